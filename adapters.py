@@ -1,0 +1,321 @@
+"""The only door from the tests to your code.
+
+Every test reaches the assignment through one of these functions. Each is a thin wrapper whose
+one-line docstring names the function it calls; you implement that function in
+``cs336_assignment/``, not here. Keep the names and parameters of these adapters unchanged: the
+graders' hidden tests call them too. (A test checks that every adapter's parameters match what it
+calls, so these docstrings cannot drift from the code.)
+
+Parts, in the order of the handout:
+    1. Tensors: storage, strides, views, einops        -> cs336_assignment/tensors.py
+    2. Models and initialisation                        -> cs336_assignment/models.py
+    3. Optimizers                                       -> cs336_assignment/optim.py
+    4. Data loading                                     -> cs336_assignment/data.py
+    5. Checkpointing                                    -> cs336_assignment/checkpoint.py
+    6. Tokenization                                     -> cs336_assignment/tokenization/
+    7. Resource accounting                              -> cs336_assignment/accounting.py
+    8. Precision                                        -> cs336_assignment/precision.py
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import IO, Any, BinaryIO
+
+import numpy.typing as npt
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from cs336_assignment import (
+    accounting,
+    checkpoint,
+    data,
+    models,
+    optim,
+    precision,
+    tensors,
+    tokenization,
+)
+
+# --------------------------------------------------------------------------------------------
+# 1. Tensors
+# --------------------------------------------------------------------------------------------
+
+
+def run_flat_index(index: tuple[int, ...], strides: tuple[int, ...], storage_offset: int = 0) -> int:
+    """See cs336_assignment.tensors.flat_index."""
+    return tensors.flat_index(index, strides, storage_offset)
+
+
+def run_element_at(x: Tensor, index: tuple[int, ...]) -> Tensor:
+    """See cs336_assignment.tensors.element_at."""
+    return tensors.element_at(x, index)
+
+
+def run_same_storage(x: Tensor, y: Tensor) -> bool:
+    """See cs336_assignment.tensors.same_storage."""
+    return tensors.same_storage(x, y)
+
+
+def run_is_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """See cs336_assignment.tensors.is_contiguous."""
+    return tensors.is_contiguous(shape, strides)
+
+
+def run_view_or_copy(x: Tensor, shape: tuple[int, ...]) -> tuple[Tensor, bool]:
+    """See cs336_assignment.tensors.view_or_copy."""
+    return tensors.view_or_copy(x, shape)
+
+
+def run_split_heads(x: Float[Tensor, "... seq d_model"], num_heads: int) -> Float[Tensor, "... heads seq d_head"]:
+    """See cs336_assignment.tensors.split_heads."""
+    return tensors.split_heads(x, num_heads)
+
+
+def run_merge_heads(x: Float[Tensor, "... heads seq d_head"]) -> Float[Tensor, "... seq d_model"]:
+    """See cs336_assignment.tensors.merge_heads."""
+    return tensors.merge_heads(x)
+
+
+def run_attention_scores(
+    q: Float[Tensor, "... heads q d"], k: Float[Tensor, "... heads k d"]
+) -> Float[Tensor, "... heads q k"]:
+    """See cs336_assignment.tensors.attention_scores."""
+    return tensors.attention_scores(q, k)
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Models and initialisation
+# --------------------------------------------------------------------------------------------
+
+
+def run_linear(
+    d_in: int,
+    d_out: int,
+    weights: Float[Tensor, " d_out d_in"],
+    in_features: Float[Tensor, " ... d_in"],
+) -> Float[Tensor, " ... d_out"]:
+    """See cs336_assignment.models.Linear: load `weights` into a Linear(d_in, d_out) and apply it."""
+    layer = models.Linear(d_in, d_out, device=weights.device, dtype=weights.dtype)
+    layer.load_state_dict({"weight": weights})
+    return layer(in_features)
+
+
+def get_linear_cls() -> type[torch.nn.Module]:
+    """See cs336_assignment.models.Linear."""
+    return models.Linear
+
+
+def get_cruncher_cls() -> type[torch.nn.Module]:
+    """See cs336_assignment.models.Cruncher."""
+    return models.Cruncher
+
+
+def run_set_seed(seed: int) -> None:
+    """See cs336_assignment.models.set_seed."""
+    return models.set_seed(seed)
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Optimizers
+# --------------------------------------------------------------------------------------------
+
+
+def get_sgd_cls() -> type[torch.optim.Optimizer]:
+    """See cs336_assignment.optim.SGD."""
+    return optim.SGD
+
+
+def get_adagrad_cls() -> type[torch.optim.Optimizer]:
+    """See cs336_assignment.optim.AdaGrad."""
+    return optim.AdaGrad
+
+
+def get_rmsprop_cls() -> type[torch.optim.Optimizer]:
+    """See cs336_assignment.optim.RMSProp."""
+    return optim.RMSProp
+
+
+def get_adam_cls() -> type[torch.optim.Optimizer]:
+    """See cs336_assignment.optim.Adam."""
+    return optim.Adam
+
+
+def get_adamw_cls() -> type[torch.optim.Optimizer]:
+    """See cs336_assignment.optim.AdamW."""
+    return optim.AdamW
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Data loading
+# --------------------------------------------------------------------------------------------
+
+
+def run_get_batch(
+    dataset: npt.NDArray,
+    batch_size: int,
+    context_length: int,
+    device: str | torch.device,
+    generator: torch.Generator | None = None,
+) -> tuple[Int[Tensor, " batch context"], Int[Tensor, " batch context"]]:
+    """See cs336_assignment.data.get_batch."""
+    return data.get_batch(dataset, batch_size, context_length, device, generator)
+
+
+# --------------------------------------------------------------------------------------------
+# 5. Checkpointing
+# --------------------------------------------------------------------------------------------
+
+
+def run_save_checkpoint(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    iteration: int,
+    out: str | os.PathLike | BinaryIO | IO[bytes],
+) -> None:
+    """See cs336_assignment.checkpoint.save_checkpoint."""
+    return checkpoint.save_checkpoint(model, optimizer, iteration, out)
+
+
+def run_load_checkpoint(
+    src: str | os.PathLike | BinaryIO | IO[bytes],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+) -> int:
+    """See cs336_assignment.checkpoint.load_checkpoint."""
+    return checkpoint.load_checkpoint(src, model, optimizer)
+
+
+# --------------------------------------------------------------------------------------------
+# 6. Tokenization
+# --------------------------------------------------------------------------------------------
+
+
+def get_character_tokenizer() -> Any:
+    """See cs336_assignment.tokenization.CharacterTokenizer."""
+    return tokenization.CharacterTokenizer()
+
+
+def get_byte_tokenizer() -> Any:
+    """See cs336_assignment.tokenization.ByteTokenizer."""
+    return tokenization.ByteTokenizer()
+
+
+def run_compression_ratio(text: str, ids: list[int]) -> float:
+    """See cs336_assignment.tokenization.compression_ratio."""
+    return tokenization.compression_ratio(text, ids)
+
+
+def run_train_bpe(
+    input_path: str | os.PathLike,
+    vocab_size: int,
+    special_tokens: list[str],
+    **kwargs: Any,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """See cs336_assignment.tokenization.train_bpe."""
+    return tokenization.train_bpe(input_path, vocab_size, special_tokens, **kwargs)
+
+
+def get_tokenizer(
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special_tokens: list[str] | None = None,
+) -> Any:
+    """See cs336_assignment.tokenization.Tokenizer."""
+    return tokenization.Tokenizer(vocab, merges, special_tokens)
+
+
+# --------------------------------------------------------------------------------------------
+# 7. Resource accounting
+# --------------------------------------------------------------------------------------------
+
+
+def run_tensor_memory_bytes(x: Tensor) -> int:
+    """See cs336_assignment.accounting.tensor_memory_bytes."""
+    return accounting.tensor_memory_bytes(x)
+
+
+def run_matmul_flops(m: int, k: int, n: int) -> int:
+    """See cs336_assignment.accounting.matmul_flops."""
+    return accounting.matmul_flops(m, k, n)
+
+
+def run_count_flops(fn: Callable[..., Tensor], *args: Any, backward: bool = True) -> int:
+    """See cs336_assignment.accounting.count_flops."""
+    return accounting.count_flops(fn, *args, backward=backward)
+
+
+def run_activation_bytes(fn: Callable[..., Tensor], *args: Any) -> int:
+    """See cs336_assignment.accounting.activation_bytes."""
+    return accounting.activation_bytes(fn, *args)
+
+
+def run_training_memory_bytes(num_params: int, num_activations: int, optimizer: str, precision: str) -> int:
+    """See cs336_assignment.accounting.training_memory_bytes."""
+    return accounting.training_memory_bytes(num_params, num_activations, optimizer, precision)
+
+
+def run_training_days(
+    num_params: float, num_tokens: float, num_gpus: int, peak_flops_per_gpu: float, mfu: float
+) -> float:
+    """See cs336_assignment.accounting.training_days."""
+    return accounting.training_days(num_params, num_tokens, num_gpus, peak_flops_per_gpu, mfu)
+
+
+def run_max_trainable_params(num_gpus: int, bytes_per_gpu: float, bytes_per_param: float) -> float:
+    """See cs336_assignment.accounting.max_trainable_params."""
+    return accounting.max_trainable_params(num_gpus, bytes_per_gpu, bytes_per_param)
+
+
+def run_mfu(flops: float, seconds: float, peak_flops_per_sec: float) -> float:
+    """See cs336_assignment.accounting.mfu."""
+    return accounting.mfu(flops, seconds, peak_flops_per_sec)
+
+
+# --------------------------------------------------------------------------------------------
+# 8. Precision
+# --------------------------------------------------------------------------------------------
+
+
+def run_dtype_info(dtype: torch.dtype) -> dict[str, float | int]:
+    """See cs336_assignment.precision.dtype_info."""
+    return precision.dtype_info(dtype)
+
+
+def run_to_fp8(x: Tensor, dtype: torch.dtype, granularity: str = "tensor") -> tuple[Tensor, Tensor]:
+    """See cs336_assignment.precision.to_fp8."""
+    return precision.to_fp8(x, dtype, granularity)
+
+
+def run_from_fp8(x_fp8: Tensor, scale: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """See cs336_assignment.precision.from_fp8."""
+    return precision.from_fp8(x_fp8, scale, dtype)
+
+
+def run_fp8_matmul(
+    a: Tensor, b: Tensor, granularity: str = "tensor", out_dtype: torch.dtype = torch.bfloat16
+) -> Tensor:
+    """See cs336_assignment.precision.fp8_matmul."""
+    return precision.fp8_matmul(a, b, granularity, out_dtype)
+
+
+def run_mixed_precision_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: Tensor,
+    y: Tensor,
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    dtype: torch.dtype = torch.bfloat16,
+) -> Tensor:
+    """See cs336_assignment.precision.mixed_precision_step (the batch is the pair (x, y))."""
+    return precision.mixed_precision_step(model, optimizer, (x, y), loss_fn, dtype)
+
+
+def get_loss_scaler_cls() -> type:
+    """See cs336_assignment.precision.DynamicLossScaler."""
+    return precision.DynamicLossScaler
+
+
+__all__ = [name for name in dict(globals()) if name.startswith(("run_", "get_"))]

@@ -1,0 +1,1 @@
+"""Reference solution of the CS336-style assignment on LLM training primitives."""

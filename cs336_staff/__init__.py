@@ -1,0 +1,1 @@
+"""Staff tooling: grading, release, snapshots, audit. Not shipped to students."""

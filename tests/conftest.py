@@ -1,0 +1,57 @@
+"""Shared pytest configuration: snapshots, device markers, and seeded generators.
+
+Markers (registered in pyproject.toml):
+    gpu   needs CUDA; skipped with the reason on a machine without it (``uv run pytest -m gpu``)
+    fp8   needs fp8 tensor-core matmuls (compute capability >= 8.9)
+    h100  needs an H100-class GPU (compute capability >= 9.0)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.snapshot import Snapshot
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--snapshot-update",
+        action="store_true",
+        default=False,
+        help="(staff) rewrite the .npz snapshots under fixtures/ from the reference instead of comparing",
+    )
+
+
+def _capability() -> tuple[int, int] | None:
+    return torch.cuda.get_device_capability() if torch.cuda.is_available() else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cap = _capability()
+    for item in items:
+        if cap is None and any(item.iter_markers(m) for m in ("gpu", "fp8", "h100")):
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; none on this machine (its CPU twin ran instead)"))
+        elif cap is not None and item.get_closest_marker("fp8") and cap < (8, 9):
+            item.add_marker(pytest.mark.skip(reason=f"needs fp8 matmuls (compute capability >= 8.9), this GPU is {cap}"))
+        elif cap is not None and item.get_closest_marker("h100") and cap < (9, 0):
+            item.add_marker(pytest.mark.skip(reason=f"needs an H100-class GPU (compute capability >= 9.0), this GPU is {cap}"))
+
+
+@pytest.fixture
+def snapshot(request: pytest.FixtureRequest) -> Snapshot:
+    """Compare arrays with ``fixtures/.../<name>.npz``; ``--snapshot-update`` rewrites them instead."""
+    return Snapshot(Path(str(request.node.fspath)), request.config.getoption("--snapshot-update"))
+
+
+@pytest.fixture
+def generator() -> torch.Generator:
+    """A CPU generator seeded with 0, so every test that samples is reproducible."""
+    return torch.Generator().manual_seed(0)
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return Path(__file__).resolve().parents[1] / "fixtures"
