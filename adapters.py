@@ -274,6 +274,43 @@ def run_mfu(flops: float, seconds: float, peak_flops_per_sec: float) -> float:
     return accounting.mfu(flops, seconds, peak_flops_per_sec)
 
 
+def run_bytes_per_element(dtype: torch.dtype | str) -> int:
+    """See cs336_assignment.accounting.bytes_per_element."""
+    return accounting.bytes_per_element(dtype)
+
+
+def run_linear_chain_flops(
+    num_tokens: int, dims: list[int], backward: bool = True, input_requires_grad: bool = False
+) -> int:
+    """See cs336_assignment.accounting.linear_chain_flops."""
+    return accounting.linear_chain_flops(num_tokens, dims, backward, input_requires_grad)
+
+
+def get_flop_counter_cls() -> type:
+    """See cs336_assignment.accounting.FlopCounter (a context manager with ``.total`` and ``.by_module()``)."""
+    return accounting.FlopCounter
+
+
+def run_cruncher_activations(batch: int, dim: int, num_layers: int) -> int:
+    """See cs336_assignment.accounting.cruncher_activations."""
+    return accounting.cruncher_activations(batch, dim, num_layers)
+
+
+def run_optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """See cs336_assignment.accounting.optimizer_state_bytes."""
+    return accounting.optimizer_state_bytes(optimizer)
+
+
+def run_peak_flops(gpu: str, dtype: str | torch.dtype) -> float:
+    """See cs336_assignment.accounting.peak_flops."""
+    return accounting.peak_flops(gpu, dtype)
+
+
+def run_time_matmul(a: Tensor, b: Tensor, warmup: int = 3, iters: int = 10) -> float:
+    """See cs336_assignment.accounting.time_matmul."""
+    return accounting.time_matmul(a, b, warmup, iters)
+
+
 # --------------------------------------------------------------------------------------------
 # 8. Precision
 # --------------------------------------------------------------------------------------------
@@ -284,9 +321,11 @@ def run_dtype_info(dtype: torch.dtype) -> dict[str, float | int]:
     return precision.dtype_info(dtype)
 
 
-def run_to_fp8(x: Tensor, dtype: torch.dtype, granularity: str = "tensor") -> tuple[Tensor, Tensor]:
-    """See cs336_assignment.precision.to_fp8."""
-    return precision.to_fp8(x, dtype, granularity)
+def run_to_fp8(
+    x: Tensor, dtype: torch.dtype, granularity: str = "tensor", scale: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """See cs336_assignment.precision.to_fp8 (``scale``: quantise with a given, possibly stale, scale)."""
+    return precision.to_fp8(x, dtype, granularity, scale)
 
 
 def run_from_fp8(x_fp8: Tensor, scale: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:

@@ -1,1 +1,154 @@
-"""(placeholder: being written)"""
+"""Checkpointing: everything needed to stop a training run and resume it exactly.
+
+A run's state is more than the weights: the optimizer carries per-parameter state (AdamW's
+``exp_avg``, ``exp_avg_sq`` and ``step``), the loop carries its iteration count, and anything
+random carries an RNG state. A checkpoint holds all of them::
+
+    {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+     "iteration": int, "rng": {"torch": ..., "numpy": ..., "python": ...}}
+
+Two properties make a checkpoint trustworthy:
+
+* **Atomic saves.** Writing over the previous checkpoint in place means a crash (or a SIGKILL from
+  the cluster scheduler) mid-write leaves neither the old checkpoint nor the new one. Instead write
+  a temporary file in the same directory, flush and ``fsync`` it, then ``os.replace`` it over the
+  target (an atomic rename on POSIX), and ``fsync`` the directory so the rename itself survives a
+  power cut. At every instant the path holds either the old checkpoint or the new one.
+* **Safe loads.** ``torch.load(..., weights_only=True)`` unpickles only tensors and plain
+  containers, so opening a checkpoint from somewhere else cannot run code.
+
+Deliberately left out: sharded / distributed checkpoints, asynchronous saving, keeping the last k
+checkpoints, cloud storage.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+import numpy as np
+import torch
+
+CHECKPOINT_KEYS = ("model", "optimizer", "iteration")
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """The global RNG states of torch, numpy and Python's ``random``, as weights_only-loadable values.
+
+    ``torch.load(weights_only=True)`` accepts tensors, numbers, strings, None and lists/tuples/dicts
+    of those, but not numpy arrays, so numpy's and Python's Mersenne-Twister keys become int64
+    tensors (their 32-bit words fit).
+    """
+    np_kind, np_key, np_pos, np_has_gauss, np_gauss = np.random.get_state(legacy=True)
+    py_version, py_key, py_gauss = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": [np_kind, torch.from_numpy(np_key.astype(np.int64)), np_pos, np_has_gauss, np_gauss],
+        "python": [py_version, torch.tensor(py_key, dtype=torch.int64), py_gauss],
+    }
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of ``capture_rng_state``: set torch's, numpy's and Python's global RNGs."""
+    torch.set_rng_state(state["torch"])
+    np_kind, np_key, np_pos, np_has_gauss, np_gauss = state["numpy"]
+    np.random.set_state((np_kind, np_key.numpy().astype(np.uint32), np_pos, np_has_gauss, np_gauss))
+    py_version, py_key, py_gauss = state["python"]
+    random.setstate((py_version, tuple(py_key.tolist()), py_gauss))
+
+
+def save_checkpoint(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    iteration: int,
+    out: str | os.PathLike | BinaryIO | IO[bytes],
+) -> None:
+    """Save the model, optimizer, iteration and global RNG states to ``out``.
+
+    Args:
+        model: its ``state_dict()`` is saved.
+        optimizer: its ``state_dict()`` is saved (per-parameter state and hyperparameters).
+        iteration: how many training steps are done; ``load_checkpoint`` returns it.
+        out: a path, or a binary file object open for writing. A path is written atomically (see the
+            module docstring): if saving fails or the process dies midway, a checkpoint already
+            at ``out`` is left intact and no temporary file is left behind (except after a kill).
+            A file object is written as is: its owner decides what atomicity means.
+    """
+    # BEGIN SOLUTION
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "iteration": int(iteration),
+        "rng": capture_rng_state(),
+    }
+    if not isinstance(out, (str, os.PathLike)):
+        torch.save(state, out)
+        return
+    path = Path(out)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic: `path` is the old checkpoint or the new one, never half of one
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+    # END SOLUTION
+
+
+def load_checkpoint(
+    src: str | os.PathLike | BinaryIO | IO[bytes],
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+) -> int:
+    """Restore ``model`` and ``optimizer`` (and the global RNGs, if saved) from ``src``.
+
+    Args:
+        src: a path, or a binary file object positioned at the start of a checkpoint written by
+            ``save_checkpoint``. It is loaded with ``weights_only=True``, so it cannot run code.
+        model, optimizer: built the same way as the ones that were saved; their state is replaced.
+
+    Returns:
+        The ``iteration`` that was saved, so the loop resumes at the step after it.
+
+    Raises:
+        FileNotFoundError: if the path does not exist.
+        ValueError: naming the file, if it is truncated, not a checkpoint, or does not fit
+            ``model`` / ``optimizer``.
+    """
+    # BEGIN SOLUTION
+    name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(src, "name", repr(src))
+    if isinstance(src, (str, os.PathLike)) and not Path(src).exists():
+        raise FileNotFoundError(f"no checkpoint at {name}")
+    try:
+        state = torch.load(src, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise ValueError(
+            f"cannot read checkpoint {name}: it is truncated, corrupt or not a torch checkpoint "
+            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+        ) from err
+    missing = [k for k in CHECKPOINT_KEYS if not (isinstance(state, dict) and k in state)]
+    if missing:
+        raise ValueError(f"{name} is not a checkpoint written by save_checkpoint: it lacks {missing}")
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as err:
+        raise ValueError(
+            f"checkpoint {name} does not fit this model/optimizer; build them exactly as the run "
+            f"that saved it did ({err})"
+        ) from err
+    if "rng" in state:
+        restore_rng_state(state["rng"])
+    return int(state["iteration"])
+    # END SOLUTION

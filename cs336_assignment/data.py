@@ -1,1 +1,158 @@
-"""(placeholder: being written)"""
+"""Data loading for language modelling: random windows of a long token stream.
+
+A tokenized corpus is one long 1-D array of token ids, ``dataset[0 .. n)``. A training batch is
+``batch_size`` windows of ``context_length + 1`` consecutive tokens, each starting at a uniformly
+random position; the model reads the first ``context_length`` tokens of a window (``x``) and
+predicts each next one (``y``, the same window shifted by one)::
+
+    dataset = [t0 t1 t2 t3 t4 t5 t6 t7 t8 t9]            n = 10, context_length = 4
+    start s = 3:   x = [t3 t4 t5 t6]   y = [t4 t5 t6 t7]
+    valid starts:  s = 0 .. n - context_length - 1       (n - context_length of them)
+
+Corpora are far bigger than RAM, so they live on disk as raw token files opened with
+``np.memmap``: indexing a memmap reads only the pages it touches, so a batch costs
+``batch_size * (context_length + 1)`` tokens of I/O however large the file is.
+
+Deliberately left out: sampling without replacement / epochs, document boundaries and padding,
+multi-worker prefetching (``torch.utils.data.DataLoader``), sharding across ranks.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from jaxtyping import Int
+from torch import Tensor
+
+
+def get_batch(
+    dataset: npt.NDArray,
+    batch_size: int,
+    context_length: int,
+    device: str | torch.device,
+    generator: torch.Generator | None = None,
+) -> tuple[Int[Tensor, " batch context"], Int[Tensor, " batch context"]]:
+    """Sample ``batch_size`` random windows of ``dataset`` as (inputs, next-token targets).
+
+    Args:
+        dataset: 1-D integer array of token ids (an ``np.ndarray`` or a read-only ``np.memmap``).
+            It is never read whole: only the sampled windows are.
+        batch_size: number of windows B, at least 1.
+        context_length: tokens per window T, at least 1; ``len(dataset)`` must be at least T + 1.
+        device: where the tensors go (``"cpu"``, ``"cuda:0"``, ...). An unknown device fails with
+            torch's own error. On CUDA the batch is staged in pinned memory and copied with
+            ``non_blocking=True``, so the copy overlaps with work already queued on the GPU.
+        generator: the CPU ``torch.Generator`` that draws the start positions (for
+            reproducibility); ``None`` uses torch's global generator.
+
+    Returns:
+        ``(x, y)``, both int64 of shape ``(B, T)`` on ``device``, with, for each row b and a start
+        ``s_b`` drawn uniformly from every valid position ``{0, ..., len(dataset) - T - 1}``::
+
+            x[b] = dataset[s_b     : s_b + T]
+            y[b] = dataset[s_b + 1 : s_b + T + 1]        # y[b, i] is the token after x[b, i]
+
+    Raises:
+        ValueError: if the dataset is not 1-D integers, a size is below 1, or the dataset is
+            shorter than ``context_length + 1``.
+
+    >>> x, y = get_batch(np.arange(10), batch_size=2, context_length=4, device="cpu",
+    ...                  generator=torch.Generator().manual_seed(0))
+    >>> x.shape, x.dtype, bool((y == x + 1).all())
+    (torch.Size([2, 4]), torch.int64, True)
+    """
+    # BEGIN SOLUTION
+    device = torch.device(device)  # an unknown device fails here, with torch's message
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if context_length < 1:
+        raise ValueError(f"context_length must be at least 1, got {context_length}")
+    if dataset.ndim != 1:
+        raise ValueError(
+            f"dataset must be a 1-D array of token ids, got shape {dataset.shape}; flatten it first"
+        )
+    if not np.issubdtype(dataset.dtype, np.integer):
+        raise ValueError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")
+    num_starts = len(dataset) - context_length  # valid starts: 0 .. num_starts - 1
+    if num_starts < 1:
+        raise ValueError(
+            f"dataset has {len(dataset)} tokens but a window needs context_length + 1 = "
+            f"{context_length + 1}; use a longer dataset or a smaller context_length"
+        )
+    starts = torch.randint(0, num_starts, (batch_size,), generator=generator).numpy()
+    # One fancy index for the whole batch: (B, 1) + (T + 1,) -> (B, T + 1) positions. On a memmap
+    # this reads just those tokens; the result is an ordinary in-memory array.
+    windows = np.asarray(dataset[starts[:, None] + np.arange(context_length + 1)], dtype=np.int64)
+    x = torch.from_numpy(windows[:, :-1].copy())
+    y = torch.from_numpy(windows[:, 1:].copy())
+    if device.type == "cuda":
+        # Page-locked host memory lets the copy run asynchronously with respect to the host.
+        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+    return x.to(device), y.to(device)
+    # END SOLUTION
+
+
+def save_tokens(path: str | os.PathLike, tokens: npt.ArrayLike, dtype: npt.DTypeLike = np.uint16) -> Path:
+    """Write ``tokens`` to ``path`` as a raw array of ``dtype`` (no header), atomically.
+
+    The format is the one ``load_tokens`` (and nanoGPT-style loaders) memory-map: ``len(tokens)``
+    values of ``dtype`` in native byte order. ``uint16`` holds vocabularies of up to 65,536 tokens
+    in 2 bytes each; use ``uint32`` beyond that. The file is written next to ``path`` under a
+    temporary name and renamed into place, so an interrupted write never leaves a truncated
+    ``path`` behind (and never destroys a file already there).
+
+    Raises:
+        ValueError: if ``tokens`` is not 1-D integers, or a token id does not fit in ``dtype``.
+    """
+    path = Path(path)
+    dtype = np.dtype(dtype)
+    if not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"dtype must be an integer type such as np.uint16, got {dtype}")
+    array = np.asarray(tokens)
+    if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
+        raise ValueError(f"tokens must be a 1-D sequence of integer ids, got shape {array.shape} of {array.dtype}")
+    if array.size:
+        info = np.iinfo(dtype)
+        low, high = int(array.min()), int(array.max())
+        if low < info.min or high > info.max:
+            raise ValueError(
+                f"token ids span [{low}, {high}] but {dtype} holds only [{info.min}, {info.max}]; "
+                "pass a wider dtype (np.uint32 for vocabularies above 65,536)"
+            )
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            array.astype(dtype, copy=False).tofile(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_tokens(path: str | os.PathLike, dtype: npt.DTypeLike = np.uint16) -> np.memmap:
+    """Memory-map a token file written by ``save_tokens``, read-only: nothing is read until indexed.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+        ValueError: if the file is empty, or its size is not a multiple of ``dtype``'s item size
+            (a sign it was written with another dtype).
+    """
+    path = Path(path)
+    dtype = np.dtype(dtype)
+    size = path.stat().st_size
+    if size == 0:
+        raise ValueError(f"{path} is empty; write tokens into it with save_tokens first")
+    if size % dtype.itemsize:
+        raise ValueError(
+            f"{path} has {size} bytes, not a multiple of {dtype}'s {dtype.itemsize}; "
+            "was it written with another dtype? Pass the dtype it was saved with"
+        )
+    return np.memmap(path, dtype=dtype, mode="r")

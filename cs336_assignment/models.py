@@ -1,1 +1,158 @@
-"""(placeholder: being written)"""
+"""Models and initialisation: a bias-free ``Linear`` layer, the lecture's deep linear ``Cruncher``,
+and ``set_seed``.
+
+The lecture's running example is a stack of linear layers trained on a synthetic regression task::
+
+    x ─ Linear(D, D) ─ ... ─ Linear(D, D) ─ Linear(D, 1) ─ squeeze ─> y   (shape (B,))
+
+A ``Linear`` layer multiplies by a weight matrix ``W`` stored as ``(d_out, d_in)`` (the layout of
+``torch.nn.Linear`` and of CS336 assignment 1), so ``y = x W^T``::
+
+    flops(forward) = 2 * B * d_in * d_out
+
+Initialisation. Drawing ``W_ij ~ N(0, 1)`` makes each output a sum of ``d_in`` unit-variance terms,
+so outputs grow like ``sqrt(d_in)`` per layer and a deep stack explodes. Scaling by
+``1 / sqrt(d_in)`` (Xavier-style, counting *inputs*) keeps every output at unit variance; cutting
+the tails at ±3 standard deviations removes the rare huge weights that destabilise early training::
+
+    W_ij ~ TruncNormal(mean=0, std=sigma, lower=-3 sigma, upper=3 sigma),   sigma = 1 / sqrt(d_in)
+
+Deliberately left out: biases, activations (the Cruncher is linear on purpose, to study
+initialisation and optimisers in isolation), and fused or low-precision kernels (see
+``precision.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import torch
+from einops import einsum
+from jaxtyping import Float
+from torch import Tensor, nn
+
+TRUNCATION = 3.0
+"""Initial weights are cut at ±TRUNCATION standard deviations."""
+
+
+class Linear(nn.Module):
+    """A linear map without bias: ``y = x W^T`` with ``W`` of shape ``(d_out, d_in)``.
+
+    The weight is a single ``nn.Parameter`` named ``weight`` (so ``state_dict()`` has exactly one
+    key, ``"weight"``), initialised from a normal with std ``1 / sqrt(d_in)`` truncated at ±3 std.
+    Note that ``nn.init.trunc_normal_(w, std=s, a=..., b=...)`` takes *absolute* bounds ``a``, ``b``,
+    not multiples of ``std``: pass ``a=-3 * s, b=3 * s``.
+
+    >>> layer = Linear(4, 3)
+    >>> layer.weight.shape
+    torch.Size([3, 4])
+    >>> layer(torch.ones(2, 5, 4)).shape
+    torch.Size([2, 5, 3])
+
+    Raises ``ValueError`` if ``d_in`` or ``d_out`` is not a positive integer, and in ``forward``
+    if the last dimension of the input is not ``d_in``.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        # BEGIN SOLUTION
+        for name, value in (("d_in", d_in), ("d_out", d_out)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.d_in = d_in
+        self.d_out = d_out
+        std = 1.0 / math.sqrt(d_in)
+        weight = torch.empty(d_out, d_in, device=device, dtype=dtype)
+        nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-TRUNCATION * std, b=TRUNCATION * std)
+        self.weight = nn.Parameter(weight)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, " ... d_in"]) -> Float[Tensor, " ... d_out"]:
+        """Apply the layer to the last dimension of ``x``; leading dimensions are batch dimensions."""
+        # BEGIN SOLUTION
+        d_in = self.weight.shape[1]
+        if x.shape[-1:] != (d_in,):
+            raise ValueError(
+                f"Linear expects inputs whose last dimension is d_in={d_in}, got shape {tuple(x.shape)}"
+            )
+        return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")
+        # END SOLUTION
+
+    def extra_repr(self) -> str:
+        d_out, d_in = self.weight.shape
+        return f"d_in={d_in}, d_out={d_out}"
+
+
+class Cruncher(nn.Module):
+    """The lecture's deep linear model: ``num_layers`` ``Linear(dim, dim)`` layers, then ``Linear(dim, 1)``.
+
+    Parameters (the ``state_dict`` keys, in this order)::
+
+        layers.0.weight ... layers.{num_layers-1}.weight    each (dim, dim)
+        final.weight                                        (1, dim)
+
+    ``forward`` maps ``(batch, dim)`` to ``(batch,)``: the trailing size-1 dimension of the head
+    is squeezed away so the output lines up with a ``(batch,)`` target.
+
+    >>> model = Cruncher(dim=4, num_layers=2)
+    >>> list(model.state_dict())
+    ['layers.0.weight', 'layers.1.weight', 'final.weight']
+    >>> model(torch.ones(3, 4)).shape
+    torch.Size([3])
+
+    Raises ``ValueError`` if ``dim`` is not positive or ``num_layers`` is negative
+    (``num_layers=0`` is allowed: the model is then just the final head).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_layers: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        # BEGIN SOLUTION
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
+            raise ValueError(f"num_layers must be a non-negative integer, got {num_layers!r}")
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        self.layers = nn.ModuleList(
+            [Linear(dim, dim, device=device, dtype=dtype) for _ in range(num_layers)]
+        )
+        self.final = Linear(dim, 1, device=device, dtype=dtype)
+        # END SOLUTION
+
+    def forward(self, x: Float[Tensor, " batch dim"]) -> Float[Tensor, " batch"]:
+        """Apply every layer in turn, then the head, and drop the head's size-1 output dimension."""
+        # BEGIN SOLUTION
+        for layer in self.layers:
+            x = layer(x)
+        return self.final(x).squeeze(-1)
+        # END SOLUTION
+
+
+def set_seed(seed: int) -> None:
+    """Seed every random number generator a training run draws from: ``random``, NumPy and torch.
+
+    After ``set_seed(s)``, ``random.random()``, ``np.random.rand()`` and ``torch.rand()`` (and
+    model initialisation, which draws from torch's default generator) give the same values on
+    every run. ``torch.manual_seed`` also seeds every CUDA device.
+
+    Raises ``ValueError`` unless ``0 <= seed < 2**32`` (the range NumPy accepts).
+    """
+    # BEGIN SOLUTION
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    # END SOLUTION

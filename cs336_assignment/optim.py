@@ -1,1 +1,384 @@
-"""(placeholder: being written)"""
+"""Optimizers: SGD (with momentum), AdaGrad, RMSProp, Adam and AdamW, written from scratch.
+
+Each class is a ``torch.optim.Optimizer`` subclass that takes torch's keyword names and defaults,
+keeps its per-parameter state under torch's names (``step``, ``momentum_buffer``, ``sum``,
+``square_avg``, ``exp_avg``, ``exp_avg_sq``), and performs the same update as its ``torch.optim``
+counterpart, so torch is the oracle: the tests run both side by side for 1000 steps.
+
+Notation, for one parameter tensor ``p`` with gradient ``g`` at step ``t = 1, 2, ...``
+(all operations elementwise)::
+
+    SGD       p -= lr * g
+    momentum  b = mu * b + g;                          p -= lr * b
+    AdaGrad   G += g^2;                                p -= lr * g / (sqrt(G) + eps)
+    RMSProp   v = alpha * v + (1 - alpha) * g^2;       p -= lr * g / (sqrt(v) + eps)
+    Adam      m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
+              p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+
+State memory, counted in tensors of the parameter's shape: SGD 0 (1 with momentum), AdaGrad 1,
+RMSProp 1 (2 with momentum), Adam and AdamW 2. With fp32 state, Adam therefore needs
+``4 + 4 + 4 = 12`` bytes per parameter on top of the parameter and its gradient.
+
+Deliberately left out (torch has them, these do not): ``maximize``, ``amsgrad``, centered
+RMSProp, sparse gradients, complex parameters, tensor-valued learning rates, and the
+``foreach``/``fused`` multi-tensor kernels (the loops below visit one tensor at a time, which is
+the readable version and the one torch itself runs on CPU).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+Params = Iterable[Tensor] | Iterable[dict[str, Any]]
+
+
+def _nonnegative(**values: float) -> None:
+    """Raise ``ValueError`` naming the first keyword whose value is negative (or NaN)."""
+    for name, value in values.items():
+        if not value >= 0.0:
+            raise ValueError(f"{name} must be >= 0, got {name}={value!r}")
+
+
+def _in_unit_interval(name: str, value: float) -> None:
+    """Raise ``ValueError`` unless ``0 <= value < 1`` (an exponential-average coefficient)."""
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")
+
+
+def _evaluate(closure: Callable[[], Tensor] | None) -> Tensor | None:
+    """Re-evaluate the loss with gradients enabled, as ``torch.optim`` does when given a closure."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
+class SGD(torch.optim.Optimizer):
+    """Stochastic gradient descent with optional (Nesterov) momentum and L2 weight decay.
+
+    For each parameter ``p`` with gradient ``g`` (``torch.optim.SGD``'s update)::
+
+        g = g + weight_decay * p
+        if momentum != 0:
+            b = g                                       at the first step
+            b = momentum * b + (1 - dampening) * g      afterwards
+            g = g + momentum * b   if nesterov else   b
+        p = p - lr * g
+
+    State memory: none without momentum; one tensor (``momentum_buffer``) with momentum.
+
+    Raises ``ValueError`` naming the hyperparameter if ``lr``, ``momentum`` or ``weight_decay`` is
+    negative, if ``dampening`` is outside ``[0, 1]``, or if ``nesterov`` is requested without
+    momentum or with dampening.
+    """
+
+    def __init__(
+        self,
+        params: Params,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
+        # BEGIN SOLUTION
+        _nonnegative(lr=lr, momentum=momentum, weight_decay=weight_decay)
+        if not 0.0 <= dampening <= 1.0:
+            raise ValueError(f"dampening must be in [0, 1], got dampening={dampening!r}")
+        if nesterov and (momentum <= 0.0 or dampening != 0.0):
+            raise ValueError(
+                f"nesterov=True needs momentum > 0 and dampening == 0, got momentum={momentum!r}, "
+                f"dampening={dampening!r}"
+            )
+        # END SOLUTION
+        defaults = dict(
+            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov
+        )
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
+        """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
+        loss = _evaluate(closure)
+        # BEGIN SOLUTION
+        for group in self.param_groups:
+            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+            weight_decay, nesterov = group["weight_decay"], group["nesterov"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                if momentum != 0:
+                    state = self.state[p]
+                    if "momentum_buffer" not in state:
+                        buf = state["momentum_buffer"] = grad.detach().clone()
+                    else:
+                        buf = state["momentum_buffer"]
+                        buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                    grad = grad.add(buf, alpha=momentum) if nesterov else buf
+                p.add_(grad, alpha=-lr)
+        # END SOLUTION
+        return loss
+
+
+class AdaGrad(torch.optim.Optimizer):
+    """AdaGrad: divide each coordinate's step by the root of its accumulated squared gradients.
+
+    For each parameter ``p`` with gradient ``g`` at step ``t = 1, 2, ...`` (``torch.optim.Adagrad``)::
+
+        G = initial_accumulator_value                   before the first step
+        g = g + weight_decay * p
+        G = G + g^2
+        p = p - lr / (1 + (t - 1) * lr_decay) * g / (sqrt(G) + eps)
+
+    ``eps`` is added *after* the square root. Coordinates with large past gradients take small
+    steps; the step size only ever shrinks, which is why AdaGrad stalls on long runs.
+
+    State memory: one tensor (``sum``, the accumulator ``G``), plus the integer ``step``.
+
+    Raises ``ValueError`` naming the hyperparameter if ``lr``, ``lr_decay``, ``weight_decay``,
+    ``initial_accumulator_value`` or ``eps`` is negative.
+    """
+
+    def __init__(
+        self,
+        params: Params,
+        lr: float = 1e-2,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        eps: float = 1e-10,
+    ) -> None:
+        # BEGIN SOLUTION
+        _nonnegative(
+            lr=lr,
+            lr_decay=lr_decay,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            eps=eps,
+        )
+        # END SOLUTION
+        defaults = dict(
+            lr=lr,
+            lr_decay=lr_decay,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            eps=eps,
+        )
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
+        """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
+        loss = _evaluate(closure)
+        # BEGIN SOLUTION
+        for group in self.param_groups:
+            lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+            weight_decay = group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["sum"] = torch.full_like(p, group["initial_accumulator_value"])
+                state["step"] += 1
+                grad = p.grad
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                clr = lr / (1 + (state["step"] - 1) * lr_decay)
+                state["sum"].addcmul_(grad, grad, value=1)
+                std = state["sum"].sqrt().add_(eps)
+                p.addcdiv_(grad, std, value=-clr)
+        # END SOLUTION
+        return loss
+
+
+class RMSProp(torch.optim.Optimizer):
+    """RMSProp: AdaGrad with an exponential moving average of squared gradients instead of a sum.
+
+    For each parameter ``p`` with gradient ``g`` (``torch.optim.RMSprop``, not centered)::
+
+        v = 0, b = 0                                    before the first step
+        g = g + weight_decay * p
+        v = alpha * v + (1 - alpha) * g^2
+        u = g / (sqrt(v) + eps)                         eps added *after* the square root
+        if momentum > 0:  b = momentum * b + u;  u = b
+        p = p - lr * u
+
+    Because old gradients decay (``alpha = 0.99`` remembers about the last 100 steps), the step
+    size can grow again, unlike AdaGrad's.
+
+    State memory: one tensor (``square_avg``), two with momentum (plus ``momentum_buffer``),
+    plus the integer ``step``.
+
+    Raises ``ValueError`` naming the hyperparameter if ``lr``, ``eps``, ``weight_decay`` or
+    ``momentum`` is negative, or if ``alpha`` is outside ``[0, 1)``.
+    """
+
+    def __init__(
+        self,
+        params: Params,
+        lr: float = 1e-2,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum: float = 0.0,
+    ) -> None:
+        # BEGIN SOLUTION
+        _nonnegative(lr=lr, eps=eps, weight_decay=weight_decay, momentum=momentum)
+        _in_unit_interval("alpha", alpha)
+        # END SOLUTION
+        defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
+        """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
+        loss = _evaluate(closure)
+        # BEGIN SOLUTION
+        for group in self.param_groups:
+            lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+            weight_decay, momentum = group["weight_decay"], group["momentum"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["square_avg"] = torch.zeros_like(p)
+                    if momentum > 0:
+                        state["momentum_buffer"] = torch.zeros_like(p)
+                state["step"] += 1
+                grad = p.grad
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                square_avg = state["square_avg"]
+                square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+                avg = square_avg.sqrt().add_(eps)
+                if momentum > 0:
+                    buf = state["momentum_buffer"]
+                    buf.mul_(momentum).addcdiv_(grad, avg)
+                    p.add_(buf, alpha=-lr)
+                else:
+                    p.addcdiv_(grad, avg, value=-lr)
+        # END SOLUTION
+        return loss
+
+
+class Adam(torch.optim.Optimizer):
+    """Adam: momentum on the gradient (first moment) and RMSProp on its square (second moment),
+    both bias-corrected for their zero initialisation.
+
+    For each parameter ``p`` with gradient ``g`` at step ``t = 1, 2, ...`` (``torch.optim.Adam``;
+    ``b1, b2 = betas``)::
+
+        m = 0, v = 0                                    before the first step
+        g = g + weight_decay * p                        L2 penalty, coupled to the gradient
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g^2
+        m_hat = m / (1 - b1^t)
+        v_hat = v / (1 - b2^t)
+        p = p - lr * m_hat / (sqrt(v_hat) + eps)
+
+    Without the bias correction the first steps would be ``1 - b1 = 0.1`` times too small in
+    ``m`` and use a ``sqrt(1 - b2) ~ 0.03`` times too small ``sqrt(v)``.
+
+    State memory: two tensors (``exp_avg`` = ``m``, ``exp_avg_sq`` = ``v``), plus the integer
+    ``step``: 8 bytes per fp32 parameter.
+
+    Raises ``ValueError`` naming the hyperparameter if ``lr``, ``eps`` or ``weight_decay`` is
+    negative, or if either of ``betas`` is outside ``[0, 1)``.
+    """
+
+    decoupled_weight_decay = False
+
+    def __init__(
+        self,
+        params: Params,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        # BEGIN SOLUTION
+        _nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
+        if len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2), got betas={betas!r}")
+        _in_unit_interval("betas[0]", betas[0])
+        _in_unit_interval("betas[1]", betas[1])
+        # END SOLUTION
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
+        """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
+        loss = _evaluate(closure)
+        # BEGIN SOLUTION
+        for group in self.param_groups:
+            lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+            weight_decay = group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                t = state["step"]
+                grad = p.grad
+                if weight_decay != 0:
+                    if self.decoupled_weight_decay:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step_size = lr / (1 - beta1**t)
+                denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
+                p.addcdiv_(exp_avg, denom, value=-step_size)
+        # END SOLUTION
+        return loss
+
+
+class AdamW(Adam):
+    """AdamW: Adam with *decoupled* weight decay (Loshchilov & Hutter), the LLM default.
+
+    Identical to ``Adam`` except that weight decay shrinks the parameter directly, before the Adam
+    update, instead of being added to the gradient (``torch.optim.AdamW``)::
+
+        p = p - lr * weight_decay * p                   decoupled: not divided by sqrt(v_hat)
+        m, v, m_hat, v_hat as in Adam (with the raw gradient g)
+        p = p - lr * m_hat / (sqrt(v_hat) + eps)
+
+    With Adam's coupled L2 penalty the decay is rescaled per coordinate by ``1 / sqrt(v_hat)``,
+    so weights with large gradients are barely regularised; decoupling decays every weight at
+    the same rate ``lr * weight_decay``. Note the default ``weight_decay=1e-2`` (Adam's is 0).
+
+    State memory: two tensors (``exp_avg``, ``exp_avg_sq``), plus the integer ``step``.
+
+    Raises ``ValueError`` like ``Adam``.
+    """
+
+    decoupled_weight_decay = True
+
+    def __init__(
+        self,
+        params: Params,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ) -> None:
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)

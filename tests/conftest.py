@@ -32,7 +32,7 @@ def _capability() -> tuple[int, int] | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     cap = _capability()
     for item in items:
-        if cap is None and any(item.iter_markers(m) for m in ("gpu", "fp8", "h100")):
+        if cap is None and any(item.get_closest_marker(m) for m in ("gpu", "fp8", "h100")):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; none on this machine (its CPU twin ran instead)"))
         elif cap is not None and item.get_closest_marker("fp8") and cap < (8, 9):
             item.add_marker(pytest.mark.skip(reason=f"needs fp8 matmuls (compute capability >= 8.9), this GPU is {cap}"))

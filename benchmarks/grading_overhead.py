@@ -1,0 +1,51 @@
+"""Grading overhead: one submission's `cs336 grade` time over the raw `pytest` time on the same tree.
+
+    uv run python benchmarks/grading_overhead.py [--repeats 1]
+
+Both runs use the same tests against the reference: the raw one is `pytest tests --ignore
+tests/staff` in this tree, the graded one is the sandboxed run of the reference packaged as a
+submission (intake, copy, namespaces, privilege drop, canary, records; the test collection is
+cached beforehand, as it is once per batch). Prints both times and their ratio (target <= 1.3);
+no absolute assertion: the machine's load decides the seconds, the ratio is what matters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cs336_staff.grade.example import build_example  # noqa: E402
+from cs336_staff.grade.grader import grade_one, make_plan  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=1)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        plan = make_plan(ROOT, cache_dir=out / ".cache", warn=lambda m: None)  # collection cached, as in a batch
+        sub, _ = build_example(ROOT, out / "_example")
+        raw, graded = [], []
+        for i in range(args.repeats):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests",
+                            "--ignore=tests/staff", "-m", "not gpu"], cwd=ROOT, capture_output=True)
+            raw.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            row = grade_one(sub, f"run{i}", out, plan, force=True)
+            graded.append(time.perf_counter() - t)
+        r, g = min(raw), min(graded)
+        print(f"raw pytest: {r:.1f} s   cs336 grade (one submission): {g:.1f} s   "
+              f"overhead ratio: {g / r:.2f} (target <= 1.3); score {row['score']}/{row['max_score']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""Memory: bytes per element, per tensor, per training run; and the same bytes measured.
+
+Every tensor costs ``numel * bytes_per_element``. Training holds four kinds of tensors at once::
+
+    parameters         P values
+    gradients          P values (one per parameter)
+    optimizer state    k * P values, k tensors per parameter:
+                           sgd 0, momentum 1 (velocity), adagrad 1 (sum of g^2),
+                           rmsprop 1 (running mean of g^2), adam / adamw 2 (m and v)
+    activations        A values: what the forward saves for the backward
+
+Bytes per parameter and per activation, by precision::
+
+    fp32     params 4 + grads 4 + states 4k                       = 8 + 4k   (adamw: 16)
+             activations 4
+    mixed    params 2 (bf16) + grads 2 (bf16) + master copy 4 (fp32)
+             + states 4k (fp32)                                   = 8 + 4k   (adamw: 16)
+             activations 2 (bf16: the matmuls run, and save their inputs, in bf16)
+
+Mixed precision does not shrink the per-parameter bill (the fp32 master weights and states
+remain); it halves the activations and doubles the matmul throughput.
+
+Activations of a chain of bias-free linear layers: each layer saves its input for ``dW = dy^T x``.
+The first layer's input is the batch, which the caller holds anyway, so it is not counted; the
+Cruncher (``L`` layers ``dim -> dim``, then ``dim -> 1``) saves ``L`` inputs of ``batch x dim``::
+
+    activations(Cruncher) = batch * dim * num_layers
+
+Measuring: ``torch.autograd.graph.saved_tensors_hooks`` calls a hook with every tensor autograd
+saves for the backward. Several saved tensors may share one storage (a ReLU saves its output and
+the next matmul saves the same tensor as its input), so saved bytes are de-duplicated by storage;
+parameters and the inputs of ``fn`` are not activations and are excluded.
+
+Deliberately left out: the CUDA caching allocator's rounding and fragmentation, temporary buffers
+(cuBLAS workspaces, gradients of activations in flight), and activation checkpointing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp64": torch.float64,
+    "fp32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "fp8_e4m3": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+"""Short dtype names (as used on the command line and in the lecture) -> torch dtypes."""
+
+OPTIMIZERS = ("sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw")
+PRECISIONS = ("fp32", "mixed")
+
+
+def _check_count(**counts: int) -> None:
+    """Raise ``ValueError`` naming the first count that is not a non-negative integer."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Tensors
+# --------------------------------------------------------------------------------------------
+
+
+def bytes_per_element(dtype: torch.dtype | str) -> int:
+    """Bytes of one element of ``dtype``, given as a torch dtype or a name in ``DTYPES``.
+
+    fp32 4, fp16 and bf16 2 (bf16 keeps fp32's 8 exponent bits and cuts the mantissa to 7),
+    fp8 (e4m3 and e5m2) 1, int64 8, int32 4, int16 2, int8 and uint8 1, bool 1.
+
+    >>> bytes_per_element("bf16"), bytes_per_element(torch.float8_e4m3fn)
+    (2, 1)
+
+    Raises ``ValueError`` for a name not in ``DTYPES`` or something that is not a dtype.
+    """
+    # BEGIN SOLUTION
+    if isinstance(dtype, str):
+        if dtype not in DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)} or a torch.dtype")
+        dtype = DTYPES[dtype]
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"expected a torch.dtype or a dtype name, got {dtype!r}")
+    return dtype.itemsize
+    # END SOLUTION
+
+
+def tensor_memory_bytes(x: Tensor) -> int:
+    """Bytes of the elements of ``x``: ``x.numel() * bytes_per_element(x.dtype)``.
+
+    This is the logical size; a view may keep a larger storage alive
+    (``x.untyped_storage().nbytes()``).
+
+    >>> tensor_memory_bytes(torch.zeros(4, 8, dtype=torch.float32))
+    128
+    """
+    # BEGIN SOLUTION
+    if not isinstance(x, Tensor):
+        raise ValueError(f"expected a torch.Tensor, got {type(x).__name__}")
+    return x.numel() * bytes_per_element(x.dtype)
+    # END SOLUTION
+
+
+# --------------------------------------------------------------------------------------------
+# Analytic training memory
+# --------------------------------------------------------------------------------------------
+
+
+def optimizer_state_tensors(optimizer: str) -> int:
+    """How many parameter-sized state tensors ``optimizer`` keeps (see the module docstring).
+
+    >>> [optimizer_state_tensors(o) for o in OPTIMIZERS]
+    [0, 1, 1, 1, 2, 2]
+
+    Raises ``ValueError`` for a name not in ``OPTIMIZERS``.
+    """
+    # BEGIN SOLUTION
+    states = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}
+    if optimizer not in states:
+        raise ValueError(f"unknown optimizer {optimizer!r}; use one of {list(OPTIMIZERS)}")
+    return states[optimizer]
+    # END SOLUTION
+
+
+def bytes_per_param(optimizer: str, precision: str) -> int:
+    """Training bytes per parameter: parameters, gradients, (master weights,) optimizer state.
+
+    ``fp32``: ``4 + 4 + 4k``; ``mixed``: ``2 + 2 + 4 + 4k`` (bf16 params and grads, fp32 master
+    weights and states), with ``k = optimizer_state_tensors(optimizer)``.
+
+    >>> bytes_per_param("adamw", "fp32"), bytes_per_param("adamw", "mixed"), bytes_per_param("sgd", "fp32")
+    (16, 16, 8)
+
+    Raises ``ValueError`` for an unknown optimizer or precision.
+    """
+    # BEGIN SOLUTION
+    states = optimizer_state_tensors(optimizer)
+    if precision == "fp32":
+        return 4 + 4 + 4 * states
+    if precision == "mixed":
+        return 2 + 2 + 4 + 4 * states
+    raise ValueError(f"unknown precision {precision!r}; use one of {list(PRECISIONS)}")
+    # END SOLUTION
+
+
+def bytes_per_activation(precision: str) -> int:
+    """Bytes of one saved activation: 4 in ``fp32``, 2 in ``mixed`` (bf16).
+
+    Raises ``ValueError`` for an unknown precision.
+    """
+    # BEGIN SOLUTION
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; use one of {list(PRECISIONS)}")
+    return 4 if precision == "fp32" else 2
+    # END SOLUTION
+
+
+def training_memory_bytes(num_params: int, num_activations: int, optimizer: str, precision: str) -> int:
+    """Bytes to train: ``num_params * bytes_per_param + num_activations * bytes_per_activation``.
+
+    >>> training_memory_bytes(num_params=10, num_activations=100, optimizer="adamw", precision="fp32")
+    560
+    >>> training_memory_bytes(num_params=10, num_activations=100, optimizer="adamw", precision="mixed")
+    360
+
+    Raises ``ValueError`` for a negative count or an unknown optimizer or precision.
+    """
+    # BEGIN SOLUTION
+    _check_count(num_params=num_params, num_activations=num_activations)
+    return num_params * bytes_per_param(optimizer, precision) + num_activations * bytes_per_activation(precision)
+    # END SOLUTION
+
+
+def cruncher_params(dim: int, num_layers: int) -> int:
+    """Parameters of the Cruncher: ``num_layers`` weights ``dim x dim`` plus the ``1 x dim`` head.
+
+    >>> cruncher_params(dim=4, num_layers=2)
+    36
+    """
+    # BEGIN SOLUTION
+    _check_count(dim=dim, num_layers=num_layers)
+    return dim * dim * num_layers + dim
+    # END SOLUTION
+
+
+def linear_chain_activations(batch: int, dims: Sequence[int]) -> int:
+    """Activations saved by a chain of bias-free linear layers ``dims[0] -> ... -> dims[-1]``.
+
+    Each layer saves its input; the first layer's input (the batch itself) is not counted::
+
+        activations = batch * (dims[1] + ... + dims[-2])
+
+    An elementwise activation between layers adds nothing if it saves its output (ReLU: the next
+    layer saves that same tensor) and one more ``batch x dims[i]`` if it saves its input (GELU).
+
+    >>> linear_chain_activations(batch=3, dims=[4, 5, 6, 1])
+    33
+
+    Raises ``ValueError`` if ``dims`` has fewer than 2 entries or a size is negative.
+    """
+    # BEGIN SOLUTION
+    if len(dims) < 2:
+        raise ValueError(f"dims must list at least an input and an output size, got {list(dims)!r}")
+    _check_count(batch=batch, **{f"dims[{i}]": d for i, d in enumerate(dims)})
+    return batch * sum(dims[1:-1])
+    # END SOLUTION
+
+
+def cruncher_activations(batch: int, dim: int, num_layers: int) -> int:
+    """Activations the Cruncher saves for the backward: ``batch * dim * num_layers``.
+
+    >>> cruncher_activations(batch=3, dim=4, num_layers=2)
+    24
+    """
+    # BEGIN SOLUTION
+    _check_count(batch=batch, dim=dim, num_layers=num_layers)
+    return linear_chain_activations(batch, [dim] * (num_layers + 1) + [1])
+    # END SOLUTION
+
+
+# --------------------------------------------------------------------------------------------
+# Measured memory
+# --------------------------------------------------------------------------------------------
+
+
+def _storage_key(t: Tensor) -> tuple[str, int]:
+    """Identify the storage behind ``t`` (shared by all its views)."""
+    return str(t.device), t.untyped_storage().data_ptr()
+
+
+class SavedTensorBytes(torch.autograd.graph.saved_tensors_hooks):
+    """Record the storages autograd saves for the backward while active; ``nbytes`` is their total.
+
+    A saved tensor is skipped if its storage belongs to a leaf that requires grad (a parameter,
+    or an input that asked for a gradient: it lives anyway) or to a tensor in ``exclude``.
+
+    >>> layer = torch.nn.Linear(4, 3, bias=False)
+    >>> x = torch.ones(2, 4)
+    >>> with SavedTensorBytes(exclude=[x]) as saved:
+    ...     h = torch.relu(layer(x))
+    ...     y = layer(torch.ones(2, 4) + 1)
+    >>> saved.nbytes        # relu's output (2*3 floats); the input of the 2nd call (2*4 floats)
+    56
+    """
+
+    def __init__(self, exclude: Iterable[Tensor] = ()) -> None:
+        self._excluded = {_storage_key(t) for t in exclude if isinstance(t, Tensor)}
+        self.storages: dict[tuple[str, int], int] = {}
+        """storage key -> bytes of that storage, one entry per distinct saved storage."""
+        super().__init__(self._pack, self._unpack)
+
+    def _pack(self, t: Tensor) -> Tensor:
+        """Called by autograd with each tensor it saves; the tensor itself is what gets stored."""
+        # BEGIN SOLUTION
+        base = t if t._base is None else t._base
+        key = _storage_key(t)
+        if not (base.is_leaf and base.requires_grad) and key not in self._excluded:
+            self.storages[key] = t.untyped_storage().nbytes()
+        # END SOLUTION
+        return t
+
+    @staticmethod
+    def _unpack(t: Tensor) -> Tensor:
+        return t
+
+    def __enter__(self) -> SavedTensorBytes:
+        super().__enter__()
+        return self
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.storages.values())
+
+
+def activation_bytes(fn: Callable[..., Any], *args: Any) -> int:
+    """Bytes autograd saves for the backward while running ``fn(*args)``, de-duplicated by storage.
+
+    Parameters and the tensors in ``args`` are excluded. For the Cruncher this is
+    ``bytes_per_element(dtype) * cruncher_activations(batch, dim, num_layers)``: 4 bytes each in
+    fp32, 2 with the model and batch in bf16. Under ``torch.autocast`` the bf16 copies autocast makes
+    of the weights and of the batch are saved too, and counted: they are real memory (one reason
+    mixed-precision training keeps a bf16 copy of the parameters instead of casting every step).
+
+    >>> activation_bytes(torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)), torch.ones(3, 4))
+    96
+    """
+    # BEGIN SOLUTION
+    with SavedTensorBytes(exclude=args) as saved:
+        out = fn(*args)
+    del out
+    return saved.nbytes
+    # END SOLUTION
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the per-parameter state in ``optimizer.state``, read from the tensors themselves.
+
+    Only state tensors shaped like their parameter count (``exp_avg``, ``momentum_buffer``, ...);
+    scalar bookkeeping such as ``step`` is O(1) per parameter *tensor*, not per parameter, and is
+    left out, as are non-tensor entries. The state is created lazily, by the first ``step()``.
+    """
+    # BEGIN SOLUTION
+    total = 0
+    for param, state in optimizer.state.items():
+        for value in state.values():
+            if isinstance(value, Tensor) and value.shape == param.shape:
+                total += tensor_memory_bytes(value)
+    return total
+    # END SOLUTION
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """What one measured training step held, in bytes, by kind (``peak`` only on CUDA)."""
+
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    peak: int | None = None
+    """``torch.cuda.max_memory_allocated`` during the step (everything allocated, absolute)."""
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer_state + self.activations
+
+
+def measure_training_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: Tensor
+) -> TrainingMemory:
+    """Run two training steps on ``loss = model(x).sum()`` and measure the second, kind by kind.
+
+    The first step creates the gradients and the optimizer state (both lazily allocated). The
+    second keeps the gradients allocated (``zero_grad(set_to_none=False)``), so during its forward
+    parameters, gradients, state and activations are all alive at once, which is what
+    ``training_memory_bytes`` adds up. On CUDA, ``peak`` is the peak allocated memory during that
+    second step (it also includes ``x``, whatever else the process holds, and temporaries).
+    """
+    cuda = x.device.type == "cuda"
+    saved = SavedTensorBytes(exclude=[x])
+    for step in range(2):
+        optimizer.zero_grad(set_to_none=False)
+        if step == 1 and cuda:
+            torch.cuda.synchronize(x.device)
+            torch.cuda.reset_peak_memory_stats(x.device)
+        saved = SavedTensorBytes(exclude=[x])
+        with saved:
+            loss = model(x).sum()
+        loss.backward()
+        del loss
+        optimizer.step()
+    peak = None
+    if cuda:
+        torch.cuda.synchronize(x.device)
+        peak = torch.cuda.max_memory_allocated(x.device)
+    params = list(model.parameters())
+    return TrainingMemory(
+        parameters=sum(tensor_memory_bytes(p) for p in params),
+        gradients=sum(tensor_memory_bytes(p.grad) for p in params if p.grad is not None),
+        optimizer_state=optimizer_state_bytes(optimizer),
+        activations=saved.nbytes,
+        peak=peak,
+    )
+
+
+def measure_allocation(make: Callable[[], Tensor], device: torch.device | str) -> tuple[Tensor, int]:
+    """Call ``make()`` and measure the bytes its result took: ``(tensor, bytes)``.
+
+    On CUDA, the change in ``torch.cuda.memory_allocated`` (the caching allocator rounds each block
+    up to a multiple of 512 bytes, so sizes that are multiples of 512 come out exact); on CPU, where
+    the allocator keeps no statistics, the size of the new tensor's storage.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        x = make()
+        torch.cuda.synchronize(device)
+        return x, torch.cuda.memory_allocated(device) - before
+    x = make()
+    return x, x.untyped_storage().nbytes()

@@ -1,0 +1,175 @@
+"""Pre-tokenization: special tokens first, then GPT-2's regex, and where a file may be cut.
+
+BPE never merges across a pre-token boundary, so the trainer and the encoder both see text as
+
+    text --split on special tokens--> segments --GPT-2 regex--> pre-tokens --BPE--> tokens
+
+>>> split_on_special_tokens("a<|endoftext|>b", ["<|endoftext|>"])
+['a', '<|endoftext|>', 'b']
+>>> GPT2_REGEX.findall("Hello, world!  It's 2024")
+['Hello', ',', ' world', '!', ' ', ' It', "'s", ' 2024']
+
+Special tokens are matched longest first, so with both ``<|a|>`` and ``<|a|><|a|>`` the longer one
+wins where it occurs. A file is cut into chunks (for parallel pre-tokenization) only at positions
+where cutting cannot change the result: just before a special token that no other special token
+straddles, or, in a file without special tokens, just after a newline between two visible ASCII
+characters (no GPT-2 pre-token crosses such a newline, and none looks past it).
+
+Deliberately left out: byte-level fallbacks for text that is not UTF-8 (it is an error here), and
+any normalization (NFC, lowercasing): GPT-2 does none.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+
+import regex
+
+#: GPT-2's pre-tokenization pattern: contractions, letters, numbers, punctuation (each optionally
+#: after one space), then whitespace runs, keeping the last space of a run for the next word.
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+GPT2_REGEX = regex.compile(GPT2_PATTERN)
+
+# Bytes that are printable, non-space ASCII: a newline between two of them is a safe cut.
+_VISIBLE_ASCII = frozenset(range(0x21, 0x7F))
+
+
+def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
+    """Return the special tokens without duplicates (first occurrence kept); reject bad ones."""
+    out: list[str] = []
+    for token in special_tokens or ():
+        if not isinstance(token, str):
+            raise ValueError(f"special token {token!r} is a {type(token).__name__}; pass strings such as '<|endoftext|>'")
+        if token == "":
+            raise ValueError("special token '' is empty; drop it (an empty token would match between every two characters)")
+        if token not in out:
+            out.append(token)
+    return out
+
+
+def special_tokens_regex(special_tokens: list[str]) -> regex.Pattern[str] | None:
+    """A regex matching any special token, longest first (so overlapping tokens resolve to the longer)."""
+    # BEGIN SOLUTION
+    if not special_tokens:
+        return None
+    ordered = sorted(special_tokens, key=len, reverse=True)
+    return regex.compile("|".join(regex.escape(t) for t in ordered))
+    # END SOLUTION
+
+
+def split_on_special_tokens(text: str, special_tokens: list[str]) -> list[str]:
+    """Split ``text`` into ordinary segments and special tokens, keeping both, in order.
+
+    >>> split_on_special_tokens("x<|a|><|a|>y", ["<|a|>", "<|a|><|a|>"])
+    ['x', '<|a|><|a|>', 'y']
+    """
+    pattern = special_tokens_regex(special_tokens)
+    if pattern is None:
+        return [text] if text else []
+    parts: list[str] = []
+    start = 0
+    for match in pattern.finditer(text):
+        if match.start() > start:
+            parts.append(text[start : match.start()])
+        parts.append(match.group())
+        start = match.end()
+    if start < len(text):
+        parts.append(text[start:])
+    return parts
+
+
+def count_pretokens(text: str, special_tokens: list[str]) -> Counter[str]:
+    """How often each pre-token occurs in ``text``; special tokens only separate, they are not counted."""
+    # BEGIN SOLUTION
+    counts: Counter[str] = Counter()
+    pattern = special_tokens_regex(special_tokens)
+    segments = [text] if pattern is None else pattern.split(text)
+    for segment in segments:
+        counts.update(GPT2_REGEX.findall(segment))  # Counter.update on a list runs in C
+    return counts
+    # END SOLUTION
+
+
+def read_utf8(path: str | os.PathLike, start: int = 0, end: int | None = None) -> str:
+    """Bytes ``[start, end)`` of the file as text; a ValueError naming the offset if not UTF-8."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read() if end is None else f.read(end - start)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{os.fspath(path)} is not valid UTF-8 (byte {start + e.start}: {e.reason}); "
+            "convert it first, e.g. `iconv -f latin1 -t utf-8 in.txt > out.txt`"
+        ) from None
+
+
+def _safe_cut(window: bytes, offset: int, special: list[bytes]) -> bool:
+    """True if no special token occurrence in ``window`` covers both ``offset - 1`` and ``offset``."""
+    for token in special:
+        for k in range(1, len(token)):
+            start = offset - k
+            if start >= 0 and window.startswith(token, start):
+                return False
+    return True
+
+
+def _next_cut(f, position: int, size: int, special: list[bytes], block: int = 1 << 16) -> int:
+    """The first safe cut at or after ``position`` (``size`` if there is none)."""
+    longest = max((len(t) for t in special), default=1)
+    margin = max(longest, 2)
+    while position < size:
+        # Read [position - margin, position + block + margin) so matches across block edges are seen.
+        lo = max(0, position - margin)
+        f.seek(lo)
+        window = f.read(position + block + margin - lo)
+        base = position - lo
+        candidates: Iterator[int]
+        if special:
+            candidates = (
+                i
+                for token in special
+                for i in _find_all(window, token, base, base + block)
+            )
+            for i in sorted(set(candidates)):
+                if _safe_cut(window, i, special):
+                    return lo + i
+        else:
+            i = window.find(b"\n", max(base - 1, 1), base + block)
+            while i != -1:
+                if i + 1 < len(window) and window[i - 1] in _VISIBLE_ASCII and window[i + 1] in _VISIBLE_ASCII:
+                    return lo + i + 1
+                i = window.find(b"\n", i + 1, base + block)
+        position += block
+    return size
+
+
+def _find_all(data: bytes, needle: bytes, start: int, end: int) -> Iterator[int]:
+    """Start positions of ``needle`` in ``data`` that begin in ``[start, end)``."""
+    i = data.find(needle, start)
+    while i != -1 and i < end:
+        yield i
+        i = data.find(needle, i + 1)
+
+
+def find_chunk_boundaries(
+    path: str | os.PathLike, special_tokens: list[str], target_chunk_bytes: int
+) -> list[int]:
+    """Byte offsets ``[0, ..., file_size]`` cutting the file into chunks of about ``target_chunk_bytes``.
+
+    Every cut is safe (see the module docstring): pre-tokenizing the chunks one by one gives the
+    same pre-tokens as pre-tokenizing the whole file. A chunk may be much larger than the target
+    when no safe cut exists nearby (one huge document, or no newlines).
+    """
+    if target_chunk_bytes < 1:
+        raise ValueError(f"target_chunk_bytes={target_chunk_bytes} must be positive")
+    special = [t.encode("utf-8") for t in special_tokens]
+    size = os.path.getsize(path)
+    bounds = [0]
+    with open(path, "rb") as f:
+        while bounds[-1] < size:
+            cut = _next_cut(f, bounds[-1] + target_chunk_bytes, size, special)
+            bounds.append(min(cut, size))
+    return bounds

@@ -1,0 +1,215 @@
+"""Encoding and decoding with a trained byte-level BPE: ``Tokenizer(vocab, merges, special_tokens)``.
+
+    encode:  text --special tokens--> segments --GPT-2 regex--> pre-tokens --merges--> ids
+    decode:  ids --vocab--> bytes --UTF-8 (errors="replace")--> text
+
+Inside one pre-token, merges apply in the order they were learned: repeatedly find the adjacent
+pair with the lowest merge rank, merge all its occurrences left to right, until no pair has a rank.
+This gives the same ids as ``tiktoken`` with ``mergeable_ranks = {token bytes: id}``.
+
+>>> vocab = {i: bytes([i]) for i in range(256)} | {256: b"lo", 257: b"low"}
+>>> tok = Tokenizer(vocab, [(b"l", b"o"), (b"lo", b"w")], ["<|end|>"])
+>>> tok.encode("low<|end|>")
+[257, 258]
+>>> tok.decode([257, 32, 0xE2])         # half a UTF-8 character decodes to U+FFFD
+'low \\ufffd'
+
+``encode_iterable`` is lazy: it keeps a small buffer and only emits the ids of pre-tokens that
+more text can no longer change (every pre-token except the last two of the buffered text, and
+special tokens whose longest possible extension is already in the buffer). A per-pre-token cache
+makes repeated words cost one dictionary lookup.
+
+Deliberately left out: batching across threads and the byte-pair "piece" algorithm of tiktoken
+(a linked list of ranks); the cache does most of the work on real text.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from itertools import pairwise
+
+from .io import load_bpe, save_bpe
+from .pretokenize import GPT2_REGEX, check_special_tokens, special_tokens_regex
+
+#: ``encode_iterable`` settles its buffer once it holds this many characters.
+STREAM_BLOCK = 1 << 13
+#: The pre-token cache is cleared when it reaches this many entries (bounded memory).
+CACHE_SIZE = 1 << 16
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer from a vocabulary ``{id: bytes}`` and merges ``[(a, b), ...]``.
+
+    ``vocab`` must hold every single byte and, for each merge ``(a, b)``, the tokens ``a``, ``b``
+    and ``a + b``. Special tokens missing from ``vocab`` get new ids after the largest one.
+    Overlapping special tokens match longest first.
+    """
+
+    def __init__(
+        self,
+        vocab: dict[int, bytes],
+        merges: list[tuple[bytes, bytes]],
+        special_tokens: list[str] | None = None,
+    ) -> None:
+        # BEGIN SOLUTION
+        self.vocab = dict(vocab)
+        self.merges = list(merges)
+        self.special_tokens = check_special_tokens(special_tokens)
+        token_to_id: dict[bytes, int] = {}
+        for i in sorted(self.vocab):
+            token_to_id.setdefault(self.vocab[i], i)  # with duplicates, the ordinary (lower) id
+
+        missing = [b for b in range(256) if bytes([b]) not in token_to_id]
+        if missing:
+            raise ValueError(
+                f"vocab lacks the single byte(s) {[bytes([b]) for b in missing[:5]]}...; a byte-level BPE "
+                "vocab must contain all 256 bytes (ids 0-255 in the ones train_bpe makes)"
+            )
+        self._byte_ids = [token_to_id[bytes([b])] for b in range(256)]
+
+        # (id_a, id_b) -> (rank, id_a, id_b, id of a + b): lower rank merges first.
+        self._ranks: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        for rank, (a, b) in enumerate(self.merges):
+            ids = [token_to_id.get(t) for t in (a, b, a + b)]
+            if None in ids:
+                raise ValueError(f"merge {rank} {(a, b)!r}: {a!r}, {b!r} and {a + b!r} must all be in vocab")
+            self._ranks.setdefault((ids[0], ids[1]), (rank, ids[0], ids[1], ids[2]))
+
+        self._special_ids: dict[str, int] = {}
+        for token in self.special_tokens:
+            data = token.encode("utf-8")
+            matching = [i for i, t in self.vocab.items() if t == data]
+            if matching:
+                self._special_ids[token] = max(matching)
+            else:
+                self._special_ids[token] = max(self.vocab, default=-1) + 1
+                self.vocab[self._special_ids[token]] = data
+        self._special_regex = special_tokens_regex(self.special_tokens)
+        self._longest_special = max((len(t) for t in self.special_tokens), default=0)
+        self._cache: dict[str, list[int]] = {}
+        # END SOLUTION
+
+    @classmethod
+    def from_files(
+        cls,
+        vocab_filepath: str | os.PathLike,
+        merges_filepath: str | os.PathLike,
+        special_tokens: list[str] | None = None,
+    ) -> Tokenizer:
+        """A tokenizer from ``vocab.json`` and ``merges.txt`` as written by ``save`` (GPT-2's format)."""
+        vocab, merges = load_bpe(vocab_filepath, merges_filepath)
+        return cls(vocab, merges, special_tokens)
+
+    def save(self, vocab_filepath: str | os.PathLike, merges_filepath: str | os.PathLike) -> None:
+        """Write ``vocab.json`` and ``merges.txt``; ``from_files`` reads them back exactly."""
+        save_bpe(self.vocab, self.merges, vocab_filepath, merges_filepath)
+
+    def _encode_pretoken(self, pretoken: str) -> list[int]:
+        """BPE on one pre-token: merge the lowest-rank adjacent pair until none has a rank."""
+        # BEGIN SOLUTION
+        ids = [self._byte_ids[b] for b in pretoken.encode("utf-8")]
+        ranks = self._ranks
+        while len(ids) > 1:
+            candidates = [ranks[p] for p in pairwise(ids) if p in ranks]
+            if not candidates:
+                break
+            _, a, b, new = min(candidates)
+            merged: list[int] = []
+            i = 0
+            while i < len(ids):
+                if i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
+                    merged.append(new)
+                    i += 2
+                else:
+                    merged.append(ids[i])
+                    i += 1
+            ids = merged
+        return ids
+        # END SOLUTION
+
+    def _encode_ordinary(self, pretokens: Iterable[str], out: list[int]) -> None:
+        """Append the ids of ``pretokens`` to ``out``, through the cache."""
+        # BEGIN SOLUTION
+        cache = self._cache
+        for pretoken in pretokens:
+            ids = cache.get(pretoken)
+            if ids is None:
+                ids = self._encode_pretoken(pretoken)
+                if len(cache) >= CACHE_SIZE:
+                    cache.clear()
+                cache[pretoken] = ids
+            out.extend(ids)
+        # END SOLUTION
+
+    def encode(self, text: str) -> list[int]:
+        """Ids of ``text``: special tokens as their ids, every other segment through GPT-2's regex and BPE."""
+        # BEGIN SOLUTION
+        out: list[int] = []
+        start = 0
+        if self._special_regex is not None:
+            for match in self._special_regex.finditer(text):
+                self._encode_ordinary(GPT2_REGEX.findall(text, start, match.start()), out)
+                out.append(self._special_ids[match.group()])
+                start = match.end()
+        self._encode_ordinary(GPT2_REGEX.findall(text, start), out)
+        return out
+        # END SOLUTION
+
+    def _encode_settled(self, text: str) -> tuple[list[int], str]:
+        """Ids of the longest prefix of ``text`` that no continuation can change, and the rest.
+
+        A special token starting at ``s <= len(text) - longest`` is settled (every longer token
+        that could start there has been tried). After the last settled one, the ordinary text
+        runs at least to ``len(text) - longest + 1``; of its pre-tokens, all but the last two are
+        settled: a GPT-2 match looks at most two characters past its end (``'ll``, ``\\s+(?!\\S)``).
+        """
+        # BEGIN SOLUTION
+        out: list[int] = []
+        start = 0
+        end = len(text)
+        if self._special_regex is not None:
+            limit = len(text) - self._longest_special
+            for match in self._special_regex.finditer(text):
+                if match.start() > limit:
+                    break
+                self._encode_ordinary(GPT2_REGEX.findall(text, start, match.start()), out)
+                out.append(self._special_ids[match.group()])
+                start = match.end()
+            end = max(start, limit + 1)
+        settled = GPT2_REGEX.findall(text, start, end)[:-2]
+        self._encode_ordinary(settled, out)
+        start += sum(map(len, settled))
+        return out, text[start:]
+        # END SOLUTION
+
+    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+        """Lazily yield the ids of ``"".join(iterable)`` (e.g. an open file, line by line).
+
+        Gives exactly ``encode("".join(iterable))`` while holding only about ``STREAM_BLOCK``
+        characters of text, however the text is cut into pieces.
+        """
+        # BEGIN SOLUTION
+        pieces: list[str] = []
+        size = 0
+        threshold = STREAM_BLOCK
+        for piece in iterable:
+            pieces.append(piece)
+            size += len(piece)
+            if size >= threshold:
+                ids, rest = self._encode_settled("".join(pieces))
+                yield from ids
+                pieces, size = [rest], len(rest)
+                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
+        yield from self.encode("".join(pieces))
+        # END SOLUTION
+
+    def decode(self, ids: list[int]) -> str:
+        """Text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
+        # BEGIN SOLUTION
+        try:
+            data = b"".join(self.vocab[i] for i in ids)
+        except KeyError as e:
+            raise ValueError(f"id {e.args[0]} is not in the vocabulary (ids run 0..{max(self.vocab)})") from None
+        return data.decode("utf-8", errors="replace")
+        # END SOLUTION

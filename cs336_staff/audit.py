@@ -1,0 +1,236 @@
+"""The bug zoo: prove that the public tests catch the mistakes students actually make.
+
+    $ uv run cs336 audit                  # every mutant in cs336_staff/mutants/
+    $ uv run cs336 audit --only optim     # one part (a module of cs336_staff/mutants/) or one mutant
+    $ uv run cs336 audit --jobs 2 --full  # two at a time; list every catching test, not just the first
+
+For each ``Mutant`` (a small patch of the reference, see ``cs336_staff/mutants/__init__.py``) the
+audit patches a scratch copy of the repository's public tree (the files the handout ships:
+``cs336_assignment/``, ``adapters.py``, public ``tests/`` and ``fixtures/``, plus
+``pyproject.toml``), runs ``python -m pytest <mutant.tests> -x -q`` there with this
+repository's Python, and restores the file. The scratch copy's package is what runs: pytest starts
+in the scratch directory, and the editable install's path to this repository is removed from
+the child's ``sys.path``. Each scratch copy serves one worker; ``PYTHONDONTWRITEBYTECODE`` keeps a
+stale ``.pyc`` of a mutated file from outliving its restore.
+
+The report gives, per mutant, the tests that caught it and the first line of each failure message
+(what a student with that bug would read), and ends with ``caught N of M``. The audit fails
+(non-zero exit) if any mutant survives, does not apply (its ``old`` text is gone from the
+reference), does not parse, names no public test, or if a named test already fails on the
+unmutated reference (the baseline run, which makes "caught" mean something). Deliberately left
+out: generating mutants automatically (mutmut-style operators make mostly unrealistic bugs) and
+running the hidden tests (the zoo proves what the public suite teaches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import queue
+import shutil
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cs336_staff.release.build import SHIPPED_DIRS, shipped_sources
+from cs336_staff.release.runner import PytestJob, PytestRun, hide_installed
+
+REPO = Path(__file__).resolve().parents[1]
+EXTRA_FILES = ("pyproject.toml", "README.md")
+MUTANT_TIMEOUT = 900.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1), help="mutants run at once (default: %(default)s)")
+    parser.add_argument("--only", action="append", default=[], metavar="PART", help="only this part (e.g. optim) or mutant name; repeatable")
+    parser.add_argument("--full", action="store_true", help="run every named test instead of stopping at the first failure (-x)")
+    parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip the run of the named tests on the unmutated reference")
+    parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
+
+
+@dataclass
+class Verdict:
+    """What happened to one mutant."""
+
+    part: str
+    mutant: object  # cs336_staff.mutants.Mutant
+    status: str  # caught | survived | invalid | inconclusive
+    caught_by: list[str] = field(default_factory=list)  # "nodeid: first line of the failure"
+    note: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "caught"
+
+    def render(self, index: int, total: int) -> str:
+        w = len(str(total))
+        head = f"[{index:>{w}}/{total}] {self.part}/{self.mutant.name}  {self.status.upper()}  ({self.seconds:.1f} s)"
+        lines = [head, f"      why: {self.mutant.why}"]
+        lines += [f"      {c}" for c in self.caught_by]
+        if self.note:
+            lines += [f"      {line}" for line in self.note.splitlines()]
+        return "\n".join(lines)
+
+
+def load_mutants(only: list[str] | None = None) -> list[tuple[str, object]]:
+    """(part, mutant) for every mutant of ``cs336_staff.mutants``, in a stable order, filtered by ``only``."""
+    import cs336_staff.mutants as zoo
+
+    zoo.all_mutants()  # validates: unique names, importable modules
+    pairs = []
+    for info in sorted(pkgutil.iter_modules(zoo.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{zoo.__name__}.{info.name}")
+        pairs += [(info.name, m) for m in getattr(module, "MUTANTS", [])]
+    if only:
+        known = {p for p, _ in pairs} | {m.name for _, m in pairs}
+        unknown = sorted(set(only) - known)
+        if unknown:
+            parts = sorted({p for p, _ in pairs})
+            raise SystemExit(f"audit: --only {', '.join(unknown)} names no part or mutant; parts are {', '.join(parts) or 'none yet'}")
+        pairs = [(p, m) for p, m in pairs if p in only or m.name in only]
+    return pairs
+
+
+def make_scratch(repo: Path, dest: Path) -> Path:
+    """A copy of the public tree of ``repo`` at ``dest`` (what the handout ships, unstripped)."""
+    for rel in [*shipped_sources(repo), *EXTRA_FILES]:
+        if (repo / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(repo / rel, dest / rel)
+    return dest
+
+
+def _public(test: str) -> bool:
+    path = test.split("::")[0]
+    hidden = [p for p in SHIPPED_DIRS["tests"]]
+    return path.startswith("tests/") and not any(path == h or path.startswith(h + "/") for h in hidden)
+
+
+def _pytest_args(tests: list[str], full: bool) -> list[str]:
+    return [*tests, "-q", "-p", "no:randomly", *([] if full else ["-x"])]
+
+
+def _child_env(jobs: int) -> dict[str, str]:
+    threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+def _failures(run: PytestRun) -> list[tuple[str, str]]:
+    out = [(e["nodeid"], "collection error: " + (e["message"].strip().splitlines() or [""])[-1]) for e in run.collect_errors]
+    out += [(t.nodeid, t.message) for t in run.with_outcome("failed", "error", "xpassed")]
+    return out
+
+
+def judge(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float) -> Verdict:
+    """Classify a finished run of ``mutant``'s tests."""
+    failures = _failures(run)
+    caught = [(n, m) for n, m in failures if n not in baseline_failures]
+    if caught:
+        return Verdict(part, mutant, "caught", [f"{n}: {m}" for n, m in caught], seconds=seconds)
+    if failures:
+        return Verdict(part, mutant, "inconclusive", [f"{n}: {m}" for n, m in failures],
+                       note="only tests that fail without the mutant too failed; fix the reference or the tests first", seconds=seconds)
+    if run.returncode == -9:
+        return Verdict(part, mutant, "caught", [f"(the run hung and was killed after {MUTANT_TIMEOUT:.0f} s)"], seconds=seconds)
+    if run.returncode not in (0, 5) and not run.tests:
+        return Verdict(part, mutant, "caught", [f"pytest crashed (exit {run.returncode}): {run.tail(3)}"], seconds=seconds)
+    counts = {}
+    for t in run.tests.values():
+        counts[t.outcome] = counts.get(t.outcome, 0) + 1
+    tally = ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "no test ran"
+    return Verdict(part, mutant, "survived", note=f"the public tests {', '.join(mutant.tests)} all pass: {tally}", seconds=seconds)
+
+
+def audit_one(part: str, mutant, scratch: Path, *, full: bool, jobs: int, baseline_failures: set[str]) -> Verdict:
+    """Apply ``mutant`` in ``scratch``, run its tests, restore the file, and judge."""
+    start = time.monotonic()
+    if not mutant.tests or not all(_public(t) for t in mutant.tests):
+        return Verdict(part, mutant, "invalid", note=f"tests {mutant.tests!r} must name public tests (tests/..., not hidden or staff)")
+    missing = [t for t in mutant.tests if not (scratch / t.split("::")[0]).exists()]
+    if missing:
+        return Verdict(part, mutant, "invalid", note=f"named tests do not exist: {', '.join(missing)}")
+    path = scratch / mutant.file
+    if not path.is_file():
+        return Verdict(part, mutant, "invalid", note=f"{mutant.file} does not exist in the public tree")
+    original = path.read_text()
+    try:
+        try:
+            mutant.apply(scratch)
+        except ValueError as e:
+            return Verdict(part, mutant, "invalid", note=str(e))
+        try:
+            compile(path.read_text(), mutant.file, "exec")
+        except SyntaxError as e:
+            return Verdict(part, mutant, "invalid", note=f"the mutated {mutant.file} does not parse: {e.msg} at line {e.lineno}")
+        job = PytestJob(scratch, _pytest_args(list(mutant.tests), full), hide=hide_installed(scratch), env=_child_env(jobs), timeout=MUTANT_TIMEOUT)
+        run = job.result()
+    finally:
+        path.write_text(original)
+    return judge(part, mutant, run, baseline_failures, time.monotonic() - start)
+
+
+def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full: bool = False,
+          baseline: bool = True, echo=print) -> tuple[list[Verdict], list[str]]:
+    """Audit ``mutants`` against the public tree of ``repo``: (one verdict per mutant, baseline failures)."""
+    repo = Path(repo).resolve()
+    jobs = max(1, min(jobs, len(mutants) or 1))
+    root = Path(tempfile.mkdtemp(prefix="cs336-audit-"))
+    try:
+        pool: queue.Queue[Path] = queue.Queue()
+        for i in range(jobs):
+            pool.put(make_scratch(repo, root / f"worker{i}"))
+        baseline_failures: list[str] = []
+        if baseline:
+            tests = sorted({t for _, m in mutants for t in m.tests if _public(t) and (repo / t.split("::")[0]).exists()})
+            if tests:
+                scratch = pool.get()
+                run = PytestJob(scratch, _pytest_args(tests, full=True), hide=hide_installed(scratch), env=_child_env(1), timeout=MUTANT_TIMEOUT).result()
+                pool.put(scratch)
+                baseline_failures = [f"{n}: {m}" for n, m in _failures(run)]
+        failing = {f.split(": ", 1)[0] for f in baseline_failures}
+
+        def task(item: tuple[str, object]) -> Verdict:
+            scratch = pool.get()
+            try:
+                return audit_one(item[0], item[1], scratch, full=full, jobs=jobs, baseline_failures=failing)
+            finally:
+                pool.put(scratch)
+
+        verdicts = []
+        with ThreadPoolExecutor(max_workers=jobs) as ex:
+            for i, v in enumerate(ex.map(task, mutants), 1):
+                echo(v.render(i, len(mutants)))
+                verdicts.append(v)
+        return verdicts, baseline_failures
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    mutants = load_mutants(args.only)
+    parts = sorted({p for p, _ in mutants})
+    print(f"audit: {len(mutants)} mutants of {len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only")
+    if not mutants:
+        print("caught 0 of 0")
+        print("audit: no mutants to audit; write cs336_staff/mutants/<part>.py")
+        return 1
+    verdicts, baseline_failures = audit(args.repo, mutants, jobs=args.jobs, full=args.full, baseline=args.baseline)
+    for f in baseline_failures:
+        print(f"baseline: fails without any mutant: {f}")
+    by_status: dict[str, list[str]] = {}
+    for v in verdicts:
+        by_status.setdefault(v.status, []).append(v.mutant.name)
+    for status in ("survived", "invalid", "inconclusive"):
+        if by_status.get(status):
+            print(f"audit: {status}: {', '.join(by_status[status])}")
+    caught = len(by_status.get("caught", []))
+    ok = caught == len(verdicts) and not baseline_failures
+    print(f"audit: {'passed' if ok else 'FAILED'} in {time.monotonic() - start:.0f} s")
+    print(f"caught {caught} of {len(verdicts)}")
+    return 0 if ok else 1

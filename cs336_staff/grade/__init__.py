@@ -1,0 +1,21 @@
+"""Grading: run the staff's tests against untrusted submissions, safely and at scale.
+
+    uv run cs336 grade [SUBMISSION ...] [--out DIR] [--jobs N] [--executor local|slurm] [--device cpu|gpu|auto]
+    uv run cs336 merge CPU_DIR GPU_DIR [--out DIR]
+
+One module per concern, in the order a submission flows through them:
+
+    intake.py    take only the graded files out of a zip or folder (traversal, symlinks, bombs)
+    rubric.py    TOML rubric: test-id patterns -> points, concept, visibility
+    sandbox.py   run pytest in a locked-down child; survive crashes, hangs and forgeries
+    _child.py    the child's side: limits, namespaces, privilege drop, MAC'd result records
+    grader.py    one submission: expected tests, device matrix, scoring
+    report.py    Gradescope results.json, JUnit XML, concept table, CSV gradebook
+    batch.py     many submissions: process pool or submitit (Slurm), resume, skip finished
+    merge.py     ``cs336 merge``: one result from a CPU run and a GPU run
+    example.py   the bundled example submission (the reference, packaged)
+    testing.py   a tiny synthetic staff repo and hostile-submission builders for the tests
+    cli.py       ``cs336 grade``
+
+What is and is not defended: THREAT_MODEL.md beside this file.
+"""

@@ -1,0 +1,157 @@
+"""Grade many submissions: a local process pool, or one Slurm job each through submitit.
+
+Nothing is lost: each worker writes ``OUT/<name>/results.json`` the moment its submission is
+graded (``results.json`` is written last and atomically, so its presence means "finished"). A
+rerun skips every submission already graded with the same content and the same plan (tests,
+rubric, device), unless ``--force``; so an interrupted batch resumes where it stopped. The CSV
+gradebook is rebuilt from the result folders after every submission.
+
+Executors:
+
+* ``local`` (default): ``--jobs N`` worker processes on this machine, with a tqdm progress bar.
+* ``slurm``: one job per submission through ``submitit.AutoExecutor(cluster="slurm")``; the
+  job grades and writes its own folder, so results survive the submitting process.
+* ``submitit-local`` / ``submitit-debug``: the same code path through submitit's
+  ``LocalExecutor`` (subprocesses) or ``DebugExecutor`` (in-process), to test it without Slurm.
+
+Deliberately left out: a scheduler of our own, retries of failed jobs (rerun the command).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from pathlib import Path
+
+from tqdm import tqdm
+
+from cs336_staff.grade.grader import Plan, grade_one
+from cs336_staff.grade.intake import ADAPTERS, PACKAGE, submission_name
+from cs336_staff.grade.report import write_gradebook
+
+EXECUTORS = ("local", "slurm", "submitit-local", "submitit-debug")
+
+
+def expand(paths: list[Path]) -> list[Path]:
+    """Submissions named by ``paths``: a zip, a submission directory, or a folder of them."""
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir() and not _is_submission_dir(p):
+            children = sorted(c for c in p.iterdir() if not c.name.startswith(".")
+                              and (c.suffix.lower() == ".zip" or c.is_dir()))
+            out.extend(children)
+        else:
+            out.append(p)
+    return out
+
+
+def _is_submission_dir(p: Path) -> bool:
+    if (p / PACKAGE).exists() or (p / ADAPTERS).exists():
+        return True
+    subs = [c for c in p.iterdir() if c.is_dir()]
+    return len(subs) == 1 and (subs[0] / PACKAGE).is_dir() and not any(p.glob("*.zip"))
+
+
+def assign_names(submissions: list[Path]) -> list[tuple[Path, str]]:
+    """A distinct folder name for each submission (``alice``, ``alice-2`` for a clash)."""
+    seen: dict[str, int] = {}
+    out = []
+    for s in submissions:
+        name = submission_name(s)
+        seen[name] = seen.get(name, 0) + 1
+        out.append((s, name if seen[name] == 1 else f"{name}-{seen[name]}"))
+    return out
+
+
+def _error_row(name: str, e: BaseException) -> dict:
+    return {"name": name, "score": 0.0, "max_score": 0.0, "status": f"grader error: {type(e).__name__}: {e}",
+            "skipped": False}
+
+
+def run_batch(submissions: list[Path], out: Path, plan: Plan, *, executor: str = "local", jobs: int = 1,
+              force: bool = False, progress: bool = True, slurm: dict | None = None,
+              on_result: Callable[[dict], None] | None = None) -> list[dict]:
+    """Grade every submission into ``out``; return one summary row per submission."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor={executor!r} must be one of {EXECUTORS}")
+    out.mkdir(parents=True, exist_ok=True)
+    named = assign_names(submissions)
+    rows: list[dict] = []
+    bar = tqdm(total=len(named), desc="grading", unit="sub", disable=not progress, file=sys.stderr)
+
+    def done(row: dict) -> None:
+        rows.append(row)
+        write_gradebook(out)
+        bar.set_postfix_str(f"{row['name']}: {row['score']:g}/{row['max_score']:g} {row['status']}"[:60])
+        bar.update(1)
+        if on_result:
+            on_result(row)
+
+    try:
+        if executor == "local" and jobs <= 1:
+            for path, name in named:
+                try:
+                    done(grade_one(path, name, out, plan, force))
+                except Exception as e:  # a grader bug on one submission must not stop the batch
+                    done(_error_row(name, e))
+        elif executor == "local":
+            _run_pool(named, out, plan, jobs, force, done)
+        else:
+            _run_submitit(named, out, plan, executor, force, done, slurm or {})
+    finally:
+        bar.close()
+    return rows
+
+
+def _run_pool(named, out, plan, jobs, force, done) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    try:
+        futures = {pool.submit(grade_one, path, name, out, plan, force): name for path, name in named}
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in finished:
+                try:
+                    done(f.result())
+                except Exception as e:
+                    done(_error_row(futures[f], e))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
+    import submitit
+
+    folder = out / ".submitit" / "%j"
+    if executor == "slurm":
+        ex = submitit.AutoExecutor(folder=folder, cluster="slurm")
+        params = {"timeout_min": int(plan.limits.run_timeout / 60) + 10, "slurm_job_name": "cs336-grade"}
+        params.update({k: v for k, v in slurm.items() if v is not None})
+        ex.update_parameters(**params)
+    elif executor == "submitit-local":
+        ex = submitit.LocalExecutor(folder=folder)
+        ex.update_parameters(timeout_min=int(plan.limits.run_timeout / 60) + 10)
+    else:
+        ex = submitit.DebugExecutor(folder=folder)
+    jobs = [(ex.submit(grade_one, path, name, out, plan, force), name) for path, name in named]
+    pending = list(jobs)
+    while pending:
+        still = []
+        for job, name in pending:
+            if job.done():
+                try:
+                    done(job.result())
+                except Exception as e:
+                    done(_error_row(name, e))
+            else:
+                still.append((job, name))
+        pending = still
+        if pending:
+            time.sleep(0.5)

@@ -1,0 +1,107 @@
+"""Grade submissions in a sandbox and write Gradescope results, JUnit XML and a CSV gradebook.
+
+    uv run cs336 grade                           # the bundled example (the reference): full marks
+    uv run cs336 grade alice.zip bob/ --out grades/
+    uv run cs336 grade uploads/ --jobs 2         # every .zip / folder in uploads/, 2 at a time
+    uv run cs336 grade uploads/ --executor slurm --device gpu --slurm-partition h100
+    uv run cs336 merge grades-cpu/ grades-gpu/ --out grades/
+
+Each submission gets OUT/<name>/ with results.json (Gradescope), junit.xml, summary.md and
+console.txt; OUT/gradebook.csv has one row per submission. Rerunning skips submissions already
+graded (same content, same tests and rubric) unless --force, so an interrupted batch resumes.
+The threat model is in cs336_staff/grade/THREAT_MODEL.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("submissions", nargs="*", type=Path,
+                        help="zips from make_submission.sh, submission folders, or folders of them "
+                             "(default: the bundled example, the reference solution)")
+    parser.add_argument("--out", type=Path, default=Path("grades"), help="output folder (default: grades/)")
+    parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once (local executor)")
+    parser.add_argument("--executor", default="local", choices=["local", "slurm", "submitit-local", "submitit-debug"],
+                        help="local process pool, or one submitit job per submission")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"],
+                        help="which tests run here; the others are reported pending (default: cpu)")
+    parser.add_argument("--force", action="store_true", help="regrade submissions that already have results")
+    parser.add_argument("--rubric", type=Path, default=None, help="rubric TOML (default: rubric.toml)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds for a whole submission (default 900)")
+    parser.add_argument("--test-timeout", type=float, default=120, help="seconds per test (default 120)")
+    parser.add_argument("--memory-gb", type=float, default=8, help="address-space limit per submission, GiB")
+    parser.add_argument("--staff-root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
+    parser.add_argument("--slurm-partition", default=None)
+    parser.add_argument("--slurm-gpus-per-node", type=int, default=None)
+    parser.add_argument("--slurm-cpus-per-task", type=int, default=None)
+    parser.add_argument("--slurm-mem-gb", type=float, default=None)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.jobs < 1:
+        raise ValueError(f"--jobs {args.jobs}: must be at least 1")
+    for name in ("timeout", "test_timeout", "memory_gb"):
+        if getattr(args, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be positive")
+    missing = [str(p) for p in args.submissions if not p.exists()]
+    if missing:
+        raise ValueError(f"no such submission: {', '.join(missing)} (give .zip files or folders)")
+    if args.out.exists() and not args.out.is_dir():
+        raise ValueError(f"--out {args.out} exists and is not a folder; choose another --out")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cs336_staff.grade.batch import expand, run_batch
+    from cs336_staff.grade.example import build_example
+    from cs336_staff.grade.grader import make_plan
+    from cs336_staff.grade.report import load
+    from cs336_staff.grade.sandbox import Limits
+
+    try:
+        _check(args)
+    except ValueError as e:
+        print(f"cs336 grade: {e}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    submissions = expand(args.submissions)
+    if not args.submissions:
+        zip_path, how = build_example(args.staff_root, out / "_example")
+        print(f"grading the bundled example: the reference solution, {how}", file=sys.stderr)
+        submissions = [zip_path]
+    if not submissions:
+        print("cs336 grade: no submissions found in the given folders", file=sys.stderr)
+        return 2
+    limits = Limits(test_timeout=args.test_timeout, run_timeout=args.timeout,
+                    memory_bytes=int(args.memory_gb * 2**30), threads=None)
+    try:
+        plan = make_plan(args.staff_root, rubric_path=args.rubric, device=args.device, limits=limits,
+                         jobs=args.jobs, cache_dir=out / ".cache", warn=lambda m: print(m, file=sys.stderr))
+    except (ValueError, RuntimeError) as e:
+        print(f"cs336 grade: {e}", file=sys.stderr)
+        return 2
+    slurm = {"slurm_partition": args.slurm_partition, "gpus_per_node": args.slurm_gpus_per_node,
+             "cpus_per_task": args.slurm_cpus_per_task, "mem_gb": args.slurm_mem_gb}
+    try:
+        rows = run_batch(submissions, out, plan, executor=args.executor, jobs=args.jobs, force=args.force,
+                         progress=not args.quiet, slurm=slurm)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: finished results are kept in {out}/; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+    if not args.quiet and len(rows) == 1 and not rows[0]["status"].startswith("grader error"):
+        print(load(out / rows[0]["name"]).summary())
+    for r in rows:
+        flag = " (already graded; --force regrades)" if r.get("skipped") else ""
+        print(f"{r['name']}: {r['score']:g} / {r['max_score']:g}  [{r['status']}]{flag}")
+    print(f"results in {out}/ (gradebook: {out / 'gradebook.csv'}); {time.perf_counter() - t0:.1f} s")
+    return 1 if any(r["status"].startswith("grader error") for r in rows) else 0

@@ -1,0 +1,237 @@
+"""Grading outputs: Gradescope ``results.json``, JUnit XML, a per-concept table, the CSV gradebook.
+
+``results.json`` is the source of truth: everything else (JUnit, summary, gradebook, ``cs336
+merge``) is derived from it, so a merged result is written by exactly the same code. Its shape
+follows Gradescope's autograder specification::
+
+    {"score": 41.5, "execution_time": 73, "output": "...", "stdout_visibility": "hidden",
+     "tests": [{"name": "tests/test_optim.py::test_adamw_matches_torch_reference",
+                "score": 1.0, "max_score": 1.0, "status": "passed", "output": "",
+                "visibility": "visible", "tags": ["optim"],
+                "extra_data": {"outcome": "passed", "device": "cpu", "duration": 0.12}}],
+     "extra_data": {"status": "ok", "sha256": "...", ...}}
+
+A test's ``status`` is ``passed`` or ``failed`` (what Gradescope accepts) except ``pending`` for a
+test this runner could not run (a GPU test on a CPU runner): pending tests are worth 0 until
+``cs336 merge`` fills them in from the other runner. The precise outcome (``timeout``,
+``crashed``, ``not_run`` ...) is in the test's ``extra_data.outcome``.
+
+Deliberately left out: HTML reports and uploading to Gradescope (its autograder harness reads
+``results.json`` itself).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OUTPUT_CHARS = 4000
+
+
+@dataclass
+class TestResult:
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    outcome: str  # passed failed error timeout crashed skipped pending not_run
+    points: float
+    max_points: float
+    concept: str
+    visibility: str
+    device: str  # "cpu" or "gpu": the runner that must run it
+    output: str = ""
+    duration: float = 0.0
+
+    @property
+    def status(self) -> str:
+        return {"passed": "passed", "pending": "pending"}.get(self.outcome, "failed")
+
+
+@dataclass
+class GradeResult:
+    submission: str
+    status: str  # ok crashed timeout rejected tampered
+    tests: list[TestResult]
+    execution_time: float = 0.0
+    sha256: str = ""
+    fingerprint: str = ""
+    device: str = "cpu"
+    concepts: dict[str, str] = field(default_factory=dict)  # name -> title
+    ignored: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    tampered: list[str] = field(default_factory=list)
+    isolation: dict = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        if self.status == "tampered":
+            return 0.0
+        return round(sum(t.points for t in self.tests), 2)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(t.max_points for t in self.tests), 2)
+
+    # ------------------------------------------------------------------------------ tables
+    def concept_rows(self) -> list[dict]:
+        rows: dict[str, dict] = {}
+        for t in self.tests:
+            r = rows.setdefault(t.concept, {"concept": t.concept, "title": self.concepts.get(t.concept, t.concept),
+                                            "passed": 0, "tests": 0, "pending": 0, "score": 0.0, "max": 0.0})
+            r["tests"] += 1
+            r["passed"] += t.outcome == "passed"
+            r["pending"] += t.outcome == "pending"
+            r["score"] += t.points if self.status != "tampered" else 0.0
+            r["max"] += t.max_points
+        return sorted(rows.values(), key=lambda r: r["title"])
+
+    def summary(self) -> str:
+        """A Markdown table: one row per concept, then the total and every remark."""
+        lines = [f"## {self.submission}: {self.score:g} / {self.max_score:g} ({self.status})", "",
+                 "| concept | passed | pending | points |", "|---|---:|---:|---:|"]
+        for r in self.concept_rows():
+            lines.append(f"| {r['title']} | {r['passed']}/{r['tests']} | {r['pending']} | "
+                         f"{r['score']:.2f} / {r['max']:.2f} |")
+        lines.append(f"| **total** | {sum(t.outcome == 'passed' for t in self.tests)}/{len(self.tests)} | "
+                     f"{sum(t.outcome == 'pending' for t in self.tests)} | **{self.score:.2f} / {self.max_score:.2f}** |")
+        bad = {}
+        for t in self.tests:
+            if t.outcome not in ("passed", "pending"):
+                bad[t.outcome] = bad.get(t.outcome, 0) + 1
+        if bad:
+            lines += ["", "Not passed: " + ", ".join(f"{n} {k}" for k, n in sorted(bad.items()))]
+        for title, items in (("Tampering detected (flagged for review, score 0)", self.tampered),
+                             ("Ignored from the submission", self.ignored), ("Notes", self.notes)):
+            if items:
+                lines += ["", f"{title}:"] + [f"- {x.splitlines()[0] if x else x}" for x in items[:50]]
+        if self.isolation:
+            lines += ["", "Sandbox: " + "; ".join(f"{k}: {v}" for k, v in self.isolation.items())]
+        return "\n".join(lines) + "\n"
+
+    # ------------------------------------------------------------------------------ Gradescope
+    def to_gradescope(self) -> dict:
+        return {
+            "score": self.score,
+            "execution_time": round(self.execution_time),
+            "output": self.summary(),
+            "output_format": "md",
+            "visibility": "visible",
+            "stdout_visibility": "hidden",
+            "tests": [{
+                "name": t.nodeid,
+                "score": round(t.points, 6) if self.status != "tampered" else 0.0,
+                "max_score": round(t.max_points, 6),
+                "status": t.status,
+                "output": _truncate(t.output, OUTPUT_CHARS),
+                "visibility": t.visibility,
+                "tags": [t.concept],
+                "extra_data": {"outcome": t.outcome, "device": t.device, "duration": round(t.duration, 4)},
+            } for t in self.tests],
+            "extra_data": {
+                "submission": self.submission, "status": self.status, "max_score": self.max_score,
+                "sha256": self.sha256, "fingerprint": self.fingerprint, "device": self.device,
+                "concepts": self.concepts, "ignored": self.ignored, "notes": self.notes,
+                "tampered": self.tampered, "isolation": self.isolation,
+            },
+        }
+
+    @classmethod
+    def from_gradescope(cls, data: dict) -> GradeResult:
+        x = data.get("extra_data", {})
+        tests = []
+        for t in data["tests"]:
+            e = t.get("extra_data", {})
+            outcome = e.get("outcome", t.get("status", "failed"))
+            tests.append(TestResult(
+                nodeid=t["name"], outcome=outcome,
+                points=float(t["score"]) if outcome == "passed" else 0.0, max_points=float(t["max_score"]),
+                concept=(t.get("tags") or ["?"])[0], visibility=t.get("visibility", "visible"),
+                device=e.get("device", "cpu"), output=t.get("output", ""), duration=float(e.get("duration", 0.0))))
+        return cls(submission=x.get("submission", "?"), status=x.get("status", "ok"), tests=tests,
+                   execution_time=float(data.get("execution_time", 0)), sha256=x.get("sha256", ""),
+                   fingerprint=x.get("fingerprint", ""), device=x.get("device", "cpu"),
+                   concepts=x.get("concepts", {}), ignored=x.get("ignored", []), notes=x.get("notes", []),
+                   tampered=x.get("tampered", []), isolation=x.get("isolation", {}))
+
+    # ------------------------------------------------------------------------------ JUnit
+    def to_junit(self) -> bytes:
+        suites = ET.Element("testsuites")
+        suite = ET.SubElement(suites, "testsuite", name=self.submission, tests=str(len(self.tests)),
+                              failures=str(sum(t.outcome == "failed" for t in self.tests)),
+                              errors=str(sum(t.outcome in ("error", "timeout", "crashed", "not_run") for t in self.tests)),
+                              skipped=str(sum(t.outcome in ("skipped", "pending") for t in self.tests)),
+                              time=f"{self.execution_time:.3f}")
+        for t in self.tests:
+            path, _, name = t.nodeid.partition("::")
+            case = ET.SubElement(suite, "testcase", classname=path.removesuffix(".py").replace("/", "."),
+                                 name=name or path, time=f"{t.duration:.3f}")
+            text = _xml_safe(_truncate(t.output, OUTPUT_CHARS))
+            if t.outcome == "failed":
+                ET.SubElement(case, "failure", message=_xml_safe(t.output.splitlines()[-1][:200] if t.output else "failed")).text = text
+            elif t.outcome in ("error", "timeout", "crashed", "not_run"):
+                ET.SubElement(case, "error", message=t.outcome).text = text
+            elif t.outcome in ("skipped", "pending"):
+                ET.SubElement(case, "skipped", message=_xml_safe(f"{t.outcome}: {t.output[:200]}"))
+        ET.indent(suites)
+        return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+
+    # ------------------------------------------------------------------------------ files
+    def write(self, folder: Path) -> None:
+        """Write junit.xml, summary.md, then results.json last (its presence means "finished")."""
+        folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(folder / "junit.xml", self.to_junit())
+        _atomic_write(folder / "summary.md", self.summary().encode())
+        _atomic_write(folder / "results.json", json.dumps(self.to_gradescope(), indent=1).encode())
+
+
+def load(folder: Path) -> GradeResult:
+    return GradeResult.from_gradescope(json.loads((folder / "results.json").read_text()))
+
+
+def write_gradebook(out: Path) -> Path:
+    """``out/gradebook.csv`` from every ``out/*/results.json`` (one row per submission)."""
+    results = []
+    for d in sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        if (d / "results.json").is_file():
+            try:
+                results.append((d.name, load(d)))
+            except (ValueError, KeyError, OSError):
+                continue
+    concepts = sorted({t.concept for _, r in results for t in r.tests})
+    path = out / "gradebook.csv"
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["submission", "status", "score", "max_score", "percent", *concepts, "pending",
+                    "execution_time", "sha256", "remarks"])
+        for name, r in results:
+            per = {row["concept"]: row["score"] for row in r.concept_rows()}
+            pct = 100 * r.score / r.max_score if r.max_score else 0.0
+            remarks = "; ".join([*(x.splitlines()[0] for x in r.tampered), *(n.splitlines()[0] for n in r.notes)])[:300]
+            w.writerow([name, r.status, f"{r.score:.4g}", f"{r.max_score:.4g}", f"{pct:.1f}",
+                        *(f"{per.get(c, 0.0):.4g}" for c in concepts),
+                        sum(t.outcome == "pending" for t in r.tests), f"{r.execution_time:.1f}", r.sha256[:12], remarks])
+    os.replace(tmp, path)
+    return path
+
+
+def _truncate(text: str, n: int) -> str:
+    if len(text) <= n:
+        return text
+    head = n // 3
+    return text[:head] + f"\n[... {len(text) - n} characters cut ...]\n" + text[-(n - head):]
+
+
+def _xml_safe(text: str) -> str:
+    return "".join(c if c in "\t\n\r" or 0x20 <= ord(c) < 0xD800 or 0xE000 <= ord(c) < 0xFFFE else "?" for c in text)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+

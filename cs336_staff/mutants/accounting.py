@@ -1,0 +1,112 @@
+"""Bug zoo for resource accounting: wrong counters a student might write, each caught by the public tests."""
+
+from __future__ import annotations
+
+from cs336_staff.mutants import Mutant
+
+FLOPS = "cs336_assignment/accounting/flops.py"
+MEMORY = "cs336_assignment/accounting/memory.py"
+NAPKIN = "cs336_assignment/accounting/napkin.py"
+TESTS = ("tests/test_accounting.py",)
+
+MUTANTS = [
+    Mutant(
+        name="accounting-matmul-flops-mkn",
+        file=FLOPS,
+        old="    return 2 * m * k * n\n",
+        new="    return m * k * n\n",
+        why="counts a multiply-add as one FLOP instead of two",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-count-flops-ignores-backward",
+        file=FLOPS,
+        old="            out.sum().backward()\n    return counter.total\n",
+        new="            total = counter.total\n            out.sum().backward()\n            return total\n    return counter.total\n",
+        why="reads the counter before the backward ran, so only the forward is counted",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-needless-input-gradient",
+        file=FLOPS,
+        old="linear_backward_flops(num_tokens, d_in, d_out, input_requires_grad or i > 0)",
+        new="linear_backward_flops(num_tokens, d_in, d_out, True)",
+        why="assumes every layer computes dx, including the first one fed with data (3x forward, the 6ND rule)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-bmm-ignores-batch",
+        file=FLOPS,
+        old="    return (batch[0] if batch else 1) * matmul_flops(m, k, n)\n",
+        new="    return matmul_flops(m, k, n)\n",
+        why="treats bmm like mm and forgets to multiply by the batch of matrices",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-addmm-not-counted",
+        file=FLOPS,
+        old="    elif packet in (aten.addmm, aten.baddbmm):\n",
+        new="    elif packet in ():\n",
+        why="counts mm and bmm only, missing the addmm a Linear with bias lowers to",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-memory-forgets-optimizer-state",
+        file=MEMORY,
+        old="    return num_params * bytes_per_param(optimizer, precision) + num_activations * bytes_per_activation(precision)\n",
+        new=(
+            "    return num_params * (bytes_per_param(optimizer, precision) - 4 * optimizer_state_tensors(optimizer))"
+            " + num_activations * bytes_per_activation(precision)\n"
+        ),
+        why="adds up parameters, gradients and activations but forgets the optimizer state",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-adam-one-state",
+        file=MEMORY,
+        old='"adam": 2, "adamw": 2}',
+        new='"adam": 1, "adamw": 1}',
+        why="remembers Adam's first moment but forgets the second (exp_avg_sq)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-mixed-precision-without-master-weights",
+        file=MEMORY,
+        old="        return 2 + 2 + 4 + 4 * states\n",
+        new="        return 2 + 2 + 4 * states\n",
+        why="counts bf16 parameters and gradients but not the fp32 master copy of the weights",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-activations-not-deduplicated",
+        file=MEMORY,
+        old="            self.storages[key] = t.untyped_storage().nbytes()\n",
+        new="            self.storages[(key, len(self.storages))] = t.untyped_storage().nbytes()\n",
+        why="adds up every saved tensor, counting a storage saved by two ops (ReLU, then the next matmul) twice",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-activations-count-parameters",
+        file=MEMORY,
+        old="        if not (base.is_leaf and base.requires_grad) and key not in self._excluded:\n",
+        new="        if key not in self._excluded:\n",
+        why="counts the weights autograd saves (as views) as activations",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-training-days-forward-only",
+        file=NAPKIN,
+        old="    total_flops = 6 * num_params * num_tokens\n",
+        new="    total_flops = 2 * num_params * num_tokens\n",
+        why="budgets the forward pass only (2ND) instead of forward plus backward (6ND)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-time-matmul-no-warmup",
+        file=NAPKIN,
+        old="    for _ in range(warmup):\n        a @ b\n",
+        new="",
+        why="times the first, cold calls (kernel selection, workspace allocation) along with the steady state",
+        tests=TESTS,
+    ),
+]

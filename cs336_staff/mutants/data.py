@@ -1,0 +1,77 @@
+"""Mutants of part 4 (``cs336_assignment/data.py``): wrong windows, wrong ranges, unvectorised reads."""
+
+from __future__ import annotations
+
+from cs336_staff.mutants import Mutant
+
+FILE = "cs336_assignment/data.py"
+TESTS = ("tests/test_data.py",)
+DRAW = "starts = torch.randint(0, num_starts, (batch_size,), generator=generator).numpy()"
+READ = "windows = np.asarray(dataset[starts[:, None] + np.arange(context_length + 1)], dtype=np.int64)"
+
+MUTANTS = [
+    Mutant(
+        name="data-never-samples-the-last-start",
+        file=FILE,
+        old=DRAW,
+        new=DRAW.replace("num_starts,", "num_starts - 1,"),
+        why="treats randint's exclusive upper bound as inclusive and subtracts one more: start n - T - 1 never appears",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-starts-run-past-the-end",
+        file=FILE,
+        old=DRAW,
+        new=DRAW.replace("num_starts,", "num_starts + 1,"),
+        why="draws starts from [0, n - T] inclusive: the last window's target runs one token past the end",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-targets-not-shifted",
+        file=FILE,
+        old="y = torch.from_numpy(windows[:, 1:].copy())",
+        new="y = torch.from_numpy(windows[:, :-1].copy())",
+        why="returns the inputs as targets (forgets the shift by one)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-ignores-the-generator",
+        file=FILE,
+        old=DRAW,
+        new=DRAW.replace(", generator=generator", ""),
+        why="samples from the global RNG, so a seeded generator does not make batches reproducible",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-python-loop-over-the-batch",
+        file=FILE,
+        old=READ,
+        new="windows = np.stack([np.asarray(dataset[s : s + context_length + 1], dtype=np.int64) for s in starts])",
+        why="slices one window per row in a Python loop instead of one vectorised fancy index",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-copies-the-whole-memmap",
+        file=FILE,
+        old=READ,
+        new="windows = dataset.astype(np.int64)[starts[:, None] + np.arange(context_length + 1)]",
+        why="converts the whole dataset to int64 before indexing: reads (and copies) the entire file every batch",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-keeps-the-dataset-dtype",
+        file=FILE,
+        old=READ,
+        new=READ.replace("dtype=np.int64", "dtype=dataset.dtype"),
+        why="returns uint16 tensors (the file's dtype) instead of int64 token ids",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-short-dataset-not-checked",
+        file=FILE,
+        old="    if num_starts < 1:\n        raise ValueError(",
+        new="    if num_starts < 0:\n        raise ValueError(",
+        why="lets a dataset of exactly context_length tokens through, failing later inside randint",
+        tests=TESTS,
+    ),
+]

@@ -1,0 +1,149 @@
+"""Mutants of part 3 (``cs336_assignment/optim.py``): wrong update rules and missing validation."""
+
+from __future__ import annotations
+
+from cs336_staff.mutants import Mutant
+
+FILE = "cs336_assignment/optim.py"
+TESTS = ("tests/test_optim.py",)
+
+MUTANTS = [
+    Mutant(
+        name="sgd-momentum-as-ema",
+        file=FILE,
+        old="buf.mul_(momentum).add_(grad, alpha=1 - dampening)",
+        new="buf.mul_(momentum).add_(grad, alpha=1 - momentum)",
+        why="writes momentum as an exponential average (Adam's m) instead of torch's b = mu * b + g",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="sgd-weight-decay-ignored",
+        file=FILE,
+        old="""                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                if momentum != 0:""",
+        new="""                if momentum != 0:""",
+        why="accepts weight_decay but never applies it",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adagrad-accumulates-gradient-not-square",
+        file=FILE,
+        old='state["sum"].addcmul_(grad, grad, value=1)',
+        new='state["sum"].add_(grad.abs())',
+        why="accumulates |g| instead of g^2",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adagrad-eps-inside-sqrt",
+        file=FILE,
+        old='std = state["sum"].sqrt().add_(eps)',
+        new='std = state["sum"].add(eps).sqrt()',
+        why="puts eps under the square root (torch adds it after)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adagrad-ignores-initial-accumulator",
+        file=FILE,
+        old='state["sum"] = torch.full_like(p, group["initial_accumulator_value"])',
+        new='state["sum"] = torch.zeros_like(p)',
+        why="starts the accumulator at 0 whatever initial_accumulator_value says",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="rmsprop-eps-inside-sqrt",
+        file=FILE,
+        old="avg = square_avg.sqrt().add_(eps)",
+        new="avg = square_avg.add(eps).sqrt()",
+        why="puts eps under the square root (torch adds it after)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="rmsprop-alpha-swapped",
+        file=FILE,
+        old="square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)",
+        new="square_avg.mul_(1 - alpha).addcmul_(grad, grad, value=alpha)",
+        why="weights the new squared gradient by alpha (0.99) instead of 1 - alpha",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adam-no-bias-correction",
+        file=FILE,
+        old="""                step_size = lr / (1 - beta1**t)
+                denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)""",
+        new="""                step_size = lr
+                denom = exp_avg_sq.sqrt().add_(eps)""",
+        why="forgets the bias correction of m and v",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adam-eps-inside-bias-corrected-sqrt",
+        file=FILE,
+        old="denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)",
+        new="denom = (exp_avg_sq.sqrt().add_(eps) / math.sqrt(1 - beta2**t))",
+        why="adds eps before dividing by sqrt(1 - b2^t), so eps is scaled up in early steps",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adamw-decay-without-lr",
+        file=FILE,
+        old="p.mul_(1 - lr * weight_decay)",
+        new="p.mul_(1 - weight_decay)",
+        why="decays by weight_decay per step instead of lr * weight_decay",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adamw-decay-after-update",
+        file=FILE,
+        old="""                    if self.decoupled_weight_decay:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step_size = lr / (1 - beta1**t)
+                denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
+                p.addcdiv_(exp_avg, denom, value=-step_size)""",
+        new="""                    if not self.decoupled_weight_decay:
+                        grad = grad.add(p, alpha=weight_decay)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                step_size = lr / (1 - beta1**t)
+                denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
+                p.addcdiv_(exp_avg, denom, value=-step_size)
+                if self.decoupled_weight_decay:
+                    p.mul_(1 - lr * weight_decay)""",
+        why="applies the decoupled decay after the Adam update instead of before it",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adamw-coupled-decay",
+        file=FILE,
+        old="""                    if self.decoupled_weight_decay:
+                        p.mul_(1 - lr * weight_decay)""",
+        new="""                    if False:
+                        p.mul_(1 - lr * weight_decay)""",
+        why="implements AdamW as Adam with an L2 penalty added to the gradient",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adam-accepts-beta-one",
+        file=FILE,
+        old="""    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")""",
+        new="""    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")""",
+        why="accepts beta = 1, for which the bias correction divides by zero",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="optimizers-skip-eps-validation",
+        file=FILE,
+        old="_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)\n",
+        new="_nonnegative(lr=lr, weight_decay=weight_decay)\n",
+        why="forgets to validate eps in Adam/AdamW",
+        tests=TESTS,
+    ),
+]

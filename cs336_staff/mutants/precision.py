@@ -1,0 +1,99 @@
+"""Bug zoo of part 8, precision: wrong fp8 scaling, casts, autocast steps and loss scalers."""
+
+from __future__ import annotations
+
+from cs336_staff.mutants import Mutant
+
+_FILE = "cs336_assignment/precision.py"
+_TESTS = ("tests/test_precision.py",)
+
+MUTANTS = [
+    Mutant(
+        name="precision-e4m3fn-max-as-ieee",
+        file=_FILE,
+        old="        largest = (2.0 - 2.0 ** -(m - 1)) * 2.0 ** (2**e - 1 - bias)",
+        new="        largest = (2.0 - 2.0**-m) * 2.0 ** (2**e - 2 - bias)",
+        why="treats e4m3fn like an IEEE format with infinities (max 240 instead of 448)",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-fp8-scale-inverted",
+        file=_FILE,
+        old="        scale = amax.clamp(min=AMAX_FLOOR) / fp8_max",
+        new="        scale = fp8_max / amax.clamp(min=AMAX_FLOOR)",
+        why="returns the encoding scale (max / amax) where the decode scale (amax / max) is expected",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-fp8-no-clamp-before-cast",
+        file=_FILE,
+        old="    x_fp8 = (x32 / scale).clamp(-fp8_max, fp8_max).to(dtype)",
+        new="    x_fp8 = (x32 / scale).to(dtype)",
+        why="relies on the cast to saturate; e5m2 overflows to inf (and older torch gives NaN)",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-rowwise-amax-wrong-axis",
+        file=_FILE,
+        old="            amax = x32.abs().amax(dim=-1, keepdim=True)",
+        new="            amax = x32.abs().amax(dim=0, keepdim=True)",
+        why="takes the row-wise amax over the rows (per column) instead of along each row",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-zero-amax-not-floored",
+        file=_FILE,
+        old="        scale = amax.clamp(min=AMAX_FLOOR) / fp8_max",
+        new="        scale = amax / fp8_max",
+        why="forgets the all-zero tensor: scale 0 and 0 / 0 = NaN",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-autocast-loss-not-fp32",
+        file=_FILE,
+        old="    loss = loss_fn(out.float(), y)\n    loss.backward()",
+        new="    loss = loss_fn(out, y)\n    loss.backward()",
+        why="computes the loss on the bf16 autocast output, so the loss (and its gradient) is bf16",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-no-autocast",
+        file=_FILE,
+        old="    with torch.autocast(device_type=params[0].device.type, dtype=dtype):\n        out = model(x)",
+        new="    with torch.autocast(device_type=params[0].device.type, dtype=dtype, enabled=False):\n        out = model(x)",
+        why="runs the forward in fp32, so nothing is computed in low precision",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-scaler-steps-on-inf",
+        file=_FILE,
+        old="        if state[\"found_inf\"]:\n            return None\n        return optimizer.step()",
+        new="        return optimizer.step()",
+        why="takes the optimizer step even when a gradient overflowed, poisoning the weights with inf/NaN",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-scaler-never-backs-off",
+        file=_FILE,
+        old="            self._scale = _fp32(self._scale * self.backoff_factor)",
+        new="            self._scale = _fp32(self._scale)",
+        why="skips the step on overflow but forgets to halve the scale, so it overflows again",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-scaler-tracker-not-reset-after-growth",
+        file=_FILE,
+        old="                    self._scale = grown\n                self._growth_tracker = 0",
+        new="                    self._scale = grown",
+        why="does not restart the count of clean steps after growing the scale",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-fp8-matmul-scale-b-not-transposed",
+        file=_FILE,
+        old="    scale_b = scale_bt.t() if granularity == \"row\" else scale_bt  # () or (1, N)",
+        new="    scale_b = scale_bt  # () or (1, N)",
+        why="passes B's per-column scales as an (N, 1) column instead of a (1, N) row",
+        tests=_TESTS,
+    ),
+]

@@ -1,0 +1,382 @@
+"""Build the student handout from the reference repository.
+
+The handout is an allowlist, so anything new in the repository stays out until staff add it here:
+
+    cs336_assignment/   every file; .py files with their solution regions stubbed (markers.py)
+    adapters.py         as is (the contract)
+    tests/              the public tests, without tests/hidden/ and tests/staff/
+    fixtures/           without fixtures/hidden/
+    make_submission.sh  as is
+    .gitignore          as is
+    README.md           generated from cs336_staff/templates/README.md
+    CHANGELOG.md        cs336_staff/templates/CHANGELOG.md, which must have an entry for the version
+    pyproject.toml      the repository's, without STAFF-ONLY entries (the ``staff`` dependency
+                        group), without the groups and packages those leave dangling
+    uv.lock             the repository's, pruned offline by ``uv lock --offline`` to the handout's
+                        dependencies (same pinned versions; ``--no-lock`` leaves it out)
+
+Left out whatever the allowlist says: ``cs336_staff/``, ``benchmarks/``, ``.ci/``, ``.github/``,
+``grades/``, hidden tests and fixtures, plus every file whose first lines hold a ``# STAFF-ONLY``
+comment and every ``# BEGIN STAFF-ONLY`` ... ``# END STAFF-ONLY`` block of a .py or .sh file.
+Stripping can leave imports that only the solution used; ``ruff check --select F401 --fix`` drops
+them from the stripped files (``release --check`` then proves no unused name is left).
+
+The output is deterministic: sorted walks, no timestamps, file modes normalised to 644/755, so two
+runs give byte-identical trees. Deliberately left out: packaging the handout as an archive, and
+git history (the handout is a fresh tree; staff commit it wherever students clone from).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import string
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cs336_staff.markers import (
+    MarkerError,
+    Region,
+    has_markers,
+    is_staff_only,
+    strip_source,
+    strip_staff_only,
+)
+
+PACKAGE = "cs336_assignment"
+SHIPPED_DIRS: dict[str, tuple[str, ...]] = {
+    PACKAGE: (),
+    "tests": ("tests/hidden", "tests/staff"),
+    "fixtures": ("fixtures/hidden",),
+}
+SHIPPED_FILES = ("adapters.py", "make_submission.sh", ".gitignore")
+REQUIRED_FILES = ("adapters.py", "pyproject.toml")
+JUNK_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", ".mypy_cache"}
+JUNK_SUFFIXES = (".pyc", ".pyo")
+STAFF_BLOCK_SUFFIXES = (".py", ".sh")
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+
+
+class ReleaseError(RuntimeError):
+    """The handout cannot be built; the message says what to fix."""
+
+
+@dataclass
+class Handout:
+    """A built handout: where it is, which files it has, what was stubbed and what was left out."""
+
+    root: Path
+    files: list[str] = field(default_factory=list)
+    regions: dict[str, list[Region]] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------
+# Which files
+# ------------------------------------------------------------------------------------------------
+
+
+def shipped_sources(repo: Path) -> list[str]:
+    """Relative posix paths of the repository files the allowlist ships, sorted."""
+    out = [f for f in SHIPPED_FILES if (repo / f).is_file()]
+    for top, skip in SHIPPED_DIRS.items():
+        base = repo / top
+        for dirpath, dirnames, filenames in os.walk(base):
+            rel_dir = Path(dirpath).relative_to(repo)
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in JUNK_DIRS and (rel_dir / d).as_posix() not in skip and not d.endswith(".egg-info")
+            )
+            out.extend((rel_dir / f).as_posix() for f in sorted(filenames) if not f.endswith(JUNK_SUFFIXES))
+    return sorted(out)
+
+
+def _mode(path: Path) -> int:
+    return 0o755 if path.stat().st_mode & 0o111 else 0o644
+
+
+def _write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    path.chmod(mode)
+
+
+# ------------------------------------------------------------------------------------------------
+# pyproject.toml
+# ------------------------------------------------------------------------------------------------
+
+
+def _parses(chunk: str) -> bool:
+    try:
+        tomllib.loads(chunk)
+    except tomllib.TOMLDecodeError:
+        return False
+    return True
+
+
+def _rewrite_list(lines: list[str], key: str, keep) -> list[str]:
+    """Filter the single-line TOML string array ``key = [...]`` through ``keep``."""
+    pattern = re.compile(rf"^(\s*{re.escape(key)}\s*=\s*)(\[.*?\])(\s*(#.*)?)$")
+    out = []
+    for line in lines:
+        m = pattern.match(line.rstrip("\n"))
+        if m:
+            values = tomllib.loads(f"x = {m.group(2)}")["x"]
+            line = f"{m.group(1)}[{', '.join(json.dumps(v) for v in values if keep(v))}]{m.group(3)}\n"
+        out.append(line)
+    return out
+
+
+def handout_pyproject(text: str) -> str:
+    """The repository's pyproject.toml without its STAFF-ONLY entries and what they leave dangling.
+
+    A comment line starting with ``# STAFF-ONLY`` drops itself and the TOML entry after it (a
+    ``key = value`` that may span lines, like the ``staff = [...]`` dependency group). Dependency
+    groups so dropped disappear from ``[tool.uv] default-groups``, and wheel packages the handout
+    lacks (``cs336_staff``) from ``[tool.hatch.build.targets.wheel] packages``.
+    """
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    dropped: list[tuple[str, str]] = []
+    table, i = "", 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        if re.match(r"^\[\[?([^\]]+)\]\]?$", stripped):
+            table = stripped.strip("[]").strip()
+        if stripped.startswith("# STAFF-ONLY"):
+            j = i + 1
+            while j < len(lines) and (not lines[j].strip() or lines[j].strip().startswith("#")):
+                j += 1
+            if j == len(lines) or "=" not in lines[j]:
+                raise ReleaseError(f"pyproject.toml:{i + 1}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
+            chunk, k = lines[j], j
+            while not _parses(chunk):
+                k += 1
+                if k == len(lines):
+                    raise ReleaseError(f"pyproject.toml:{j + 1}: cannot find the end of the STAFF-ONLY entry")
+                chunk += lines[k]
+            dropped.append((table, lines[j].split("=")[0].strip().strip('"')))
+            i = k + 1
+            continue
+        out.append(lines[i])
+        i += 1
+    groups = {key for t, key in dropped if t == "dependency-groups"}
+    out = _rewrite_list(out, "default-groups", lambda g: g not in groups)
+    out = _rewrite_list(out, "packages", lambda p: p == PACKAGE or not p.startswith("cs336_staff"))
+    result = "".join(out)
+    data = tomllib.loads(result)
+    left = set(data.get("tool", {}).get("uv", {}).get("default-groups", [])) - set(data.get("dependency-groups", {}))
+    if left:
+        raise ReleaseError(f"handout pyproject.toml: default-groups names {sorted(left)}, which it does not define")
+    packages = data.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {}).get("packages", [])
+    if any(p.startswith("cs336_staff") for p in packages):
+        raise ReleaseError("handout pyproject.toml still packages cs336_staff; keep the `packages = [...]` list on one line")
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+# README.md
+# ------------------------------------------------------------------------------------------------
+
+
+def adapter_parts(adapters_source: str) -> list[tuple[str, str, str]]:
+    """(number, title, path) of each part listed in adapters.py's docstring ("1. Title -> path")."""
+    parts = []
+    for line in adapters_source.splitlines():
+        m = re.match(r"^\s*(\d+)\.\s+(.*?)\s*->\s*(\S+)\s*$", line)
+        if m:
+            parts.append((m.group(1), m.group(2), m.group(3)))
+    return parts
+
+
+def _names(regions: list[Region]) -> list[str]:
+    return list(dict.fromkeys(r.qualname for r in regions))
+
+
+def parts_table(adapters_source: str, regions: dict[str, list[Region]], tests: list[str]) -> str:
+    """A markdown table: part, where to implement it, what to implement, its public tests."""
+    rows = ["| Part | Implement in | What to implement | Public tests |", "| --- | --- | --- | --- |"]
+    covered: set[str] = set()
+    for number, title, path in adapter_parts(adapters_source):
+        prefix = path.rstrip("/").removesuffix(".py")  # "x.py" also matches a package "x/" that replaced it
+        files = sorted(f for f in regions if f == prefix + ".py" or f.startswith(prefix + "/"))
+        covered.update(files)
+        what = "; ".join(
+            (f"`{Path(f).name}`: " if len(files) > 1 else "") + ", ".join(f"`{n}`" for n in _names(regions[f])) for f in files
+        )
+        stem = Path(prefix).stem
+        mine = [t for t in tests if re.fullmatch(rf"tests/test_{re.escape(stem)}(_\w+)?\.py", t)]
+        rows.append(f"| {number}. {title} | `{path}` | {what or '-'} | {', '.join(f'`{t}`' for t in mine) or '-'} |")
+    for f in sorted(set(regions) - covered):
+        rows.append(f"| | `{f}` | {', '.join(f'`{n}`' for n in _names(regions[f]))} | - |")
+    return "\n".join(rows)
+
+
+def submit_text(script: Path) -> str:
+    """How to submit: the leading comment block of make_submission.sh, under a usage line."""
+    if not script.is_file():
+        return "Run `bash make_submission.sh` and upload the archive it creates."
+    lines = script.read_text().splitlines()
+    body = []
+    for line in lines[1:] if lines and lines[0].startswith("#!") else lines:
+        if not line.startswith("#"):
+            break
+        body.append(line[1:].strip())
+    text = "\n".join(body).strip()
+    usage = "```bash\nbash make_submission.sh\n```"
+    return f"{usage}\n\n{text}" if text else f"{usage}\n\nThen upload the archive it creates."
+
+
+def run_block(tests: list[str]) -> str:
+    """The shell lines that run the tests, comments aligned."""
+    lines = [
+        ("uv run pytest", "every public test; all fail until you implement the parts"),
+        (f"uv run pytest {tests[0] if tests else 'tests/'}", "one part"),
+        ("uv run pytest -x -k <name>", "stop at the first failure of the tests matching <name>"),
+    ]
+    width = max(len(cmd) for cmd, _ in lines) + 2
+    return "\n".join(f"{cmd.ljust(width)}# {why}" for cmd, why in lines)
+
+
+def render_readme(repo: Path, regions: dict[str, list[Region]], tests: list[str]) -> str:
+    project = tomllib.loads((repo / "pyproject.toml").read_text()).get("project", {})
+    first = next((f"{r.message(f)}" for f in sorted(regions) for r in regions[f]), "Implement ... in ...")
+    public = [t for t in tests if Path(t).name.startswith("test_")]
+    values = {
+        "title": project.get("name", "assignment"),
+        "description": project.get("description", ""),
+        "python": project.get("requires-python", ""),
+        "example": first,
+        "run_block": run_block(public),
+        "parts_table": parts_table((repo / "adapters.py").read_text(), regions, public),
+        "submit": submit_text(repo / "make_submission.sh"),
+    }
+    return string.Template((TEMPLATES / "README.md").read_text()).substitute(values)
+
+
+def changelog(repo: Path) -> str:
+    text = (TEMPLATES / "CHANGELOG.md").read_text()
+    version = tomllib.loads((repo / "pyproject.toml").read_text()).get("project", {}).get("version", "")
+    if version and not re.search(rf"^##\s+\[?v?{re.escape(version)}\]?(\s|$)", text, re.MULTILINE):
+        raise ReleaseError(
+            f"cs336_staff/templates/CHANGELOG.md has no '## {version}' entry for the version in pyproject.toml; "
+            "say what changed for students before releasing"
+        )
+    return text
+
+
+# ------------------------------------------------------------------------------------------------
+# Build
+# ------------------------------------------------------------------------------------------------
+
+
+def _check_out_dir(repo: Path, out: Path, force: bool) -> None:
+    repo, out = repo.resolve(), out.resolve()
+    if out == repo or out in repo.parents:
+        raise ReleaseError(f"refusing to write the handout to {out}: it holds the repository; pick a new directory")
+    for top in [*SHIPPED_DIRS, ".git", "cs336_staff"]:
+        if out == repo / top or (repo / top) in out.parents:
+            raise ReleaseError(f"refusing to write the handout inside {repo / top}; pick a directory such as {repo / 'handout'}")
+    if out.exists() and not out.is_dir():
+        raise ReleaseError(f"{out} exists and is not a directory; pick another OUT_DIR")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ReleaseError(f"{out} exists and is not empty; pass --force to replace it (its contents will be deleted)")
+
+
+def _ruff_drop_unused_imports(root: Path, files: list[str]) -> None:
+    if not files:
+        return
+    cmd = [sys.executable, "-m", "ruff", "check", "--select", "F401", "--fix", "--no-cache", "--quiet", "--exit-zero", *files]
+    try:
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError as e:  # pragma: no cover - ruff is a staff dependency
+        raise ReleaseError("ruff is needed to drop imports left unused by stripping; `uv sync` the staff group") from e
+    if proc.returncode != 0:
+        raise ReleaseError(f"ruff failed on the stripped files:\n{proc.stdout}{proc.stderr}")
+
+
+def _prune_lock(repo: Path, root: Path) -> None:
+    uv = shutil.which("uv")
+    if uv is None:
+        raise ReleaseError("uv is needed to prune uv.lock to the handout's dependencies; install uv or pass --no-lock")
+    shutil.copyfile(repo / "uv.lock", root / "uv.lock")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") and k != "VIRTUAL_ENV"}
+    proc = subprocess.run([uv, "lock", "--offline", "--quiet"], cwd=root, capture_output=True, text=True, env=env, timeout=300)
+    if proc.returncode != 0:
+        raise ReleaseError(f"`uv lock --offline` could not prune uv.lock for the handout (pass --no-lock to leave it out):\n{proc.stderr}")
+    (root / "uv.lock").chmod(0o644)
+
+
+def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
+    """Write the handout of ``repo`` into the empty directory ``root``."""
+    repo = Path(repo).resolve()
+    for f in REQUIRED_FILES:
+        if not (repo / f).is_file():
+            raise ReleaseError(f"{repo} has no {f}; is it the assignment repository?")
+    handout = Handout(root=root)
+    stripped: list[str] = []
+    for rel in shipped_sources(repo):
+        src = repo / rel
+        data = src.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            if is_staff_only(text):
+                handout.left_out.append(rel)
+                continue
+            if rel.endswith(STAFF_BLOCK_SUFFIXES):
+                text = strip_staff_only(text, rel)
+            if rel.endswith(".py"):
+                if rel.startswith(PACKAGE + "/"):
+                    text, regions = strip_source(text, rel)
+                    if regions:
+                        handout.regions[rel] = regions
+                        stripped.append(rel)
+                elif has_markers(text, rel):
+                    raise MarkerError(rel, 1, f"solution markers outside {PACKAGE}/ are never stripped; move the code into {PACKAGE}/")
+            data = text.encode("utf-8")
+        _write(root / rel, data, _mode(src))
+        handout.files.append(rel)
+    if not (repo / "make_submission.sh").is_file():
+        handout.warnings.append("make_submission.sh is missing from the repository; the handout has no submission script")
+    tests = [f for f in handout.files if f.startswith("tests/") and f.endswith(".py")]
+    _write(root / "pyproject.toml", handout_pyproject((repo / "pyproject.toml").read_text()))
+    _write(root / "README.md", render_readme(repo, handout.regions, tests))
+    _write(root / "CHANGELOG.md", changelog(repo))
+    handout.files += ["pyproject.toml", "README.md", "CHANGELOG.md"]
+    _ruff_drop_unused_imports(root, stripped)
+    if lock and (repo / "uv.lock").is_file():
+        _prune_lock(repo, root)
+        handout.files.append("uv.lock")
+    handout.files.sort()
+    return handout
+
+
+def build(repo: Path, out: Path, *, force: bool = False, lock: bool = True) -> Handout:
+    """Build the handout of ``repo`` at ``out``; atomically replaces an old one only with ``force``."""
+    repo, out = Path(repo).resolve(), Path(out).resolve()
+    _check_out_dir(repo, out, force)
+    partial = out.parent / f".{out.name}.partial"
+    old = out.parent / f".{out.name}.old"
+    for p in (partial, old):
+        if p.exists():
+            shutil.rmtree(p)
+    partial.mkdir(parents=True)
+    try:
+        handout = write_handout(repo, partial, lock=lock)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    if out.exists():
+        out.rename(old)
+    partial.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+    handout.root = out
+    return handout

@@ -1,0 +1,292 @@
+"""Prove a built handout is what students should get: ``cs336 release --check``.
+
+Six checks, each a line of the report, each failure naming the file, test or line:
+
+    contents   the handout has the files students need (make_submission.sh, README, ...)
+    imports    ``cs336_assignment``, every module in it, and ``adapters`` import from the handout
+    ruff       ``ruff check --select F`` finds nothing in the handout that the reference does not
+               have too: no import or variable left unused, no name left undefined by stripping
+    collect    pytest collects the same tests in the handout as with the reference, without errors
+    stubs      run as students first run it, every test fails with NotImplementedError (anywhere in
+               the exception chain); none passes, none fails or errors for another reason; tests
+               that need a GPU may skip, and so may tests that also skip with the reference
+    reference  the handout with the reference modules dropped in passes every test
+    leaks      no piece of a stripped region appears in any .py file of the handout (AST
+               comparison): no compound statement of ``MIN_LEAK_NODES`` AST nodes or more, no
+               long one-liner, no pair of consecutive statements (see ``_units``), whether it
+               survived stripping, sits in a helper outside the regions, or in a test's oracle
+
+The test runs reuse this repository's Python environment (the handout's dependencies are a subset
+of it, since its pyproject.toml only drops entries) and run on scratch copies, so the handout
+itself stays pristine. The staff repository, which the editable install puts on ``sys.path``, is
+hidden from the children, so the handout cannot import ``cs336_staff`` or the reference by accident.
+Both pytest runs go in parallel. Deliberately left out: a fresh ``uv sync`` of the handout (slow and
+networked; ``uv.lock`` is pruned offline from the repository's lock instead).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cs336_staff.release.build import PACKAGE, Handout
+from cs336_staff.release.runner import PytestJob, PytestRun, copy_tree, hide_installed
+
+MIN_LEAK_NODES = 8
+REQUIRED_IN_HANDOUT = ("adapters.py", "pyproject.toml", "README.md", "CHANGELOG.md", "make_submission.sh", f"{PACKAGE}/__init__.py")
+SHOW = 12  # list at most this many offenders per check
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    summary: str
+    details: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        lines = [f"  [{'ok' if self.ok else 'FAIL'}]{' ' * (5 - (2 if self.ok else 4))}{self.name:<10} {self.summary}"]
+        shown = self.details[:SHOW]
+        lines += [f"           {d}" for d in shown]
+        if len(self.details) > SHOW:
+            lines.append(f"           ... and {len(self.details) - SHOW} more")
+        return "\n".join(lines)
+
+
+def _first(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+# ------------------------------------------------------------------------------------------------
+# Static checks
+# ------------------------------------------------------------------------------------------------
+
+
+def check_contents(handout: Handout) -> Check:
+    missing = [f for f in REQUIRED_IN_HANDOUT if not (handout.root / f).is_file()]
+    if missing:
+        return Check("contents", False, f"the handout lacks {', '.join(missing)}")
+    return Check("contents", True, f"{len(handout.files)} files; left out as staff-only: {', '.join(handout.left_out) or 'none'}")
+
+
+_IMPORT_SCRIPT = """
+import importlib, pkgutil, sys, os
+root = os.path.realpath(sys.argv[1])
+import {package}, adapters
+names = [m.name for m in pkgutil.walk_packages({package}.__path__, "{package}.")]
+for name in names:
+    importlib.import_module(name)
+bad = [m.__name__ for m in list(sys.modules.values())
+       if getattr(m, "__file__", None) and m.__name__.split(".")[0] in ("{package}", "adapters")
+       and not os.path.realpath(m.__file__).startswith(root + os.sep)]
+if bad:
+    raise SystemExit("imported from outside the handout: " + ", ".join(sorted(bad)))
+print(len(names))
+"""
+
+
+def check_imports(tree: Path, hide: list[Path]) -> Check:
+    hide_code = f"import sys, os; sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') not in {[str(h) for h in hide]!r}]\n"
+    proc = subprocess.run(
+        [sys.executable, "-c", hide_code + _IMPORT_SCRIPT.format(package=PACKAGE), str(tree)],
+        cwd=tree, capture_output=True, text=True, timeout=300, env=_child_env(),
+    )
+    if proc.returncode != 0:
+        return Check("imports", False, "the handout's package does not import", proc.stderr.strip().splitlines()[-8:])
+    return Check("imports", True, f"{PACKAGE} and its {proc.stdout.strip()} modules, and adapters, import from the handout")
+
+
+def _child_env() -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _ruff(cwd: Path, paths: list[str]) -> list[dict]:
+    """Pyflakes findings (``F`` codes) of ``paths``, minus the codes the project's ruff config ignores."""
+    config = tomllib.loads((cwd / "pyproject.toml").read_text()) if (cwd / "pyproject.toml").is_file() else {}
+    ignore = config.get("tool", {}).get("ruff", {}).get("lint", {}).get("ignore", [])
+    cmd = [sys.executable, "-m", "ruff", "check", "--select", "F", "--output-format", "json", "--no-cache", "--exit-zero"]
+    cmd += [f"--ignore={','.join(ignore)}"] if ignore else []
+    cmd += paths
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"ruff failed: {proc.stderr}")
+    out = json.loads(proc.stdout or "[]")
+    for v in out:
+        v["file"] = Path(v["filename"]).resolve().relative_to(cwd.resolve()).as_posix()
+    return out
+
+
+def check_ruff(repo: Path, handout: Handout) -> Check:
+    py = [f for f in handout.files if f.endswith(".py")]
+    ours = _ruff(handout.root, py)
+    theirs = {(v["file"], v["code"], v["message"]) for v in _ruff(repo, [f for f in py if (repo / f).is_file()])}
+    new = [v for v in ours if (v["file"], v["code"], v["message"]) not in theirs]
+    old = [v for v in ours if (v["file"], v["code"], v["message"]) in theirs]
+    note = f" ({len(old)} already in the reference: {', '.join(sorted({v['code'] + ' ' + v['file'] for v in old}))})" if old else ""
+    if new:
+        details = [f"{v['file']}:{v['location']['row']}: {v['code']} {v['message']}" for v in new]
+        return Check("ruff", False, f"{len(new)} name problems left by stripping{note}", details)
+    return Check("ruff", True, f"no unused or undefined names left by stripping in {len(py)} files{note}")
+
+
+def _statements(tree: ast.AST):
+    return (n for n in ast.walk(tree) if isinstance(n, ast.stmt))
+
+
+def _size(nodes) -> int:
+    return sum(1 for node in nodes for n in ast.walk(node) if not isinstance(n, ast.expr_context))
+
+
+def _child_blocks(s: ast.stmt):
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(s, name, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield block
+    for sub in [*getattr(s, "handlers", []), *getattr(s, "cases", [])]:
+        yield sub.body
+
+
+def _units(block: list[ast.stmt]):
+    """(key, first statement) of every leak-sized unit in ``block`` and the blocks nested in it:
+    a compound statement of at least ``MIN_LEAK_NODES`` AST nodes, a one-liner of twice that, or
+    two consecutive statements of at least ``MIN_LEAK_NODES + 4``. Short statements and pairs
+    (``out = fn(*args)``, ``loss.backward(); optimizer.step()``) are everyday code, not a leak."""
+    for i, s in enumerate(block):
+        compound = any(True for _ in _child_blocks(s))
+        if _size([s]) >= (MIN_LEAK_NODES if compound else 2 * MIN_LEAK_NODES):
+            yield ast.dump(s), s
+        if i + 1 < len(block) and _size(block[i : i + 2]) >= MIN_LEAK_NODES + 4:
+            yield ast.dump(s) + "\n" + ast.dump(block[i + 1]), s
+        for sub in _child_blocks(s):
+            yield from _units(sub)
+
+
+def check_leaks(repo: Path, handout: Handout) -> Check:
+    """No unit of region code (see ``_units``) may appear in any .py file of the handout."""
+    solution: dict[str, str] = {}  # unit -> where the reference has it
+    for rel, regions in handout.regions.items():
+        tree = ast.parse((repo / rel).read_text(), filename=rel)
+        functions = [s for s in _statements(tree) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for r in regions:
+            for f in functions:
+                block = [s for s in f.body if r.begin < s.lineno and s.end_lineno < r.end]
+                for key, s in _units(block):
+                    solution.setdefault(key, f"{rel}:{s.lineno}")
+    leaks = []
+    for rel in handout.files:
+        if rel.endswith(".py"):
+            for key, s in _units(ast.parse((handout.root / rel).read_text(), filename=rel).body):
+                if key in solution:
+                    leaks.append(f"{rel}:{s.lineno}: `{_first(ast.unparse(s))}` repeats solution code from {solution[key]}")
+    n = sum(len(r) for r in handout.regions.values())
+    if leaks:
+        return Check("leaks", False, f"{len(leaks)} pieces of stripped regions survive in the handout", leaks)
+    return Check("leaks", True, f"no piece of the {n} stripped regions ({len(solution)} pieces) survives in the handout")
+
+
+# ------------------------------------------------------------------------------------------------
+# Test runs
+# ------------------------------------------------------------------------------------------------
+
+
+def check_collect(stub: PytestRun, ref: PytestRun) -> Check:
+    details = [f"stubs: cannot collect {e['nodeid']}: {_first(e['message'].splitlines()[-1] if e['message'] else '')}" for e in stub.collect_errors]
+    details += [f"reference: cannot collect {e['nodeid']}: {_first(e['message'].splitlines()[-1] if e['message'] else '')}" for e in ref.collect_errors]
+    only_ref = sorted(set(ref.collected) - set(stub.collected))
+    only_stub = sorted(set(stub.collected) - set(ref.collected))
+    details += [f"collected with the reference only: {t}" for t in only_ref]
+    details += [f"collected with the stubs only: {t}" for t in only_stub]
+    if not ref.collected and not details:
+        details.append("no test collected:\n" + ref.tail())
+    if details:
+        return Check("collect", False, "collection differs between stubs and reference, or fails", details)
+    return Check("collect", True, f"{len(stub.collected)} tests collected in the handout, the same with the reference")
+
+
+def check_stubs(stub: PytestRun, ref: PytestRun) -> Check:
+    ok_ni, skipped, bad = 0, 0, []
+    for nodeid in stub.collected:
+        t = stub.tests.get(nodeid)
+        if t is None:
+            bad.append(f"{nodeid}: did not run")
+        elif t.not_implemented:
+            ok_ni += 1
+        elif t.outcome == "skipped" and (t.needs_device or (nodeid in ref.tests and ref.tests[nodeid].outcome == "skipped")):
+            skipped += 1
+        elif t.outcome == "passed":
+            bad.append(f"{nodeid}: PASSES against the stubs, so it grades nothing a student writes")
+        elif t.outcome == "skipped":
+            bad.append(f"{nodeid}: skipped against the stubs ({t.message}) but runs with the reference")
+        else:
+            bad.append(f"{nodeid}: {t.outcome} in {t.when} with {t.message or t.outcome} (not NotImplementedError)")
+    if bad:
+        return Check("stubs", False, f"{len(bad)} of {len(stub.collected)} tests do not fail with NotImplementedError", bad)
+    if ok_ni == 0:
+        return Check("stubs", False, f"no test fails with NotImplementedError: all {skipped} skipped, so nothing is graded")
+    return Check(
+        "stubs", True, f"all {ok_ni} graded tests fail with NotImplementedError, none passes"
+        + (f" ({skipped} skipped: need a GPU or skip with the reference too)" if skipped else "")
+    )
+
+
+def check_reference(ref: PytestRun) -> Check:
+    bad, passed, skipped = [], 0, []
+    for nodeid in ref.collected:
+        t = ref.tests.get(nodeid)
+        if t is None:
+            bad.append(f"{nodeid}: did not run")
+        elif t.outcome == "passed":
+            passed += 1
+        elif t.outcome == "skipped":
+            skipped.append(t)
+        else:
+            bad.append(f"{nodeid}: {t.outcome} in {t.when}: {t.message}")
+    if bad:
+        return Check("reference", False, f"{len(bad)} of {len(ref.collected)} tests fail with the reference dropped in", bad)
+    if passed == 0:
+        return Check("reference", False, f"no test passes with the reference: all {len(skipped)} skipped ({'; '.join(sorted({t.message for t in skipped}))})")
+    reasons = sorted({t.message for t in skipped})
+    extra = f", {len(skipped)} skipped ({'; '.join(reasons)})" if skipped else ""
+    return Check("reference", True, f"{passed} tests pass with the reference dropped in{extra}")
+
+
+def check(repo: Path, handout: Handout, *, keep: bool = False) -> list[Check]:
+    """Run every check on the built ``handout`` of ``repo``; returns one ``Check`` per line of the report."""
+    repo = Path(repo).resolve()
+    checks = [check_contents(handout)]
+    scratch = Path(tempfile.mkdtemp(prefix="cs336-release-check-"))
+    try:
+        stub_tree, ref_tree = scratch / "stubs", scratch / "reference"
+        copy_tree(handout.root, stub_tree)
+        copy_tree(handout.root, ref_tree)
+        for rel in handout.files:  # drop the reference modules in, file by file
+            if rel.startswith(PACKAGE + "/"):
+                shutil.copyfile(repo / rel, ref_tree / rel)
+        hide = sorted({repo, *hide_installed(stub_tree)})
+        stub_job = PytestJob(stub_tree, ["-q"], hide=hide)
+        ref_job = PytestJob(ref_tree, ["-q"], hide=hide)
+        checks.append(check_imports(stub_tree, hide))
+        checks.append(check_ruff(repo, handout))
+        checks.append(check_leaks(repo, handout))
+        stub, ref = stub_job.result(), ref_job.result()
+        checks.append(check_collect(stub, ref))
+        checks.append(check_stubs(stub, ref))
+        checks.append(check_reference(ref))
+    finally:
+        if keep:
+            print(f"kept the scratch trees in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    order = ["contents", "imports", "ruff", "collect", "stubs", "reference", "leaks"]
+    return sorted(checks, key=lambda c: order.index(c.name))

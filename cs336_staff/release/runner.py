@@ -1,0 +1,145 @@
+"""Run pytest in a child process on some tree and read back how every test ended.
+
+The staff tools (``release --check``, ``snapshots``, ``audit``) all need the same thing: run the
+tests of a *copy* of the repository (a handout, a scratch copy with a mutant) with this
+repository's Python environment, and learn per test whether it passed, failed with which
+exception, or was skipped. Exit codes and text output cannot say that, so the child loads
+``probe.py`` (copied to a scratch directory as ``cs336_probe``) which writes JSON.
+
+The child is ``python -m pytest`` with the current interpreter, run from the tree (so the tree's
+``cs336_assignment`` comes first on ``sys.path``), with ``-p no:cacheprovider`` and
+``PYTHONDONTWRITEBYTECODE=1`` so it leaves no caches or stale bytecode behind. Directories in
+``hide`` (the staff repository, which the editable install puts on ``sys.path``) are removed
+from the child's path, so the tree cannot silently import the staff copy of anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROBE = Path(__file__).with_name("probe.py")
+INSTALLED_REPO = Path(__file__).resolve().parents[2]  # on sys.path through the editable install
+DEVICE_MARKERS = ("gpu", "fp8", "h100")
+
+
+@dataclass
+class Outcome:
+    """How one test ended (see ``probe.py``)."""
+
+    nodeid: str
+    outcome: str  # passed | failed | error | skipped | xfailed | xpassed
+    when: str = "call"
+    exc: list[str] = field(default_factory=list)
+    message: str = ""
+    markers: list[str] = field(default_factory=list)
+
+    @property
+    def not_implemented(self) -> bool:
+        """Whether it failed because a stub raised ``NotImplementedError`` (anywhere in the chain)."""
+        return self.outcome in ("failed", "error") and "NotImplementedError" in self.exc
+
+    @property
+    def needs_device(self) -> bool:
+        return any(m in self.markers for m in DEVICE_MARKERS)
+
+
+@dataclass
+class PytestRun:
+    """What one child pytest did."""
+
+    returncode: int
+    collected: list[str]
+    collect_errors: list[dict]
+    deselected: list[str]
+    tests: dict[str, Outcome]
+    output: str
+
+    def with_outcome(self, *outcomes: str) -> list[Outcome]:
+        return [t for t in self.tests.values() if t.outcome in outcomes]
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.output.rstrip().splitlines()[-lines:])
+
+
+class PytestJob:
+    """A child pytest started now; ``result()`` waits for it and parses the probe's JSON."""
+
+    def __init__(
+        self,
+        cwd: Path,
+        args: list[str],
+        *,
+        hide: list[Path] | tuple[Path, ...] = (),
+        only_fixture: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 1800,
+    ):
+        self.cwd, self.timeout = Path(cwd), timeout
+        self._scratch = Path(tempfile.mkdtemp(prefix="cs336-probe-"))
+        shutil.copyfile(PROBE, self._scratch / "cs336_probe.py")
+        self._out = self._scratch / "results.json"
+        child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+        child_env.update(
+            PYTHONPATH=str(self._scratch),
+            PYTHONDONTWRITEBYTECODE="1",
+            CS336_PROBE_OUT=str(self._out),
+            CS336_PROBE_HIDE=os.pathsep.join(str(Path(p).resolve()) for p in hide),
+        )
+        if only_fixture:
+            child_env["CS336_PROBE_ONLY_FIXTURE"] = only_fixture
+        child_env.update(env or {})
+        cmd = [sys.executable, "-m", "pytest", "-p", "cs336_probe", "-p", "no:cacheprovider", f"--rootdir={self.cwd}", *args]
+        self._log = open(self._scratch / "output.txt", "w+")  # noqa: SIM115 (closed in result())
+        self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=child_env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def result(self) -> PytestRun:
+        try:
+            returncode = self._proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+            returncode = -9
+        self._log.seek(0)
+        output = self._log.read()
+        self._log.close()
+        if returncode == -9:
+            output += f"\n[killed: pytest ran longer than {self.timeout:.0f} s]"
+        data = json.loads(self._out.read_text()) if self._out.exists() else {}
+        shutil.rmtree(self._scratch, ignore_errors=True)
+        return PytestRun(
+            returncode=returncode,
+            collected=data.get("collected", []),
+            collect_errors=data.get("collect_errors", []),
+            deselected=data.get("deselected", []),
+            tests={k: Outcome(nodeid=k, **v) for k, v in data.get("tests", {}).items()},
+            output=output,
+        )
+
+
+def hide_installed(tree: Path) -> list[Path]:
+    """What to hide from a child pytest in ``tree``: the editable-installed repository, unless it is ``tree``."""
+    return [] if Path(tree).resolve() == INSTALLED_REPO else [INSTALLED_REPO]
+
+
+def run_pytest(cwd: Path, args: list[str], **kwargs) -> PytestRun:
+    """Run pytest on ``cwd`` and wait for it (see ``PytestJob`` for the keyword arguments)."""
+    return PytestJob(cwd, args, **kwargs).result()
+
+
+def copy_tree(src: Path, dst: Path, *, skip: tuple[str, ...] = ()) -> None:
+    """Copy ``src`` to ``dst`` without caches and bytecode, or the paths (relative to ``src``) in ``skip``."""
+    src = Path(src).resolve()
+    junk = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".ruff_cache")
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        rel = Path(directory).resolve().relative_to(src)
+        return set(junk(directory, names)) | {n for n in names if (rel / n).as_posix() in skip}
+
+    shutil.copytree(src, dst, ignore=ignore, symlinks=False, dirs_exist_ok=True)

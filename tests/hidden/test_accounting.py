@@ -1,0 +1,282 @@
+"""Resource accounting, hidden cases: other seeds and shapes, other dtypes, bmm and einsum, edge cases."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+import adapters
+
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}
+
+
+def torch_flops(fn, *args, backward: bool = True) -> int:
+    """FLOPs of fn(*args) (and the backward of its sum) as FlopCounterMode counts them."""
+    with FlopCounterMode(display=False) as mode:
+        out = fn(*args)
+        if backward:
+            out.sum().backward()
+    return mode.get_total_flops()
+
+
+def random_dims(seed: int, length: int, high: int = 32) -> list[int]:
+    rng = random.Random(1000 + seed)
+    return [rng.randint(1, high) for _ in range(length)]
+
+
+def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        if i:
+            layers.append(activation())
+        layers.append(nn.Linear(d_in, d_out, bias=bias))
+    return nn.Sequential(*layers)
+
+
+# --------------------------------------------------------------------------------------------
+# FLOPs
+# --------------------------------------------------------------------------------------------
+
+
+def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return torch.einsum("bhqd,bhkd->bhqk", q, k)
+
+
+def batched_affine(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.baddbmm(bias, a, b)
+
+
+def addmm_affine(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.addmm(bias, a, b)
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "forward+backward"])
+@pytest.mark.parametrize("seed", range(2))
+def test_count_flops_matches_flop_counter_mode_on_bmm_family(seed: int, backward: bool) -> None:
+    """einsum (bmm), baddbmm and addmm are counted like FlopCounterMode counts them, backward included."""
+    b, h, q, k, d = random_dims(seed, 5, high=9)
+    g = torch.Generator().manual_seed(seed)
+    cases = {
+        "einsum attention": (attention_scores, torch.randn(b, h, q, d, generator=g, requires_grad=True),
+                             torch.randn(b, h, k, d, generator=g, requires_grad=True)),
+        "baddbmm": (batched_affine, torch.randn(b, q, k, generator=g), torch.randn(b, q, d, generator=g, requires_grad=True),
+                    torch.randn(b, d, k, generator=g, requires_grad=True)),
+        "addmm": (addmm_affine, torch.randn(q, k, generator=g), torch.randn(q, d, generator=g, requires_grad=True),
+                  torch.randn(d, k, generator=g, requires_grad=True)),
+    }
+    for name, (fn, *args) in cases.items():
+        expected = torch_flops(fn, *args, backward=backward)
+        got = adapters.run_count_flops(fn, *args, backward=backward)
+        assert got == expected, f"{name} with shapes {[tuple(a.shape) for a in args]}: {got} vs {expected}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("seed", range(2))
+def test_count_flops_of_deep_mlps_with_bias_in_other_dtypes(seed: int, dtype: torch.dtype) -> None:
+    """Deep GELU MLPs with biases (addmm) in float64 and bfloat16 agree with FlopCounterMode."""
+    dims = random_dims(seed, 6)
+    torch.manual_seed(seed)
+    model = mlp(dims, nn.GELU, bias=True).to(dtype)
+    x = torch.randn(3, 5, dims[0], dtype=dtype)
+    for backward in (False, True):
+        assert adapters.run_count_flops(model, x, backward=backward) == torch_flops(model, x, backward=backward)
+
+
+def test_count_flops_of_a_matrix_vector_product() -> None:
+    """A vector-matrix product (what a 1-d input to a linear layer lowers to) is counted like FlopCounterMode."""
+    layer = nn.Linear(9, 4, bias=False)
+    x = torch.randn(9)
+    assert adapters.run_count_flops(layer, x) == torch_flops(layer, x)
+
+
+def test_count_flops_without_a_gradient_needs_backward_false() -> None:
+    """Asking for a backward through an output that needs no gradient is a ValueError."""
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    assert adapters.run_count_flops(torch.matmul, a, b, backward=False) == 2 * 3 * 4 * 2
+    with pytest.raises(ValueError, match="backward=False"):
+        adapters.run_count_flops(torch.matmul, a, b, backward=True)
+
+
+def test_flop_counter_breakdown_of_nested_modules() -> None:
+    """Per-module FLOPs of nested Sequentials, forward then backward, equal FlopCounterMode's."""
+    torch.manual_seed(3)
+    model = nn.Sequential(mlp([8, 12, 6]), nn.ReLU(), nn.Sequential(nn.Linear(6, 6), mlp([6, 4, 1])))
+    x = torch.randn(7, 8, requires_grad=True)
+    with FlopCounterMode(display=False) as mode:
+        model(x).sum().backward()
+    expected = {name: sum(ops.values()) for name, ops in mode.get_flop_counts().items()}
+    with adapters.get_flop_counter_cls()() as counter:
+        model(x).sum().backward()
+    assert counter.by_module() == expected
+    with adapters.get_flop_counter_cls()() as counter:  # a second use starts from zero
+        model(x)
+    assert counter.total == torch_flops(model, x, backward=False)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cruncher_training_flops_match_the_linear_chain_count(seed: int) -> None:
+    """A Cruncher's measured training FLOPs equal the linear-chain count [D]*(L+1)+[1] without input grad."""
+    batch, dim = random_dims(seed, 2, high=16)
+    layers = seed
+    torch.manual_seed(seed)
+    model = adapters.get_cruncher_cls()(dim, layers)
+    measured = adapters.run_count_flops(model, torch.randn(batch, dim))
+    analytic = adapters.run_linear_chain_flops(batch, [dim] * (layers + 1) + [1])
+    assert measured == analytic, f"batch={batch} dim={dim} layers={layers}"
+
+
+def test_matmul_flops_of_empty_matrices_is_zero() -> None:
+    """A matmul with a zero-sized dimension costs nothing; sizes must be integers."""
+    assert adapters.run_matmul_flops(0, 5, 7) == 0
+    assert adapters.run_matmul_flops(1, 1, 1) == 2
+    with pytest.raises(ValueError, match="integer"):
+        adapters.run_matmul_flops(2.5, 3, 4)
+
+
+def test_linear_chain_flops_rejects_a_single_dimension() -> None:
+    """A chain needs at least an input and an output size."""
+    with pytest.raises(ValueError, match="dims"):
+        adapters.run_linear_chain_flops(4, [8])
+
+
+# --------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_cruncher_activation_bytes_scale_with_the_dtype(dtype: torch.dtype) -> None:
+    """A Cruncher held in bf16/fp16/fp64 saves batch x dim x layers activations of that element size."""
+    batch, dim, layers = 5, 12, 4
+    model = adapters.get_cruncher_cls()(dim, layers, dtype=dtype)
+    got = adapters.run_activation_bytes(model, torch.randn(batch, dim, dtype=dtype))
+    expected = adapters.run_cruncher_activations(batch, dim, layers) * adapters.run_bytes_per_element(dtype)
+    assert got == expected, f"{dtype}: measured {got}, expected {expected}"
+
+
+def test_cruncher_activations_of_a_head_only_model() -> None:
+    """A Cruncher with no hidden layers saves nothing but its input."""
+    assert adapters.run_cruncher_activations(8, 16, 0) == 0
+    assert adapters.run_activation_bytes(adapters.get_cruncher_cls()(16, 0), torch.randn(8, 16)) == 0
+
+
+def test_gelu_saves_its_input_as_well() -> None:
+    """GELU saves its input (the pre-activation) while the next layer saves its output: two storages."""
+    dims, batch = [5, 9, 3], 6
+    got = adapters.run_activation_bytes(mlp(dims, nn.GELU), torch.randn(batch, dims[0]))
+    assert got == 4 * batch * 9 * 2
+
+
+def test_activation_bytes_of_a_parameterless_function() -> None:
+    """Saved tensors of a plain function count; its inputs do not, even when they require grad."""
+    x = torch.randn(4, 6, requires_grad=True)
+    assert adapters.run_activation_bytes(lambda t: torch.exp(t * 2), x) == 4 * 4 * 6
+    assert adapters.run_activation_bytes(torch.exp, x) == 4 * 4 * 6  # exp saves its output
+    assert adapters.run_activation_bytes(torch.sin, x) == 0  # sin saves its input, which is not an activation
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZER_STATES))
+def test_optimizer_state_bytes_of_our_optimizers_on_a_cruncher(name: str) -> None:
+    """Our optimizers' state on a Cruncher is states-per-parameter x 4 x params after two steps."""
+    torch.manual_seed(1)
+    model = adapters.get_cruncher_cls()(6, 2)
+    classes = {"sgd": adapters.get_sgd_cls(), "momentum": adapters.get_sgd_cls(), "adagrad": adapters.get_adagrad_cls(),
+               "rmsprop": adapters.get_rmsprop_cls(), "adam": adapters.get_adam_cls(), "adamw": adapters.get_adamw_cls()}
+    optimizer = classes[name](model.parameters(), lr=1e-2, **({"momentum": 0.5} if name == "momentum" else {}))
+    for _ in range(2):
+        optimizer.zero_grad()
+        model(torch.randn(3, 6)).sum().backward()
+        optimizer.step()
+    num_params = sum(p.numel() for p in model.parameters())
+    assert adapters.run_optimizer_state_bytes(optimizer) == 4 * OPTIMIZER_STATES[name] * num_params
+
+
+def test_optimizer_state_bytes_in_bfloat16() -> None:
+    """State kept in bf16 (torch Adam on bf16 parameters) is counted at 2 bytes per value."""
+    model = mlp([4, 6, 2]).to(torch.bfloat16)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(3, 4, dtype=torch.bfloat16)).sum().backward()
+    optimizer.step()
+    assert adapters.run_optimizer_state_bytes(optimizer) == 2 * 2 * (4 * 6 + 6 * 2)
+
+
+def test_training_memory_of_nothing_is_zero() -> None:
+    """No parameters and no activations need no memory, in any precision."""
+    for precision in ("fp32", "mixed"):
+        assert adapters.run_training_memory_bytes(0, 0, "adamw", precision) == 0
+
+
+@pytest.mark.parametrize("name", ["tf32", "e4m3", "", None])
+def test_bytes_per_element_rejects_more_unknown_dtypes(name) -> None:
+    """Names that are not storage dtypes (tf32 is a compute mode) are ValueErrors."""
+    with pytest.raises(ValueError):
+        adapters.run_bytes_per_element(name)
+
+
+def test_tensor_memory_bytes_of_scalars_and_empty_tensors() -> None:
+    """A 0-d tensor costs one element; an empty tensor costs nothing; bool is one byte."""
+    assert adapters.run_tensor_memory_bytes(torch.tensor(3.0, dtype=torch.float64)) == 8
+    assert adapters.run_tensor_memory_bytes(torch.empty(0, 5)) == 0
+    assert adapters.run_tensor_memory_bytes(torch.zeros(3, 3, dtype=torch.bool)) == 9
+    assert adapters.run_tensor_memory_bytes(torch.zeros(10).expand(4, 10)) == 4 * 10 * 4
+
+
+# --------------------------------------------------------------------------------------------
+# Napkin math
+# --------------------------------------------------------------------------------------------
+
+
+def test_training_days_scale_inversely_with_gpus_and_mfu() -> None:
+    """Twice the GPUs or twice the MFU halves the days; twice the tokens doubles them."""
+    base = adapters.run_training_days(7e9, 1e12, 64, 312e12, 0.4)
+    assert adapters.run_training_days(7e9, 1e12, 128, 312e12, 0.4) == pytest.approx(base / 2)
+    assert adapters.run_training_days(7e9, 1e12, 64, 312e12, 0.8) == pytest.approx(base / 2)
+    assert adapters.run_training_days(7e9, 2e12, 64, 312e12, 0.4) == pytest.approx(base * 2)
+    assert adapters.run_training_days(7e9, 1e12, 64, 312e12, 1.0) == pytest.approx(6 * 7e9 * 1e12 / (64 * 312e12 * 86400))
+
+
+@pytest.mark.parametrize(
+    ("gpu", "dtype", "expected"),
+    [("H100-SXM", "fp8", 1979e12), ("H100-PCIe", "bf16", 756.5e12), ("A100-SXM", "bf16", 312e12),
+     ("A100-PCIe", "fp32", 19.5e12), ("H100-SXM", torch.bfloat16, 989.5e12), ("A100-SXM", "tf32", 156e12)],
+)
+def test_peak_flops_are_dense_datasheet_figures(gpu: str, dtype, expected: float) -> None:
+    """Peak FLOP/s are the datasheets' dense figures (half the 'with sparsity' ones)."""
+    assert adapters.run_peak_flops(gpu, dtype) == expected
+
+
+def test_max_trainable_params_with_fp32_sgd() -> None:
+    """One 80 GB GPU training with plain SGD in fp32 (8 bytes per parameter) holds 10B parameters."""
+    assert adapters.run_max_trainable_params(1, 80e9, 8) == pytest.approx(10e9)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda: adapters.run_mfu(-1.0, 1.0, 1e12), lambda: adapters.run_mfu(1.0, 1.0, 0.0),
+     lambda: adapters.run_max_trainable_params(0, 80e9, 16), lambda: adapters.run_training_days(0, 1e12, 8, 1e15, 0.5),
+     lambda: adapters.run_training_days(7e9, 1e12, 8, 1e15, -0.5), lambda: adapters.run_peak_flops("h100-sxm", "bf16"),
+     lambda: adapters.run_peak_flops("H100-SXM", "fp4")],
+    ids=["negative-flops", "zero-peak", "zero-gpus", "zero-params", "negative-mfu", "lowercase-gpu", "fp4"],
+)
+def test_more_napkin_math_bad_input(call) -> None:
+    """More out-of-range inputs are ValueErrors."""
+    with pytest.raises(ValueError):
+        call()
+
+
+@pytest.mark.parametrize(("warmup", "iters"), [(-1, 3), (2, 0)])
+def test_time_matmul_rejects_bad_counts(warmup: int, iters: int) -> None:
+    """A negative warm-up or fewer than one timed call is a ValueError."""
+    with pytest.raises(ValueError):
+        adapters.run_time_matmul(torch.randn(4, 4), torch.randn(4, 4), warmup=warmup, iters=iters)
+
+
+def test_time_matmul_without_warmup_times_every_call() -> None:
+    """With warmup=0, exactly `iters` matmuls run."""
+    with FlopCounterMode(display=False) as mode:
+        adapters.run_time_matmul(torch.randn(5, 3), torch.randn(3, 2), warmup=0, iters=4)
+    assert mode.get_total_flops() == 4 * 2 * 5 * 3 * 2

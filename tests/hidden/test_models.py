@@ -1,0 +1,124 @@
+"""Hidden tests of part 2: other seeds, shapes and dtypes, gradients, edge sizes and seeds."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import adapters
+from tests.test_models import (
+    check_init_statistics,
+    cruncher_with_fixed_weights,
+    draw_from_every_generator,
+    linear_matches_functional,
+    restore_global_rngs,  # noqa: F401  (fixture)
+)
+
+
+@pytest.mark.parametrize(
+    "d_in, d_out, batch_shape, dtype, seed",
+    [
+        (1, 1, (), torch.float32, 1),
+        (32, 7, (2, 3, 4), torch.float32, 2),
+        (5, 9, (6,), torch.float64, 3),
+        (9, 5, (2, 2), torch.float64, 4),
+        (16, 16, (4,), torch.bfloat16, 5),
+    ],
+)
+def test_linear_matches_functional_linear_other_shapes_and_dtypes(d_in, d_out, batch_shape, dtype, seed):
+    """Linear equals F.linear for scalar-free, deep-batch, float64 and bfloat16 inputs."""
+    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed)
+
+
+@pytest.mark.parametrize("d_in, d_out, seed", [(300, 1200, 1), (2000, 100, 2)])
+def test_linear_init_statistics_other_shapes(d_in, d_out, seed):
+    """The init is TruncNormal(0, 1/sqrt(d_in), ±3 std) for wide and tall layers alike."""
+    check_init_statistics(d_in, d_out, seed)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_linear_init_in_other_dtypes_is_bounded(dtype):
+    """A float64 or bfloat16 Linear has weights of that dtype, all within ±3/sqrt(d_in) (up to rounding)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        w = adapters.get_linear_cls()(256, 64, dtype=dtype).weight.detach()
+    assert w.dtype == dtype
+    slack = 1e-2 if dtype == torch.bfloat16 else 1e-9
+    assert w.double().abs().max().item() <= 3 / math.sqrt(256) * (1 + slack)
+
+
+def test_linear_gradient_matches_functional_linear():
+    """Backpropagating through Linear gives the same weight and input gradients as F.linear."""
+    g = torch.Generator().manual_seed(6)
+    layer = adapters.get_linear_cls()(4, 3)
+    w = torch.randn(3, 4, generator=g)
+    layer.load_state_dict({"weight": w})
+    x = torch.randn(2, 5, 4, generator=g, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    w_ref = w.clone().requires_grad_()
+    upstream = torch.randn(2, 5, 3, generator=g)
+    (layer(x) * upstream).sum().backward()
+    (F.linear(x_ref, w_ref) * upstream).sum().backward()
+    assert layer.weight.grad is not None, "Linear.weight got no gradient: it must be an nn.Parameter used in forward"
+    torch.testing.assert_close(layer.weight.grad, w_ref.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_linear_rejects_wrong_width_on_batched_input():
+    """A 3-D input whose last dimension is not d_in raises ValueError naming d_in."""
+    with pytest.raises(ValueError, match="d_in"):
+        adapters.run_linear(3, 2, torch.zeros(2, 3), torch.zeros(4, 3, 2))
+
+
+def test_cruncher_with_zero_layers_is_just_the_head():
+    """Cruncher(dim, 0) has only final.weight and maps (batch, dim) to (batch,)."""
+    model, weights, x = cruncher_with_fixed_weights(dim=3, num_layers=0, seed=7)
+    assert list(model.state_dict()) == ["final.weight"]
+    torch.testing.assert_close(model(x), F.linear(x, weights["final.weight"]).squeeze(-1))
+
+
+def test_cruncher_float64_is_a_composition_of_linears():
+    """A float64 Cruncher matches the composition of F.linear to float64 precision."""
+    model, weights, x = cruncher_with_fixed_weights(dim=6, num_layers=4, seed=8, dtype=torch.float64)
+    expected = x
+    for i in range(4):
+        expected = F.linear(expected, weights[f"layers.{i}.weight"])
+    expected = F.linear(expected, weights["final.weight"]).squeeze(-1)
+    out = model(x)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_cruncher_gradients_reach_every_layer():
+    """A backward pass through the Cruncher gives every parameter a gradient of its own shape."""
+    model, _, x = cruncher_with_fixed_weights(dim=4, num_layers=3, seed=9)
+    model(x).pow(2).sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.shape == p.shape, f"{name} got no gradient of shape {tuple(p.shape)}"
+        assert p.grad.abs().sum() > 0, f"{name}'s gradient is all zero"
+
+
+def test_cruncher_forward_matches_snapshot_other_seed(snapshot):
+    """Cruncher(dim=5, num_layers=2) on other fixed weights gives the stored reference outputs."""
+    model, _, x = cruncher_with_fixed_weights(dim=5, num_layers=2, seed=10)
+    with torch.no_grad():
+        out = model(x)
+    snapshot.assert_match("cruncher_forward_seed10", {"out": out}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [0, 2**32 - 1])
+def test_set_seed_accepts_the_whole_numpy_range(seed, restore_global_rngs):  # noqa: F811
+    """set_seed works at both ends of [0, 2**32) and is reproducible there."""
+    adapters.run_set_seed(seed)
+    first = draw_from_every_generator()
+    adapters.run_set_seed(seed)
+    assert draw_from_every_generator() == first
+
+
+def test_set_seed_rejects_seed_beyond_numpy_range(restore_global_rngs):  # noqa: F811
+    """set_seed(2**32) raises ValueError naming the seed."""
+    with pytest.raises(ValueError, match="seed"):
+        adapters.run_set_seed(2**32)

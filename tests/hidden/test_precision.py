@@ -1,0 +1,325 @@
+"""Hidden tests of part 8, precision: other seeds, shapes, input dtypes, scaler corners and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import adapters
+from tests.test_precision import (
+    E4M3,
+    FP8,
+    _fp8_matmul_rel_error,
+    _half_ulp_violations,
+    _mixed_step_grad_errors,
+    _name,
+    _run_scaler,
+)
+
+E5M2 = torch.float8_e5m2
+
+
+# --------------------------------------------------------------------------------------------
+# dtype_info
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [
+        (torch.float32, {"bits": 32, "exponent_bits": 8, "mantissa_bits": 23, "max": (2 - 2**-23) * 2.0**127}),
+        (torch.float16, {"bits": 16, "exponent_bits": 5, "mantissa_bits": 10, "max": 65504.0, "smallest_subnormal": 2.0**-24}),
+        (torch.bfloat16, {"bits": 16, "exponent_bits": 8, "mantissa_bits": 7, "smallest_normal": 2.0**-126, "eps": 2.0**-7}),
+        (torch.float8_e4m3fn, {"bits": 8, "exponent_bits": 4, "mantissa_bits": 3, "max": 448.0, "smallest_subnormal": 2.0**-9}),
+        (torch.float8_e5m2, {"bits": 8, "exponent_bits": 5, "mantissa_bits": 2, "max": 57344.0, "smallest_normal": 2.0**-14}),
+    ],
+    ids=lambda v: _name(v) if isinstance(v, torch.dtype) else "",
+)
+def test_dtype_info_matches_the_lecture_table(dtype, expected):
+    """The lecture's table: field widths, fp16 max 65504, e4m3fn max 448 (no inf), e5m2 max 57344."""
+    info = adapters.run_dtype_info(dtype)
+    for key, value in expected.items():
+        assert info[key] == value, f"{_name(dtype)}: {key} is {info[key]}, expected {value}"
+
+
+def test_dtype_info_returns_every_key_with_python_numbers():
+    """All seven keys are present, bit counts are ints and the rest are floats."""
+    info = adapters.run_dtype_info(torch.float8_e5m2)
+    keys = {"bits", "exponent_bits", "mantissa_bits", "max", "smallest_normal", "smallest_subnormal", "eps"}
+    assert set(info) == keys, f"keys differ: missing {keys - set(info)}, extra {set(info) - keys}"
+    for key in ("bits", "exponent_bits", "mantissa_bits"):
+        assert isinstance(info[key], int), f"{key} should be an int"
+    for key in keys - {"bits", "exponent_bits", "mantissa_bits"}:
+        assert isinstance(info[key], float), f"{key} should be a float"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, *FP8], ids=_name)
+def test_dtype_info_max_is_the_largest_finite_value(dtype):
+    """max is representable, and the next step up (max + ulp) is not finite or saturates back to max."""
+    info = adapters.run_dtype_info(dtype)
+    ulp = 2.0 ** (math.floor(math.log2(info["max"])) - info["mantissa_bits"])
+    vals = torch.tensor([info["max"], info["max"] + ulp], dtype=torch.float64).to(dtype).double()
+    assert vals[0].item() == info["max"]
+    assert not math.isfinite(vals[1].item()) or vals[1].item() == info["max"], f"{info['max'] + ulp} is finite in {_name(dtype)}"
+
+
+# --------------------------------------------------------------------------------------------
+# to_fp8 / from_fp8
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("in_dtype", [torch.float32, torch.bfloat16, torch.float16], ids=_name)
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+@pytest.mark.parametrize("dtype", FP8, ids=_name)
+def test_to_fp8_half_ulp_for_mixed_magnitudes_and_input_dtypes(dtype, granularity, in_dtype):
+    """Log-uniform magnitudes 1e-6..1e4 mixed within each row, low-precision inputs: error <= half an ulp of x / scale.
+
+    m mantissa bits give spacing 2**(floor(log2|y|) - m); round to nearest is off by at most half of it.
+    """
+    g = torch.Generator().manual_seed(11)
+    mags = 10 ** torch.empty(7, 48).uniform_(-6, 4, generator=g)
+    x = (mags * torch.randn(7, 48, generator=g).sign()).to(in_dtype)
+    x_fp8, scale = adapters.run_to_fp8(x, dtype, granularity)
+    assert scale.dtype == torch.float32, "scales are fp32 whatever the input dtype"
+    bad = _half_ulp_violations(x, x_fp8, scale)
+    assert not bad.any(), f"{int(bad.sum())} elements off by more than half an ulp ({_name(in_dtype)} input)"
+    fmax = torch.finfo(dtype).max
+    amax = x_fp8.float().abs().amax(dim=None if granularity == "tensor" else 1)
+    assert (amax == fmax).all(), f"amax should map to {fmax}, got {amax.tolist()}"
+
+
+@pytest.mark.parametrize("shape", [(37,), (3, 5, 16), (1, 1)])
+def test_to_fp8_per_tensor_works_for_any_shape(shape):
+    """Per-tensor scaling takes any shape and returns fp8 of that shape and a 0-dim scale."""
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(shape, generator=g) * 30
+    x_fp8, scale = adapters.run_to_fp8(x, E5M2)
+    assert x_fp8.shape == x.shape and scale.shape == ()
+    assert not _half_ulp_violations(x, x_fp8, scale).any()
+
+
+def test_to_fp8_transposed_input_is_quantised_by_its_logical_rows():
+    """A non-contiguous (transposed) input is quantised by its logical rows, like its contiguous copy."""
+    g = torch.Generator().manual_seed(13)
+    x = torch.randn(32, 16, generator=g) * torch.logspace(-3, 3, 16)[None, :]
+    got, got_scale = adapters.run_to_fp8(x.t(), E4M3, "row")
+    want, want_scale = adapters.run_to_fp8(x.t().contiguous(), E4M3, "row")
+    assert got_scale.shape == (16, 1) and torch.equal(got_scale, want_scale)
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", FP8, ids=_name)
+def test_to_fp8_stale_row_scales_saturate_each_row(dtype):
+    """Row-wise stale scales: rows that grew saturate at ±max, rows that shrank keep round-to-nearest."""
+    g = torch.Generator().manual_seed(14)
+    x = torch.randn(6, 32, generator=g)
+    _, stale = adapters.run_to_fp8(x, dtype, "row")
+    factors = torch.tensor([100.0, 0.1, 3.0, 1.0, 1e4, 0.5])[:, None]
+    x_fp8, _ = adapters.run_to_fp8(x * factors, dtype, "row", stale)
+    values, fmax = x_fp8.float(), torch.finfo(dtype).max
+    assert torch.isfinite(values).all(), "a stale scale must saturate, not overflow"
+    for row in (0, 2, 4):
+        assert values[row].abs().max().item() == fmax, f"row {row} grew {factors[row].item()}x and should saturate"
+    inside = (x * factors / stale).abs() <= fmax
+    assert not _half_ulp_violations((x * factors)[inside], x_fp8[inside], stale.expand_as(x)[inside]).any()
+
+
+def test_to_fp8_rejects_a_scale_of_the_wrong_shape_or_sign():
+    """A given scale must match the granularity (one per tensor or one per row) and be positive."""
+    x = torch.randn(4, 16)
+    with pytest.raises(ValueError, match="scale"):
+        adapters.run_to_fp8(x, E4M3, "row", torch.ones(3, 1))
+    with pytest.raises(ValueError, match="scale"):
+        adapters.run_to_fp8(x, E4M3, "tensor", torch.ones(4, 1))
+    with pytest.raises(ValueError, match="finite and positive"):
+        adapters.run_to_fp8(x, E4M3, "tensor", torch.tensor(-1.0))
+
+
+def test_to_fp8_rejects_nan_and_integer_input():
+    """NaN anywhere in x and non-float inputs are ValueErrors."""
+    with pytest.raises(ValueError, match="inf or NaN"):
+        adapters.run_to_fp8(torch.tensor([[0.0, float("nan")], [1.0, 2.0]]), E4M3, "row")
+    with pytest.raises(ValueError, match="float"):
+        adapters.run_to_fp8(torch.arange(16).reshape(4, 4), E4M3)
+
+
+def test_from_fp8_rejects_non_fp8_input_and_mismatched_scale():
+    """from_fp8 needs an fp8 tensor and a scale that broadcasts against it."""
+    x_fp8, scale = adapters.run_to_fp8(torch.randn(4, 16), E4M3, "row")
+    with pytest.raises(ValueError, match="fp8"):
+        adapters.run_from_fp8(x_fp8.float(), scale)
+    with pytest.raises(ValueError, match="broadcast"):
+        adapters.run_from_fp8(x_fp8, torch.ones(3, 1))
+    with pytest.raises(ValueError, match="finite and positive"):
+        adapters.run_from_fp8(x_fp8, torch.zeros(4, 1))
+
+
+# --------------------------------------------------------------------------------------------
+# fp8_matmul
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32, torch.float16], ids=_name)
+@pytest.mark.parametrize(("shape", "seed"), [((5, 32, 16), 1), ((40, 64, 80), 2), ((128, 16, 32), 3)])
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_fp8_matmul_error_below_6_percent_other_shapes(granularity, shape, seed, out_dtype):
+    """Other shapes (M need not be a multiple of 16), seeds and output dtypes: relative error vs fp64 < 0.06."""
+    err = _fp8_matmul_rel_error("cpu", granularity, shape, seed, out_dtype)
+    assert err < 0.06, f"{granularity} {shape} -> {_name(out_dtype)}: relative error {err:.4f}"
+
+
+def test_fp8_matmul_rowwise_isolates_outlier_columns_of_b():
+    """Two columns of B scaled by 1e5: per-column scales for B keep the other columns accurate, one scale does not."""
+    g = torch.Generator().manual_seed(21)
+    a, b = torch.randn(32, 64, generator=g), torch.randn(64, 32, generator=g)
+    b[:, [5, 17]] *= 1e5
+    keep = [j for j in range(32) if j not in (5, 17)]
+    ref = (a.double() @ b.double())[:, keep]
+    errs = {
+        gran: ((adapters.run_fp8_matmul(a, b, gran).double()[:, keep] - ref).norm() / ref.norm()).item()
+        for gran in ("tensor", "row")
+    }
+    assert errs["row"] < 0.06 and errs["tensor"] > 5 * errs["row"], f"row-wise should isolate B's columns: {errs}"
+
+
+def test_fp8_matmul_of_zeros_and_bf16_inputs():
+    """A zero operand gives an exact zero product; bf16 operands are accepted."""
+    g = torch.Generator().manual_seed(22)
+    b = torch.randn(32, 16, generator=g)
+    for granularity in ("tensor", "row"):
+        out = adapters.run_fp8_matmul(torch.zeros(8, 32), b, granularity)
+        assert torch.equal(out, torch.zeros(8, 16, dtype=torch.bfloat16)), "0 @ b must be exactly 0"
+    a = torch.randn(8, 32, generator=g)
+    out = adapters.run_fp8_matmul(a.bfloat16(), b.bfloat16(), "row")
+    ref = a.bfloat16().double() @ b.bfloat16().double()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 0.06
+
+
+def test_fp8_matmul_rejects_bad_out_dtype_and_integer_operands():
+    """out_dtype must be a 16/32-bit float; integer operands are rejected."""
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    with pytest.raises(ValueError, match="out_dtype"):
+        adapters.run_fp8_matmul(a, b, "tensor", torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="float"):
+        adapters.run_fp8_matmul(torch.ones(16, 16, dtype=torch.int64), b)
+
+
+# --------------------------------------------------------------------------------------------
+# mixed_precision_step
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("dtype", "seed"), [(torch.bfloat16, 7), (torch.float16, 3)], ids=["bf16", "fp16"])
+def test_mixed_precision_step_other_seeds_and_fp16(dtype, seed):
+    """bf16 at another seed and fp16 (10 mantissa bits, 8x finer than bf16): gradients within 3% of fp32."""
+    errors = _mixed_step_grad_errors("cpu", dtype, seed)
+    worst = max(errors, key=errors.get)
+    assert errors[worst] < 0.03, f"{worst}: {errors[worst]:.4f}"
+
+
+def test_mixed_precision_step_returns_the_loss_and_zeroes_old_gradients():
+    """The returned loss is the fp32 loss of the batch, and gradients from a previous step are not accumulated."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
+    first = adapters.run_mixed_precision_step(model, optimizer, x, y, F.mse_loss)
+    grad_once = model.weight.grad.clone()
+    second = adapters.run_mixed_precision_step(model, optimizer, x, y, F.mse_loss)
+    assert first.shape == () and first.dtype == torch.float32
+    assert first.item() == second.item(), "with lr=0 the same batch must give the same loss"
+    assert torch.equal(model.weight.grad, grad_once), "gradients doubled: zero them at the start of the step"
+    ref = F.mse_loss(model(x), y).item()
+    assert abs(first.item() - ref) < 0.02 * ref, f"loss {first.item()} vs fp32 {ref}"
+
+
+# --------------------------------------------------------------------------------------------
+# DynamicLossScaler
+# --------------------------------------------------------------------------------------------
+
+
+def test_loss_scaler_default_growth_after_2000_clean_steps_matches_grad_scaler():
+    """With the defaults, 2000 clean steps double the scale to 2**17, at the same step as GradScaler."""
+    ours, theirs = adapters.get_loss_scaler_cls()(), torch.amp.GradScaler("cpu")
+    results = []
+    for scaler in (ours, theirs):
+        p = torch.nn.Parameter(torch.ones(1))
+        optimizer = torch.optim.SGD([p], lr=0.0)
+        scales = []
+        for _ in range(2001):
+            scaler.scale((p * 3).sum()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            p.grad = None
+            scales.append(scaler.get_scale())
+        results.append(scales)
+    assert results[0] == results[1], "scale sequence differs from GradScaler's over 2001 clean steps"
+    assert results[0][1998] == 2.0**16 and results[0][1999] == 2.0**17
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"init_scale": 1000.0, "growth_factor": 1.7, "backoff_factor": 0.3, "growth_interval": 2},
+        {"init_scale": 2.0**126, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 1},
+    ],
+    ids=["odd-factors", "fp32-ceiling"],
+)
+def test_loss_scaler_matches_grad_scaler_odd_factors_and_fp32_ceiling(kwargs):
+    """Non-power-of-two factors (fp32 rounding of the scale) and a scale that would grow past fp32's max agree with GradScaler."""
+    inject = {1: float("inf"), 5: float("nan")}
+    ours = _run_scaler(adapters.get_loss_scaler_cls()(**kwargs), 9, inject, seed=3)
+    theirs = _run_scaler(torch.amp.GradScaler("cpu", **kwargs), 9, inject, seed=3)
+    assert ours[0] == theirs[0], f"scales differ:\n  ours   {ours[0]}\n  torch  {theirs[0]}"
+    for i, (p, q) in enumerate(zip(ours[1], theirs[1], strict=True)):
+        assert torch.equal(p, q), f"parameters differ after step {i}"
+
+
+def _two_optimizer_run(scaler, clip: bool) -> tuple[list[float], list[torch.Tensor]]:
+    torch.manual_seed(5)
+    enc, dec = torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)
+    opt_enc = torch.optim.SGD(enc.parameters(), lr=0.1, momentum=0.9)
+    opt_dec = torch.optim.AdamW(dec.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(6)
+    scales, params = [], []
+    for i in range(8):
+        x, y = torch.randn(4, 8, generator=g), torch.randn(4, 2, generator=g)
+        scaler.scale(F.mse_loss(dec(enc(x)), y)).backward()
+        if i == 3:
+            dec.bias.grad[0] = float("inf")  # only the decoder's optimizer sees it
+        if clip:
+            scaler.unscale_(opt_enc)
+            torch.nn.utils.clip_grad_norm_(enc.parameters(), 0.05)
+        scaler.step(opt_enc)
+        scaler.step(opt_dec)
+        scaler.update()
+        opt_enc.zero_grad()
+        opt_dec.zero_grad()
+        scales.append(scaler.get_scale())
+        params.append(torch.cat([p.detach().flatten() for p in [*enc.parameters(), *dec.parameters()]]))
+    return scales, params
+
+
+@pytest.mark.parametrize("clip", [False, True], ids=["plain", "unscale-then-clip"])
+def test_loss_scaler_with_two_optimizers_and_clipping_matches_grad_scaler(clip):
+    """Two optimizers (an inf in one skips only that one's step), and unscale_ before clipping, as GradScaler does."""
+    kwargs = {"init_scale": 256.0, "growth_interval": 2}
+    ours = _two_optimizer_run(adapters.get_loss_scaler_cls()(**kwargs), clip)
+    theirs = _two_optimizer_run(torch.amp.GradScaler("cpu", **kwargs), clip)
+    assert ours[0] == theirs[0], f"scales differ:\n  ours   {ours[0]}\n  torch  {theirs[0]}"
+    for i, (p, q) in enumerate(zip(ours[1], theirs[1], strict=True)):
+        assert torch.equal(p, q), f"parameters differ from GradScaler's after step {i}"
+
+
+def test_loss_scaler_rejects_fp16_gradients():
+    """Unscaling fp16 gradients is a ValueError: keep fp32 master weights."""
+    p = torch.nn.Parameter(torch.ones(4, dtype=torch.float16))
+    optimizer = torch.optim.SGD([p], lr=0.1)
+    scaler = adapters.get_loss_scaler_cls()()
+    scaler.scale(p.float().sum()).backward()
+    with pytest.raises(ValueError, match="fp32 master weights"):
+        scaler.step(optimizer)

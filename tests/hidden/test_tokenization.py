@@ -1,0 +1,152 @@
+"""Hidden tokenization tests: other corpora and seeds, two special tokens, files without special
+tokens, a tokenizer trained by Hugging Face ``tokenizers``, and bad input to the Tokenizer."""
+
+from __future__ import annotations
+
+import importlib.util
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import adapters
+from tests.bpe_naive import naive_train_bpe
+
+ROOT = Path(__file__).resolve().parents[2]
+EOT = "<|endoftext|>"
+PAD = "<|pad|>"
+
+
+def _make_corpora():
+    spec = importlib.util.spec_from_file_location("make_corpora", ROOT / "fixtures" / "make_corpora.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def corpus_two_specials(tmp_path_factory) -> Path:
+    """A fresh generated corpus (seed 7) with <|pad|> sprinkled between and inside documents."""
+    text = _make_corpora().make_corpus(seed=7, documents=40, max_sentences=2)
+    rng = random.Random(7)
+    words = text.split(" ")
+    text = " ".join(w + PAD if rng.random() < 0.03 else w for w in words)
+    path = tmp_path_factory.mktemp("corpus") / "two_specials.txt"
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+@pytest.mark.parametrize("num_processes", [1, 2])
+def test_train_bpe_matches_naive_with_two_special_tokens(corpus_two_specials: Path, num_processes: int) -> None:
+    """Two special tokens, in one or two processes: same merges and vocab as the naive trainer."""
+    expected = naive_train_bpe(corpus_two_specials, 330, [EOT, PAD])
+    got = adapters.run_train_bpe(corpus_two_specials, 330, [EOT, PAD], num_processes=num_processes)
+    assert got[1] == expected[1]
+    assert got[0] == expected[0]
+    assert got[0][328] == EOT.encode() and got[0][329] == PAD.encode(), "special tokens take the last ids, in order"
+
+
+def test_train_bpe_in_parallel_on_a_file_without_special_tokens(tmp_path: Path) -> None:
+    """A file with no special tokens, split over three processes, trains exactly like the naive trainer."""
+    text = _make_corpora().make_corpus(seed=11, documents=30, max_sentences=3).replace(EOT, "\n")
+    path = tmp_path / "plain.txt"
+    path.write_bytes(text.encode("utf-8"))
+    expected = naive_train_bpe(path, 300, [])
+    got = adapters.run_train_bpe(path, 300, [], num_processes=3)
+    assert got == expected
+
+
+def test_train_bpe_with_overlapping_special_tokens(tmp_path: Path) -> None:
+    """Overlapping special tokens in the corpus: split longest first, none merged, same as naive."""
+    text = f"ab{EOT}{EOT}ab ab{EOT}ba{EOT}{EOT}{EOT} abab" * 20
+    path = tmp_path / "overlap.txt"
+    path.write_bytes(text.encode("utf-8"))
+    specials = [EOT, EOT + EOT]
+    assert adapters.run_train_bpe(path, 270, specials, num_processes=2) == naive_train_bpe(path, 270, specials)
+
+
+def test_train_bpe_with_vocab_just_big_enough_has_no_merges(tmp_path: Path) -> None:
+    """vocab_size = 256 + number of special tokens leaves no room for merges."""
+    path = tmp_path / "c.txt"
+    path.write_text("hello hello", encoding="utf-8")
+    vocab, merges = adapters.run_train_bpe(path, 258, [EOT, PAD])
+    assert merges == [] and len(vocab) == 258
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    text=st.lists(st.sampled_from([*"xyz 12\n\t猫🙂é", "xx", "  ", EOT, PAD]), max_size=150).map("".join),
+    extra=st.integers(min_value=0, max_value=50),
+)
+def test_train_bpe_matches_naive_on_random_text_with_two_specials(tmp_path_factory, text: str, extra: int) -> None:
+    """Random text (digits, CJK, emoji, tabs, two special tokens): same result as the naive trainer."""
+    path = tmp_path_factory.mktemp("random") / "r.txt"
+    path.write_bytes(text.encode("utf-8"))
+    assert adapters.run_train_bpe(path, 258 + extra, [EOT, PAD]) == naive_train_bpe(path, 258 + extra, [EOT, PAD])
+
+
+def test_tokenizer_reads_files_trained_by_huggingface(tmp_path: Path) -> None:
+    """vocab.json/merges.txt from HF tokenizers' ByteLevel BPE (ids in another order): same ids as HF's encode."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    corpus = (ROOT / "fixtures" / "corpora" / "mini.txt").read_bytes().decode("utf-8")
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=[EOT], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    hf.train_from_iterator(corpus.split(EOT), trainer)
+    hf.model.save(str(tmp_path))
+    vocab, merges = adapters.run_train_bpe(ROOT / "fixtures" / "corpora" / "mini.txt", 257, [EOT])  # any instance
+    ours = type(adapters.get_tokenizer(vocab, merges, [EOT])).from_files(
+        tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT]
+    )
+    for text in [corpus[:3000], "Grüße 👍🏽 from 李明, it's 12:30!\n\n  ok", f"a{EOT}b"]:
+        assert ours.encode(text) == hf.encode(text).ids, f"text={text[:60]!r}"
+        assert ours.decode(ours.encode(text)) == text
+
+
+def test_tokenizer_rejects_vocab_without_all_bytes() -> None:
+    """A vocab missing single bytes cannot encode every string: ValueError at construction."""
+    vocab = {i: bytes([i]) for i in range(128)}
+    with pytest.raises(ValueError, match="256"):
+        adapters.get_tokenizer(vocab, [])
+
+
+def test_tokenizer_rejects_merge_of_unknown_tokens() -> None:
+    """A merge whose parts or result are not in vocab is a ValueError naming the merge."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    with pytest.raises(ValueError, match="must all be in vocab"):
+        adapters.get_tokenizer(vocab, [(b"a", b"b")])
+
+
+def test_decode_rejects_unknown_ids() -> None:
+    """Decoding an id outside the vocabulary is a ValueError naming the id."""
+    tok = adapters.get_tokenizer({i: bytes([i]) for i in range(256)}, [])
+    with pytest.raises(ValueError, match="999"):
+        tok.decode([104, 999])
+
+
+def test_encode_iterable_with_two_special_tokens_and_no_newlines() -> None:
+    """A stream of tiny pieces with two special tokens and no line breaks equals encode of the whole."""
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b" ab"}
+    tok = adapters.get_tokenizer(vocab, [(b"a", b"b"), (b" ", b"ab")], [EOT, PAD])
+    text = (f"ab ab{PAD}abab  ab{EOT}{PAD}" * 3000) + "'ll 've  "
+    rng = random.Random(3)
+    pieces, i = [], 0
+    while i < len(text):
+        j = i + rng.randint(1, 9)
+        pieces.append(text[i:j])
+        i = j
+    assert list(tok.encode_iterable(pieces)) == tok.encode(text)
+
+
+@pytest.mark.parametrize("text", ["ǅemo ﬁne", "\u0301\u0301 combining", "\x00\x1f\x7f controls", "🏳️‍🌈 flag"])
+def test_character_and_byte_tokenizers_round_trip_odd_text(text: str) -> None:
+    """Combining marks, ligatures, control characters and ZWJ emoji survive both simple tokenizers."""
+    for tok in (adapters.get_character_tokenizer(), adapters.get_byte_tokenizer()):
+        assert tok.decode(tok.encode(text)) == text

@@ -1,0 +1,1 @@
+"""Tests of the staff tooling (not graded, not shipped in the handout)."""

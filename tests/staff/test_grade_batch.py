@@ -1,0 +1,125 @@
+"""Batches: results written as each submission finishes, reruns skip, interrupted runs resume,
+the submitit path works with submitit's own executors, and the CLI ties it together."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cs336_assignment.cli import main
+from cs336_staff.grade.batch import run_batch
+from cs336_staff.grade.grader import make_plan
+from cs336_staff.grade.report import load
+from cs336_staff.grade.sandbox import Limits
+from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
+
+pytestmark = pytest.mark.staff
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("batch")
+    root = make_staff_repo(tmp / "repo")
+    subs = tmp / "subs"
+    subs.mkdir()
+    make_zip(subs / "alice.zip", {})
+    make_zip(subs / "bob.zip", {}, calc=calc_with(mul="return 0"))
+    plan = make_plan(root, limits=Limits(test_timeout=5, run_timeout=60), cache_dir=tmp / ".cache")
+    return {"root": root, "subs": subs, "plan": plan, "tmp": tmp}
+
+
+def _sorted(subs):
+    return sorted(subs.glob("*.zip"))
+
+
+def test_interrupted_batch_resumes_and_rerun_skips_finished(repo, tmp_path):
+    """Ctrl-C after the first submission keeps its result; the rerun grades only the other one."""
+    out = tmp_path / "out"
+
+    def interrupt(row):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_batch(_sorted(repo["subs"]), out, repo["plan"], progress=False, on_result=interrupt)
+    assert (out / "alice" / "results.json").is_file() and not (out / "bob").exists()
+    rows = run_batch(_sorted(repo["subs"]), out, repo["plan"], progress=False)
+    assert [(r["name"], r["skipped"]) for r in rows] == [("alice", True), ("bob", False)]
+    assert {r["name"]: r["score"] for r in rows} == {"alice": 7.5, "bob": 5.5}
+    forced = run_batch(_sorted(repo["subs"])[:1], out, repo["plan"], progress=False, force=True)
+    assert not forced[0]["skipped"]
+
+
+def test_changed_submission_is_regraded_without_force(repo, tmp_path):
+    """A resubmission with different content under the same name is not skipped."""
+    out = tmp_path / "out"
+    z = make_zip(tmp_path / "carol.zip", {})
+    run_batch([z], out, repo["plan"], progress=False)
+    make_zip(z, {}, calc=calc_with(add="return 0"))
+    row = run_batch([z], out, repo["plan"], progress=False)[0]
+    assert not row["skipped"] and row["score"] == 3.0
+
+
+@pytest.mark.parametrize("executor", ["submitit-debug", "submitit-local"])
+def test_submitit_executors_grade_and_write_results(repo, tmp_path, executor):
+    """One submitit job per submission (what --executor slurm does), via submitit's test executors."""
+    out = tmp_path / "out"
+    subs = _sorted(repo["subs"]) if executor == "submitit-debug" else _sorted(repo["subs"])[:1]
+    rows = run_batch(subs, out, repo["plan"], executor=executor, progress=False)
+    expected = {"alice": 7.5, "bob": 5.5}
+    assert {r["name"]: r["score"] for r in rows} == {s.stem: expected[s.stem] for s in subs}
+    assert all(load(out / r["name"]).score == r["score"] for r in rows)
+
+
+def test_cli_grades_a_folder_of_submissions_with_two_jobs(repo, tmp_path, capsys):
+    """`cs336 grade FOLDER --jobs 2` grades each zip in it and writes the gradebook."""
+    out = tmp_path / "grades"
+    code = main(["grade", str(repo["subs"]), "--out", str(out), "--jobs", "2", "--quiet",
+                 "--staff-root", str(repo["root"]), "--test-timeout", "5"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "alice: 7.5 / 9  [ok]" in text and "bob: 5.5 / 9  [ok]" in text
+    assert len((out / "gradebook.csv").read_text().splitlines()) == 3
+
+
+def test_cli_without_arguments_grades_the_bundled_example_with_full_marks(repo, tmp_path, capsys):
+    """No argument: the reference packaged (here by a make_submission.sh) gets every CPU point."""
+    root = repo["root"]
+    (root / "make_submission.sh").write_text(
+        "set -e\npython3 -c \"import zipfile, glob\nz = zipfile.ZipFile('cs336-assignment-submission.zip', 'w')\n"
+        "[z.write(p) for p in glob.glob('cs336_assignment/**/*.py', recursive=True) + ['adapters.py']]\"\n")
+    try:
+        code = main(["grade", "--out", str(tmp_path / "g"), "--staff-root", str(root)])
+    finally:
+        (root / "make_submission.sh").unlink()
+    out = capsys.readouterr().out
+    assert code == 0 and "cs336-assignment-submission: 7.5 / 9  [ok]" in out, out
+    assert "| **total** | 5/6 | 1 |" in out
+
+
+def test_cli_merge_combines_cpu_and_gpu_runs(repo, tmp_path, capsys):
+    """`cs336 merge cpu/ gpu/`: the GPU test comes from the GPU run, nothing stays pending."""
+    cpu = tmp_path / "cpu"
+    run_batch(_sorted(repo["subs"])[:1], cpu, repo["plan"], progress=False)
+    gpu = tmp_path / "gpu"
+    data = json.loads((cpu / "alice" / "results.json").read_text())
+    for t in data["tests"]:  # what a GPU runner would report: its test passed, the CPU ones pending
+        gpu_test = t["extra_data"]["device"] == "gpu"
+        t["status"] = t["extra_data"]["outcome"] = "passed" if gpu_test else "pending"
+        t["score"] = t["max_score"] if gpu_test else 0.0
+    (gpu / "alice").mkdir(parents=True)
+    (gpu / "alice" / "results.json").write_text(json.dumps(data))
+    assert main(["merge", str(cpu), str(gpu), "--out", str(tmp_path / "merged")]) == 0
+    merged = load(tmp_path / "merged" / "alice")
+    assert merged.score == 9.0 and not any(t.outcome == "pending" for t in merged.tests)
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--jobs", "0"], "--jobs 0"),
+    (["/no/such/submission.zip"], "no such submission"),
+    (["--timeout", "-1"], "--timeout"),
+])
+def test_cli_rejects_bad_arguments_with_a_message(argv, match, capsys, tmp_path):
+    """Bad options exit 2 with a message naming the option."""
+    assert main(["grade", *argv, "--out", str(tmp_path / "o")]) == 2
+    assert match in capsys.readouterr().err

@@ -1,0 +1,143 @@
+"""Unit checks of intake, rubric and report: no sandbox, no subprocess, milliseconds each."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+import zipfile
+
+import pytest
+
+from cs336_staff.grade.intake import read_submission, safe_relpath, submission_name
+from cs336_staff.grade.merge import merge_results
+from cs336_staff.grade.report import GradeResult, TestResult, write_gradebook
+from cs336_staff.grade.rubric import Rubric
+from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, make_zip
+
+pytestmark = pytest.mark.staff
+
+
+@pytest.mark.parametrize("name", ["../x.py", "a/../../x.py", "/etc/passwd", "C:/x.py", "C:\\x.py", "..\\x.py", "a\x00.py"])
+def test_unsafe_paths_are_refused(name):
+    """Anything that could land outside the sandbox maps to None."""
+    assert safe_relpath(name) is None
+
+
+def test_directory_submission_skips_symlinks_and_config(tmp_path):
+    """A folder submission: graded files taken, symlinks and conftest.py reported, never followed."""
+    sub = tmp_path / "alice"
+    (sub / "cs336_assignment").mkdir(parents=True)
+    (sub / "cs336_assignment" / "__init__.py").write_text("")
+    (sub / "cs336_assignment" / "calc.py").write_text(GOOD_CALC)
+    (sub / "adapters.py").write_text(ADAPTERS)
+    (sub / "conftest.py").write_text("raise SystemExit")
+    os.symlink("/etc/passwd", sub / "cs336_assignment" / "leak.py")
+    os.symlink("/etc", sub / "cs336_assignment" / "etcdir")
+    os.mkfifo(sub / "cs336_assignment" / "pipe.py")
+    intake = read_submission(sub)
+    assert intake.error is None
+    assert sorted(intake.files) == ["adapters.py", "cs336_assignment/__init__.py", "cs336_assignment/calc.py"]
+    text = "\n".join(intake.ignored)
+    assert "leak.py: symlink" in text and "etcdir/: symlink" in text and "pipe.py: not a regular file" in text
+    assert "conftest.py: pytest/Python configuration" in text
+
+
+def test_wrapping_folder_is_unwrapped_and_missing_init_is_supplied(tmp_path):
+    """A zip of the folder (not its contents) still works; a missing __init__.py is noted."""
+    z = tmp_path / "bob.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("bob-hw/cs336_assignment/calc.py", GOOD_CALC)
+        zf.writestr("bob-hw/adapters.py", ADAPTERS)
+    intake = read_submission(z)
+    assert intake.error is None and "cs336_assignment/calc.py" in intake.files
+    assert any("unwrapped" in n for n in intake.notes) and any("__init__.py" in n for n in intake.notes)
+
+
+def test_missing_adapters_falls_back_to_the_staff_copy(tmp_path):
+    """Students are not meant to edit adapters.py; a zip without it uses the staff's."""
+    staff = tmp_path / "adapters.py"
+    staff.write_text(ADAPTERS)
+    intake = read_submission(make_zip(tmp_path / "c.zip", {}, adapters=None), staff_adapters=staff)
+    assert intake.files["adapters.py"] == ADAPTERS.encode()
+    assert any("staff's copy" in n for n in intake.notes)
+
+
+def test_same_content_same_hash_and_names_are_sanitised(tmp_path):
+    """The content hash ignores zip metadata; folder names never contain path characters."""
+    a = read_submission(make_zip(tmp_path / "a.zip", {}))
+    b = read_submission(make_zip(tmp_path / "b.zip", {"writeup.pdf": b"%PDF"}))
+    assert a.sha256 == b.sha256
+    assert submission_name(tmp_path / "../../Ada Lovelace.zip") == "Ada_Lovelace"
+
+
+RUBRIC = {
+    "concepts": {"a": {"points": 10}, "b": {}},
+    "rules": [
+        {"match": "t/test_a.py::*", "concept": "a"},
+        {"match": "t/test_a.py::test_heavy", "weight": 3},
+        {"match": "t/test_b.py::*", "concept": "b"},
+        {"match": "t/hidden/*", "concept": "b", "visibility": "hidden"},
+    ],
+}
+
+
+def test_rubric_splits_concept_points_by_weight():
+    """A concept's points are shared by weight; concepts without points give 1 per test."""
+    items = Rubric.from_dict(RUBRIC).resolve(["t/test_a.py::test_x", "t/test_a.py::test_heavy", "t/test_b.py::test_y",
+                                              "t/hidden/test_b.py::test_z"])
+    assert items["t/test_a.py::test_x"].points == 2.5 and items["t/test_a.py::test_heavy"].points == 7.5
+    assert items["t/test_b.py::test_y"].points == 1.0
+    assert items["t/hidden/test_b.py::test_z"].visibility == "hidden"
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"rules": [{"match": "x", "concept": "nope"}]}, "not declared"),
+    ({"concepts": {"a": {}}, "rules": [{"match": "x", "concept": "a", "visibility": "public"}]}, "visibility"),
+    ({"concepts": {"a": {"points": -1}}}, "points"),
+    ({"concepts": {"a": {}}, "rules": [{"match": "x", "concpt": "a"}]}, "unknown keys"),
+    ({"rules": [{"concept": "a"}]}, "match"),
+    ({"rubric": 1}, "unknown top-level"),
+])
+def test_rubric_mistakes_are_value_errors_that_name_the_key(bad, match):
+    """Every rubric mistake says which key is wrong and what is allowed."""
+    with pytest.raises(ValueError, match=match):
+        Rubric.from_dict(bad)
+
+
+def test_uncovered_tests_are_an_error():
+    """A graded test no rule gives a concept to cannot be resolved (it would be worth 0)."""
+    with pytest.raises(ValueError, match="does not cover 1 graded test"):
+        Rubric.from_dict(RUBRIC).resolve(["t/test_c.py::test_new"])
+
+
+def _result(outcomes: dict[str, tuple[str, str]], status="ok", device="cpu") -> GradeResult:
+    tests = [TestResult(n, o, 1.0 if o == "passed" else 0.0, 1.0, "c", "visible", d, "boom\n" * 3 if o == "failed" else "")
+             for n, (o, d) in outcomes.items()]
+    return GradeResult("alice", status, tests, 3.0, sha256="abc", device=device, concepts={"c": "Concept"})
+
+
+def test_results_json_follows_gradescope_and_round_trips(tmp_path):
+    """results.json has Gradescope's keys; loading it back gives the same scores."""
+    r = _result({"t::a": ("passed", "cpu"), "t::b": ("failed", "cpu"), "t::g": ("pending", "gpu")})
+    r.write(tmp_path / "alice")
+    data = json.loads((tmp_path / "alice" / "results.json").read_text())
+    assert data["score"] == 1.0 and data["execution_time"] == 3
+    assert {"name", "score", "max_score", "status", "output", "visibility", "tags"} <= set(data["tests"][0])
+    assert [t["status"] for t in data["tests"]] == ["passed", "failed", "pending"]
+    suite = ET.parse(tmp_path / "alice" / "junit.xml").getroot().find("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
+    back = GradeResult.from_gradescope(data)
+    assert (back.score, back.max_score) == (r.score, r.max_score)
+    rows = (write_gradebook(tmp_path)).read_text().splitlines()
+    assert rows[0].startswith("submission,status,score") and rows[1].startswith("alice,ok,1,3")
+
+
+def test_merge_takes_gpu_tests_from_the_gpu_run_and_the_rest_from_the_cpu_run():
+    """Pending tests are filled from the other run; the merged score counts both."""
+    cpu = _result({"t::a": ("passed", "cpu"), "t::g": ("pending", "gpu")})
+    gpu = _result({"t::a": ("pending", "cpu"), "t::g": ("passed", "gpu")}, device="gpu")
+    merged = merge_results(cpu, gpu)
+    assert merged.score == 2.0 and not any(t.outcome == "pending" for t in merged.tests)
+    flagged = merge_results(cpu, _result({"t::g": ("passed", "gpu")}, status="tampered"))
+    assert flagged.status == "tampered" and flagged.score == 0.0

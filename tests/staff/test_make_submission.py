@@ -1,0 +1,142 @@
+"""Staff tests of make_submission.sh, run on temporary trees (never on the repository itself)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.util import ROOT
+
+pytestmark = pytest.mark.staff
+
+SCRIPT = ROOT / "make_submission.sh"
+ZIP = "cs336-assignment-submission.zip"
+
+
+def run_script(tree: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CS336_PYTHON": sys.executable}
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(["bash", str(tree / "make_submission.sh")], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+
+
+def write(path: Path, content: str | bytes = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A small stand-in for a student's checkout: a package, adapters.py, and plenty of clutter."""
+    shutil.copy(SCRIPT, tmp_path / "make_submission.sh")
+    write(tmp_path / "adapters.py", "from cs336_assignment import core\nfrom cs336_assignment.sub import helper\n")
+    write(tmp_path / "cs336_assignment/__init__.py", '"""Student package."""\n')
+    write(tmp_path / "cs336_assignment/core.py", "VALUE = 1\n")
+    write(tmp_path / "cs336_assignment/sub/__init__.py")
+    write(tmp_path / "cs336_assignment/sub/helper.py", "from cs336_assignment.core import VALUE\n")
+    write(tmp_path / "cs336_assignment/vocab.json", '{"a": 0}\n')
+    # clutter that must stay out
+    write(tmp_path / "cs336_assignment/__pycache__/core.cpython-311.pyc", b"\x00" * 64)
+    write(tmp_path / "cs336_assignment/sub/__pycache__/helper.cpython-311.pyc", b"\x00" * 64)
+    write(tmp_path / "cs336_assignment/.DS_Store", b"\x00")
+    write(tmp_path / "cs336_assignment/.ipynb_checkpoints/core-checkpoint.py", "VALUE = 0\n")
+    write(tmp_path / "cs336_assignment/data/tokens.txt", "some corpus\n")
+    write(tmp_path / "cs336_assignment/checkpoints/step100.txt", "x\n")
+    write(tmp_path / "cs336_assignment/venv/lib/site.py", "x\n")
+    write(tmp_path / "cs336_assignment/model.pt", b"\x00" * 100)
+    write(tmp_path / "cs336_assignment/train_tokens.bin", b"\x00" * 100)
+    write(tmp_path / "cs336_assignment/acts.npy", b"\x00" * 100)
+    write(tmp_path / "cs336_assignment/huge_notes.txt", b"x" * (2 * 1024 * 1024))
+    write(tmp_path / ".venv/lib/python3.11/site-packages/torch/__init__.py", "x\n")
+    write(tmp_path / "data/owt_train.bin", b"\x00" * 1000)
+    write(tmp_path / "tests/test_core.py", "def test(): pass\n")
+    write(tmp_path / "README.md", "# readme\n")
+    return tmp_path
+
+
+def test_zip_holds_only_the_package_adapters_and_writeup(tree):
+    """The zip holds the package's source, adapters.py and writeup.pdf, and the manifest lists them."""
+    write(tree / "writeup.pdf", b"%PDF-1.4 fake")
+    proc = run_script(tree)
+    assert proc.returncode == 0, proc.stderr
+    names = sorted(zipfile.ZipFile(tree / ZIP).namelist())
+    assert names == sorted([
+        "adapters.py",
+        "writeup.pdf",
+        "cs336_assignment/__init__.py",
+        "cs336_assignment/core.py",
+        "cs336_assignment/sub/__init__.py",
+        "cs336_assignment/sub/helper.py",
+        "cs336_assignment/vocab.json",
+    ]), names
+    for name in names:
+        assert name in proc.stdout, f"the manifest does not list {name}:\n{proc.stdout}"
+    for left_out in ("cs336_assignment/data", "cs336_assignment/model.pt", "cs336_assignment/huge_notes.txt"):
+        assert left_out in proc.stdout, f"the report of left-out files does not mention {left_out}:\n{proc.stdout}"
+    with zipfile.ZipFile(tree / ZIP) as zf:
+        assert zf.read("cs336_assignment/core.py") == b"VALUE = 1\n"
+
+
+def test_zip_without_a_writeup_is_built_and_says_so(tree):
+    """writeup.pdf is optional: without it the zip is built and the output mentions it is absent."""
+    proc = run_script(tree)
+    assert proc.returncode == 0, proc.stderr
+    assert "writeup.pdf" not in zipfile.ZipFile(tree / ZIP).namelist()
+    assert "no writeup.pdf" in proc.stdout
+
+
+def test_refuses_when_the_package_does_not_import(tree):
+    """A module that fails to import makes the script exit non-zero, say why, and write nothing."""
+    write(tree / "cs336_assignment/sub/broken.py", "def f(:\n")  # a syntax error, not imported by adapters.py
+    proc = run_script(tree)
+    assert proc.returncode != 0
+    assert "does not import" in proc.stderr and "SyntaxError" in proc.stderr, proc.stderr
+    assert not (tree / ZIP).exists(), "a zip was written although the package does not import"
+
+
+def test_refusal_keeps_a_previous_zip_intact(tree):
+    """When the script refuses, a zip left by an earlier successful run is not touched."""
+    assert run_script(tree).returncode == 0
+    before = (tree / ZIP).read_bytes()
+    write(tree / "cs336_assignment/core.py", "raise ImportError('missing dependency')\n")
+    proc = run_script(tree)
+    assert proc.returncode != 0 and "ImportError" in proc.stderr, proc.stderr
+    assert (tree / ZIP).read_bytes() == before, "the previous zip was modified by a refused run"
+
+
+def test_refuses_a_zip_over_ten_megabytes(tree):
+    """An 11 MB (incompressible) writeup makes the zip too big: non-zero exit, a message, no zip, no temp file."""
+    write(tree / "writeup.pdf", os.urandom(11 * 1024 * 1024))
+    proc = run_script(tree)
+    assert proc.returncode != 0
+    assert "over the 10.00 MiB limit" in proc.stderr and "writeup.pdf" in proc.stderr, proc.stderr
+    leftovers = sorted(p.name for p in tree.glob("*.zip")) + sorted(p.name for p in tree.glob(".submission.*"))
+    assert leftovers == [], f"a refused run left {leftovers} behind"
+
+
+def test_refuses_without_adapters_py(tree):
+    """Run in a tree without adapters.py, the script says where it must run and exits non-zero."""
+    (tree / "adapters.py").unlink()
+    proc = run_script(tree)
+    assert proc.returncode != 0 and "adapters.py" in proc.stderr, proc.stderr
+
+
+def test_real_package_builds_a_submission(tmp_path):
+    """On a copy of this repository's package and adapters.py, the script succeeds and ships every module."""
+    shutil.copy(SCRIPT, tmp_path / "make_submission.sh")
+    shutil.copy(ROOT / "adapters.py", tmp_path / "adapters.py")
+    shutil.copytree(ROOT / "cs336_assignment", tmp_path / "cs336_assignment", ignore=shutil.ignore_patterns("__pycache__"))
+    proc = run_script(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    names = set(zipfile.ZipFile(tmp_path / ZIP).namelist())
+    expected = {p.relative_to(tmp_path).as_posix() for p in (tmp_path / "cs336_assignment").rglob("*.py")}
+    assert expected | {"adapters.py"} == names, f"missing: {expected - names}, unexpected: {names - expected - {'adapters.py'}}"

@@ -1,0 +1,396 @@
+"""Resource accounting: every analytic count agrees with what PyTorch itself measures.
+
+Oracles: ``torch.utils.flop_counter.FlopCounterMode`` for FLOPs, the storages autograd saves and
+``optimizer.state`` for memory, torch's own dtypes for byte sizes, and the lecture's worked numbers
+for the napkin math. The CPU twins of the GPU checks in ``test_accounting_gpu.py`` are marked
+"(CPU twin)" in their docstrings.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+import adapters
+from cs336_assignment.accounting import matmul_throughput, measure_allocation, measure_training_step
+from cs336_assignment.cli import main
+
+OPTIMIZERS = ["sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw"]
+OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}
+
+
+def torch_flops(fn, *args, backward: bool = True) -> int:
+    """The oracle: FLOPs of fn(*args) (and the backward of its sum) as FlopCounterMode counts them."""
+    with FlopCounterMode(display=False) as mode:
+        out = fn(*args)
+        if backward:
+            out.sum().backward()
+    return mode.get_total_flops()
+
+
+def random_dims(seed: int, length: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randint(1, 24) for _ in range(length)]
+
+
+def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """Bias-free linear layers dims[0] -> ... -> dims[-1] with `activation` between them."""
+    layers: list[nn.Module] = []
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        if i:
+            layers.append(activation())
+        layers.append(nn.Linear(d_in, d_out, bias=False))
+    return nn.Sequential(*layers)
+
+
+def make_optimizer(name: str, params, impl: str) -> torch.optim.Optimizer:
+    """Optimizer `name` from torch.optim (impl="torch") or from this package (impl="ours")."""
+    if impl == "torch":
+        classes = {"sgd": torch.optim.SGD, "momentum": torch.optim.SGD, "adagrad": torch.optim.Adagrad,
+                   "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    else:
+        classes = {"sgd": adapters.get_sgd_cls(), "momentum": adapters.get_sgd_cls(),
+                   "adagrad": adapters.get_adagrad_cls(), "rmsprop": adapters.get_rmsprop_cls(),
+                   "adam": adapters.get_adam_cls(), "adamw": adapters.get_adamw_cls()}
+    kwargs = {"momentum": 0.9} if name == "momentum" else {}
+    return classes[name](params, lr=1e-3, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Tensors
+# --------------------------------------------------------------------------------------------
+
+DTYPE_NAMES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+               "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2,
+               "int64": torch.int64, "int32": torch.int32, "int8": torch.int8}
+
+
+@pytest.mark.parametrize("name", DTYPE_NAMES)
+def test_bytes_per_element_matches_torch(name: str) -> None:
+    """The byte size of each dtype, by name and by torch dtype, is the one torch allocates."""
+    dtype = DTYPE_NAMES[name]
+    expected = torch.empty(0, dtype=dtype).element_size()
+    assert adapters.run_bytes_per_element(name) == expected, f"bytes_per_element({name!r})"
+    assert adapters.run_bytes_per_element(dtype) == expected, f"bytes_per_element({dtype})"
+
+
+@pytest.mark.parametrize("name", DTYPE_NAMES)
+def test_tensor_memory_bytes_matches_measured_allocation(name: str) -> None:
+    """(CPU twin) A fresh tensor's bytes equal the storage the allocator gave it."""
+    shape = (3, 5, 7)
+    x, measured = measure_allocation(lambda: torch.zeros(shape).to(DTYPE_NAMES[name]), "cpu")
+    assert adapters.run_tensor_memory_bytes(x) == measured, f"{name} tensor of shape {shape}"
+
+
+def test_tensor_memory_bytes_of_a_view_counts_its_own_elements() -> None:
+    """A view's bytes are its numel times its element size, not its (shared) storage."""
+    x = torch.zeros(8, 6, dtype=torch.float16)
+    assert adapters.run_tensor_memory_bytes(x[::2, :3]) == 4 * 3 * 2
+
+
+@pytest.mark.parametrize("dtype", ["fp33", "float", torch.Size([2])])
+def test_bytes_per_element_rejects_unknown_dtypes(dtype) -> None:
+    """An unknown dtype name is a ValueError that names it."""
+    with pytest.raises(ValueError, match="dtype"):
+        adapters.run_bytes_per_element(dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# FLOPs: analytic against FlopCounterMode
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_matmul_flops_matches_flop_counter_mode(seed: int) -> None:
+    """matmul_flops(m, k, n) is what FlopCounterMode counts for an (m, k) @ (k, n) matmul."""
+    m, k, n = random_dims(seed, 3)
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    assert adapters.run_matmul_flops(m, k, n) == torch_flops(torch.matmul, a, b, backward=False), (m, k, n)
+
+
+def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """q k^T per batch and head: an einsum that lowers to a bmm over batch x heads."""
+    return torch.einsum("bhqd,bhkd->bhqk", q, k)
+
+
+def count_flops_case(name: str) -> tuple[nn.Module | object, tuple[torch.Tensor, ...]]:
+    """(fn, args) of the named case, built inside the test so a stubbed model fails that test only."""
+    torch.manual_seed(0)
+    if name == "nn.Linear with bias":
+        return nn.Linear(7, 5), (torch.randn(3, 7),)
+    if name == "models.Linear on 3-d input":
+        return adapters.get_linear_cls()(6, 4), (torch.randn(2, 3, 6),)
+    if name == "Cruncher":
+        return adapters.get_cruncher_cls()(8, 3), (torch.randn(5, 8),)
+    if name == "einsum attention scores":
+        return attention_scores, (torch.randn(2, 3, 5, 4, requires_grad=True), torch.randn(2, 3, 7, 4, requires_grad=True))
+    seed = int(name.removeprefix("MLP seed "))
+    dims = random_dims(seed, 4)
+    return mlp(dims), (torch.randn(random_dims(seed + 10, 1)[0], dims[0]),)
+
+
+COUNT_FLOPS_CASES = ["nn.Linear with bias", "models.Linear on 3-d input", "Cruncher", "einsum attention scores",
+                     "MLP seed 0", "MLP seed 1", "MLP seed 2"]
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "forward+backward"])
+@pytest.mark.parametrize("case", COUNT_FLOPS_CASES)
+def test_count_flops_matches_flop_counter_mode(case: str, backward: bool) -> None:
+    """count_flops agrees exactly with FlopCounterMode on Linear, Cruncher, einsum and random MLPs."""
+    model, args = count_flops_case(case)
+    expected = torch_flops(model, *args, backward=backward)
+    got = adapters.run_count_flops(model, *args, backward=backward)
+    assert got == expected, f"{case}, backward={backward}: counted {got}, FlopCounterMode {expected}"
+
+
+def test_flop_counter_breakdown_matches_flop_counter_mode() -> None:
+    """The per-module FLOPs of a Cruncher's training step equal FlopCounterMode's, module by module."""
+    torch.manual_seed(0)
+    model, x = adapters.get_cruncher_cls()(6, 3), torch.randn(4, 6)
+    with FlopCounterMode(display=False) as mode:
+        model(x).sum().backward()
+    expected = {name: sum(ops.values()) for name, ops in mode.get_flop_counts().items()}
+    with adapters.get_flop_counter_cls()() as counter:
+        model(x).sum().backward()
+    assert counter.by_module() == expected
+    assert counter.total == expected["Global"]
+
+
+@pytest.mark.parametrize("input_requires_grad", [False, True])
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "forward+backward"])
+@pytest.mark.parametrize("seed", range(3))
+def test_linear_chain_flops_match_measurement(seed: int, backward: bool, input_requires_grad: bool) -> None:
+    """Analytic FLOPs of a linear chain equal the measured ones, with and without an input gradient."""
+    dims = random_dims(seed, 2 + seed)
+    tokens = random_dims(seed + 100, 1)[0]
+    x = torch.randn(tokens, dims[0], requires_grad=input_requires_grad)
+    expected = torch_flops(mlp(dims), x, backward=backward)
+    got = adapters.run_linear_chain_flops(tokens, dims, backward=backward, input_requires_grad=input_requires_grad)
+    assert got == expected, (
+        f"dims={dims}, tokens={tokens}, backward={backward}, input_requires_grad={input_requires_grad}: "
+        f"analytic {got}, measured {expected} (ratio {got / expected:.3f})"
+    )
+
+
+def test_two_layer_mlp_trains_at_two_and_a_half_forwards() -> None:
+    """A 2-layer MLP fed with data (no input gradient) costs 2.5 forwards to train, not 3."""
+    dims, tokens = [16, 16, 16], 8
+    forward = adapters.run_linear_chain_flops(tokens, dims, backward=False)
+    train = adapters.run_linear_chain_flops(tokens, dims, backward=True, input_requires_grad=False)
+    assert train == 2.5 * forward
+    assert adapters.run_count_flops(mlp(dims), torch.randn(tokens, dims[0])) == train
+
+
+def test_six_nd_rule_overcounts_exactly_the_first_input_gradient() -> None:
+    """6 x tokens x params is exact when the input needs a gradient and over by 2*t*d0*d1 otherwise."""
+    dims, tokens = [12, 20, 8], 10
+    model = mlp(dims)
+    rule = 6 * tokens * sum(p.numel() for p in model.parameters())
+    with_grad = adapters.run_count_flops(model, torch.randn(tokens, dims[0], requires_grad=True))
+    without = adapters.run_count_flops(model, torch.randn(tokens, dims[0]))
+    assert with_grad == rule
+    assert rule - without == 2 * tokens * dims[0] * dims[1]
+
+
+@pytest.mark.parametrize("sizes", [(-1, 2, 3), (2, -3, 4), (2, 3, -1)])
+def test_matmul_flops_rejects_negative_sizes(sizes: tuple[int, int, int]) -> None:
+    """A negative matrix size is a ValueError."""
+    with pytest.raises(ValueError, match="non-negative"):
+        adapters.run_matmul_flops(*sizes)
+
+
+# --------------------------------------------------------------------------------------------
+# Memory: analytic against measured
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cruncher_activation_bytes_match_the_analytic_count(seed: int) -> None:
+    """The bytes a Cruncher saves for backward are 4 x batch x dim x layers in fp32."""
+    batch, dim, layers = random_dims(seed, 2) + [seed + 1]
+    torch.manual_seed(seed)
+    model = adapters.get_cruncher_cls()(dim, layers)
+    expected = 4 * batch * dim * layers
+    assert adapters.run_cruncher_activations(batch, dim, layers) == batch * dim * layers
+    got = adapters.run_activation_bytes(model, torch.randn(batch, dim))
+    assert got == expected, f"batch={batch} dim={dim} layers={layers}: measured {got}, expected {expected}"
+
+
+def test_activation_bytes_count_a_shared_storage_once() -> None:
+    """ReLU saves its output and the next layer saves it again: one storage, counted once."""
+    dims, batch = [6, 10, 10, 3], 4
+    got = adapters.run_activation_bytes(mlp(dims), torch.randn(batch, dims[0]))
+    assert got == 4 * batch * (10 + 10), f"measured {got} bytes; each hidden activation is {4 * batch * 10}"
+
+
+def test_activation_bytes_exclude_parameters_and_inputs() -> None:
+    """A single linear layer saves only its weight and its input, neither of which is an activation."""
+    assert adapters.run_activation_bytes(nn.Linear(5, 3), torch.randn(4, 5)) == 0
+
+
+@pytest.mark.parametrize("impl", ["torch", "ours"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_state_bytes_match_the_analytic_count(name: str, impl: str) -> None:
+    """Bytes in optimizer.state after a step are states-per-parameter x 4 x params (fp32)."""
+    torch.manual_seed(0)
+    model = mlp([7, 5, 3])
+    optimizer = make_optimizer(name, model.parameters(), impl)
+    model(torch.randn(4, 7)).sum().backward()
+    optimizer.step()
+    num_params = sum(p.numel() for p in model.parameters())
+    measured = adapters.run_optimizer_state_bytes(optimizer)
+    assert measured == 4 * OPTIMIZER_STATES[name] * num_params
+    analytic = adapters.run_training_memory_bytes(num_params, 0, name, "fp32") - 8 * num_params
+    assert analytic == measured, f"{name}: analytic state {analytic} bytes, optimizer.state holds {measured}"
+
+
+LECTURE_BYTES = {  # (bytes per parameter, bytes per activation)
+    ("sgd", "fp32"): (4 + 4, 4), ("adagrad", "fp32"): (4 + 4 + 4, 4), ("adamw", "fp32"): (4 + 4 + 8, 4),
+    ("sgd", "mixed"): (2 + 2 + 4, 2), ("rmsprop", "mixed"): (2 + 2 + 4 + 4, 2), ("adamw", "mixed"): (2 + 2 + 4 + 8, 2),
+}
+
+
+@pytest.mark.parametrize(("optimizer", "precision"), LECTURE_BYTES)
+def test_training_memory_bytes_breakdown(optimizer: str, precision: str) -> None:
+    """Training bytes = params x (param + grad [+ master] + states) + activations x element size."""
+    per_param, per_activation = LECTURE_BYTES[optimizer, precision]
+    got = adapters.run_training_memory_bytes(1000, 300, optimizer, precision)
+    assert got == 1000 * per_param + 300 * per_activation, f"{optimizer} in {precision}"
+
+
+def test_training_step_memory_matches_training_memory_bytes() -> None:
+    """(CPU twin) Parameters, gradients, AdamW state and activations of a Cruncher step add up to the analytic total."""
+    torch.manual_seed(0)
+    batch, dim, layers = 6, 16, 3
+    model = adapters.get_cruncher_cls()(dim, layers)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    measured = measure_training_step(model, optimizer, torch.randn(batch, dim))
+    num_params = sum(p.numel() for p in model.parameters())
+    analytic = adapters.run_training_memory_bytes(
+        num_params, adapters.run_cruncher_activations(batch, dim, layers), "adamw", "fp32"
+    )
+    assert measured.peak is None
+    assert measured.total == analytic, f"measured {measured}, analytic total {analytic}"
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [((10, 10, "adamz", "fp32"), "optimizer"), ((10, 10, "adam", "fp16"), "precision"),
+     ((-1, 10, "adam", "fp32"), "num_params"), ((10, -5, "sgd", "mixed"), "num_activations")],
+)
+def test_training_memory_bytes_rejects_bad_input(args: tuple, match: str) -> None:
+    """Unknown optimizers or precisions and negative counts are ValueErrors naming the culprit."""
+    with pytest.raises(ValueError, match=match):
+        adapters.run_training_memory_bytes(*args)
+
+
+# --------------------------------------------------------------------------------------------
+# Napkin math
+# --------------------------------------------------------------------------------------------
+
+
+def test_training_days_lecture_example() -> None:
+    """70B params on 15T tokens, 1024 H100s at bf16 dense peak and MFU 0.5: about 144 days."""
+    peak = adapters.run_peak_flops("H100-SXM", "bf16")
+    assert peak == 1979e12 / 2, "the H100 SXM's dense bf16 peak is half the 1979 TFLOP/s 'with sparsity'"
+    days = adapters.run_training_days(70e9, 15e12, 1024, peak, 0.5)
+    assert days == pytest.approx(6 * 70e9 * 15e12 / (1024 * peak * 0.5 * 86400), rel=1e-12)
+    assert round(days) == 144
+
+
+def test_max_trainable_params_lecture_example() -> None:
+    """8 H100s of 80 GB at 16 bytes per parameter (AdamW) hold 40B parameters."""
+    assert adapters.run_max_trainable_params(8, 80e9, 16) == pytest.approx(40e9)
+
+
+def test_mfu_is_achieved_flops_over_peak() -> None:
+    """MFU = flops / seconds / peak."""
+    assert adapters.run_mfu(6e15, 10.0, 1e15) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: adapters.run_training_days(70e9, 15e12, 1024, 989.5e12, 1.5), "mfu"),
+        (lambda: adapters.run_training_days(70e9, 15e12, 1024, 989.5e12, 0.0), "mfu"),
+        (lambda: adapters.run_training_days(70e9, 15e12, -8, 989.5e12, 0.5), "num_gpus"),
+        (lambda: adapters.run_max_trainable_params(8, 80e9, 0), "bytes_per_param"),
+        (lambda: adapters.run_mfu(1e12, 0.0, 1e15), "seconds"),
+        (lambda: adapters.run_peak_flops("H200", "bf16"), "GPU"),
+        (lambda: adapters.run_peak_flops("A100-SXM", "fp8"), "fp8"),
+    ],
+    ids=["mfu>1", "mfu=0", "negative-gpus", "zero-bytes", "zero-seconds", "unknown-gpu", "fp8-on-a100"],
+)
+def test_napkin_math_rejects_bad_input(call, match: str) -> None:
+    """Out-of-range MFU, non-positive sizes, unknown GPUs and dtypes are ValueErrors."""
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_time_matmul_warms_up_then_times_each_call() -> None:
+    """time_matmul runs warmup + iters matmuls and returns a positive time per call."""
+    a, b = torch.randn(8, 4), torch.randn(4, 6)
+    with FlopCounterMode(display=False) as mode:
+        seconds = adapters.run_time_matmul(a, b, warmup=2, iters=3)
+    assert mode.get_total_flops() == (2 + 3) * 2 * 8 * 4 * 6, "expected 2 warm-up and 3 timed matmuls"
+    assert seconds > 0
+
+
+def test_matmul_throughput_code_path_on_cpu() -> None:
+    """(CPU twin) Timing a square matmul gives a positive, finite FLOP/s and an MFU in (0, 1] against it."""
+    seconds, flops_per_sec = matmul_throughput(64, torch.float32, "cpu", warmup=1, iters=2)
+    assert 0 < seconds < float("inf") and 0 < flops_per_sec < float("inf")
+    assert adapters.run_mfu(2 * 64**3, seconds, flops_per_sec) == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------------------------
+# The `cs336 account` command
+# --------------------------------------------------------------------------------------------
+
+
+def test_account_prints_the_lecture_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    """With no arguments, `cs336 account` answers 143.9 days and 40B parameters."""
+    assert main(["account"]) == 0
+    out = capsys.readouterr().out
+    assert "143.9 days" in out
+    assert "40B params" in out
+    assert "16 bytes/param" in out
+
+
+def test_account_answers_the_question_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    """Arguments change the question: 8B on 1T tokens, 64 A100s at MFU 0.4; SGD in fp32 on one GPU."""
+    argv = ["account", "--params", "8B", "--tokens", "1T", "--gpus", "64", "--gpu", "A100-SXM", "--mfu", "0.4",
+            "--optimizer", "sgd", "--precision", "fp32", "--fit-gpus", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    days = 6 * 8e9 * 1e12 / (64 * 312e12 * 0.4 * 86400)
+    assert f"{days:.1f} days" in out
+    assert "8 bytes/param" in out and "10B params" in out
+
+
+def test_account_reports_bad_mfu(capsys: pytest.CaptureFixture[str]) -> None:
+    """An MFU above 1 exits with status 2 and says what is wrong."""
+    assert main(["account", "--mfu", "1.5"]) == 2
+    assert "mfu must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_account_measure_prints_a_row_per_dtype_and_size(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--measure` times fp32 and bf16 matmuls at each size and prints one row each."""
+    assert main(["account", "--measure", "--device", "cpu", "--sizes", "16,32", "--iters", "1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [(r[0], r[1]) for r in rows if r and r[0] in ("fp32", "bf16")] == [
+        ("fp32", "16"), ("fp32", "32"), ("bf16", "16"), ("bf16", "32")
+    ]
+
+
+def test_account_measure_saves_a_png_plot(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--measure --plot PATH` writes a PNG of throughput against size."""
+    pytest.importorskip("matplotlib", reason="--plot needs matplotlib")
+    plot = tmp_path / "plots" / "throughput.png"
+    assert main(["account", "--measure", "--device", "cpu", "--sizes", "16", "--iters", "1", "--plot", str(plot)]) == 0
+    assert f"plot saved to {plot}" in capsys.readouterr().out
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

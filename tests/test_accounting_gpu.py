@@ -1,0 +1,89 @@
+"""Resource accounting on a CUDA GPU: the analytic counts against the caching allocator and the clock.
+
+Every test here skips with a reason on a machine without CUDA; each has a CPU twin in
+``test_accounting.py`` running the same code path (named in the docstring).
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+import torch
+
+import adapters
+from cs336_assignment.accounting import (
+    gpu_kind,
+    matmul_throughput,
+    measure_allocation,
+    measure_training_step,
+)
+
+pytestmark = pytest.mark.gpu
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def cuda() -> torch.device:
+    """A CUDA device with the cache emptied and cuBLAS warmed up, so later deltas are only our tensors."""
+    device = torch.device("cuda")
+    gc.collect()
+    torch.cuda.empty_cache()
+    # Allocate the cuBLAS workspace (mm and bmm share it) before anyone takes a baseline.
+    torch.ones(64, 64, device=device) @ torch.ones(64, 64, device=device)
+    torch.ones(2, 64, 64, device=device) @ torch.ones(2, 64, 64, device=device)
+    torch.cuda.synchronize(device)
+    return device
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"),
+    [((1024, 1024), torch.float32), ((2048, 1024), torch.bfloat16), ((4096, 1024), torch.float8_e4m3fn),
+     ((512, 1024), torch.float64), ((3, 512, 512), torch.float16)],
+    ids=["fp32-4MiB", "bf16-4MiB", "fp8-4MiB", "fp64-4MiB", "fp16-1.5MiB"],
+)
+def test_memory_allocated_delta_equals_tensor_memory_bytes(cuda: torch.device, shape, dtype) -> None:
+    """A >= 1 MiB tensor raises torch.cuda.memory_allocated by exactly tensor_memory_bytes.
+
+    CPU twin: test_tensor_memory_bytes_matches_measured_allocation.
+    """
+    x, measured = measure_allocation(lambda: torch.empty(shape, dtype=dtype, device=cuda), cuda)
+    assert measured >= MiB
+    assert adapters.run_tensor_memory_bytes(x) == measured, f"{dtype} {shape}: allocator delta {measured} bytes"
+
+
+def test_adamw_step_peak_memory_within_ten_percent_of_analytic(cuda: torch.device) -> None:
+    """A Cruncher's AdamW step peaks within 10% of params + grads + 2 states + activations (fp32).
+
+    CPU twin: test_training_step_memory_matches_training_memory_bytes.
+    """
+    batch, dim, layers = 1024, 1024, 32
+    baseline = torch.cuda.memory_allocated(cuda)
+    torch.manual_seed(0)
+    model = adapters.get_cruncher_cls()(dim, layers, device=cuda)
+    # foreach=False: the multi-tensor kernels would add a parameter-sized temporary.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+    measured = measure_training_step(model, optimizer, torch.randn(batch, dim, device=cuda))
+    num_params = sum(p.numel() for p in model.parameters())
+    analytic = adapters.run_training_memory_bytes(
+        num_params, adapters.run_cruncher_activations(batch, dim, layers), "adamw", "fp32"
+    )
+    assert measured.total == analytic, f"measured by kind {measured}, analytic {analytic}"
+    peak = measured.peak - baseline
+    assert peak == pytest.approx(analytic, rel=0.10), (
+        f"peak {peak / MiB:.1f} MiB vs analytic {analytic / MiB:.1f} MiB ({peak / analytic - 1:+.1%})"
+    )
+
+
+def test_bf16_matmul_reaches_half_of_dense_peak(cuda: torch.device) -> None:
+    """A bf16 8192^3 matmul runs at no less than half the card's dense bf16 peak.
+
+    CPU twin: test_matmul_throughput_code_path_on_cpu.
+    """
+    kind = gpu_kind(torch.cuda.get_device_name(cuda))
+    if kind is None:
+        pytest.skip(f"no peak figure for {torch.cuda.get_device_name(cuda)!r} (the table has A100 and H100)")
+    seconds, _ = matmul_throughput(8192, torch.bfloat16, cuda, warmup=5, iters=20)
+    achieved = adapters.run_mfu(2 * 8192**3, seconds, adapters.run_peak_flops(kind, "bf16"))
+    assert achieved >= 0.5, f"{kind}: bf16 8192^3 matmul at {achieved:.1%} of dense peak"

@@ -1,0 +1,229 @@
+"""Public tests of data loading: ``get_batch`` (through ``adapters.run_get_batch``)."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import adapters
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+@pytest.fixture(autouse=True)
+def keep_global_rngs():
+    """These tests seed the global RNGs; put them back afterwards so other tests are unaffected."""
+    states = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    yield
+    torch.set_rng_state(states[0])
+    np.random.set_state(states[1])
+    random.setstate(states[2])
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers shared with tests/hidden/test_data.py
+# ----------------------------------------------------------------------------------------------
+
+
+def sampled_starts(
+    n: int, context_length: int, batch_size: int, num_batches: int, seed: int
+) -> np.ndarray:
+    """Start positions drawn by get_batch on ``arange(n)`` (where token value = position)."""
+    torch.manual_seed(seed)  # so even an implementation that ignores `generator` is deterministic
+    np.random.seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    dataset = np.arange(n, dtype=np.int64)
+    starts = []
+    for _ in range(num_batches):
+        x, _ = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", generator)
+        starts.append(x[:, 0].numpy())
+    return np.concatenate(starts)
+
+
+def assert_uniform_over_valid_starts(starts: np.ndarray, n: int, context_length: int) -> None:
+    """Every start in [0, n - context_length) occurs, none outside, with chi-square far from absurd.
+
+    The bound is the chi-square mean plus 10 standard deviations, sqrt(2 * df): a uniform sampler
+    exceeds it with probability below 1e-9, and the generator is fixed, so the test cannot flake.
+    """
+    num_starts = n - context_length
+    assert starts.min() >= 0, f"sampled start {starts.min()} < 0"
+    assert starts.max() <= num_starts - 1, (
+        f"sampled start {starts.max()} but the last valid start is len(dataset) - context_length - 1 = "
+        f"{num_starts - 1}: y would run past the end of the dataset"
+    )
+    counts = np.bincount(starts, minlength=num_starts)
+    never = np.flatnonzero(counts == 0)
+    assert never.size == 0, (
+        f"starts {never.tolist()[:10]} were never sampled in {starts.size} draws (valid starts are "
+        f"0..{num_starts - 1}); is the upper bound of randint off by one?"
+    )
+    expected = starts.size / num_starts
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    df = num_starts - 1
+    bound = df + 10 * np.sqrt(2 * df)
+    assert chi2 <= bound, (
+        f"start counts are far from uniform: chi-square {chi2:.1f} > {bound:.1f} (df={df}); "
+        f"least/most frequent start: {counts.argmin()} ({counts.min()}x) / {counts.argmax()} "
+        f"({counts.max()}x), expected {expected:.0f}x each"
+    )
+
+
+class CountingArray(np.ndarray):
+    """An ndarray that counts how often it is indexed (class-level counter ``reads``)."""
+
+    reads = 0
+
+    def __getitem__(self, index):
+        CountingArray.reads += 1
+        return np.asarray(super().__getitem__(index))
+
+
+def batch_reads(dataset: np.ndarray, batch_size: int, context_length: int) -> int:
+    CountingArray.reads = 0
+    adapters.run_get_batch(
+        dataset.view(CountingArray), batch_size, context_length, "cpu", torch.Generator().manual_seed(0)
+    )
+    return CountingArray.reads
+
+
+def _status_kb(key: str) -> int:
+    return int(re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1))
+
+
+def peak_rss_growth_kb(fn) -> int:
+    """How far the resident set's high-water mark rises while ``fn()`` runs (Linux only)."""
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current VmRSS
+    before = _status_kb("VmHWM")
+    fn()
+    return _status_kb("VmHWM") - before
+
+
+def can_measure_peak_rss() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        _status_kb("VmHWM")
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# tests
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("batch_size", "context_length"), [(1, 1), (4, 8), (16, 3)])
+def test_get_batch_returns_int64_batch_by_context_on_device(batch_size, context_length, device, generator):
+    """x and y are int64 tensors of shape (batch_size, context_length) on the requested device."""
+    dataset = np.arange(50, dtype=np.uint16)
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, device, generator)
+    for name, t in (("x", x), ("y", y)):
+        assert isinstance(t, torch.Tensor), f"{name} is a {type(t).__name__}, expected a torch.Tensor"
+        assert t.shape == (batch_size, context_length), f"{name}.shape {tuple(t.shape)} != {(batch_size, context_length)}"
+        assert t.dtype == torch.int64, f"{name}.dtype is {t.dtype}; token ids for embeddings must be int64"
+        assert t.device.type == torch.device(device).type, f"{name} is on {t.device}, expected {device}"
+
+
+def test_get_batch_windows_are_consecutive_tokens_and_y_is_x_shifted_by_one(generator):
+    """Each row of x is dataset[s : s+T] for some start s, and y is dataset[s+1 : s+T+1]."""
+    rng = np.random.default_rng(0)
+    dataset = rng.permutation(1000).astype(np.int64)  # distinct values: a token identifies its position
+    position = np.argsort(dataset)
+    context_length = 16
+    x, y = adapters.run_get_batch(dataset, 32, context_length, "cpu", generator)
+    for b, (row_x, row_y) in enumerate(zip(x.numpy(), y.numpy(), strict=True)):
+        s = int(position[row_x[0]])
+        np.testing.assert_array_equal(
+            row_x, dataset[s : s + context_length], err_msg=f"x[{b}] is not the window dataset[{s}:{s + context_length}]"
+        )
+        np.testing.assert_array_equal(
+            row_y, dataset[s + 1 : s + context_length + 1],
+            err_msg=f"y[{b}] is not dataset[{s + 1}:{s + context_length + 1}], the window x[{b}] shifted by one",
+        )
+
+
+def test_get_batch_samples_every_valid_start_uniformly_and_no_other():
+    """Starts cover exactly {0, ..., len - context_length - 1}, uniformly (chi-square bound, fixed seed)."""
+    n, context_length = 40, 8
+    starts = sampled_starts(n, context_length, batch_size=64, num_batches=200, seed=0)
+    assert_uniform_over_valid_starts(starts, n, context_length)
+
+
+def test_get_batch_is_reproducible_with_a_seeded_generator():
+    """The same generator seed gives the same batch; another seed gives another batch."""
+    dataset = np.arange(10_000)
+    a = adapters.run_get_batch(dataset, 8, 4, "cpu", torch.Generator().manual_seed(123))
+    b = adapters.run_get_batch(dataset, 8, 4, "cpu", torch.Generator().manual_seed(123))
+    c = adapters.run_get_batch(dataset, 8, 4, "cpu", torch.Generator().manual_seed(124))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), "same generator seed, different batches: use `generator`"
+    assert not torch.equal(a[0], c[0]), "different generator seeds gave the same batch: use `generator` to sample starts"
+
+
+def test_get_batch_reads_from_a_read_only_memmap(tmp_path, generator):
+    """A read-only np.memmap of uint16 tokens works and gives the batch an in-memory array gives."""
+    tokens = (np.arange(5000) * 7919 % 65536).astype(np.uint16)  # values up to 65535: no int16 overflow
+    path = tmp_path / "tokens.bin"
+    tokens.tofile(path)
+    memmap = np.memmap(path, dtype=np.uint16, mode="r")
+    x, y = adapters.run_get_batch(memmap, 8, 32, "cpu", torch.Generator().manual_seed(1))
+    x_ref, y_ref = adapters.run_get_batch(tokens, 8, 32, "cpu", torch.Generator().manual_seed(1))
+    assert torch.equal(x, x_ref) and torch.equal(y, y_ref), "a memmap and the same tokens in memory gave different batches"
+    assert x.min() >= 0 and x.max() <= 65535, f"token ids outside [0, 65535]: {x.min()}..{x.max()} (uint16 overflow?)"
+
+
+@pytest.mark.skipif(not can_measure_peak_rss(), reason="measures peak memory via /proc/self/clear_refs (Linux only)")
+def test_get_batch_on_a_memmap_does_not_read_the_whole_file(tmp_path):
+    """Sampling a batch from a 64 MiB memmapped token file keeps the peak resident memory far below 64 MiB."""
+    n = 32 * 1024 * 1024  # uint16 tokens: 64 MiB
+    path = tmp_path / "tokens.bin"
+    writer = np.memmap(path, dtype=np.uint16, mode="w+", shape=(n,))
+    writer[:] = 1
+    writer.flush()
+    del writer
+    adapters.run_get_batch(np.arange(100, dtype=np.uint16), 2, 4, "cpu", torch.Generator())  # warm up
+    memmap = np.memmap(path, dtype=np.uint16, mode="r")  # mapped, nothing resident yet
+    growth_mib = peak_rss_growth_kb(
+        lambda: adapters.run_get_batch(memmap, 8, 64, "cpu", torch.Generator().manual_seed(0))
+    ) / 1024
+    assert growth_mib < 16, (
+        f"peak memory rose by {growth_mib:.0f} MiB for a batch of 8 x 65 tokens from a 64 MiB file: the whole "
+        "file was read or copied (np.array / astype / torch.tensor on the dataset?); index only the windows"
+    )
+
+
+def test_get_batch_indexes_the_dataset_a_constant_number_of_times():
+    """Vectorised: indexing the dataset does not happen once per row (no Python loop over the batch)."""
+    dataset = np.arange(1000, dtype=np.int64)
+    one, many = batch_reads(dataset, 1, 8), batch_reads(dataset, 64, 8)
+    assert many == one, (
+        f"the dataset was indexed {one} time(s) for a batch of 1 but {many} times for a batch of 64: build all "
+        "windows with one fancy index, e.g. dataset[starts[:, None] + np.arange(context_length + 1)]"
+    )
+
+
+def test_get_batch_accepts_a_dataset_of_exactly_context_length_plus_one_tokens(generator):
+    """With len(dataset) == context_length + 1 the only valid start is 0."""
+    dataset = np.arange(10, 19)
+    x, y = adapters.run_get_batch(dataset, 5, 8, "cpu", generator)
+    assert torch.equal(x, torch.arange(10, 18).expand(5, 8)), f"expected every row to be 10..17, got\n{x}"
+    assert torch.equal(y, torch.arange(11, 19).expand(5, 8)), f"expected every row of y to be 11..18, got\n{y}"
+
+
+@pytest.mark.parametrize("length", [0, 5, 8])
+def test_get_batch_rejects_a_dataset_shorter_than_context_length_plus_one(length, generator):
+    """A dataset with fewer than context_length + 1 tokens is a ValueError that says so."""
+    with pytest.raises(ValueError, match=r"context_length"):
+        adapters.run_get_batch(np.arange(length), 2, 8, "cpu", generator)
+
+
+def test_get_batch_unknown_device_fails_with_torchs_error(generator):
+    """An unknown device string fails with torch's own RuntimeError about the device."""
+    with pytest.raises(RuntimeError, match=r"(?i)device"):
+        adapters.run_get_batch(np.arange(100), 2, 4, "tpu9", generator)

@@ -1,0 +1,518 @@
+"""Public tests of part 8, precision: float formats, fp8 scaling and matmul, mixed precision, loss scaling.
+
+Oracles: ``torch.finfo`` for the formats, an fp64 matmul for ``fp8_matmul``, an fp32 step for the
+autocast step, ``torch.amp.GradScaler`` for the loss scaler. The ``_helpers`` below are the code
+paths shared with ``tests/test_precision_gpu.py``: each GPU check runs the same helper on CUDA that
+a test here runs on CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+import adapters
+
+FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
+FORMATS = [torch.float32, torch.float16, torch.bfloat16, *FP8]
+E4M3 = torch.float8_e4m3fn
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _assert_close(actual: Tensor, expected: Tensor, rtol: float, atol: float, what: str) -> None:
+    """torch.allclose with a message saying where and how far (torch.testing.assert_close would
+    import torch.distributed, which costs seconds on a loaded machine)."""
+    assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
+    actual, expected = actual.double(), expected.double()
+    bad = (actual - expected).abs() > atol + rtol * expected.abs()
+    if bad.any():
+        where = bad.nonzero()[0].tolist()
+        raise AssertionError(
+            f"{what}: {int(bad.sum())} of {bad.numel()} elements differ, first at {where}: "
+            f"got {actual[tuple(where)].item():.6g}, expected {expected[tuple(where)].item():.6g} "
+            f"(rtol={rtol:g}, atol={atol:g})"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers shared with the GPU tests (same code, other device)
+# --------------------------------------------------------------------------------------------
+
+
+def _half_ulp_violations(x: Tensor, x_fp8: Tensor, scale: Tensor) -> Tensor:
+    """Elements whose fp8 value is further than half an ulp from x / scale, in the scaled domain.
+
+    ulp(y) = 2**(floor(log2 |y|) - m), but never below the subnormal spacing 2**(1 - bias - m).
+    A relative slack of 2**-20 allows for the fp32 division x / scale being done another way.
+    """
+    info = torch.finfo(x_fp8.dtype)
+    m = round(-math.log2(info.eps))
+    y = x.float() / scale.float()
+    exponent = torch.floor(torch.log2(y.abs().clamp(min=info.smallest_normal)))
+    half_ulp = 0.5 * torch.exp2(exponent - m)
+    err = (x_fp8.float() - y).abs()
+    return err > half_ulp * (1 + 2**-20) + y.abs() * 2**-20
+
+
+def _fp8_matmul_rel_error(
+    device: str, granularity: str, shape: tuple[int, int, int], seed: int, out_dtype: torch.dtype = torch.bfloat16
+) -> float:
+    """Frobenius relative error of run_fp8_matmul against an fp64 matmul, for N(0, 1) inputs."""
+    g = torch.Generator().manual_seed(seed)
+    m, k, n = shape
+    a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
+    out = adapters.run_fp8_matmul(a.to(device), b.to(device), granularity, out_dtype)
+    assert out.dtype == out_dtype and out.shape == (m, n) and out.device.type == device
+    ref = a.double() @ b.double()
+    return ((out.cpu().double() - ref).norm() / ref.norm()).item()
+
+
+def _fp8_operands(a: Tensor, b: Tensor, granularity: str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The operands of torch._scaled_mm built through run_to_fp8, in the cuBLASLt layout.
+
+    A row-major (M, K) with scale () or (M, 1); B column-major (K, N), quantised as the row-major
+    b^T, with scale () or (1, N).
+    """
+    a_fp8, scale_a = adapters.run_to_fp8(a, E4M3, granularity)
+    bt_fp8, scale_bt = adapters.run_to_fp8(b.t().contiguous(), E4M3, granularity)
+    scale_b = scale_bt.t() if granularity == "row" else scale_bt
+    return a_fp8, bt_fp8.t(), scale_a, scale_b
+
+
+def _e4m3_test_values() -> Tensor:
+    """Every positive finite e4m3fn value, every midpoint (a rounding tie) and random values, with
+    both signs; the largest magnitude is 448, so the per-tensor scale is exactly 1."""
+    codes = torch.arange(0, 127, dtype=torch.uint8).view(E4M3).float()
+    mids = (codes[1:] + codes[:-1]) / 2
+    g = torch.Generator().manual_seed(8)
+    rand = torch.exp2(torch.empty(500).uniform_(-11, math.log2(448), generator=g))
+    pos = torch.cat([codes, mids, rand])
+    return torch.cat([pos, -pos[1:]])
+
+
+def _e4m3_codes(x: Tensor, device: str) -> Tensor:
+    """The bytes of run_to_fp8(x, e4m3fn) computed on ``device``, brought back to the CPU."""
+    x_fp8, scale = adapters.run_to_fp8(x.to(device), E4M3)
+    assert scale.item() == 1.0
+    return x_fp8.cpu().view(torch.uint8)
+
+
+def _mlp(seed: int, device: str) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 10)).to(device)
+
+
+def _mixed_step_grad_errors(device: str, dtype: torch.dtype, seed: int) -> dict[str, float]:
+    """Relative gradient error (per parameter, Frobenius) of run_mixed_precision_step against an
+    fp32 step of the same model and batch; also checks the dtypes on the way."""
+    model = _mlp(seed, device)
+    reference = copy.deepcopy(model)
+    g = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(16, 32, generator=g).to(device)
+    y = torch.randint(0, 10, (16,), generator=g).to(device)
+
+    seen: list[torch.dtype] = []
+    hooks = [
+        mod.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
+        for mod in model.modules()
+        if isinstance(mod, torch.nn.Linear)
+    ]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss = adapters.run_mixed_precision_step(model, optimizer, x, y, F.cross_entropy, dtype)
+    for hook in hooks:
+        hook.remove()
+    assert seen == [dtype, dtype], f"Linear outputs under autocast should be {dtype}, got {seen}"
+    assert loss.dtype == torch.float32, f"the loss must be computed in fp32, got {loss.dtype}"
+
+    ref_loss = F.cross_entropy(reference(x), y)
+    ref_loss.backward()
+    errors = {"loss": abs(loss.item() - ref_loss.item()) / abs(ref_loss.item())}
+    for (name, p), p_ref in zip(model.named_parameters(), reference.parameters(), strict=True):
+        assert p.dtype == torch.float32, f"master weight {name} must stay fp32, got {p.dtype}"
+        assert p.grad is not None and p.grad.dtype == torch.float32, f"gradient of {name} must be fp32"
+        assert not torch.equal(p.detach(), p_ref.detach()), f"{name} was not updated: did the optimizer step?"
+        errors[name] = ((p.grad - p_ref.grad).norm() / p_ref.grad.norm()).item()
+    return errors
+
+
+# --------------------------------------------------------------------------------------------
+# dtype_info and the lecture's facts
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=_name)
+def test_dtype_info_agrees_with_torch_finfo(dtype):
+    """bits, max, smallest normal, eps agree with torch.finfo; exponent/mantissa bits add up."""
+    info, fi = adapters.run_dtype_info(dtype), torch.finfo(dtype)
+    assert info["bits"] == fi.bits, f"{_name(dtype)}: bits {info['bits']} != finfo {fi.bits}"
+    assert info["bits"] == 1 + info["exponent_bits"] + info["mantissa_bits"], "sign + exponent + mantissa != bits"
+    assert info["eps"] == fi.eps == 2.0 ** -info["mantissa_bits"], f"{_name(dtype)}: eps {info['eps']} vs finfo {fi.eps}"
+    assert info["max"] == fi.max, f"{_name(dtype)}: max {info['max']} != finfo {fi.max}"
+    assert info["smallest_normal"] == fi.smallest_normal, (
+        f"{_name(dtype)}: smallest_normal {info['smallest_normal']} != finfo {fi.smallest_normal}"
+    )
+
+
+@pytest.mark.parametrize("dtype", FORMATS, ids=_name)
+def test_dtype_info_smallest_subnormal_is_the_last_nonzero_value(dtype):
+    """smallest_subnormal = smallest_normal * eps survives a cast; half of it rounds (ties to even) to 0."""
+    info = adapters.run_dtype_info(dtype)
+    tiny = info["smallest_subnormal"]
+    assert tiny == info["smallest_normal"] * info["eps"], "smallest_subnormal should be smallest_normal * 2**-m"
+    as_dtype = torch.tensor([tiny, tiny / 2], dtype=torch.float64).to(dtype).double()
+    assert as_dtype[0].item() == tiny, f"{tiny} is not representable in {_name(dtype)}"
+    assert as_dtype[1].item() == 0.0, f"{tiny / 2} should underflow to 0 in {_name(dtype)}"
+
+
+def test_dtype_info_predicts_lecture_facts():
+    """dtype_info predicts, and torch confirms: 1e-8 underflows in fp16 not bf16, 70000 overflows fp16, 256 + 1 == 256 in bf16."""
+    fp16, bf16 = adapters.run_dtype_info(torch.float16), adapters.run_dtype_info(torch.bfloat16)
+    # 1e-8 is below half of fp16's smallest subnormal (2**-24 ~ 6e-8): rounds to 0. bf16 has fp32's exponent.
+    assert 1e-8 < fp16["smallest_subnormal"] / 2 and torch.tensor(1e-8, dtype=torch.float16).item() == 0.0
+    assert 1e-8 > bf16["smallest_normal"] and torch.tensor(1e-8, dtype=torch.bfloat16).item() != 0.0
+    # 70000 > fp16 max 65504 (and beyond the rounding threshold 65520): inf.
+    assert 70000 > fp16["max"] and torch.tensor(70000.0, dtype=torch.float16).isinf().item()
+    # At 256 = 2**8 the bf16 spacing is 2**8 * eps = 2; adding 1 is a tie, which rounds to even (256).
+    assert 1 <= 256 * bf16["eps"] / 2
+    assert (torch.tensor(256.0, dtype=torch.bfloat16) + 1).item() == 256.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.float8_e4m3fnuz, "float16"], ids=str)
+def test_dtype_info_rejects_unsupported_dtype(dtype):
+    """A format outside fp32/fp16/bf16/e4m3fn/e5m2 is a ValueError naming the supported ones."""
+    with pytest.raises(ValueError, match="supported"):
+        adapters.run_dtype_info(dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# to_fp8 / from_fp8
+# --------------------------------------------------------------------------------------------
+
+
+def _wide_range(seed: int, rows: int = 11, cols: int = 64) -> Tensor:
+    """Row r has magnitudes around 10**(r - 6): 1e-6 ... 1e4 over the 11 rows, random signs."""
+    g = torch.Generator().manual_seed(seed)
+    decade = torch.arange(rows, dtype=torch.float32)[:, None] - 6
+    mags = 10 ** (decade + torch.rand(rows, cols, generator=g))
+    return mags * torch.where(torch.rand(rows, cols, generator=g) < 0.5, -1.0, 1.0)
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+@pytest.mark.parametrize("dtype", FP8, ids=_name)
+def test_to_fp8_error_is_within_half_an_ulp(dtype, granularity):
+    """Every element of x / scale rounds to the nearest fp8 value: error <= ulp / 2 for magnitudes 1e-6..1e4.
+
+    With m mantissa bits (3 for e4m3, 2 for e5m2) the spacing at y is ulp(y) = 2**(floor(log2|y|) - m),
+    so round-to-nearest is off by at most 2**-(m+1) relative (6.25% / 12.5%); below the smallest normal
+    the spacing is the subnormal step, which is where a per-tensor scale flushes the small rows.
+    """
+    x = _wide_range(seed=0)
+    x_fp8, scale = adapters.run_to_fp8(x, dtype, granularity)
+    assert x_fp8.dtype == dtype and x_fp8.shape == x.shape
+    bad = _half_ulp_violations(x, x_fp8, scale)
+    assert not bad.any(), (
+        f"{int(bad.sum())} elements are further than half an ulp from x / scale, first at "
+        f"{bad.nonzero()[0].tolist()}: x={x[bad][0].item():.4g}, scaled={(x / scale)[bad][0].item():.4g}, "
+        f"fp8={x_fp8.float()[bad][0].item():.4g}"
+    )
+    decoded = adapters.run_from_fp8(x_fp8, scale)
+    if granularity == "row":
+        # each row has its own scale, so every element keeps m bits: relative error <= 2**-(m+1)
+        m = round(-math.log2(torch.finfo(dtype).eps))
+        rel = ((decoded - x).abs() / x.abs()).max().item()
+        assert rel <= 2 ** -(m + 1) * (1 + 1e-5), f"row-wise relative error {rel:.4f} > 2**-{m + 1}"
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+@pytest.mark.parametrize("dtype", FP8, ids=_name)
+def test_to_fp8_maps_amax_exactly_to_format_max(dtype, granularity):
+    """scale = amax / max: the largest |x| (per tensor or per row) becomes exactly ±max; scales are fp32 of shape () or (rows, 1)."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 32, generator=g) * torch.tensor([1e-3, 1.0, 5.0, 70.0, 1e3, 3e4])[:, None]
+    x_fp8, scale = adapters.run_to_fp8(x, dtype, granularity)
+    fmax = torch.finfo(dtype).max
+    assert scale.dtype == torch.float32, f"scales must be fp32 (what _scaled_mm takes), got {scale.dtype}"
+    if granularity == "tensor":
+        assert scale.shape == (), f"a per-tensor scale is 0-dim, got shape {tuple(scale.shape)}"
+        amax_fp8 = x_fp8.float().abs().amax()
+        assert amax_fp8.item() == fmax, f"amax became {amax_fp8.item()}, not the format max {fmax}"
+    else:
+        assert scale.shape == (6, 1), f"row-wise scales have shape (rows, 1), got {tuple(scale.shape)}"
+        amax_fp8 = x_fp8.float().abs().amax(dim=1)
+        assert (amax_fp8 == fmax).all(), f"each row's amax should become {fmax}, got {amax_fp8.tolist()}"
+    expected_scale = x.abs().amax(dim=None if granularity == "tensor" else 1, keepdim=granularity == "row") / fmax
+    _assert_close(scale, expected_scale, rtol=1e-6, atol=0, what="scale vs amax / max")
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+@pytest.mark.parametrize("dtype", FP8, ids=_name)
+def test_to_fp8_all_zero_input_stays_finite(dtype, granularity):
+    """An all-zero tensor (and an all-zero row) quantises to zeros with a finite positive scale."""
+    x = torch.zeros(4, 16)
+    x[2] = torch.linspace(-3, 3, 16)  # one nonzero row; the others are all zero
+    for inp in (torch.zeros(4, 16), x):
+        x_fp8, scale = adapters.run_to_fp8(inp, dtype, granularity)
+        assert torch.isfinite(scale).all() and (scale > 0).all(), f"scale must be finite and positive, got {scale}"
+        decoded = adapters.run_from_fp8(x_fp8, scale)
+        assert torch.isfinite(decoded).all(), "zeros must not turn into NaN (0 / 0) or inf"
+        assert (decoded[inp == 0] == 0).all(), "zeros must decode to zeros"
+
+
+@pytest.mark.parametrize("dtype", FP8, ids=_name)
+def test_to_fp8_stale_scale_saturates_instead_of_overflowing(dtype):
+    """With a stale scale (values grew 10x since), x / scale exceeds max: the clamp saturates at ±max, no inf/NaN."""
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(8, 32, generator=g)
+    _, stale = adapters.run_to_fp8(x, dtype)
+    grown = 10 * x
+    x_fp8, scale = adapters.run_to_fp8(grown, dtype, "tensor", stale)
+    assert torch.equal(scale, stale), "a given scale must be used as is"
+    values = x_fp8.float()
+    fmax = torch.finfo(dtype).max
+    assert torch.isfinite(values).all(), (
+        f"{int((~torch.isfinite(values)).sum())} values overflowed to inf/NaN in {_name(dtype)}; clamp to ±max before the cast"
+    )
+    assert values.max().item() == fmax and values.min().item() == -fmax, "out-of-range values should saturate at ±max"
+    inside = (grown / stale).abs() <= fmax
+    assert not _half_ulp_violations(grown[inside], x_fp8[inside], stale).any(), "in-range values must still round to nearest"
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16], ids=_name)
+def test_from_fp8_decodes_as_fp8_times_scale(out_dtype):
+    """from_fp8 returns x_fp8.float() * scale in the requested dtype, for per-tensor and per-row scales."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(5, 16, generator=g) * 100
+    for granularity in ("tensor", "row"):
+        x_fp8, scale = adapters.run_to_fp8(x, E4M3, granularity)
+        out = adapters.run_from_fp8(x_fp8, scale, out_dtype)
+        assert out.dtype == out_dtype
+        assert torch.equal(out, (x_fp8.float() * scale).to(out_dtype)), f"from_fp8 ({granularity}) is not x_fp8 * scale"
+
+
+def test_to_fp8_and_from_fp8_reject_bad_input():
+    """Non-fp8 targets, unknown granularity, non-2-D row input, inf input and non-finite scales are ValueErrors."""
+    x = torch.randn(4, 16)
+    with pytest.raises(ValueError, match="float8_e4m3fn"):
+        adapters.run_to_fp8(x, torch.bfloat16)
+    with pytest.raises(ValueError, match="granularity"):
+        adapters.run_to_fp8(x, E4M3, "column")
+    with pytest.raises(ValueError, match="2-D"):
+        adapters.run_to_fp8(torch.randn(2, 4, 16), E4M3, "row")
+    with pytest.raises(ValueError, match="inf or NaN"):
+        adapters.run_to_fp8(torch.tensor([[1.0, float("inf")]]), E4M3)
+    with pytest.raises(ValueError, match="finite and positive"):
+        adapters.run_to_fp8(x, E4M3, "tensor", torch.tensor(float("nan")))
+    x_fp8, _ = adapters.run_to_fp8(x, E4M3)
+    with pytest.raises(ValueError, match="finite and positive"):
+        adapters.run_from_fp8(x_fp8, torch.tensor(float("inf")))
+
+
+def _nearest_even_e4m3_codes(x: Tensor) -> Tensor:
+    """Oracle: the e4m3fn byte of each |x| <= 448 by round-to-nearest, ties to the even code."""
+    codes = torch.arange(0, 127, dtype=torch.uint8)  # 0x7f is NaN; 0..126 are the finite positives
+    values = codes.view(E4M3).float()  # increasing with the code
+    ax = x.abs().float()
+    hi = torch.searchsorted(values, ax).clamp(max=126)
+    lo = (hi - 1).clamp(min=0)
+    d_lo, d_hi = ax - values[lo], values[hi] - ax
+    take_hi = (d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0))
+    code = torch.where(take_hi, hi, lo)
+    return (code + torch.where(x < 0, 128, 0)).to(torch.uint8)
+
+
+def test_to_fp8_e4m3_cast_rounds_to_nearest_even():
+    """On CPU, to_fp8 (scale 1) gives, byte for byte, round-to-nearest-even of every e4m3 value, midpoint and random value.
+
+    This is the CPU twin of the CUDA-vs-CPU bit-for-bit check; ties (the midpoints) go to the even
+    mantissa, and values below half the smallest subnormal 2**-9 flush to ±0.
+    """
+    x = _e4m3_test_values()
+    got, expected = _e4m3_codes(x, "cpu"), _nearest_even_e4m3_codes(x)
+    bad = got != expected
+    assert not bad.any(), (
+        f"{int(bad.sum())} values cast to the wrong byte, e.g. {x[bad][0].item()!r} -> {hex(got[bad][0].item())}, "
+        f"expected {hex(expected[bad][0].item())}"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# fp8_matmul
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_fp8_matmul_relative_error_vs_fp64_below_6_percent(granularity):
+    """||fp8 A@B - fp64 A@B|| / ||fp64 A@B|| < 0.06 for N(0, 1) inputs, bf16 output.
+
+    e4m3 keeps 3 mantissa bits: each operand is off by up to 2**-4 = 6.25% (≈2.5% rms); the errors
+    are independent and average out over K products, giving ≈3.7% for the product. bf16 output adds
+    2**-9. 0.06 leaves room for the spread across seeds without hiding a wrong scale.
+    """
+    err = _fp8_matmul_rel_error("cpu", granularity, (64, 128, 48), seed=0)
+    assert err < 0.06, f"fp8 matmul ({granularity}) relative error {err:.4f} >= 0.06 vs fp64"
+
+
+def test_fp8_matmul_rowwise_isolates_outlier_rows():
+    """Three rows of A scaled by 1e5: per-tensor scaling crushes the other rows (>25% error), row-wise keeps them < 6%.
+
+    With one scale, amax ≈ 4e5 maps to 448, so an N(0, 1) row lands around 1e-3, below e4m3's
+    smallest normal 2**-6: only the subnormal step 2**-9 is left, i.e. about one significant bit.
+    """
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(64, 128, generator=g), torch.randn(128, 48, generator=g)
+    a[:3] *= 1e5
+    ref = (a.double() @ b.double())[3:]
+    errs = {}
+    for granularity in ("tensor", "row"):
+        out = adapters.run_fp8_matmul(a, b, granularity).double()[3:]
+        errs[granularity] = ((out - ref).norm() / ref.norm()).item()
+    assert errs["row"] < 0.06, f"row-wise error on the ordinary rows is {errs['row']:.4f}, expected < 0.06"
+    assert errs["tensor"] > 0.25, f"per-tensor error on the ordinary rows is only {errs['tensor']:.4f}: is it really one scale?"
+    assert errs["tensor"] > 5 * errs["row"], f"row-wise should win by a wide margin, got {errs}"
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_fp8_matmul_is_scaled_mm_of_the_fp8_operands(granularity):
+    """fp8_matmul equals torch._scaled_mm on the run_to_fp8 operands (A row-major, B column-major), i.e. the dequantised product.
+
+    With fp32 output the only difference from (a_fp8 * sa) @ (b_fp8 * sb) in fp64 is fp32
+    accumulation over K = 64 products (≈ 64 * 2**-24 relative at worst).
+    """
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(24, 64, generator=g) * 3, torch.randn(64, 32, generator=g) / 7
+    a_fp8, b_fp8, sa, sb = _fp8_operands(a, b, granularity)
+    assert a_fp8.is_contiguous() and b_fp8.t().is_contiguous(), "A must be row-major, B column-major"
+    out = adapters.run_fp8_matmul(a, b, granularity, torch.float32)
+    dequantised = (a_fp8.double() * sa.double()) @ (b_fp8.double() * sb.double())
+    atol = 1e-5 * dequantised.abs().max().item()
+    _assert_close(out, dequantised, rtol=1e-5, atol=atol, what="fp8_matmul vs the dequantised fp64 product")
+    scaled = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    ours = adapters.run_fp8_matmul(a, b, granularity)
+    _assert_close(ours, scaled, rtol=2**-7, atol=1e-4, what="fp8_matmul vs torch._scaled_mm, bf16 output")
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "granularity", "match"),
+    [
+        ((4, 16, 16), (16, 16), "tensor", "2-D"),
+        ((16,), (16, 16), "tensor", "2-D"),
+        ((8, 32), (16, 16), "tensor", "inner dimensions"),
+        ((8, 24), (24, 16), "tensor", "multiples of 16"),
+        ((8, 32), (32, 20), "row", "multiples of 16"),
+        ((8, 32), (32, 16), "block", "granularity"),
+    ],
+)
+def test_fp8_matmul_rejects_bad_operands(a_shape, b_shape, granularity, match):
+    """Non-2-D, mismatched or misaligned operands (K, N not multiples of 16) and unknown granularity are ValueErrors."""
+    with pytest.raises(ValueError, match=match):
+        adapters.run_fp8_matmul(torch.randn(a_shape), torch.randn(b_shape), granularity)
+
+
+# --------------------------------------------------------------------------------------------
+# mixed_precision_step
+# --------------------------------------------------------------------------------------------
+
+
+def test_mixed_precision_step_keeps_fp32_master_weights_and_gradients_within_3_percent():
+    """Autocast step on CPU: Linear outputs bf16, loss/params/grads fp32, gradients within 3% of an fp32 step.
+
+    bf16 keeps 8 significant bits (unit roundoff 2**-8 ≈ 0.4%); the rounding errors of the inputs,
+    weights and activations of two layers leave the gradients ≈0.5% off (measured over seeds). 3%
+    allows for other shapes and kernels (the same check runs on CUDA) while still failing a
+    gradient taken through a bf16 loss or bf16 weights.
+    """
+    errors = _mixed_step_grad_errors("cpu", torch.bfloat16, seed=0)
+    worst = max(errors, key=errors.get)
+    assert errors[worst] < 0.03, f"{worst} is {errors[worst]:.4f} away from the fp32 step (relative), expected < 0.03"
+
+
+def test_mixed_precision_step_rejects_bad_dtype_and_low_precision_weights():
+    """dtype must be bf16/fp16, and bf16 parameters (no fp32 master weights) are a ValueError."""
+    model = _mlp(0, "cpu")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(4, 32), torch.randint(0, 10, (4,))
+    with pytest.raises(ValueError, match="bfloat16"):
+        adapters.run_mixed_precision_step(model, optimizer, x, y, F.cross_entropy, torch.float32)
+    model.bfloat16()
+    with pytest.raises(ValueError, match="fp32 master weights"):
+        adapters.run_mixed_precision_step(model, optimizer, x, y, F.cross_entropy)
+
+
+# --------------------------------------------------------------------------------------------
+# DynamicLossScaler
+# --------------------------------------------------------------------------------------------
+
+
+def _run_scaler(scaler, steps: int, inject: dict[int, float], seed: int, **opt) -> tuple[list[float], list[Tensor]]:
+    """Train a tiny model with the scaler; at step i in ``inject`` put that value (inf/NaN) into a gradient."""
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(8, 4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, **opt)
+    g = torch.Generator().manual_seed(seed)
+    scales, params = [], []
+    for i in range(steps):
+        x, y = torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
+        loss = F.mse_loss(model(x), y)
+        scaler.scale(loss).backward()
+        if i in inject:
+            model.weight.grad[i % 4, i % 8] = inject[i]
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        scales.append(scaler.get_scale())
+        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    return scales, params
+
+
+def test_loss_scaler_matches_grad_scaler_with_injected_infs():
+    """Over 14 steps with infs/NaN injected, the scale and the parameters equal torch.amp.GradScaler's at every step.
+
+    With growth_interval=3 the scale halves at steps 2, 9 and 10 and doubles after steps 5, 8 and 13.
+    """
+    kwargs = {"init_scale": 2.0**10, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 3}
+    inject = {2: float("inf"), 9: float("-inf"), 10: float("nan")}
+    ours = _run_scaler(adapters.get_loss_scaler_cls()(**kwargs), 14, inject, seed=0)
+    theirs = _run_scaler(torch.amp.GradScaler("cpu", **kwargs), 14, inject, seed=0)
+    assert ours[0] == theirs[0], f"scale sequence differs:\n  ours   {ours[0]}\n  torch  {theirs[0]}"
+    assert theirs[0] == [2.0**k for k in (10, 10, 9, 9, 9, 10, 10, 10, 11, 10, 9, 9, 9, 10)], "fixture drifted"
+    for i, (p, q) in enumerate(zip(ours[1], theirs[1], strict=True)):
+        assert torch.equal(p, q), (
+            f"parameters differ from GradScaler's after step {i} (injected: {inject.get(i)}); "
+            f"max diff {(p - q).abs().max().item():.3g} (NaN means a step was taken on an inf gradient)"
+        )
+
+
+def test_loss_scaler_defaults_and_first_decisions():
+    """Defaults are GradScaler's: scale 2**16; an inf halves it and skips the step; a clean step leaves it."""
+    scaler = adapters.get_loss_scaler_cls()()
+    assert scaler.get_scale() == 2.0**16
+    scales, params = _run_scaler(scaler, 3, {0: float("inf")}, seed=1)
+    assert scales == [2.0**15, 2.0**15, 2.0**15], f"expected [2**15] * 3, got {scales}"
+    torch.manual_seed(1)
+    initial = torch.cat([p.detach().flatten() for p in torch.nn.Linear(8, 4).parameters()])
+    assert torch.equal(params[0], initial), "the step with an inf gradient must be skipped"
+    assert not torch.equal(params[1], initial), "a clean step must update the parameters"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"init_scale": 0.0}, "init_scale"),
+        ({"init_scale": float("inf")}, "init_scale"),
+        ({"growth_factor": 1.0}, "growth_factor"),
+        ({"backoff_factor": 1.5}, "backoff_factor"),
+        ({"growth_interval": 0}, "growth_interval"),
+    ],
+)
+def test_loss_scaler_rejects_bad_hyperparameters(kwargs, match):
+    """Each out-of-range hyperparameter is a ValueError naming it."""
+    with pytest.raises(ValueError, match=match):
+        adapters.get_loss_scaler_cls()(**kwargs)

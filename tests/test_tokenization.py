@@ -1,0 +1,77 @@
+"""Character and byte tokenizers, and the compression ratio (UTF-8 bytes per token)."""
+
+from __future__ import annotations
+
+import pytest
+
+import adapters
+
+TEXTS = [
+    "hello",
+    "",
+    "Grüße, Zoë!",
+    "猫が寝ています",
+    "👨‍👩‍👧‍👦 family, 👍🏽",
+    "tabs\tand\nnewlines\r\n",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_character_tokenizer_ids_are_code_points(text: str) -> None:
+    """CharacterTokenizer.encode gives one id per code point (ord), and decode inverts it."""
+    tok = adapters.get_character_tokenizer()
+    ids = tok.encode(text)
+    assert ids == [ord(c) for c in text], f"encode({text!r}) should be the code points"
+    assert tok.decode(ids) == text
+
+
+def test_character_decode_rejects_ids_that_are_not_code_points() -> None:
+    """Decoding an id above 0x10FFFF is a ValueError, not a crash deep in chr()."""
+    tok = adapters.get_character_tokenizer()
+    with pytest.raises(ValueError, match="1114112"):
+        tok.decode([104, 0x110000])
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_byte_tokenizer_ids_are_utf8_bytes(text: str) -> None:
+    """ByteTokenizer.encode gives the UTF-8 bytes as ints 0..255, and decode inverts it."""
+    tok = adapters.get_byte_tokenizer()
+    ids = tok.encode(text)
+    assert ids == list(text.encode("utf-8")), f"encode({text!r}) should be the UTF-8 bytes"
+    assert tok.decode(ids) == text
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [[0xE2, 0x82], [104, 0xFF, 105], [0xF0, 0x9F, 0x98], [0x80]],
+    ids=["truncated-euro", "invalid-byte", "truncated-emoji", "lone-continuation"],
+)
+def test_byte_decode_replaces_invalid_utf8(ids: list[int]) -> None:
+    """Byte sequences that are not UTF-8 decode to U+FFFD exactly as bytes.decode(errors='replace')."""
+    tok = adapters.get_byte_tokenizer()
+    expected = bytes(ids).decode("utf-8", errors="replace")
+    assert tok.decode(ids) == expected, "invalid UTF-8 must become U+FFFD (errors='replace'), never raise"
+
+
+def test_byte_decode_rejects_ids_above_255() -> None:
+    """A byte tokenizer only knows ids 0..255; anything else is a ValueError naming the id."""
+    with pytest.raises(ValueError, match="256"):
+        adapters.get_byte_tokenizer().decode([104, 256])
+
+
+@pytest.mark.parametrize("text", [t for t in TEXTS if t])
+def test_compression_ratio_is_utf8_bytes_per_token(text: str) -> None:
+    """compression_ratio = len(UTF-8 bytes) / len(ids): 1 for bytes, bytes-per-char for characters."""
+    byte_ids = adapters.get_byte_tokenizer().encode(text)
+    char_ids = adapters.get_character_tokenizer().encode(text)
+    assert adapters.run_compression_ratio(text, byte_ids) == pytest.approx(1.0)
+    expected = len(text.encode("utf-8")) / len(text)
+    assert adapters.run_compression_ratio(text, char_ids) == pytest.approx(expected), (
+        "compression ratio is bytes per token (higher is better), not tokens per byte"
+    )
+
+
+def test_compression_ratio_of_no_tokens_is_an_error() -> None:
+    """With no ids the ratio is undefined: a ValueError, not a ZeroDivisionError."""
+    with pytest.raises(ValueError, match="empty"):
+        adapters.run_compression_ratio("", [])

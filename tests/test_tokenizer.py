@@ -1,0 +1,234 @@
+"""The BPE Tokenizer: tiktoken as the oracle for encode, round trips, streaming, special tokens, files, CLI.
+
+The oracle is a ``tiktoken.Encoding`` built here from the merges our trainer learned on
+``fixtures/corpora/multilingual.txt``: mergeable ranks ``{token bytes: id}``, GPT-2's pattern,
+the same special tokens. tiktoken applies the lowest-rank merge first, as BPE encoding must.
+"""
+
+from __future__ import annotations
+
+import random
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import adapters
+from cs336_assignment.cli import main as cs336
+from tests.bpe_naive import GPT2_PATTERN
+
+CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
+EOT = "<|endoftext|>"
+VOCAB_SIZE = 600
+
+
+def _read(path: Path) -> str:
+    """The file's text with its line endings as they are (Path.read_text would turn "\r\n" into "\n")."""
+    return path.read_bytes().decode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def trained() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    return adapters.run_train_bpe(CORPORA / "multilingual.txt", VOCAB_SIZE, [EOT])
+
+
+@pytest.fixture(scope="module")
+def tokenizer(trained):
+    vocab, merges = trained
+    return adapters.get_tokenizer(vocab, merges, [EOT])
+
+
+@pytest.fixture(scope="module")
+def oracle(trained) -> tiktoken.Encoding:
+    vocab, _ = trained
+    special = {EOT: VOCAB_SIZE - 1}
+    ranks = {token: i for i, token in vocab.items() if i not in special.values()}
+    return tiktoken.Encoding(name="ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
+
+
+STRINGS = [
+    "",
+    "Hello, world! It's a test; they'll see.",
+    "The cat sat on the warm windowsill and watched the rain.",
+    "Der Hund läuft schnell über die grüne Wiese.",
+    "今天天气很好，我们去公园散步吧。 猫が窓のそばで寝ています。",
+    "Family photo 👨‍👩‍👧‍👦 with grandma 👵🏽 🐕🐕🐕",
+    "   leading spaces, trailing spaces   ",
+    "a\n\n\nb\n  \n c\t\td\r\n",
+    f"one{EOT}two {EOT} three{EOT}{EOT}",
+    "numbers 1234567890 3.14159 #497497",
+    "def f(x):\n    return x ** 2 + 1",
+    "unseen words: xylophone zygote qwertyuiop",
+]
+
+
+@pytest.mark.parametrize("text", STRINGS)
+def test_encode_matches_tiktoken(tokenizer, oracle, text: str) -> None:
+    """encode gives the same ids as tiktoken built from our merges, and decode gives the text back."""
+    ids = tokenizer.encode(text)
+    expected = oracle.encode(text, allowed_special="all")
+    assert ids == expected, f"encode({text!r}) = {ids}, tiktoken gives {expected}"
+    assert tokenizer.decode(ids) == text
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=60))
+def test_encode_matches_tiktoken_on_random_unicode(tokenizer, oracle, text: str) -> None:
+    """On arbitrary Unicode (any script, combining marks, controls) encode matches tiktoken and round-trips."""
+    ids = tokenizer.encode(text)
+    assert ids == oracle.encode(text, disallowed_special=())
+    assert tokenizer.decode(ids) == text
+
+
+def test_encode_corpus_round_trips_and_compresses(tokenizer, oracle) -> None:
+    """The whole training corpus: same ids as tiktoken, exact round trip, and well over 1 byte per token (many scripts: ~1.9 at vocab 600)."""
+    text = _read(CORPORA / "multilingual.txt")
+    ids = tokenizer.encode(text)
+    assert ids == oracle.encode(text, allowed_special="all")
+    assert tokenizer.decode(ids) == text
+    assert adapters.run_compression_ratio(text, ids) > 1.5
+
+
+def test_merges_apply_by_rank_not_left_to_right() -> None:
+    """With merges [(b,c), (a,b)], "abc" is [a, bc]: the lower-rank (earlier) merge wins even though (a,b) comes first."""
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"bc", 257: b"ab"}
+    tok = adapters.get_tokenizer(vocab, [(b"b", b"c"), (b"a", b"b")])
+    assert tok.encode("abc") == [ord("a"), 256], "apply merges in the order they were learned (lowest rank first)"
+    assert tok.encode("abd") == [257, ord("d")]
+
+
+@pytest.mark.parametrize(
+    ("ids", "expected"),
+    [([0xE2, 0x82], "\ufffd"), ([ord("a"), 0xFF, ord("b")], "a\ufffdb"), ([0xF0, 0x9F], "\ufffd")],
+    ids=["truncated-euro", "invalid-byte", "half-emoji"],
+)
+def test_decode_replaces_invalid_utf8(tokenizer, ids: list[int], expected: str) -> None:
+    """Ids whose bytes are not UTF-8 decode to U+FFFD (errors='replace'): a model can emit anything."""
+    assert tokenizer.decode(ids) == expected
+
+
+def test_overlapping_special_tokens_match_longest_first(trained) -> None:
+    """With <|endoftext|> and <|endoftext|><|endoftext|> both special, the double one wins where it occurs."""
+    vocab, merges = trained
+    double = EOT + EOT
+    tok = adapters.get_tokenizer(vocab, merges, [EOT, double])
+    ids = tok.encode(f"a{double}b{EOT}c")
+    eot_id = VOCAB_SIZE - 1
+    assert eot_id in ids, "the single special token keeps its id"
+    double_ids = [i for i in ids if i >= VOCAB_SIZE]
+    assert len(double_ids) == 1 and ids.count(eot_id) == 1, (
+        f"got {ids}: '<|endoftext|><|endoftext|>' must be ONE token (match special tokens longest first)"
+    )
+    assert tok.decode(ids) == f"a{double}b{EOT}c"
+    assert tok.decode(double_ids) == double, "a special token missing from vocab gets a new id that decodes to it"
+
+
+def test_special_token_text_without_special_tokens_is_ordinary_text(trained) -> None:
+    """A tokenizer without special tokens encodes '<|endoftext|>' as ordinary bytes, never as the special id."""
+    vocab, merges = trained
+    tok = adapters.get_tokenizer(vocab, merges)
+    ids = tok.encode(f"a{EOT}b")
+    assert VOCAB_SIZE - 1 not in ids
+    assert tok.decode(ids) == f"a{EOT}b"
+
+
+def _pieces(text: str, rng: random.Random) -> list[str]:
+    cuts = sorted(rng.sample(range(len(text) + 1), k=min(len(text), rng.randint(0, 40))))
+    return [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)], strict=False)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(["a", "b", " ", "  ", "\n", "'", "l", "s", "🙂", "é", "1", EOT, "<|", "end"]), max_size=80).map("".join),
+    seed=st.integers(0, 2**16),
+)
+def test_encode_iterable_equals_encode_however_the_text_is_cut(tokenizer, text: str, seed: int) -> None:
+    """encode_iterable over any cut of the text into pieces gives exactly encode(whole text).
+
+    Cuts fall inside whitespace runs ("\\n" + "  b"), contractions ("'" + "ll") and special tokens
+    ("<|end" + "oftext|>"): encoding piece by piece would get these wrong.
+    """
+    pieces = _pieces(text, random.Random(seed))
+    got = list(tokenizer.encode_iterable(iter(pieces)))
+    assert got == tokenizer.encode(text), f"pieces={pieces!r}"
+
+
+def test_encode_iterable_of_file_lines_equals_encode(tokenizer) -> None:
+    """Streaming a file line by line ("a\\n" then "  b": whitespace crosses lines) gives encode(whole file)."""
+    text = _read(CORPORA / "multilingual.txt")
+    lines = text.splitlines(keepends=True)
+    assert list(tokenizer.encode_iterable(lines)) == tokenizer.encode(text)
+
+
+def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, tmp_path: Path) -> None:
+    """Encoding a 3 MB file through encode_iterable never holds more than 1 MB (tracemalloc peak).
+
+    The file is the multilingual corpus repeated; ids are counted as they come and not kept.
+    """
+    corpus = _read(CORPORA / "multilingual.txt")
+    path = tmp_path / "big.txt"
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        for _ in range(24):
+            f.write(corpus)
+    size = path.stat().st_size
+    budget = 1 << 20
+    assert size > 3 * budget
+    expected_first = tokenizer.encode(corpus[:2000])[:100]
+    with open(path, encoding="utf-8", newline="") as f:
+        tracemalloc.start()
+        try:
+            stream = tokenizer.encode_iterable(f)
+            assert iter(stream) is stream, "encode_iterable must return a lazy iterator (use yield), not a list"
+            first = [next(stream) for _ in range(100)]
+            count = 100 + sum(1 for _ in stream)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert first == expected_first
+    assert count > size / 8, f"only {count} ids for {size} bytes"
+    assert peak < budget, f"encode_iterable peaked at {peak / 2**20:.2f} MiB on a {size / 2**20:.1f} MiB file; keep only a small buffer"
+
+
+@pytest.mark.parametrize("tokens", [[b" ", b"\n"], [b"\xe2\x82", b"\xac"], [b"a b", b"\r\n\t"], [b"#version", b" 0.2"]])
+def test_saved_files_round_trip_any_bytes(trained, tmp_path: Path, tokens: list[bytes]) -> None:
+    """save then from_files gives back the same vocab and merges, even for spaces, newlines and half characters."""
+    vocab, merges = trained
+    vocab = dict(vocab)
+    # Extra merges over awkward bytes: spaces, newlines, split UTF-8, and a look-alike of the header line.
+    extra = []
+    for token in tokens:
+        for a, b in [(token[:1], token[1:])] if len(token) > 1 else []:
+            for part in (a, b):
+                if part not in vocab.values():
+                    vocab[len(vocab)] = part
+            extra.append((a, b))
+            vocab[len(vocab)] = token
+    tok = adapters.get_tokenizer(vocab, merges + extra, [EOT])
+    tok.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    loaded = type(tok).from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])
+    assert loaded.vocab == tok.vocab
+    assert loaded.merges == merges + extra
+    text = "x" + "".join(t.decode("utf-8", errors="replace") for t in tokens) + EOT
+    assert loaded.encode(text) == tok.encode(text)
+
+
+def test_cli_trains_then_encodes_to_a_memmappable_array(tmp_path: Path) -> None:
+    """`cs336 train-bpe` then `cs336 encode` give a uint16 .npy whose ids equal Tokenizer.encode of the file."""
+    corpus = CORPORA / "mini.txt"
+    out = tmp_path / "tok"
+    assert cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--out", str(out)]) == 0
+    assert cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--out", str(out)]) == 2, "must not overwrite a tokenizer"
+    npy = tmp_path / "mini.npy"
+    assert cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy)]) == 0
+    ids = np.load(npy, mmap_mode="r")
+    assert ids.dtype == np.uint16
+    vocab, merges = adapters.run_train_bpe(corpus, 300, [EOT])
+    expected = adapters.get_tokenizer(vocab, merges, [EOT]).encode(_read(corpus))
+    assert ids.tolist() == expected
+    npy2 = tmp_path / "mini2.npy"
+    assert cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy2), "--num-processes", "2"]) == 0
+    assert np.load(npy2).tolist() == expected, "parallel encoding must give the same ids as streaming"

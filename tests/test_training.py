@@ -1,0 +1,118 @@
+"""Public tests of the training loop, through the ``cs336 train`` command.
+
+``cs336 train`` builds your ``Cruncher`` and ``AdamW`` and saves/loads with your checkpoint code,
+so these tests pass once models, optimizers, checkpointing and ``training.py`` all work.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import adapters
+from cs336_assignment.cli import main
+from tests.test_checkpoint import assert_state_dicts_equal, keep_global_rngs  # noqa: F401  (autouse fixture)
+from tests.util import ROOT
+
+# A tiny run: D = 4, so the loss starts near sum(i^2 for i < 4) = 14 and AdamW fits it in ~100 steps.
+TINY = ["--dim", "4", "--layers", "2", "--batch-size", "8", "--lr", "0.01", "--seed", "3"]
+LOSS_LINE = re.compile(r"step\s+(\d+)/(\d+)\s+loss\s+(\S+)")
+
+
+def train(*args: str) -> None:
+    """Run `cs336 train ARGS` in this process; fail with the exit status if it is not 0."""
+    status = main(["train", *args])
+    assert status == 0, f"`cs336 train {' '.join(args)}` exited with status {status}"
+
+
+def losses_printed(text: str) -> dict[int, float]:
+    return {int(m.group(1)): float(m.group(3)) for m in LOSS_LINE.finditer(text)}
+
+
+def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, dict, dict]:
+    """Load a checkpoint of ``cs336 train`` into a fresh Cruncher + AdamW; return (iteration, states)."""
+    model = adapters.get_cruncher_cls()(dim, layers)
+    optimizer = adapters.get_adamw_cls()(model.parameters(), lr=0.01)
+    iteration = adapters.run_load_checkpoint(path, model, optimizer)
+    return iteration, model.state_dict(), optimizer.state_dict()
+
+
+def assert_same_final_state(actual: Path, expected: Path) -> None:
+    """The two checkpoints hold the same iteration, bit-identical parameters and optimizer state."""
+    it_a, model_a, opt_a = load_final_state(actual)
+    it_e, model_e, opt_e = load_final_state(expected)
+    assert it_a == it_e, f"{actual.name} ends at iteration {it_a}, {expected.name} at {it_e}"
+    assert_state_dicts_equal(model_a, model_e, f"parameters of {actual.name} vs {expected.name}")
+    assert_state_dicts_equal(opt_a, opt_e, f"optimizer state of {actual.name} vs {expected.name}")
+
+
+def test_train_command_prints_a_falling_loss(capsys):
+    """`cs336 train` logs the loss as it trains; after 150 steps it is below a hundredth of the first."""
+    train("--steps", "150", *TINY)
+    losses = losses_printed(capsys.readouterr().out)
+    assert 1 in losses and 150 in losses, f"expected `step N/150  loss X` lines for steps 1 and 150, got {sorted(losses)}"
+    assert losses[150] < losses[1] / 100, (
+        f"loss went from {losses[1]:.4g} (step 1) to {losses[150]:.4g} (step 150): it should fall by over 100x"
+    )
+
+
+def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run_ends(tmp_path):
+    """Train 60 of 120 steps, then `--resume` to 120: the final checkpoint equals a straight 120-step run's."""
+    straight, resumed = tmp_path / "straight.pt", tmp_path / "resumed.pt"
+    train("--steps", "120", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "40")
+    train("--steps", "60", *TINY, "--checkpoint", str(resumed), "--checkpoint-every", "25")
+    iteration = load_final_state(resumed)[0]
+    assert iteration == 60, f"a run of --steps 60 left a checkpoint at iteration {iteration}, not 60"
+    train("--steps", "120", *TINY, "--checkpoint", str(resumed), "--checkpoint-every", "25", "--resume")
+    assert_same_final_state(resumed, straight)
+
+
+def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_path, capsys):
+    """A fresh run pointed at an existing checkpoint exits with an error mentioning --resume and leaves the file alone."""
+    path = tmp_path / "ckpt.pt"
+    train("--steps", "3", *TINY, "--checkpoint", str(path))
+    before = path.read_bytes()
+    capsys.readouterr()
+    status = main(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
+    err = capsys.readouterr().err
+    assert status != 0, "starting a new run over an existing checkpoint should fail"
+    assert "--resume" in err, f"the error should suggest --resume, got: {err.strip()[-300:]}"
+    assert path.read_bytes() == before, "the existing checkpoint was modified"
+
+
+def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path):
+    """SIGKILL at a random moment (checkpointing every step), then `--resume`: same final state as a straight run."""
+    steps = ["--steps", "200", *TINY]
+    straight, killed = tmp_path / "straight.pt", tmp_path / "killed.pt"
+    train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000")
+
+    log = tmp_path / "killed.log"
+    command = [sys.executable, "-m", "cs336_assignment.cli", "train", *steps]
+    command += ["--checkpoint", str(killed), "--checkpoint-every", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        try:
+            while not killed.exists() and proc.poll() is None:  # wait until training is under way
+                time.sleep(0.01)
+            # then kill it at an arbitrary step, quite possibly in the middle of a save
+            time.sleep(random.Random(0).uniform(0.0, 0.1))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    output = log.read_text()
+    if "NotImplementedError" in output:
+        raise NotImplementedError(output.strip().splitlines()[-1])
+    assert proc.returncode in (0, -signal.SIGKILL), f"the run failed before it was killed:\n{output[-3000:]}"
+    assert killed.exists(), f"no checkpoint was written before the kill:\n{output[-3000:]}"
+
+    train(*steps, "--checkpoint", str(killed), "--checkpoint-every", "1", "--resume")
+    assert_same_final_state(killed, straight)
