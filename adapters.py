@@ -13,7 +13,7 @@ Parts, in the order of the handout:
     4. Data loading                                     -> cs336_assignment/data.py
     5. Checkpointing                                    -> cs336_assignment/checkpoint.py
     6. Tokenization                                     -> cs336_assignment/tokenization/
-    7. Resource accounting                              -> cs336_assignment/accounting.py
+    7. Resource accounting                              -> cs336_assignment/accounting/
     8. Precision                                        -> cs336_assignment/precision.py
 """
 

@@ -46,7 +46,13 @@ def capture_rng_state() -> dict[str, Any]:
     py_version, py_key, py_gauss = random.getstate()
     return {
         "torch": torch.get_rng_state(),
-        "numpy": [np_kind, torch.from_numpy(np_key.astype(np.int64)), np_pos, np_has_gauss, np_gauss],
+        "numpy": [
+            np_kind,
+            torch.from_numpy(np_key.astype(np.int64)),
+            np_pos,
+            np_has_gauss,
+            np_gauss,
+        ],
         "python": [py_version, torch.tensor(py_key, dtype=torch.int64), py_gauss],
     }
 
@@ -94,7 +100,8 @@ def save_checkpoint(
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic: `path` is the old checkpoint or the new one, never half of one
+        # Atomic: from here on `path` is the new checkpoint; up to here it was the old one.
+        os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -127,8 +134,9 @@ def load_checkpoint(
             ``model`` / ``optimizer``.
     """
     # BEGIN SOLUTION
-    name = os.fspath(src) if isinstance(src, (str, os.PathLike)) else getattr(src, "name", repr(src))
-    if isinstance(src, (str, os.PathLike)) and not Path(src).exists():
+    is_path = isinstance(src, (str, os.PathLike))
+    name = os.fspath(src) if is_path else getattr(src, "name", repr(src))
+    if is_path and not Path(src).exists():
         raise FileNotFoundError(f"no checkpoint at {name}")
     try:
         state = torch.load(src, map_location="cpu", weights_only=True)
@@ -139,7 +147,9 @@ def load_checkpoint(
         ) from err
     missing = [k for k in CHECKPOINT_KEYS if not (isinstance(state, dict) and k in state)]
     if missing:
-        raise ValueError(f"{name} is not a checkpoint written by save_checkpoint: it lacks {missing}")
+        raise ValueError(
+            f"{name} is not a checkpoint written by save_checkpoint: it lacks {missing}"
+        )
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])

@@ -92,12 +92,15 @@ def get_batch(
     y = torch.from_numpy(windows[:, 1:].copy())
     if device.type == "cuda":
         # Page-locked host memory lets the copy run asynchronously with respect to the host.
-        return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
+        x, y = x.pin_memory(), y.pin_memory()
+        return x.to(device, non_blocking=True), y.to(device, non_blocking=True)
     return x.to(device), y.to(device)
     # END SOLUTION
 
 
-def save_tokens(path: str | os.PathLike, tokens: npt.ArrayLike, dtype: npt.DTypeLike = np.uint16) -> Path:
+def save_tokens(
+    path: str | os.PathLike, tokens: npt.ArrayLike, dtype: npt.DTypeLike = np.uint16
+) -> Path:
     """Write ``tokens`` to ``path`` as a raw array of ``dtype`` (no header), atomically.
 
     The format is the one ``load_tokens`` (and nanoGPT-style loaders) memory-map: ``len(tokens)``
@@ -115,7 +118,9 @@ def save_tokens(path: str | os.PathLike, tokens: npt.ArrayLike, dtype: npt.DType
         raise ValueError(f"dtype must be an integer type such as np.uint16, got {dtype}")
     array = np.asarray(tokens)
     if array.ndim != 1 or (array.size and not np.issubdtype(array.dtype, np.integer)):
-        raise ValueError(f"tokens must be a 1-D sequence of integer ids, got shape {array.shape} of {array.dtype}")
+        raise ValueError(
+            f"tokens must be a 1-D sequence of integer ids, got shape {array.shape} of {array.dtype}"
+        )
     if array.size:
         info = np.iinfo(dtype)
         low, high = int(array.min()), int(array.max())
@@ -138,18 +143,29 @@ def save_tokens(path: str | os.PathLike, tokens: npt.ArrayLike, dtype: npt.DType
 
 
 def load_tokens(path: str | os.PathLike, dtype: npt.DTypeLike = np.uint16) -> np.memmap:
-    """Memory-map a token file written by ``save_tokens``, read-only: nothing is read until indexed.
+    """Memory-map a token file read-only: nothing is read until indexed.
+
+    Two formats: a raw array written by ``save_tokens`` (any name, ``dtype`` says how to read it),
+    or a ``.npy`` file such as ``cs336 encode`` writes (its header gives the dtype, which must then
+    be an integer type; ``dtype`` is ignored).
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
         ValueError: if the file is empty, or its size is not a multiple of ``dtype``'s item size
-            (a sign it was written with another dtype).
+            (a sign it was written with another dtype), or a ``.npy`` file is not 1-D integers.
     """
     path = Path(path)
     dtype = np.dtype(dtype)
     size = path.stat().st_size
     if size == 0:
         raise ValueError(f"{path} is empty; write tokens into it with save_tokens first")
+    if path.suffix == ".npy":
+        tokens = np.load(path, mmap_mode="r")
+        if tokens.ndim != 1 or not np.issubdtype(tokens.dtype, np.integer):
+            raise ValueError(
+                f"{path} holds a {tokens.dtype} array of shape {tokens.shape}, not 1-D token ids"
+            )
+        return tokens
     if size % dtype.itemsize:
         raise ValueError(
             f"{path} has {size} bytes, not a multiple of {dtype}'s {dtype.itemsize}; "

@@ -97,7 +97,11 @@ class SGD(torch.optim.Optimizer):
             )
         # END SOLUTION
         defaults = dict(
-            lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
         )
         super().__init__(params, defaults)
 
@@ -296,6 +300,9 @@ class Adam(torch.optim.Optimizer):
 
     Raises ``ValueError`` naming the hyperparameter if ``lr``, ``eps`` or ``weight_decay`` is
     negative, or if either of ``betas`` is outside ``[0, 1)``.
+
+    ``AdamW`` below reuses this class with ``decoupled_weight_decay = True``: when that flag is
+    set, ``step`` applies AdamW's decoupled decay instead of the L2 penalty.
     """
 
     decoupled_weight_decay = False
@@ -343,7 +350,7 @@ class Adam(torch.optim.Optimizer):
                     else:
                         grad = grad.add(p, alpha=weight_decay)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg.lerp_(grad, 1 - beta1)  # m = b1 * m + (1 - b1) * g, as torch writes it
                 exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 step_size = lr / (1 - beta1**t)
                 denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)

@@ -13,11 +13,12 @@ Five pieces, in the order the lecture builds them:
    back into range, and the scale adapts (halve on overflow, double after a run of clean steps),
    exactly as ``torch.amp.GradScaler`` does.
 
-Why ``torch._scaled_mm`` and not the public ``torch.nn.functional.scaled_mm``: the public API exists
-in recent torch (2.15 has it) but its scaling-recipe enum was renamed between releases
-(``Tensorwise`` became ``TensorWise``), while ``torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=...)``
-has kept one signature since torch 2.4. It runs on CPU too (torch >= 2.6), so the same call, with the
-same layout and scales, is tested on a laptop and on an H100; no fp32 emulation path is needed.
+Why ``torch._scaled_mm`` and not the public ``torch.nn.functional.scaled_mm``: the public API is
+new (torch 2.15 has it) and its scaling-recipe enum has already been renamed once (``Tensorwise``
+became ``TensorWise``), while ``torch._scaled_mm(a, b, scale_a=..., scale_b=..., out_dtype=...)`` is
+the call torchao and the fp8 recipes use. In torch 2.15 it also runs on CPU, with per-tensor and
+per-row scales, so the same call, with the same layout and scales, is tested on a laptop and on an
+H100; no fp32 emulation path is needed.
 
 Deliberately left out: delayed scaling with an amax history (pass a stale ``scale`` to ``to_fp8`` to
 see what it risks), block-wise and MX scaling, fp8 weights/gradients in a full training loop
@@ -186,7 +187,9 @@ def to_fp8(
     # END SOLUTION
 
 
-def from_fp8(x_fp8: Tensor, scale: Float[Tensor, "..."], dtype: torch.dtype = torch.float32) -> Tensor:
+def from_fp8(
+    x_fp8: Tensor, scale: Float[Tensor, "..."], dtype: torch.dtype = torch.float32
+) -> Tensor:
     """Decode an fp8 tensor: ``x = x_fp8.float() * scale``, returned in ``dtype``.
 
     ``scale`` is a 0-dim (per-tensor) scale or one that broadcasts against ``x_fp8`` (per row:
@@ -252,11 +255,14 @@ def fp8_matmul(
             f"N={n}; pad the operands with zeros"
         )
     if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
-        raise ValueError(f"fp8_matmul: out_dtype must be bfloat16, float16 or float32, got {out_dtype!r}")
+        raise ValueError(
+            f"fp8_matmul: out_dtype must be bfloat16, float16 or float32, got {out_dtype!r}"
+        )
     if a.device != b.device:
         raise ValueError(f"fp8_matmul: a is on {a.device} but b is on {b.device}")
-    a_fp8, scale_a = to_fp8(a, torch.float8_e4m3fn, granularity)  # (M, K) row-major; () or (M, 1)
-    bt_fp8, scale_bt = to_fp8(b.t(), torch.float8_e4m3fn, granularity)  # (N, K) row-major; () or (N, 1)
+    # A: (M, K) row-major, scale () or (M, 1).  b^T: (N, K) row-major, scale () or (N, 1).
+    a_fp8, scale_a = to_fp8(a, torch.float8_e4m3fn, granularity)
+    bt_fp8, scale_bt = to_fp8(b.t(), torch.float8_e4m3fn, granularity)
     b_fp8 = bt_fp8.t()  # (K, N) column-major
     scale_b = scale_bt.t() if granularity == "row" else scale_bt  # () or (1, N)
     return torch._scaled_mm(a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)
@@ -290,7 +296,9 @@ def mixed_precision_step(
     """
     # BEGIN SOLUTION
     if dtype not in (torch.bfloat16, torch.float16):
-        raise ValueError(f"mixed_precision_step: dtype must be torch.bfloat16 or torch.float16, got {dtype!r}")
+        raise ValueError(
+            f"mixed_precision_step: dtype must be torch.bfloat16 or torch.float16, got {dtype!r}"
+        )
     params = list(model.parameters())
     if not params:
         raise ValueError("mixed_precision_step: the model has no parameters to train")
@@ -346,9 +354,13 @@ class DynamicLossScaler:
         if not (0.0 < init_scale < float("inf")):
             raise ValueError(f"init_scale must be a finite positive number, got {init_scale}")
         if not growth_factor > 1.0:
-            raise ValueError(f"growth_factor must be > 1.0 (the scale grows after clean steps), got {growth_factor}")
+            raise ValueError(
+                f"growth_factor must be > 1.0 (the scale grows after clean steps), got {growth_factor}"
+            )
         if not 0.0 < backoff_factor < 1.0:
-            raise ValueError(f"backoff_factor must be in (0, 1) (the scale shrinks on overflow), got {backoff_factor}")
+            raise ValueError(
+                f"backoff_factor must be in (0, 1) (the scale shrinks on overflow), got {backoff_factor}"
+            )
         if not (isinstance(growth_interval, int) and growth_interval > 0):
             raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
         self.growth_factor = growth_factor
@@ -372,12 +384,21 @@ class DynamicLossScaler:
         Call it explicitly before clipping gradients; ``step`` calls it otherwise.
         """
         # BEGIN SOLUTION
-        state = self._per_optimizer.setdefault(id(optimizer), {"unscaled": False, "stepped": False, "found_inf": False})
+        state = self._per_optimizer.setdefault(
+            id(optimizer), {"unscaled": False, "stepped": False, "found_inf": False}
+        )
         if state["unscaled"]:
-            raise RuntimeError("unscale_() has already been called on this optimizer since the last update()")
+            raise RuntimeError(
+                "unscale_() has already been called on this optimizer since the last update()"
+            )
         if state["stepped"]:
             raise RuntimeError("unscale_() is being called after step()")
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        grads = [
+            p.grad
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if p.grad is not None
+        ]
         if any(g.dtype == torch.float16 for g in grads):
             raise ValueError(
                 "Attempting to unscale fp16 gradients: keep fp32 master weights (model.float()) "
@@ -413,7 +434,9 @@ class DynamicLossScaler:
         """Adapt S from the inf checks since the last update (see the class docstring)."""
         # BEGIN SOLUTION
         if not self._per_optimizer:
-            raise RuntimeError("No inf checks were recorded prior to update(); call step(optimizer) first")
+            raise RuntimeError(
+                "No inf checks were recorded prior to update(); call step(optimizer) first"
+            )
         found_inf = any(state["found_inf"] for state in self._per_optimizer.values())
         if found_inf:
             self._scale = _fp32(self._scale * self.backoff_factor)

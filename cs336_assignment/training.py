@@ -78,14 +78,21 @@ class TrainConfig:
         if self.seed < 0:
             raise ValueError(f"seed must be non-negative, got {self.seed}")
         if self.resume and self.checkpoint is None:
-            raise ValueError("resume needs a checkpoint path to resume from; pass --checkpoint PATH")
+            raise ValueError(
+                "resume needs a checkpoint path to resume from; pass --checkpoint PATH"
+            )
         if self.checkpoint is not None:
             checkpoint = Path(self.checkpoint)
             object.__setattr__(self, "checkpoint", checkpoint)
             if checkpoint.is_dir():
-                raise ValueError(f"checkpoint {checkpoint} is a directory; give a file path such as {checkpoint / 'ckpt.pt'}")
+                example = checkpoint / "ckpt.pt"
+                raise ValueError(
+                    f"checkpoint {checkpoint} is a directory; give a file path such as {example}"
+                )
             if not checkpoint.parent.is_dir():
-                raise ValueError(f"checkpoint directory {checkpoint.parent} does not exist; create it first")
+                raise ValueError(
+                    f"checkpoint directory {checkpoint.parent} does not exist; create it first"
+                )
 
 
 def step_generator(seed: int, step: int) -> torch.Generator:
@@ -154,7 +161,9 @@ def train_loop(
     # END SOLUTION
 
 
-def start_or_resume(config: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+def start_or_resume(
+    config: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> int:
     """The step to start at: 0 for a fresh run, the checkpoint's iteration for ``config.resume``.
 
     Resuming when the checkpoint does not exist yet (the run was killed before its first save)
@@ -200,10 +209,14 @@ def train_regression(
     start = start_or_resume(config, model, optimizer)
     if on_start is not None:
         on_start(start)
+
+    def get_batch(step: int) -> Batch:
+        return regression_batch(step, config.batch_size, config.dim, config.seed, config.device)
+
     losses = train_loop(
         model,
         optimizer,
-        lambda step: regression_batch(step, config.batch_size, config.dim, config.seed, config.device),
+        get_batch,
         F.mse_loss,
         config.steps,
         start_step=start,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import io
 import random
-import re
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import adapters
+from tests.test_data import error_raised_by
 
 # ----------------------------------------------------------------------------------------------
 # helpers shared with tests/hidden/test_checkpoint.py
@@ -61,8 +62,12 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: range) -> N
 def assert_state_dicts_equal(actual: dict, expected: dict, what: str) -> None:
     """Exact equality of two (nested) state dicts, naming the first entry that differs."""
     if isinstance(expected, torch.Tensor):
-        assert isinstance(actual, torch.Tensor), f"{what}: expected a tensor, got {type(actual).__name__}"
-        assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+        assert isinstance(actual, torch.Tensor), (
+            f"{what}: expected a tensor, got {type(actual).__name__}"
+        )
+        assert actual.shape == expected.shape, (
+            f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+        )
         assert torch.equal(actual, expected), (
             f"{what} differs: max |diff| = {(actual.double() - expected.double()).abs().max().item():.3g}"
         )
@@ -81,7 +86,10 @@ def assert_state_dicts_equal(actual: dict, expected: dict, what: str) -> None:
 
 
 def resumed_and_uninterrupted(
-    make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer], k: int, total: int, target
+    make_optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
+    k: int,
+    total: int,
+    target,
 ) -> tuple[nn.Module, nn.Module]:
     """Train `total` steps straight; and train `k`, checkpoint to `target`, load into fresh objects, finish."""
     straight = make_model(0)
@@ -97,7 +105,9 @@ def resumed_and_uninterrupted(
     resumed = make_model(1)  # a different initialisation: everything must come from the checkpoint
     resumed_opt = make_optimizer(list(resumed.parameters()))
     start = adapters.run_load_checkpoint(target, resumed, resumed_opt)
-    assert start == k, f"load_checkpoint returned iteration {start}, but the checkpoint was saved at {k}"
+    assert start == k, (
+        f"load_checkpoint returned iteration {start}, but the checkpoint was saved at {k}"
+    )
     train(resumed, resumed_opt, range(start, total))
     return resumed, straight
 
@@ -123,6 +133,15 @@ class CrashableModel(nn.Module):
 
     def set_extra_state(self, state) -> None:
         pass
+
+
+def assert_error_names_file(call: Callable[[], object], path: Path) -> None:
+    """``call()`` raises an error whose message contains the file's name (any exception type)."""
+    err = error_raised_by(call)
+    assert path.name in str(err), (
+        f"the error does not name the file {path.name}, so the user cannot tell which file is bad: "
+        f"{type(err).__name__}: {err}"
+    )
 
 
 LOADED_CODE_RAN: list[str] = []
@@ -154,18 +173,30 @@ def test_checkpoint_round_trip_restores_model_optimizer_and_iteration(optimizer,
     fresh = make_model(1)
     fresh_opt = OPTIMIZERS[optimizer](list(fresh.parameters()))
     iteration = adapters.run_load_checkpoint(path, fresh, fresh_opt)
-    assert iteration == 3, f"load_checkpoint returned {iteration!r}, the checkpoint was saved at iteration 3"
+    assert iteration == 3, (
+        f"load_checkpoint returned {iteration!r}, the checkpoint was saved at iteration 3"
+    )
     assert_state_dicts_equal(fresh.state_dict(), model.state_dict(), "model.state_dict()")
     assert_state_dicts_equal(fresh_opt.state_dict(), opt.state_dict(), "optimizer.state_dict()")
 
 
 @pytest.mark.parametrize("target", ["path", "str", "file object"])
 @pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
-def test_resuming_from_a_checkpoint_matches_uninterrupted_training_exactly(optimizer, target, tmp_path):
+def test_resuming_from_a_checkpoint_matches_uninterrupted_training_exactly(
+    optimizer, target, tmp_path
+):
     """Train 5 steps, checkpoint, load into a fresh model and optimizer, train 7 more: bit-identical to 12 straight."""
-    out = {"path": tmp_path / "ckpt.pt", "str": str(tmp_path / "ckpt.pt"), "file object": io.BytesIO()}[target]
+    out = {
+        "path": tmp_path / "ckpt.pt",
+        "str": str(tmp_path / "ckpt.pt"),
+        "file object": io.BytesIO(),
+    }[target]
     resumed, straight = resumed_and_uninterrupted(OPTIMIZERS[optimizer], k=5, total=12, target=out)
-    assert_state_dicts_equal(resumed.state_dict(), straight.state_dict(), f"resumed ({optimizer}) vs uninterrupted parameters")
+    assert_state_dicts_equal(
+        resumed.state_dict(),
+        straight.state_dict(),
+        f"resumed ({optimizer}) vs uninterrupted parameters",
+    )
 
 
 def test_saving_again_replaces_the_previous_checkpoint(tmp_path):
@@ -177,7 +208,9 @@ def test_saving_again_replaces_the_previous_checkpoint(tmp_path):
     train(model, opt, range(2))
     adapters.run_save_checkpoint(model, opt, 2, path)
     fresh = make_model(1)
-    iteration = adapters.run_load_checkpoint(path, fresh, OPTIMIZERS["adamw"](list(fresh.parameters())))
+    iteration = adapters.run_load_checkpoint(
+        path, fresh, OPTIMIZERS["adamw"](list(fresh.parameters()))
+    )
     assert iteration == 2, f"loaded iteration {iteration}, expected the newer checkpoint's 2"
     assert_state_dicts_equal(fresh.state_dict(), model.state_dict(), "model.state_dict()")
 
@@ -195,8 +228,20 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path
     with pytest.raises(OSError, match="simulated crash"):
         adapters.run_save_checkpoint(model, opt, 8, path)
     fresh = CrashableModel()
-    iteration = adapters.run_load_checkpoint(path, fresh, torch.optim.SGD(fresh.parameters(), lr=0.1))
-    assert iteration == 7, f"after a failed save the checkpoint says iteration {iteration}, expected the previous 7"
+    try:
+        iteration = adapters.run_load_checkpoint(
+            path, fresh, torch.optim.SGD(fresh.parameters(), lr=0.1)
+        )
+    except NotImplementedError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any failure here means the old checkpoint was destroyed
+        pytest.fail(
+            f"after a failed save, the previous checkpoint no longer loads ({type(err).__name__}: {err}); "
+            "save to a temporary file in the same directory and os.replace it over the path"
+        )
+    assert iteration == 7, (
+        f"after a failed save the checkpoint says iteration {iteration}, expected the previous 7"
+    )
     assert_state_dicts_equal(fresh.linear.state_dict(), saved, "the previous checkpoint's weights")
 
 
@@ -208,8 +253,7 @@ def test_loading_a_truncated_checkpoint_fails_naming_the_file(tmp_path):
     path = tmp_path / "truncated-ckpt.pt"
     adapters.run_save_checkpoint(model, opt, 1, path)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    with pytest.raises(Exception, match=re.escape(path.name)):
-        adapters.run_load_checkpoint(path, model, opt)
+    assert_error_names_file(lambda: adapters.run_load_checkpoint(path, model, opt), path)
 
 
 def test_loading_a_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp_path):
@@ -218,8 +262,7 @@ def test_loading_a_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp_path)
     opt = OPTIMIZERS["adamw"](list(model.parameters()))
     path = tmp_path / "notes-not-a-ckpt.txt"
     path.write_text("these are my notes, not a checkpoint\n")
-    with pytest.raises(Exception, match=re.escape(path.name)):
-        adapters.run_load_checkpoint(path, model, opt)
+    assert_error_names_file(lambda: adapters.run_load_checkpoint(path, model, opt), path)
 
 
 def test_loading_never_runs_code_stored_in_the_file(tmp_path):
@@ -227,9 +270,14 @@ def test_loading_never_runs_code_stored_in_the_file(tmp_path):
     model = make_model(0)
     opt = OPTIMIZERS["adamw"](list(model.parameters()))
     path = tmp_path / "malicious-ckpt.pt"
-    torch.save({"model": _RunsCodeWhenUnpickled(), "optimizer": opt.state_dict(), "iteration": 1}, path)
+    torch.save(
+        {"model": _RunsCodeWhenUnpickled(), "optimizer": opt.state_dict(), "iteration": 1}, path
+    )
     LOADED_CODE_RAN.clear()
-    with pytest.raises(Exception) as info:
-        adapters.run_load_checkpoint(path, model, opt)
-    assert not LOADED_CODE_RAN, "loading the checkpoint ran code stored in it: pass weights_only=True to torch.load"
-    assert path.name in str(info.value), f"the error does not name the file {path.name}: {info.value}"
+    err = error_raised_by(lambda: adapters.run_load_checkpoint(path, model, opt))
+    assert not LOADED_CODE_RAN, (
+        "loading the checkpoint ran code stored in it: pass weights_only=True to torch.load"
+    )
+    assert path.name in str(err), (
+        f"the error does not name the file {path.name}: {type(err).__name__}: {err}"
+    )

@@ -18,7 +18,9 @@ import torch.nn.functional as F
 
 import adapters
 
-TRUNC_STD_FACTOR = math.sqrt(1 - 2 * 3 * math.exp(-4.5) / math.sqrt(2 * math.pi) / math.erf(3 / math.sqrt(2)))
+TRUNC_STD_FACTOR = math.sqrt(
+    1 - 2 * 3 * math.exp(-4.5) / math.sqrt(2 * math.pi) / math.erf(3 / math.sqrt(2))
+)
 """std of N(0, 1) truncated to [-3, 3] (~0.9866): the std a correct init actually has, in units of sigma."""
 
 TOLERANCES = {
@@ -38,7 +40,9 @@ def restore_global_rngs() -> Iterator[None]:
     torch.set_rng_state(pt)
 
 
-def linear_matches_functional(d_in: int, d_out: int, batch_shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> None:
+def linear_matches_functional(
+    d_in: int, d_out: int, batch_shape: tuple[int, ...], dtype: torch.dtype, seed: int
+) -> None:
     """Shared by the public and hidden tests: run_linear(weights, x) == F.linear(x, weights)."""
     g = torch.Generator().manual_seed(seed)
     weights = torch.randn(d_out, d_in, generator=g, dtype=torch.float64).to(dtype)
@@ -51,8 +55,12 @@ def linear_matches_functional(d_in: int, d_out: int, batch_shape: tuple[int, ...
     )
     assert out.dtype == dtype, f"Linear on {dtype} inputs returned {out.dtype}"
     torch.testing.assert_close(
-        out, expected, **TOLERANCES[dtype],
-        msg=lambda m: f"Linear({d_in}, {d_out}) differs from F.linear(x, W) (y = x W^T, W is (d_out, d_in)):\n{m}",
+        out,
+        expected,
+        **TOLERANCES[dtype],
+        msg=lambda m: (
+            f"Linear({d_in}, {d_out}) differs from F.linear(x, W) (y = x W^T, W is (d_out, d_in)):\n{m}"
+        ),
     )
 
 
@@ -74,7 +82,9 @@ def test_linear_has_one_weight_of_shape_d_out_by_d_in():
     """Linear(d_in, d_out) has a single trainable parameter `weight` of shape (d_out, d_in) and no bias."""
     layer = adapters.get_linear_cls()(3, 5)
     params = dict(layer.named_parameters())
-    assert list(params) == ["weight"], f"Linear should have exactly one parameter named 'weight' (no bias), got {list(params)}"
+    assert list(params) == ["weight"], (
+        f"Linear should have exactly one parameter named 'weight' (no bias), got {list(params)}"
+    )
     assert params["weight"].shape == (5, 3), (
         f"Linear(d_in=3, d_out=5).weight has shape {tuple(params['weight'].shape)}; store it as (d_out, d_in) = (5, 3)"
     )
@@ -85,7 +95,9 @@ def test_linear_has_one_weight_of_shape_d_out_by_d_in():
 def test_linear_honours_dtype_and_device():
     """Linear(..., device=, dtype=) creates its weight with that dtype on that device."""
     layer = adapters.get_linear_cls()(4, 2, device="cpu", dtype=torch.float64)
-    assert layer.weight.dtype == torch.float64, f"dtype=torch.float64 was requested, weight is {layer.weight.dtype}"
+    assert layer.weight.dtype == torch.float64, (
+        f"dtype=torch.float64 was requested, weight is {layer.weight.dtype}"
+    )
     assert layer.weight.device.type == "cpu"
 
 
@@ -136,16 +148,26 @@ def test_cruncher_state_dict_keys_and_shapes():
     """Cruncher(dim, num_layers) has exactly layers.{i}.weight (dim, dim) and final.weight (1, dim)."""
     model = adapters.get_cruncher_cls()(dim=6, num_layers=3)
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    expected = {"layers.0.weight": (6, 6), "layers.1.weight": (6, 6), "layers.2.weight": (6, 6), "final.weight": (1, 6)}
-    assert shapes == expected, f"Cruncher(dim=6, num_layers=3) state dict is {shapes}, expected {expected}"
+    expected = {
+        "layers.0.weight": (6, 6),
+        "layers.1.weight": (6, 6),
+        "layers.2.weight": (6, 6),
+        "final.weight": (1, 6),
+    }
+    assert shapes == expected, (
+        f"Cruncher(dim=6, num_layers=3) state dict is {shapes}, expected {expected}"
+    )
 
 
-def cruncher_with_fixed_weights(dim: int, num_layers: int, seed: int, dtype: torch.dtype = torch.float32):
+def cruncher_with_fixed_weights(
+    dim: int, num_layers: int, seed: int, dtype: torch.dtype = torch.float32
+):
     """A Cruncher whose weights are loaded from a seeded generator, independent of its own init."""
     g = torch.Generator().manual_seed(seed)
     model = adapters.get_cruncher_cls()(dim=dim, num_layers=num_layers).to(dtype)
     weights = {
-        key: torch.randn(tuple(value.shape), generator=g, dtype=torch.float64).to(dtype) / math.sqrt(dim)
+        key: torch.randn(tuple(value.shape), generator=g, dtype=torch.float64).to(dtype)
+        / math.sqrt(dim)
         for key, value in model.state_dict().items()
     }
     model.load_state_dict(weights)
@@ -157,7 +179,9 @@ def test_cruncher_is_a_composition_of_linears():
     """Cruncher.forward applies every layers.{i} in order, then final, and returns shape (batch,)."""
     model, weights, x = cruncher_with_fixed_weights(dim=4, num_layers=3, seed=0)
     out = model(x)
-    assert out.shape == (5,), f"Cruncher on a batch of 5 returned shape {tuple(out.shape)}; expected (5,) (squeeze the head's last dim)"
+    assert out.shape == (5,), (
+        f"Cruncher on a batch of 5 returned shape {tuple(out.shape)}; expected (5,) (squeeze the head's last dim)"
+    )
     expected = x
     for i in range(3):
         expected = F.linear(expected, weights[f"layers.{i}.weight"])
@@ -173,7 +197,10 @@ def test_cruncher_forward_matches_snapshot(snapshot):
     snapshot.assert_match("cruncher_forward", {"out": out}, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("kwargs, bad", [({"dim": 0, "num_layers": 2}, "dim"), ({"dim": 4, "num_layers": -1}, "num_layers")])
+@pytest.mark.parametrize(
+    "kwargs, bad",
+    [({"dim": 0, "num_layers": 2}, "dim"), ({"dim": 4, "num_layers": -1}, "num_layers")],
+)
 def test_cruncher_rejects_bad_sizes(kwargs, bad):
     """Cruncher with dim < 1 or num_layers < 0 raises ValueError naming the argument."""
     with pytest.raises(ValueError, match=bad):
@@ -192,11 +219,15 @@ def test_set_seed_makes_random_numpy_and_torch_reproducible(restore_global_rngs)
     adapters.run_set_seed(1234)
     again = draw_from_every_generator()
     for name, a, b in zip(("random", "numpy", "torch"), first, again, strict=True):
-        assert a == b, f"set_seed(1234) twice gave different first draws from {name} ({a} vs {b}): seed {name} too"
+        assert a == b, (
+            f"set_seed(1234) twice gave different first draws from {name} ({a} vs {b}): seed {name} too"
+        )
     adapters.run_set_seed(4321)
     other = draw_from_every_generator()
     for name, a, b in zip(("random", "numpy", "torch"), first, other, strict=True):
-        assert a != b, f"set_seed(1234) and set_seed(4321) gave the same draw from {name}: the seed must be used"
+        assert a != b, (
+            f"set_seed(1234) and set_seed(4321) gave the same draw from {name}: the seed must be used"
+        )
 
 
 def test_set_seed_makes_model_init_reproducible(restore_global_rngs):
@@ -206,7 +237,9 @@ def test_set_seed_makes_model_init_reproducible(restore_global_rngs):
     adapters.run_set_seed(7)
     b = adapters.get_cruncher_cls()(dim=4, num_layers=2).state_dict()
     for key in a:
-        assert torch.equal(a[key], b[key]), f"{key} differs between two Crunchers built after set_seed(7)"
+        assert torch.equal(a[key], b[key]), (
+            f"{key} differs between two Crunchers built after set_seed(7)"
+        )
 
 
 def test_set_seed_rejects_negative_seed(restore_global_rngs):

@@ -22,7 +22,9 @@ import torch
 
 import adapters
 
-OPTIMIZERS: dict[str, tuple[Callable[[], type[torch.optim.Optimizer]], type[torch.optim.Optimizer]]] = {
+OPTIMIZERS: dict[
+    str, tuple[Callable[[], type[torch.optim.Optimizer]], type[torch.optim.Optimizer]]
+] = {
     "sgd": (adapters.get_sgd_cls, torch.optim.SGD),
     "adagrad": (adapters.get_adagrad_cls, torch.optim.Adagrad),
     "rmsprop": (adapters.get_rmsprop_cls, torch.optim.RMSprop),
@@ -44,11 +46,16 @@ class Problem:
     noise: dict[str, torch.Tensor]  # (steps, *shape)
 
     @classmethod
-    def make(cls, seed: int, steps: int, dtype: torch.dtype, shapes: dict[str, tuple[int, ...]] = SHAPES) -> Problem:
+    def make(
+        cls, seed: int, steps: int, dtype: torch.dtype, shapes: dict[str, tuple[int, ...]] = SHAPES
+    ) -> Problem:
         g = torch.Generator().manual_seed(seed)
 
         def draw(fn, *size):
-            return {k: fn((*size, *s), generator=g, dtype=torch.float64).to(dtype) for k, s in shapes.items()}
+            return {
+                k: fn((*size, *s), generator=g, dtype=torch.float64).to(dtype)
+                for k, s in shapes.items()
+            }
 
         init, target = draw(torch.randn), draw(torch.randn)
         curvature = {k: 0.1 + 2 * v for k, v in draw(torch.rand).items()}
@@ -58,13 +65,20 @@ class Problem:
     def params(self) -> dict[str, torch.Tensor]:
         return {k: v.clone().requires_grad_() for k, v in self.init.items()}
 
-    def set_grads(self, params: dict[str, torch.Tensor], t: int, skip: frozenset[str] = frozenset()) -> None:
+    def set_grads(
+        self, params: dict[str, torch.Tensor], t: int, skip: frozenset[str] = frozenset()
+    ) -> None:
         for k, p in params.items():
             if k not in skip:
                 p.grad = self.curvature[k] * (p.detach() - self.target[k]) + self.noise[k][t]
 
 
-def build(cls: type[torch.optim.Optimizer], params: dict[str, torch.Tensor], kwargs: dict, groups: list[dict] | None):
+def build(
+    cls: type[torch.optim.Optimizer],
+    params: dict[str, torch.Tensor],
+    kwargs: dict,
+    groups: list[dict] | None,
+):
     """``cls(params, **kwargs)``; ``groups`` (``[{"params": [names], **options}]``) makes param groups."""
     if groups is None:
         return cls(list(params.values()), **kwargs)
@@ -127,7 +141,11 @@ MATCH_CASES = [
     ("sgd", {"lr": 0.1}, 200),
     ("sgd", {"lr": 0.02, "momentum": 0.8, "dampening": 0.3}, 200),
     ("sgd", {"lr": 0.02, "momentum": 0.9, "nesterov": True}, 200),
-    ("adagrad", {"lr": 0.1, "lr_decay": 0.01, "initial_accumulator_value": 0.5, "weight_decay": 0.05}, 1000),
+    (
+        "adagrad",
+        {"lr": 0.1, "lr_decay": 0.01, "initial_accumulator_value": 0.5, "weight_decay": 0.05},
+        1000,
+    ),
     ("adagrad", {}, 200),
     ("adagrad", {"lr": 0.1, "eps": 0.1}, 200),
     ("rmsprop", {"lr": 0.003, "alpha": 0.9, "momentum": 0.9, "weight_decay": 0.05}, 1000),
@@ -143,7 +161,14 @@ MATCH_CASES = [
 
 
 @pytest.mark.parametrize(
-    "name, kwargs, steps", [pytest.param(*c, id=f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[1].items()) or 'defaults'}-{c[2]}steps") for c in MATCH_CASES]
+    "name, kwargs, steps",
+    [
+        pytest.param(
+            *c,
+            id=f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[1].items()) or 'defaults'}-{c[2]}steps",
+        )
+        for c in MATCH_CASES
+    ],
 )
 def test_optimizer_matches_torch_reference(name, kwargs, steps):
     """Ours and torch.optim's counterpart, fed the same seeded problem, keep the same parameters."""
@@ -162,7 +187,9 @@ MEMORY_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name, kwargs, tensors", MEMORY_CASES, ids=[f"{c[0]}-{c[2]}" for c in MEMORY_CASES])
+@pytest.mark.parametrize(
+    "name, kwargs, tensors", MEMORY_CASES, ids=[f"{c[0]}-{c[2]}" for c in MEMORY_CASES]
+)
 def test_optimizer_state_matches_torch_names_values_and_memory(name, kwargs, tensors):
     """After 5 steps, each parameter's state has torch's keys and values and the documented tensor count."""
     ours_p, torch_p, ours, ref = compare_with_torch(name, kwargs, steps=5)
@@ -173,12 +200,22 @@ def test_optimizer_state_matches_torch_names_values_and_memory(name, kwargs, ten
         )
         for key, value in theirs.items():
             if key == "step":
-                assert float(mine[key]) == float(value), f"{describe(name, kwargs)}: state['step'] is {mine[key]}, expected 5"
+                assert float(mine[key]) == float(value), (
+                    f"{describe(name, kwargs)}: state['step'] is {mine[key]}, expected 5"
+                )
             else:
                 torch.testing.assert_close(
-                    mine[key], value, rtol=1e-5, atol=1e-6, msg=lambda m, key=key: f"state[{key!r}] of {k!r}: {m}"
+                    mine[key],
+                    value,
+                    rtol=1e-5,
+                    atol=1e-6,
+                    msg=lambda m, key=key, k=k: f"state[{key!r}] of {k!r}: {m}",
                 )
-        big = [key for key, v in mine.items() if isinstance(v, torch.Tensor) and v.shape == ours_p[k].shape]
+        big = [
+            key
+            for key, v in mine.items()
+            if isinstance(v, torch.Tensor) and v.shape == ours_p[k].shape
+        ]
         assert len(big) == tensors, (
             f"{describe(name, kwargs)} keeps {len(big)} tensors of the parameter's shape ({big}); "
             f"it needs exactly {tensors}"
@@ -217,7 +254,9 @@ BAD_HYPERPARAMETERS = [
 
 
 @pytest.mark.parametrize(
-    "name, kwargs, pattern", BAD_HYPERPARAMETERS, ids=[f"{c[0]}-{next(iter(c[1]))}={next(iter(c[1].values()))}" for c in BAD_HYPERPARAMETERS]
+    "name, kwargs, pattern",
+    BAD_HYPERPARAMETERS,
+    ids=[f"{c[0]}-{next(iter(c[1]))}={next(iter(c[1].values()))}" for c in BAD_HYPERPARAMETERS],
 )
 def test_optimizer_rejects_bad_hyperparameter_naming_it(name, kwargs, pattern):
     """A hyperparameter out of range raises ValueError whose message names the keyword and the value."""

@@ -58,7 +58,9 @@ def test_bf16_step_on_cuda_within_3_percent_of_fp32():
     with _no_tf32():
         errors = _mixed_step_grad_errors("cuda", torch.bfloat16, seed=0)
     worst = max(errors, key=errors.get)
-    assert errors[worst] < 0.03, f"{worst} is {errors[worst]:.4f} away from the fp32 step (relative), expected < 0.03"
+    assert errors[worst] < 0.03, (
+        f"{worst} is {errors[worst]:.4f} away from the fp32 step (relative), expected < 0.03"
+    )
 
 
 @pytest.mark.fp8
@@ -69,7 +71,9 @@ def test_fp8_scaled_mm_on_cuda_relative_error_below_6_percent(granularity):
     CPU twin: test_fp8_matmul_relative_error_vs_fp64_below_6_percent.
     """
     err = _fp8_matmul_rel_error("cuda", granularity, (256, 512, 256), seed=0)
-    assert err < 0.06, f"fp8 matmul ({granularity}) on CUDA: relative error {err:.4f} >= 0.06 vs fp64"
+    assert err < 0.06, (
+        f"fp8 matmul ({granularity}) on CUDA: relative error {err:.4f} >= 0.06 vs fp64"
+    )
 
 
 def test_e4m3_casts_on_cuda_equal_cpu_bit_for_bit():
@@ -99,9 +103,15 @@ def test_fp8_matmul_throughput_above_bf16_at_8192():
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
     a_fp8, b_fp8, scale_a, scale_b = _fp8_operands(a, b, "tensor")
     bf16_ms = _cuda_ms(lambda: a @ b)
-    fp8_ms = _cuda_ms(lambda: torch._scaled_mm(a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16))
+    fp8_ms = _cuda_ms(
+        lambda: torch._scaled_mm(
+            a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16
+        )
+    )
     tflops = lambda ms: 2 * n**3 / (ms * 1e-3) / 1e12  # noqa: E731
-    print(f"bf16 {tflops(bf16_ms):.0f} TFLOP/s, fp8 {tflops(fp8_ms):.0f} TFLOP/s, fp8/bf16 = {bf16_ms / fp8_ms:.2f}x")
+    print(
+        f"bf16 {tflops(bf16_ms):.0f} TFLOP/s, fp8 {tflops(fp8_ms):.0f} TFLOP/s, fp8/bf16 = {bf16_ms / fp8_ms:.2f}x"
+    )
     assert fp8_ms < bf16_ms, (
         f"fp8 matmul ({fp8_ms:.2f} ms) is not faster than bf16 ({bf16_ms:.2f} ms) at {n}^3: ratio {bf16_ms / fp8_ms:.2f}x"
     )

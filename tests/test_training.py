@@ -56,7 +56,9 @@ def test_train_command_prints_a_falling_loss(capsys):
     """`cs336 train` logs the loss as it trains; after 150 steps it is below a hundredth of the first."""
     train("--steps", "150", *TINY)
     losses = losses_printed(capsys.readouterr().out)
-    assert 1 in losses and 150 in losses, f"expected `step N/150  loss X` lines for steps 1 and 150, got {sorted(losses)}"
+    assert 1 in losses and 150 in losses, (
+        f"expected `step N/150  loss X` lines for steps 1 and 150, got {sorted(losses)}"
+    )
     assert losses[150] < losses[1] / 100, (
         f"loss went from {losses[1]:.4g} (step 1) to {losses[150]:.4g} (step 150): it should fall by over 100x"
     )
@@ -68,8 +70,19 @@ def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run
     train("--steps", "120", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "40")
     train("--steps", "60", *TINY, "--checkpoint", str(resumed), "--checkpoint-every", "25")
     iteration = load_final_state(resumed)[0]
-    assert iteration == 60, f"a run of --steps 60 left a checkpoint at iteration {iteration}, not 60"
-    train("--steps", "120", *TINY, "--checkpoint", str(resumed), "--checkpoint-every", "25", "--resume")
+    assert iteration == 60, (
+        f"a run of --steps 60 left a checkpoint at iteration {iteration}, not 60"
+    )
+    train(
+        "--steps",
+        "120",
+        *TINY,
+        "--checkpoint",
+        str(resumed),
+        "--checkpoint-every",
+        "25",
+        "--resume",
+    )
     assert_same_final_state(resumed, straight)
 
 
@@ -111,7 +124,9 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
     output = log.read_text()
     if "NotImplementedError" in output:
         raise NotImplementedError(output.strip().splitlines()[-1])
-    assert proc.returncode in (0, -signal.SIGKILL), f"the run failed before it was killed:\n{output[-3000:]}"
+    assert proc.returncode in (0, -signal.SIGKILL), (
+        f"the run failed before it was killed:\n{output[-3000:]}"
+    )
     assert killed.exists(), f"no checkpoint was written before the kill:\n{output[-3000:]}"
 
     train(*steps, "--checkpoint", str(killed), "--checkpoint-every", "1", "--resume")

@@ -23,29 +23,81 @@ _DEFAULTS = TrainConfig()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--steps", type=int, default=_DEFAULTS.steps, help="total optimizer steps (default: %(default)s)")
-    parser.add_argument("--dim", type=int, default=_DEFAULTS.dim, help="input dimension D (default: %(default)s)")
-    parser.add_argument("--layers", type=int, default=_DEFAULTS.num_layers, help="hidden D x D layers (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size, help="examples per step (default: %(default)s)")
-    parser.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="AdamW learning rate (default: %(default)s)")
-    parser.add_argument("--weight-decay", type=float, default=_DEFAULTS.weight_decay, help="AdamW weight decay (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="seeds the initialisation and the data (default: %(default)s)")
-    parser.add_argument("--device", default=_DEFAULTS.device, help="torch device (default: %(default)s)")
-    parser.add_argument("--checkpoint", type=Path, metavar="PATH", help="save a checkpoint here (atomically)")
     parser.add_argument(
-        "--checkpoint-every", type=int, default=_DEFAULTS.checkpoint_every, metavar="N",
+        "--steps",
+        type=int,
+        default=_DEFAULTS.steps,
+        help="total optimizer steps (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dim", type=int, default=_DEFAULTS.dim, help="input dimension D (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--layers",
+        type=int,
+        default=_DEFAULTS.num_layers,
+        help="hidden D x D layers (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=_DEFAULTS.batch_size,
+        help="examples per step (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--lr", type=float, default=_DEFAULTS.lr, help="AdamW learning rate (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--weight-decay",
+        type=float,
+        default=_DEFAULTS.weight_decay,
+        help="AdamW weight decay (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=_DEFAULTS.seed,
+        help="seeds the initialisation and the data (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--device", default=_DEFAULTS.device, help="torch device (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--checkpoint", type=Path, metavar="PATH", help="save a checkpoint here (atomically)"
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=_DEFAULTS.checkpoint_every,
+        metavar="N",
         help="save every N steps and after the last one (default: %(default)s)",
     )
-    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
-    parser.add_argument("--log-every", type=int, default=0, metavar="N", help="print the loss every N steps (default: steps/10)")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from --checkpoint if it exists"
+    )
+    parser.add_argument(
+        "--log-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the loss every N steps (default: steps/10)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         config = TrainConfig(
-            steps=args.steps, dim=args.dim, num_layers=args.layers, batch_size=args.batch_size,
-            lr=args.lr, weight_decay=args.weight_decay, seed=args.seed, device=args.device,
-            checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every, resume=args.resume,
+            steps=args.steps,
+            dim=args.dim,
+            num_layers=args.layers,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            weight_decay=args.weight_decay,
+            seed=args.seed,
+            device=args.device,
+            checkpoint=args.checkpoint,
+            checkpoint_every=args.checkpoint_every,
+            resume=args.resume,
         )
     except ValueError as err:
         print(f"cs336 train: error: {err}", file=sys.stderr)
@@ -76,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
     if result.losses:
         print(f"done: {config.steps} steps, final loss {result.losses[-1]:.6g}")
     else:
-        print(f"done: the checkpoint is already at step {result.start_step} >= --steps {config.steps}")
+        print(
+            f"done: the checkpoint is already at step {result.start_step} >= --steps {config.steps}"
+        )
     if config.checkpoint is not None:
         print(f"checkpoint: {config.checkpoint}")
     return 0

@@ -26,8 +26,8 @@ Deliberately left out: batching across threads and the byte-pair "piece" algorit
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
-from itertools import pairwise
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, pairwise
 
 from .io import load_bpe, save_bpe
 from .pretokenize import GPT2_REGEX, check_special_tokens, special_tokens_regex
@@ -36,6 +36,30 @@ from .pretokenize import GPT2_REGEX, check_special_tokens, special_tokens_regex
 STREAM_BLOCK = 1 << 13
 #: The pre-token cache is cleared when it reaches this many entries (bounded memory).
 CACHE_SIZE = 1 << 16
+
+
+class PretokenCache(dict[str, list[int]]):
+    """``cache[pretoken]`` is ``encode(pretoken)``, computed on first use; emptied when it is full.
+
+    A ``dict`` whose ``__missing__`` fills the gap, so a hit is one C-level lookup.
+
+    >>> cache = PretokenCache(lambda s: [len(s)], max_size=2)
+    >>> cache["hello"], cache[" world"], len(cache)
+    ([5], [6], 2)
+    >>> cache["!"], len(cache)            # full: forget everything, then remember "!"
+    ([1], 1)
+    """
+
+    def __init__(self, encode: Callable[[str], list[int]], max_size: int) -> None:
+        super().__init__()
+        self.encode = encode
+        self.max_size = max_size
+
+    def __missing__(self, pretoken: str) -> list[int]:
+        if len(self) >= self.max_size:
+            self.clear()
+        ids = self[pretoken] = self.encode(pretoken)
+        return ids
 
 
 class Tokenizer:
@@ -68,13 +92,15 @@ class Tokenizer:
             )
         self._byte_ids = [token_to_id[bytes([b])] for b in range(256)]
 
-        # (id_a, id_b) -> (rank, id_a, id_b, id of a + b): lower rank merges first.
-        self._ranks: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+        # (id_a, id_b) -> rank of the merge (lower merges first); merge ``rank`` makes ``_merged_ids[rank]``.
+        self._ranks: dict[tuple[int, int], int] = {}
+        self._merged_ids: list[int] = []
         for rank, (a, b) in enumerate(self.merges):
             ids = [token_to_id.get(t) for t in (a, b, a + b)]
             if None in ids:
                 raise ValueError(f"merge {rank} {(a, b)!r}: {a!r}, {b!r} and {a + b!r} must all be in vocab")
-            self._ranks.setdefault((ids[0], ids[1]), (rank, ids[0], ids[1], ids[2]))
+            self._ranks.setdefault((ids[0], ids[1]), rank)
+            self._merged_ids.append(ids[2])
 
         self._special_ids: dict[str, int] = {}
         for token in self.special_tokens:
@@ -87,7 +113,7 @@ class Tokenizer:
                 self.vocab[self._special_ids[token]] = data
         self._special_regex = special_tokens_regex(self.special_tokens)
         self._longest_special = max((len(t) for t in self.special_tokens), default=0)
-        self._cache: dict[str, list[int]] = {}
+        self._cache = PretokenCache(self._encode_pretoken, CACHE_SIZE)
         # END SOLUTION
 
     @classmethod
@@ -106,40 +132,36 @@ class Tokenizer:
         save_bpe(self.vocab, self.merges, vocab_filepath, merges_filepath)
 
     def _encode_pretoken(self, pretoken: str) -> list[int]:
-        """BPE on one pre-token: merge the lowest-rank adjacent pair until none has a rank."""
+        """BPE on one pre-token: merge the lowest-rank adjacent pair until none has a rank.
+
+        ``rank[i]`` is the rank of the pair ``(ids[i], ids[i + 1])`` (``no_merge`` if it is none).
+        Each round merges the leftmost occurrence of the lowest rank and recomputes only the two
+        pairs next to it; the other occurrences of that pair follow in the next rounds, left to
+        right, exactly as "merge every occurrence, left to right" would do them. ``min`` and
+        ``index`` scan the list in C, so a round costs a few Python operations.
+        """
         # BEGIN SOLUTION
         ids = [self._byte_ids[b] for b in pretoken.encode("utf-8")]
-        ranks = self._ranks
-        while len(ids) > 1:
-            candidates = [ranks[p] for p in pairwise(ids) if p in ranks]
-            if not candidates:
+        ranks, no_merge = self._ranks, len(self._merged_ids)
+        rank = [ranks.get(pair, no_merge) for pair in pairwise(ids)]
+        while rank:
+            best = min(rank)
+            if best == no_merge:
                 break
-            _, a, b, new = min(candidates)
-            merged: list[int] = []
-            i = 0
-            while i < len(ids):
-                if i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
-                    merged.append(new)
-                    i += 2
-                else:
-                    merged.append(ids[i])
-                    i += 1
-            ids = merged
+            i = rank.index(best)
+            ids[i : i + 2] = (self._merged_ids[best],)
+            del rank[i]
+            if i > 0:
+                rank[i - 1] = ranks.get((ids[i - 1], ids[i]), no_merge)
+            if i < len(rank):
+                rank[i] = ranks.get((ids[i], ids[i + 1]), no_merge)
         return ids
         # END SOLUTION
 
     def _encode_ordinary(self, pretokens: Iterable[str], out: list[int]) -> None:
-        """Append the ids of ``pretokens`` to ``out``, through the cache."""
+        """Append the ids of ``pretokens`` to ``out``, through the cache (a loop that runs in C)."""
         # BEGIN SOLUTION
-        cache = self._cache
-        for pretoken in pretokens:
-            ids = cache.get(pretoken)
-            if ids is None:
-                ids = self._encode_pretoken(pretoken)
-                if len(cache) >= CACHE_SIZE:
-                    cache.clear()
-                cache[pretoken] = ids
-            out.extend(ids)
+        out.extend(chain.from_iterable(map(self._cache.__getitem__, pretokens)))
         # END SOLUTION
 
     def encode(self, text: str) -> list[int]:

@@ -7,7 +7,9 @@ from cs336_staff.mutants import Mutant
 FILE = "cs336_assignment/data.py"
 TESTS = ("tests/test_data.py",)
 DRAW = "starts = torch.randint(0, num_starts, (batch_size,), generator=generator).numpy()"
-READ = "windows = np.asarray(dataset[starts[:, None] + np.arange(context_length + 1)], dtype=np.int64)"
+READ = (
+    "windows = np.asarray(dataset[starts[:, None] + np.arange(context_length + 1)], dtype=np.int64)"
+)
 
 MUTANTS = [
     Mutant(

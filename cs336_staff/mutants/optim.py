@@ -100,7 +100,7 @@ MUTANTS = [
                     else:
                         grad = grad.add(p, alpha=weight_decay)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg.lerp_(grad, 1 - beta1)  # m = b1 * m + (1 - b1) * g, as torch writes it
                 exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 step_size = lr / (1 - beta1**t)
                 denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
@@ -108,7 +108,7 @@ MUTANTS = [
         new="""                    if not self.decoupled_weight_decay:
                         grad = grad.add(p, alpha=weight_decay)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg.lerp_(grad, 1 - beta1)  # m = b1 * m + (1 - b1) * g, as torch writes it
                 exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 step_size = lr / (1 - beta1**t)
                 denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
@@ -129,13 +129,13 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
-        name="adam-accepts-beta-one",
+        name="unit-interval-accepts-one",
         file=FILE,
         old="""    if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")""",
         new="""    if not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")""",
-        why="accepts beta = 1, for which the bias correction divides by zero",
+        why="accepts betas[i] = 1 or alpha = 1 (the bound written <= 1): Adam's bias correction then divides by zero, RMSProp never updates v",
         tests=TESTS,
     ),
     Mutant(

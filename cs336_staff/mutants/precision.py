@@ -67,7 +67,7 @@ MUTANTS = [
     Mutant(
         name="precision-scaler-steps-on-inf",
         file=_FILE,
-        old="        if state[\"found_inf\"]:\n            return None\n        return optimizer.step()",
+        old='        if state["found_inf"]:\n            return None\n        return optimizer.step()',
         new="        return optimizer.step()",
         why="takes the optimizer step even when a gradient overflowed, poisoning the weights with inf/NaN",
         tests=_TESTS,
@@ -91,7 +91,7 @@ MUTANTS = [
     Mutant(
         name="precision-fp8-matmul-scale-b-not-transposed",
         file=_FILE,
-        old="    scale_b = scale_bt.t() if granularity == \"row\" else scale_bt  # () or (1, N)",
+        old='    scale_b = scale_bt.t() if granularity == "row" else scale_bt  # () or (1, N)',
         new="    scale_b = scale_bt  # () or (1, N)",
         why="passes B's per-column scales as an (N, 1) column instead of a (1, N) row",
         tests=_TESTS,

@@ -226,7 +226,7 @@ def submit_text(script: Path) -> str:
     for line in lines[1:] if lines and lines[0].startswith("#!") else lines:
         if not line.startswith("#"):
             break
-        body.append(line[1:].strip())
+        body.append(line[2:] if line.startswith("# ") else line[1:])  # keep indentation: code stays code
     text = "\n".join(body).strip()
     usage = "```bash\nbash make_submission.sh\n```"
     return f"{usage}\n\n{text}" if text else f"{usage}\n\nThen upload the archive it creates."

@@ -31,6 +31,12 @@ if _HIDE:
 _RESULTS: dict = {"collected": [], "collect_errors": [], "deselected": [], "tests": {}}
 
 
+def reset() -> None:
+    """Forget every recorded result (a warm fork-server child runs one session with a fresh record)."""
+    _RESULTS.clear()
+    _RESULTS.update({"collected": [], "collect_errors": [], "deselected": [], "tests": {}})
+
+
 def _chain(exc: BaseException | None) -> list[str]:
     """Type names of ``exc``, its causes, contexts and (for groups) members, depth first."""
     out, seen, todo = [], set(), [exc]

@@ -60,6 +60,8 @@ class PytestRun:
     deselected: list[str]
     tests: dict[str, Outcome]
     output: str
+    foreign_modules: list[str] = field(default_factory=list)  # tested modules imported from outside the tree
+    seconds: float = 0.0
 
     def with_outcome(self, *outcomes: str) -> list[Outcome]:
         return [t for t in self.tests.values() if t.outcome in outcomes]
@@ -111,16 +113,22 @@ class PytestJob:
         self._log.close()
         if returncode == -9:
             output += f"\n[killed: pytest ran longer than {self.timeout:.0f} s]"
-        data = json.loads(self._out.read_text()) if self._out.exists() else {}
+        run = read_run(returncode, self._out if self._out.exists() else None, output)
         shutil.rmtree(self._scratch, ignore_errors=True)
-        return PytestRun(
-            returncode=returncode,
-            collected=data.get("collected", []),
-            collect_errors=data.get("collect_errors", []),
-            deselected=data.get("deselected", []),
-            tests={k: Outcome(nodeid=k, **v) for k, v in data.get("tests", {}).items()},
-            output=output,
-        )
+        return run
+
+
+def read_run(returncode: int, results: Path | None, output: str) -> PytestRun:
+    """A ``PytestRun`` from the probe's JSON file (None if the child never wrote it) and the output."""
+    data = json.loads(Path(results).read_text()) if results is not None else {}
+    return PytestRun(
+        returncode=returncode,
+        collected=data.get("collected", []),
+        collect_errors=data.get("collect_errors", []),
+        deselected=data.get("deselected", []),
+        tests={k: Outcome(nodeid=k, **v) for k, v in data.get("tests", {}).items()},
+        output=output,
+    )
 
 
 def hide_installed(tree: Path) -> list[Path]:

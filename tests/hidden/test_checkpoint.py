@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import torch
 from torch import nn
@@ -12,6 +10,7 @@ import adapters
 from tests.test_checkpoint import (
     OPTIMIZERS,
     CrashableModel,
+    assert_error_names_file,
     assert_state_dicts_equal,
     keep_global_rngs,  # noqa: F401  (autouse fixture)
     make_model,
@@ -22,18 +21,31 @@ from tests.test_checkpoint import (
 ALL_OPTIMIZERS = {
     **OPTIMIZERS,
     "adam_amsgrad": lambda params: torch.optim.Adam(params, lr=3e-3, amsgrad=True),
-    "rmsprop_centered": lambda params: torch.optim.RMSprop(params, lr=1e-3, momentum=0.5, centered=True),
+    "rmsprop_centered": lambda params: torch.optim.RMSprop(
+        params, lr=1e-3, momentum=0.5, centered=True
+    ),
     "adagrad": lambda params: torch.optim.Adagrad(params, lr=1e-2),
 }
 
 
-@pytest.mark.parametrize(("optimizer", "k", "total"), [
-    ("adam_amsgrad", 1, 6), ("rmsprop_centered", 4, 9), ("adagrad", 2, 5), ("adamw", 0, 4), ("sgd_momentum", 8, 8),
-])
+@pytest.mark.parametrize(
+    ("optimizer", "k", "total"),
+    [
+        ("adam_amsgrad", 1, 6),
+        ("rmsprop_centered", 4, 9),
+        ("adagrad", 2, 5),
+        ("adamw", 0, 4),
+        ("sgd_momentum", 8, 8),
+    ],
+)
 def test_resume_is_exact_for_other_optimizers_and_split_points(optimizer, k, total, tmp_path):
     """Exact resumption for Adam (amsgrad), RMSprop, Adagrad, and at step 0 and at the very end."""
-    resumed, straight = resumed_and_uninterrupted(ALL_OPTIMIZERS[optimizer], k=k, total=total, target=tmp_path / "c.pt")
-    assert_state_dicts_equal(resumed.state_dict(), straight.state_dict(), f"resumed ({optimizer}, k={k}) parameters")
+    resumed, straight = resumed_and_uninterrupted(
+        ALL_OPTIMIZERS[optimizer], k=k, total=total, target=tmp_path / "c.pt"
+    )
+    assert_state_dicts_equal(
+        resumed.state_dict(), straight.state_dict(), f"resumed ({optimizer}, k={k}) parameters"
+    )
 
 
 def test_saving_does_not_disturb_the_run_being_saved(tmp_path):
@@ -46,8 +58,12 @@ def test_saving_does_not_disturb_the_run_being_saved(tmp_path):
     for step in range(8):
         train(model, opt, range(step, step + 1))
         adapters.run_save_checkpoint(model, opt, step + 1, tmp_path / "ckpt.pt")
-    assert_state_dicts_equal(model.state_dict(), straight.state_dict(), "parameters after saving every step")
-    assert_state_dicts_equal(opt.state_dict(), straight_opt.state_dict(), "optimizer state after saving every step")
+    assert_state_dicts_equal(
+        model.state_dict(), straight.state_dict(), "parameters after saving every step"
+    )
+    assert_state_dicts_equal(
+        opt.state_dict(), straight_opt.state_dict(), "optimizer state after saving every step"
+    )
 
 
 @pytest.mark.parametrize("iteration", [0, 1, 10**12])
@@ -57,7 +73,9 @@ def test_iteration_round_trips_exactly(iteration, tmp_path):
     opt = OPTIMIZERS["sgd_momentum"](list(model.parameters()))
     adapters.run_save_checkpoint(model, opt, iteration, tmp_path / "ckpt.pt")
     loaded = adapters.run_load_checkpoint(tmp_path / "ckpt.pt", model, opt)
-    assert loaded == iteration and isinstance(loaded, int), f"loaded {loaded!r}, expected the int {iteration}"
+    assert loaded == iteration and isinstance(loaded, int), (
+        f"loaded {loaded!r}, expected the int {iteration}"
+    )
 
 
 def test_checkpoint_round_trips_through_a_real_binary_file_object(tmp_path):
@@ -87,7 +105,9 @@ def test_saves_leave_no_temporary_files_behind(tmp_path):
     with pytest.raises(OSError, match="simulated crash"):
         adapters.run_save_checkpoint(model, opt, 3, tmp_path / "ckpt.pt")
     leftovers = sorted(p.name for p in tmp_path.iterdir())
-    assert leftovers == ["ckpt.pt"], f"the directory holds {leftovers}: delete the temporary file when a save fails"
+    assert leftovers == ["ckpt.pt"], (
+        f"the directory holds {leftovers}: delete the temporary file when a save fails"
+    )
 
 
 def test_a_failed_first_save_creates_no_checkpoint(tmp_path):
@@ -95,8 +115,12 @@ def test_a_failed_first_save_creates_no_checkpoint(tmp_path):
     model = CrashableModel()
     model.crash = True
     with pytest.raises(OSError, match="simulated crash"):
-        adapters.run_save_checkpoint(model, torch.optim.SGD(model.parameters(), lr=0.1), 1, tmp_path / "ckpt.pt")
-    assert not (tmp_path / "ckpt.pt").exists(), "a failed save left a (half-written) checkpoint at the path"
+        adapters.run_save_checkpoint(
+            model, torch.optim.SGD(model.parameters(), lr=0.1), 1, tmp_path / "ckpt.pt"
+        )
+    assert not (tmp_path / "ckpt.pt").exists(), (
+        "a failed save left a (half-written) checkpoint at the path"
+    )
 
 
 def test_loading_a_torch_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp_path):
@@ -104,8 +128,12 @@ def test_loading_a_torch_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp
     path = tmp_path / "some-tensors.pt"
     torch.save({"embedding": torch.zeros(3, 2), "step": torch.tensor(5)}, path)
     model = make_model(0)
-    with pytest.raises(Exception, match=re.escape(path.name)):
-        adapters.run_load_checkpoint(path, model, OPTIMIZERS["adamw"](list(model.parameters())))
+    assert_error_names_file(
+        lambda: adapters.run_load_checkpoint(
+            path, model, OPTIMIZERS["adamw"](list(model.parameters()))
+        ),
+        path,
+    )
 
 
 def test_loading_an_empty_file_fails_naming_the_file(tmp_path):
@@ -113,16 +141,24 @@ def test_loading_an_empty_file_fails_naming_the_file(tmp_path):
     path = tmp_path / "empty-ckpt.pt"
     path.touch()
     model = make_model(0)
-    with pytest.raises(Exception, match=re.escape(path.name)):
-        adapters.run_load_checkpoint(path, model, OPTIMIZERS["adamw"](list(model.parameters())))
+    assert_error_names_file(
+        lambda: adapters.run_load_checkpoint(
+            path, model, OPTIMIZERS["adamw"](list(model.parameters()))
+        ),
+        path,
+    )
 
 
 def test_loading_a_missing_file_fails_naming_the_file(tmp_path):
     """A path with no file raises an error naming the path."""
     path = tmp_path / "never-saved.pt"
     model = make_model(0)
-    with pytest.raises(Exception, match=re.escape(path.name)):
-        adapters.run_load_checkpoint(path, model, OPTIMIZERS["adamw"](list(model.parameters())))
+    assert_error_names_file(
+        lambda: adapters.run_load_checkpoint(
+            path, model, OPTIMIZERS["adamw"](list(model.parameters()))
+        ),
+        path,
+    )
 
 
 def test_checkpoint_keeps_buffers_as_well_as_parameters(tmp_path):
@@ -134,5 +170,9 @@ def test_checkpoint_keeps_buffers_as_well_as_parameters(tmp_path):
     adapters.run_save_checkpoint(model, opt, 3, tmp_path / "ckpt.pt")
     torch.manual_seed(1)
     fresh = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Linear(6, 1))
-    adapters.run_load_checkpoint(tmp_path / "ckpt.pt", fresh, torch.optim.AdamW(fresh.parameters(), lr=1e-2))
-    assert_state_dicts_equal(fresh.state_dict(), model.state_dict(), "model.state_dict() with BatchNorm buffers")
+    adapters.run_load_checkpoint(
+        tmp_path / "ckpt.pt", fresh, torch.optim.AdamW(fresh.parameters(), lr=1e-2)
+    )
+    assert_state_dicts_equal(
+        fresh.state_dict(), model.state_dict(), "model.state_dict() with BatchNorm buffers"
+    )

@@ -11,6 +11,7 @@ from tests.test_data import (
     DEVICES,
     assert_uniform_over_valid_starts,
     batch_reads,
+    error_raised_by,
     keep_global_rngs,  # noqa: F401  (autouse fixture)
     sampled_starts,
 )
@@ -31,26 +32,44 @@ def test_get_batch_starts_are_uniform_over_valid_positions_for_other_sizes(
 
 @pytest.mark.parametrize(
     ("dtype", "high"),
-    [(np.uint8, 255), (np.uint16, 65535), (np.int32, 2**31 - 1), (np.uint32, 2**32 - 1), (np.int64, 2**40)],
+    [
+        (np.uint8, 255),
+        (np.uint16, 65535),
+        (np.int32, 2**31 - 1),
+        (np.uint32, 2**32 - 1),
+        (np.int64, 2**40),
+    ],
 )
 def test_get_batch_preserves_token_ids_of_every_integer_dtype(dtype, high):
     """Token ids come back exactly as int64, including the largest value of the dataset's dtype."""
-    dataset = np.array([0, 1, 2, high, 4, 5, 6, 7], dtype=dtype)  # T = 6: starts 0 or 1, both see `high`
+    dataset = np.array(
+        [0, 1, 2, high, 4, 5, 6, 7], dtype=dtype
+    )  # T = 6: starts 0 or 1, both see `high`
     x, y = adapters.run_get_batch(dataset, 16, 6, "cpu", torch.Generator().manual_seed(0))
-    assert x.dtype == torch.int64 and y.dtype == torch.int64, f"dtypes {x.dtype}, {y.dtype}; expected int64"
+    assert x.dtype == torch.int64 and y.dtype == torch.int64, (
+        f"dtypes {x.dtype}, {y.dtype}; expected int64"
+    )
     expected = dataset.astype(np.int64)
     for b, (row_x, row_y) in enumerate(zip(x.numpy(), y.numpy(), strict=True)):
         s = int(row_x[0])
         assert s in (0, 1), f"x[{b}] starts with token {s}, but the only valid starts are 0 and 1"
-        np.testing.assert_array_equal(row_x, expected[s : s + 6], err_msg=f"x[{b}] (token {high} overflowed?)")
-        np.testing.assert_array_equal(row_y, expected[s + 1 : s + 7], err_msg=f"y[{b}] (token {high} overflowed?)")
+        np.testing.assert_array_equal(
+            row_x, expected[s : s + 6], err_msg=f"x[{b}] (token {high} overflowed?)"
+        )
+        np.testing.assert_array_equal(
+            row_y, expected[s + 1 : s + 7], err_msg=f"y[{b}] (token {high} overflowed?)"
+        )
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_get_batch_accepts_a_torch_device_object(device):
     """`device` may be a torch.device as well as a string."""
-    x, y = adapters.run_get_batch(np.arange(30), 3, 4, torch.device(device), torch.Generator().manual_seed(0))
-    assert x.device.type == y.device.type == device, f"tensors on {x.device} / {y.device}, expected {device}"
+    x, y = adapters.run_get_batch(
+        np.arange(30), 3, 4, torch.device(device), torch.Generator().manual_seed(0)
+    )
+    assert x.device.type == y.device.type == device, (
+        f"tensors on {x.device} / {y.device}, expected {device}"
+    )
 
 
 @pytest.mark.gpu
@@ -68,7 +87,9 @@ def test_get_batch_advances_the_generator_between_calls():
     dataset = np.arange(100_000)
     first, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
     second, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
-    assert not torch.equal(first, second), "the same generator gave the same batch twice: draw from it, do not re-seed it"
+    assert not torch.equal(first, second), (
+        "the same generator gave the same batch twice: draw from it, do not re-seed it"
+    )
 
 
 def test_get_batch_without_a_generator_uses_torchs_global_rng():
@@ -80,14 +101,18 @@ def test_get_batch_without_a_generator_uses_torchs_global_rng():
     torch.manual_seed(4)
     np.random.seed(4)
     b, _ = adapters.run_get_batch(dataset, 8, 4, "cpu")
-    assert a.shape == (8, 4) and torch.equal(a, b), "with generator=None, reseeding torch should reproduce the batch"
+    assert a.shape == (8, 4) and torch.equal(a, b), (
+        "with generator=None, reseeding torch should reproduce the batch"
+    )
 
 
 def test_get_batch_reads_do_not_grow_with_context_length_either():
     """Vectorised along time too: the number of dataset reads is the same for T = 2 and T = 200."""
     dataset = np.arange(1000, dtype=np.int64)
     short, long = batch_reads(dataset, 4, 2), batch_reads(dataset, 4, 200)
-    assert short == long, f"{short} dataset reads for T=2 but {long} for T=200: index all positions at once"
+    assert short == long, (
+        f"{short} dataset reads for T=2 but {long} for T=200: index all positions at once"
+    )
 
 
 @pytest.mark.parametrize("batch_size", [0, -3])
@@ -126,5 +151,9 @@ def test_get_batch_cuda_without_a_gpu_fails_with_torchs_error():
     """Asking for CUDA on a machine without it raises torch's error (not a silent CPU fallback)."""
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA; the error case needs a machine without it")
-    with pytest.raises((RuntimeError, AssertionError)):
-        adapters.run_get_batch(np.arange(100), 2, 4, "cuda", torch.Generator())
+    err = error_raised_by(
+        lambda: adapters.run_get_batch(np.arange(100), 2, 4, "cuda", torch.Generator())
+    )
+    assert isinstance(err, (RuntimeError, AssertionError)), (
+        f"expected torch's error, got {type(err).__name__}: {err}"
+    )

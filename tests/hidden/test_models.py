@@ -28,7 +28,9 @@ from tests.test_models import (
         (16, 16, (4,), torch.bfloat16, 5),
     ],
 )
-def test_linear_matches_functional_linear_other_shapes_and_dtypes(d_in, d_out, batch_shape, dtype, seed):
+def test_linear_matches_functional_linear_other_shapes_and_dtypes(
+    d_in, d_out, batch_shape, dtype, seed
+):
     """Linear equals F.linear for scalar-free, deep-batch, float64 and bfloat16 inputs."""
     linear_matches_functional(d_in, d_out, batch_shape, dtype, seed)
 
@@ -62,7 +64,9 @@ def test_linear_gradient_matches_functional_linear():
     upstream = torch.randn(2, 5, 3, generator=g)
     (layer(x) * upstream).sum().backward()
     (F.linear(x_ref, w_ref) * upstream).sum().backward()
-    assert layer.weight.grad is not None, "Linear.weight got no gradient: it must be an nn.Parameter used in forward"
+    assert layer.weight.grad is not None, (
+        "Linear.weight got no gradient: it must be an nn.Parameter used in forward"
+    )
     torch.testing.assert_close(layer.weight.grad, w_ref.grad, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-6)
 
@@ -82,7 +86,9 @@ def test_cruncher_with_zero_layers_is_just_the_head():
 
 def test_cruncher_float64_is_a_composition_of_linears():
     """A float64 Cruncher matches the composition of F.linear to float64 precision."""
-    model, weights, x = cruncher_with_fixed_weights(dim=6, num_layers=4, seed=8, dtype=torch.float64)
+    model, weights, x = cruncher_with_fixed_weights(
+        dim=6, num_layers=4, seed=8, dtype=torch.float64
+    )
     expected = x
     for i in range(4):
         expected = F.linear(expected, weights[f"layers.{i}.weight"])
@@ -97,7 +103,9 @@ def test_cruncher_gradients_reach_every_layer():
     model, _, x = cruncher_with_fixed_weights(dim=4, num_layers=3, seed=9)
     model(x).pow(2).sum().backward()
     for name, p in model.named_parameters():
-        assert p.grad is not None and p.grad.shape == p.shape, f"{name} got no gradient of shape {tuple(p.shape)}"
+        assert p.grad is not None and p.grad.shape == p.shape, (
+            f"{name} got no gradient of shape {tuple(p.shape)}"
+        )
         assert p.grad.abs().sum() > 0, f"{name}'s gradient is all zero"
 
 

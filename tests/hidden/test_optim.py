@@ -13,7 +13,13 @@ NAMES = list(OPTIMIZERS)
 # One setting per optimizer that exercises every term of its update.
 FULL = {
     "sgd": {"lr": 0.03, "momentum": 0.7, "weight_decay": 0.05},
-    "adagrad": {"lr": 0.2, "lr_decay": 0.003, "initial_accumulator_value": 0.1, "weight_decay": 0.02, "eps": 1e-3},
+    "adagrad": {
+        "lr": 0.2,
+        "lr_decay": 0.003,
+        "initial_accumulator_value": 0.1,
+        "weight_decay": 0.02,
+        "eps": 1e-3,
+    },
     "rmsprop": {"lr": 0.005, "alpha": 0.95, "eps": 1e-4, "momentum": 0.5, "weight_decay": 0.01},
     "adam": {"lr": 0.02, "betas": (0.85, 0.98), "eps": 1e-6, "weight_decay": 0.03},
     "adamw": {"lr": 0.02, "betas": (0.85, 0.98), "eps": 1e-6, "weight_decay": 0.3},
@@ -54,7 +60,9 @@ def test_optimizer_honours_param_group_options(name):
 def test_optimizer_skips_parameters_without_gradient(name):
     """A parameter whose .grad stays None is left untouched, and the others still match torch."""
     shapes = {"weight": (4, 3), "frozen": (3,)}
-    ours_p, _, _, _ = compare_with_torch(name, FULL[name], steps=20, seed=14, shapes=shapes, no_grad=frozenset({"frozen"}))
+    ours_p, _, _, _ = compare_with_torch(
+        name, FULL[name], steps=20, seed=14, shapes=shapes, no_grad=frozenset({"frozen"})
+    )
     initial = Problem.make(14, 20, torch.float32, shapes).init["frozen"]
     assert torch.equal(ours_p["frozen"].detach(), initial), (
         f"{describe(name, FULL[name])} changed a parameter whose grad is None; skip such parameters"
@@ -72,7 +80,9 @@ def test_optimizer_handles_all_zero_gradients_like_torch(name):
         for p, opt in ((ours_p, ours), (torch_p, ref)):
             p.grad = torch.zeros_like(p)
             opt.step()
-    assert not ours_p.isnan().any(), f"{describe(name, FULL[name])} produced NaN from zero gradients (0/0?)"
+    assert not ours_p.isnan().any(), (
+        f"{describe(name, FULL[name])} produced NaN from zero gradients (0/0?)"
+    )
     torch.testing.assert_close(ours_p.detach(), torch_p.detach(), rtol=1e-5, atol=1e-6)
 
 
@@ -96,7 +106,9 @@ def test_optimizer_step_with_closure_returns_its_loss(name):
             losses = [opt.step(closure) for _ in range(5)]
         results.append((p.detach(), [float(v.detach()) for v in losses]))
     (ours_p, ours_losses), (torch_p, torch_losses) = results
-    assert ours_losses == pytest.approx(torch_losses, rel=1e-5), f"step(closure) returned {ours_losses}, torch {torch_losses}"
+    assert ours_losses == pytest.approx(torch_losses, rel=1e-5), (
+        f"step(closure) returned {ours_losses}, torch {torch_losses}"
+    )
     torch.testing.assert_close(ours_p, torch_p, rtol=1e-5, atol=1e-6)
 
 
@@ -120,7 +132,9 @@ def test_optimizer_state_dict_round_trip_resumes_exactly(name):
         problem.set_grads(resumed, t)
         opt_b.step()
     for k in straight:
-        assert torch.equal(straight[k], resumed[k]), f"{describe(name, FULL[name])}: {k!r} differs after resuming from state_dict"
+        assert torch.equal(straight[k], resumed[k]), (
+            f"{describe(name, FULL[name])}: {k!r} differs after resuming from state_dict"
+        )
 
 
 NAN = float("nan")
@@ -137,7 +151,9 @@ MORE_BAD = [
 ]
 
 
-@pytest.mark.parametrize("name, kwargs, pattern", MORE_BAD, ids=[f"{c[0]}-{c[2]}" for c in MORE_BAD])
+@pytest.mark.parametrize(
+    "name, kwargs, pattern", MORE_BAD, ids=[f"{c[0]}-{c[2]}" for c in MORE_BAD]
+)
 def test_optimizer_rejects_nan_and_edge_hyperparameters(name, kwargs, pattern):
     """NaN hyperparameters, betas/alpha above 1 and nesterov with dampening raise ValueError naming them."""
     with pytest.raises(ValueError, match=pattern):

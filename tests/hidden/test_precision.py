@@ -12,6 +12,7 @@ import adapters
 from tests.test_precision import (
     E4M3,
     FP8,
+    _assert_same_run,
     _fp8_matmul_rel_error,
     _half_ulp_violations,
     _mixed_step_grad_errors,
@@ -30,11 +31,50 @@ E5M2 = torch.float8_e5m2
 @pytest.mark.parametrize(
     ("dtype", "expected"),
     [
-        (torch.float32, {"bits": 32, "exponent_bits": 8, "mantissa_bits": 23, "max": (2 - 2**-23) * 2.0**127}),
-        (torch.float16, {"bits": 16, "exponent_bits": 5, "mantissa_bits": 10, "max": 65504.0, "smallest_subnormal": 2.0**-24}),
-        (torch.bfloat16, {"bits": 16, "exponent_bits": 8, "mantissa_bits": 7, "smallest_normal": 2.0**-126, "eps": 2.0**-7}),
-        (torch.float8_e4m3fn, {"bits": 8, "exponent_bits": 4, "mantissa_bits": 3, "max": 448.0, "smallest_subnormal": 2.0**-9}),
-        (torch.float8_e5m2, {"bits": 8, "exponent_bits": 5, "mantissa_bits": 2, "max": 57344.0, "smallest_normal": 2.0**-14}),
+        (
+            torch.float32,
+            {"bits": 32, "exponent_bits": 8, "mantissa_bits": 23, "max": (2 - 2**-23) * 2.0**127},
+        ),
+        (
+            torch.float16,
+            {
+                "bits": 16,
+                "exponent_bits": 5,
+                "mantissa_bits": 10,
+                "max": 65504.0,
+                "smallest_subnormal": 2.0**-24,
+            },
+        ),
+        (
+            torch.bfloat16,
+            {
+                "bits": 16,
+                "exponent_bits": 8,
+                "mantissa_bits": 7,
+                "smallest_normal": 2.0**-126,
+                "eps": 2.0**-7,
+            },
+        ),
+        (
+            torch.float8_e4m3fn,
+            {
+                "bits": 8,
+                "exponent_bits": 4,
+                "mantissa_bits": 3,
+                "max": 448.0,
+                "smallest_subnormal": 2.0**-9,
+            },
+        ),
+        (
+            torch.float8_e5m2,
+            {
+                "bits": 8,
+                "exponent_bits": 5,
+                "mantissa_bits": 2,
+                "max": 57344.0,
+                "smallest_normal": 2.0**-14,
+            },
+        ),
     ],
     ids=lambda v: _name(v) if isinstance(v, torch.dtype) else "",
 )
@@ -48,7 +88,15 @@ def test_dtype_info_matches_the_lecture_table(dtype, expected):
 def test_dtype_info_returns_every_key_with_python_numbers():
     """All seven keys are present, bit counts are ints and the rest are floats."""
     info = adapters.run_dtype_info(torch.float8_e5m2)
-    keys = {"bits", "exponent_bits", "mantissa_bits", "max", "smallest_normal", "smallest_subnormal", "eps"}
+    keys = {
+        "bits",
+        "exponent_bits",
+        "mantissa_bits",
+        "max",
+        "smallest_normal",
+        "smallest_subnormal",
+        "eps",
+    }
     assert set(info) == keys, f"keys differ: missing {keys - set(info)}, extra {set(info) - keys}"
     for key in ("bits", "exponent_bits", "mantissa_bits"):
         assert isinstance(info[key], int), f"{key} should be an int"
@@ -63,7 +111,9 @@ def test_dtype_info_max_is_the_largest_finite_value(dtype):
     ulp = 2.0 ** (math.floor(math.log2(info["max"])) - info["mantissa_bits"])
     vals = torch.tensor([info["max"], info["max"] + ulp], dtype=torch.float64).to(dtype).double()
     assert vals[0].item() == info["max"]
-    assert not math.isfinite(vals[1].item()) or vals[1].item() == info["max"], f"{info['max'] + ulp} is finite in {_name(dtype)}"
+    assert not math.isfinite(vals[1].item()) or vals[1].item() == info["max"], (
+        f"{info['max'] + ulp} is finite in {_name(dtype)}"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -85,7 +135,9 @@ def test_to_fp8_half_ulp_for_mixed_magnitudes_and_input_dtypes(dtype, granularit
     x_fp8, scale = adapters.run_to_fp8(x, dtype, granularity)
     assert scale.dtype == torch.float32, "scales are fp32 whatever the input dtype"
     bad = _half_ulp_violations(x, x_fp8, scale)
-    assert not bad.any(), f"{int(bad.sum())} elements off by more than half an ulp ({_name(in_dtype)} input)"
+    assert not bad.any(), (
+        f"{int(bad.sum())} elements off by more than half an ulp ({_name(in_dtype)} input)"
+    )
     fmax = torch.finfo(dtype).max
     amax = x_fp8.float().abs().amax(dim=None if granularity == "tensor" else 1)
     assert (amax == fmax).all(), f"amax should map to {fmax}, got {amax.tolist()}"
@@ -122,9 +174,13 @@ def test_to_fp8_stale_row_scales_saturate_each_row(dtype):
     values, fmax = x_fp8.float(), torch.finfo(dtype).max
     assert torch.isfinite(values).all(), "a stale scale must saturate, not overflow"
     for row in (0, 2, 4):
-        assert values[row].abs().max().item() == fmax, f"row {row} grew {factors[row].item()}x and should saturate"
+        assert values[row].abs().max().item() == fmax, (
+            f"row {row} grew {factors[row].item()}x and should saturate"
+        )
     inside = (x * factors / stale).abs() <= fmax
-    assert not _half_ulp_violations((x * factors)[inside], x_fp8[inside], stale.expand_as(x)[inside]).any()
+    assert not _half_ulp_violations(
+        (x * factors)[inside], x_fp8[inside], stale.expand_as(x)[inside]
+    ).any()
 
 
 def test_to_fp8_rejects_a_scale_of_the_wrong_shape_or_sign():
@@ -163,7 +219,9 @@ def test_from_fp8_rejects_non_fp8_input_and_mismatched_scale():
 
 
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32, torch.float16], ids=_name)
-@pytest.mark.parametrize(("shape", "seed"), [((5, 32, 16), 1), ((40, 64, 80), 2), ((128, 16, 32), 3)])
+@pytest.mark.parametrize(
+    ("shape", "seed"), [((5, 32, 16), 1), ((40, 64, 80), 2), ((128, 16, 32), 3)]
+)
 @pytest.mark.parametrize("granularity", ["tensor", "row"])
 def test_fp8_matmul_error_below_6_percent_other_shapes(granularity, shape, seed, out_dtype):
     """Other shapes (M need not be a multiple of 16), seeds and output dtypes: relative error vs fp64 < 0.06."""
@@ -179,10 +237,14 @@ def test_fp8_matmul_rowwise_isolates_outlier_columns_of_b():
     keep = [j for j in range(32) if j not in (5, 17)]
     ref = (a.double() @ b.double())[:, keep]
     errs = {
-        gran: ((adapters.run_fp8_matmul(a, b, gran).double()[:, keep] - ref).norm() / ref.norm()).item()
+        gran: (
+            (adapters.run_fp8_matmul(a, b, gran).double()[:, keep] - ref).norm() / ref.norm()
+        ).item()
         for gran in ("tensor", "row")
     }
-    assert errs["row"] < 0.06 and errs["tensor"] > 5 * errs["row"], f"row-wise should isolate B's columns: {errs}"
+    assert errs["row"] < 0.06 and errs["tensor"] > 5 * errs["row"], (
+        f"row-wise should isolate B's columns: {errs}"
+    )
 
 
 def test_fp8_matmul_of_zeros_and_bf16_inputs():
@@ -212,7 +274,9 @@ def test_fp8_matmul_rejects_bad_out_dtype_and_integer_operands():
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("dtype", "seed"), [(torch.bfloat16, 7), (torch.float16, 3)], ids=["bf16", "fp16"])
+@pytest.mark.parametrize(
+    ("dtype", "seed"), [(torch.bfloat16, 7), (torch.float16, 3)], ids=["bf16", "fp16"]
+)
 def test_mixed_precision_step_other_seeds_and_fp16(dtype, seed):
     """bf16 at another seed and fp16 (10 mantissa bits, 8x finer than bf16): gradients within 3% of fp32."""
     errors = _mixed_step_grad_errors("cpu", dtype, seed)
@@ -232,7 +296,9 @@ def test_mixed_precision_step_returns_the_loss_and_zeroes_old_gradients():
     second = adapters.run_mixed_precision_step(model, optimizer, x, y, F.mse_loss)
     assert first.shape == () and first.dtype == torch.float32
     assert first.item() == second.item(), "with lr=0 the same batch must give the same loss"
-    assert torch.equal(model.weight.grad, grad_once), "gradients doubled: zero them at the start of the step"
+    assert torch.equal(model.weight.grad, grad_once), (
+        "gradients doubled: zero them at the start of the step"
+    )
     ref = F.mse_loss(model(x), y).item()
     assert abs(first.item() - ref) < 0.02 * ref, f"loss {first.item()} vs fp32 {ref}"
 
@@ -257,7 +323,9 @@ def test_loss_scaler_default_growth_after_2000_clean_steps_matches_grad_scaler()
             p.grad = None
             scales.append(scaler.get_scale())
         results.append(scales)
-    assert results[0] == results[1], "scale sequence differs from GradScaler's over 2001 clean steps"
+    assert results[0] == results[1], (
+        "scale sequence differs from GradScaler's over 2001 clean steps"
+    )
     assert results[0][1998] == 2.0**16 and results[0][1999] == 2.0**17
 
 
@@ -274,9 +342,7 @@ def test_loss_scaler_matches_grad_scaler_odd_factors_and_fp32_ceiling(kwargs):
     inject = {1: float("inf"), 5: float("nan")}
     ours = _run_scaler(adapters.get_loss_scaler_cls()(**kwargs), 9, inject, seed=3)
     theirs = _run_scaler(torch.amp.GradScaler("cpu", **kwargs), 9, inject, seed=3)
-    assert ours[0] == theirs[0], f"scales differ:\n  ours   {ours[0]}\n  torch  {theirs[0]}"
-    for i, (p, q) in enumerate(zip(ours[1], theirs[1], strict=True)):
-        assert torch.equal(p, q), f"parameters differ after step {i}"
+    _assert_same_run(ours, theirs, inject)
 
 
 def _two_optimizer_run(scaler, clip: bool) -> tuple[list[float], list[torch.Tensor]]:
@@ -300,7 +366,9 @@ def _two_optimizer_run(scaler, clip: bool) -> tuple[list[float], list[torch.Tens
         opt_enc.zero_grad()
         opt_dec.zero_grad()
         scales.append(scaler.get_scale())
-        params.append(torch.cat([p.detach().flatten() for p in [*enc.parameters(), *dec.parameters()]]))
+        params.append(
+            torch.cat([p.detach().flatten() for p in [*enc.parameters(), *dec.parameters()]])
+        )
     return scales, params
 
 
@@ -310,9 +378,7 @@ def test_loss_scaler_with_two_optimizers_and_clipping_matches_grad_scaler(clip):
     kwargs = {"init_scale": 256.0, "growth_interval": 2}
     ours = _two_optimizer_run(adapters.get_loss_scaler_cls()(**kwargs), clip)
     theirs = _two_optimizer_run(torch.amp.GradScaler("cpu", **kwargs), clip)
-    assert ours[0] == theirs[0], f"scales differ:\n  ours   {ours[0]}\n  torch  {theirs[0]}"
-    for i, (p, q) in enumerate(zip(ours[1], theirs[1], strict=True)):
-        assert torch.equal(p, q), f"parameters differ from GradScaler's after step {i}"
+    _assert_same_run(ours, theirs, {3: float("inf")})
 
 
 def test_loss_scaler_rejects_fp16_gradients():

@@ -4,16 +4,35 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_checkpoint import assert_state_dicts_equal, keep_global_rngs  # noqa: F401  (autouse fixture)
-from tests.test_training import TINY, assert_same_final_state, load_final_state, losses_printed, train
+from tests.test_checkpoint import keep_global_rngs  # noqa: F401  (autouse fixture)
+from tests.test_training import (
+    TINY,
+    assert_same_final_state,
+    load_final_state,
+    losses_printed,
+    train,
+)
 
 
 @pytest.mark.parametrize(("dim", "layers"), [(8, 1), (8, 3)])
 def test_train_loss_falls_for_other_widths_and_depths(dim, layers, capsys):
     """With D = 8 and 1 or 3 hidden layers the loss also falls over 100x in 150 steps."""
-    train("--steps", "150", "--dim", str(dim), "--layers", str(layers), "--batch-size", "8", "--seed", "5")
+    train(
+        "--steps",
+        "150",
+        "--dim",
+        str(dim),
+        "--layers",
+        str(layers),
+        "--batch-size",
+        "8",
+        "--seed",
+        "5",
+    )
     losses = losses_printed(capsys.readouterr().out)
-    assert losses[150] < losses[1] / 100, f"D={dim}, layers={layers}: loss {losses[1]:.4g} -> {losses[150]:.4g}"
+    assert losses[150] < losses[1] / 100, (
+        f"D={dim}, layers={layers}: loss {losses[1]:.4g} -> {losses[150]:.4g}"
+    )
 
 
 def test_train_with_the_same_seed_is_deterministic_and_another_seed_differs(tmp_path):
@@ -25,7 +44,9 @@ def test_train_with_the_same_seed_is_deterministic_and_another_seed_differs(tmp_
     train("--steps", "30", *[v if v != "3" else "4" for v in TINY], "--checkpoint", str(c))
     _, model_a, _ = load_final_state(a)
     _, model_c, _ = load_final_state(c)
-    assert any((model_a[k] != model_c[k]).any() for k in model_a), "--seed 3 and --seed 4 ended with the same weights"
+    assert any((model_a[k] != model_c[k]).any() for k in model_a), (
+        "--seed 3 and --seed 4 ended with the same weights"
+    )
 
 
 def test_train_resume_before_any_checkpoint_starts_from_scratch(tmp_path):
@@ -50,5 +71,7 @@ def test_train_resume_with_more_steps_extends_the_run_exactly(tmp_path):
     straight, extended = tmp_path / "straight.pt", tmp_path / "extended.pt"
     train("--steps", "70", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "7")
     train("--steps", "30", *TINY, "--checkpoint", str(extended), "--checkpoint-every", "7")
-    train("--steps", "70", *TINY, "--checkpoint", str(extended), "--checkpoint-every", "7", "--resume")
+    train(
+        "--steps", "70", *TINY, "--checkpoint", str(extended), "--checkpoint-every", "7", "--resume"
+    )
     assert_same_final_state(extended, straight)

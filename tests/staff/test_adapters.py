@@ -133,7 +133,9 @@ def test_forwarding_adapter_passes_exactly_its_parameters(name):
         )
         used += names
     unknown = [n for n in used if n not in own]
-    assert not unknown, f"adapters.{name} passes {unknown}, which are not its parameters {sorted(own)}"
+    assert not unknown, (
+        f"adapters.{name} passes {unknown}, which are not its parameters {sorted(own)}"
+    )
     ignored = own - set(used)
     assert not ignored, f"adapters.{name} silently ignores its parameters {sorted(ignored)}"
     assert len(used) == len(set(used)), f"adapters.{name} passes a parameter twice: {used}"
@@ -166,15 +168,20 @@ def test_forwarding_adapter_passes_exactly_its_parameters(name):
         if kw.arg is None:
             # Forwarding **kwargs needs somewhere for them to go: **kwargs or optional keywords.
             assert any(
-                p.kind is p.VAR_KEYWORD or (p.kind is not p.VAR_POSITIONAL and p.default is not p.empty)
+                p.kind is p.VAR_KEYWORD
+                or (p.kind is not p.VAR_POSITIONAL and p.default is not p.empty)
                 for p in callee_sig.parameters.values()
-            ), f"adapters.{name} forwards **{kw.value.id} but {callee_path}{callee_sig} takes no optional keywords"
+            ), (
+                f"adapters.{name} forwards **{kw.value.id} but {callee_path}{callee_sig} takes no optional keywords"
+            )
         else:
             kwargs[kw.arg] = sentinels[kw.value.id]
     try:
         bound = callee_sig.bind(*args, **kwargs)
     except TypeError as e:
-        pytest.fail(f"{callee_path}{callee_sig} does not accept adapters.{name}'s call {ast.unparse(call)}: {e}")
+        pytest.fail(
+            f"{callee_path}{callee_sig} does not accept adapters.{name}'s call {ast.unparse(call)}: {e}"
+        )
     by_sentinel = {id(v): k for k, v in bound.arguments.items()}
     for param, sentinel in sentinels.items():
         if id(sentinel) in by_sentinel:
@@ -183,7 +190,10 @@ def test_forwarding_adapter_passes_exactly_its_parameters(name):
                 f"adapters.{name} passes its parameter {param!r} to {callee_path}'s parameter {landed!r}: "
                 f"use the same names in the same positions ({callee_sig})"
             )
-            mine, theirs = adapter_sig.parameters[param].default, callee_sig.parameters[landed].default
+            mine, theirs = (
+                adapter_sig.parameters[param].default,
+                callee_sig.parameters[landed].default,
+            )
             if mine is not inspect.Parameter.empty and theirs is not inspect.Parameter.empty:
                 assert mine == theirs, (
                     f"adapters.{name}({param}={mine!r}) but {callee_path} defaults {landed}={theirs!r}"

@@ -22,7 +22,14 @@ ZIP = "cs336-assignment-submission.zip"
 def run_script(tree: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "CS336_PYTHON": sys.executable}
     env.pop("PYTHONPATH", None)
-    return subprocess.run(["bash", str(tree / "make_submission.sh")], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["bash", str(tree / "make_submission.sh")],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def write(path: Path, content: str | bytes = "") -> Path:
@@ -38,7 +45,10 @@ def write(path: Path, content: str | bytes = "") -> Path:
 def tree(tmp_path: Path) -> Path:
     """A small stand-in for a student's checkout: a package, adapters.py, and plenty of clutter."""
     shutil.copy(SCRIPT, tmp_path / "make_submission.sh")
-    write(tmp_path / "adapters.py", "from cs336_assignment import core\nfrom cs336_assignment.sub import helper\n")
+    write(
+        tmp_path / "adapters.py",
+        "from cs336_assignment import core\nfrom cs336_assignment.sub import helper\n",
+    )
     write(tmp_path / "cs336_assignment/__init__.py", '"""Student package."""\n')
     write(tmp_path / "cs336_assignment/core.py", "VALUE = 1\n")
     write(tmp_path / "cs336_assignment/sub/__init__.py")
@@ -69,19 +79,27 @@ def test_zip_holds_only_the_package_adapters_and_writeup(tree):
     proc = run_script(tree)
     assert proc.returncode == 0, proc.stderr
     names = sorted(zipfile.ZipFile(tree / ZIP).namelist())
-    assert names == sorted([
-        "adapters.py",
-        "writeup.pdf",
-        "cs336_assignment/__init__.py",
-        "cs336_assignment/core.py",
-        "cs336_assignment/sub/__init__.py",
-        "cs336_assignment/sub/helper.py",
-        "cs336_assignment/vocab.json",
-    ]), names
+    assert names == sorted(
+        [
+            "adapters.py",
+            "writeup.pdf",
+            "cs336_assignment/__init__.py",
+            "cs336_assignment/core.py",
+            "cs336_assignment/sub/__init__.py",
+            "cs336_assignment/sub/helper.py",
+            "cs336_assignment/vocab.json",
+        ]
+    ), names
     for name in names:
         assert name in proc.stdout, f"the manifest does not list {name}:\n{proc.stdout}"
-    for left_out in ("cs336_assignment/data", "cs336_assignment/model.pt", "cs336_assignment/huge_notes.txt"):
-        assert left_out in proc.stdout, f"the report of left-out files does not mention {left_out}:\n{proc.stdout}"
+    for left_out in (
+        "cs336_assignment/data",
+        "cs336_assignment/model.pt",
+        "cs336_assignment/huge_notes.txt",
+    ):
+        assert left_out in proc.stdout, (
+            f"the report of left-out files does not mention {left_out}:\n{proc.stdout}"
+        )
     with zipfile.ZipFile(tree / ZIP) as zf:
         assert zf.read("cs336_assignment/core.py") == b"VALUE = 1\n"
 
@@ -96,7 +114,9 @@ def test_zip_without_a_writeup_is_built_and_says_so(tree):
 
 def test_refuses_when_the_package_does_not_import(tree):
     """A module that fails to import makes the script exit non-zero, say why, and write nothing."""
-    write(tree / "cs336_assignment/sub/broken.py", "def f(:\n")  # a syntax error, not imported by adapters.py
+    write(
+        tree / "cs336_assignment/sub/broken.py", "def f(:\n"
+    )  # a syntax error, not imported by adapters.py
     proc = run_script(tree)
     assert proc.returncode != 0
     assert "does not import" in proc.stderr and "SyntaxError" in proc.stderr, proc.stderr
@@ -119,7 +139,9 @@ def test_refuses_a_zip_over_ten_megabytes(tree):
     proc = run_script(tree)
     assert proc.returncode != 0
     assert "over the 10.00 MiB limit" in proc.stderr and "writeup.pdf" in proc.stderr, proc.stderr
-    leftovers = sorted(p.name for p in tree.glob("*.zip")) + sorted(p.name for p in tree.glob(".submission.*"))
+    leftovers = sorted(p.name for p in tree.glob("*.zip")) + sorted(
+        p.name for p in tree.glob(".submission.*")
+    )
     assert leftovers == [], f"a refused run left {leftovers} behind"
 
 
@@ -134,9 +156,17 @@ def test_real_package_builds_a_submission(tmp_path):
     """On a copy of this repository's package and adapters.py, the script succeeds and ships every module."""
     shutil.copy(SCRIPT, tmp_path / "make_submission.sh")
     shutil.copy(ROOT / "adapters.py", tmp_path / "adapters.py")
-    shutil.copytree(ROOT / "cs336_assignment", tmp_path / "cs336_assignment", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "cs336_assignment",
+        tmp_path / "cs336_assignment",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     proc = run_script(tmp_path)
     assert proc.returncode == 0, proc.stderr
     names = set(zipfile.ZipFile(tmp_path / ZIP).namelist())
-    expected = {p.relative_to(tmp_path).as_posix() for p in (tmp_path / "cs336_assignment").rglob("*.py")}
-    assert expected | {"adapters.py"} == names, f"missing: {expected - names}, unexpected: {names - expected - {'adapters.py'}}"
+    expected = {
+        p.relative_to(tmp_path).as_posix() for p in (tmp_path / "cs336_assignment").rglob("*.py")
+    }
+    assert expected | {"adapters.py"} == names, (
+        f"missing: {expected - names}, unexpected: {names - expected - {'adapters.py'}}"
+    )

@@ -1,0 +1,219 @@
+"""BPE encoding: our ``Tokenizer`` vs a ``tiktoken.Encoding`` with the same merges, in one run.
+
+    uv run python benchmarks/make_corpus.py     # once: builds benchmarks/data/
+    uv run python benchmarks/encode.py          # all three figures below
+    uv run python benchmarks/encode.py --only single --repeats 3
+
+The tokenizer is a vocab-10,000 BPE trained by ``cs336 train-bpe`` on the 5 MB slice with
+``<|endoftext|>`` as its special token, cached in ``benchmarks/data/tok-10k-5mb/`` (delete the
+directory to retrain). The peer is ``tiktoken.Encoding(mergeable_ranks={token bytes: our id},
+pat_str=GPT-2's pattern, special_tokens={"<|endoftext|>": our id})``: the same tokenizer, so the
+ids must be identical, and they are checked.
+
+1. ``single``: throughput (MB/s) on the 5 MB slice, ours (``Tokenizer.encode`` on a freshly
+   loaded tokenizer, so its pre-token cache starts empty; one process) vs ``tiktoken``'s
+   ``encode`` (one thread). Ratio = ours / tiktoken (target at least 0.3).
+2. ``parallel``: ``cs336 encode FILE --num-processes 2`` (in-process call of the CLI: load the
+   tokenizer, cut the file, encode the chunks on both cores, write the ``.npy``) vs the same
+   ``tiktoken`` single-thread figure. Ratio target at least 0.5.
+3. ``stream``: ``Tokenizer.encode_iterable`` over the 90 MB file read line by line, in a child
+   process; its peak RSS from ``os.wait4`` (``ru_maxrss``) (target under 250 MB). The ids are
+   checked against ``tiktoken`` (same count, same SHA-1 of the ``uint16`` stream).
+
+With ``--repeats N`` each timing is the best of N runs (ours always with a cold cache): the best
+run is the one least disturbed by other work on a shared machine. Nothing is asserted: ratios are
+printed, and the README records them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import tiktoken
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cs336_assignment.cli import main as cs336  # noqa: E402
+from cs336_assignment.commands.encode import load_tokenizer  # noqa: E402
+from cs336_assignment.tokenization import GPT2_PATTERN, Tokenizer  # noqa: E402
+from cs336_assignment.tokenization.pretokenize import find_chunk_boundaries, read_utf8  # noqa: E402
+
+DATA = ROOT / "benchmarks" / "data"
+SMALL, BIG = DATA / "corpus-5mb.txt", DATA / "corpus-90mb.txt"
+TOKENIZER = DATA / "tok-10k-5mb"
+SPECIAL = "<|endoftext|>"
+HASH_BLOCK = 1 << 16
+
+
+def ensure_tokenizer() -> Path:
+    """Train the vocab-10k tokenizer on the 5 MB slice once; reuse it afterwards."""
+    if not (TOKENIZER / "merges.txt").exists():
+        print(f"training the benchmark tokenizer into {TOKENIZER} ...", flush=True)
+        code = cs336(["train-bpe", str(SMALL), "--vocab-size", "10000", "--special-token", SPECIAL, "--out", str(TOKENIZER)])
+        if code != 0:
+            sys.exit(f"cs336 train-bpe failed with status {code}")
+    return TOKENIZER
+
+
+def tiktoken_peer(tok: Tokenizer) -> tiktoken.Encoding:
+    """A ``tiktoken.Encoding`` with our merges: mergeable ranks are our ids, same pattern and specials."""
+    special = {t: i for t, i in tok._special_ids.items()}  # noqa: SLF001 - the ids the tokenizer assigned
+    ranks = {token: i for i, token in tok.vocab.items() if i not in special.values()}
+    return tiktoken.Encoding(name="ours-10k", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
+
+
+def best_time(fn, repeats: int):
+    """``(result of the last run, best wall time over `repeats` runs)``."""
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return result, best
+
+
+def first_mismatch(a: list[int] | np.ndarray, b: list[int]) -> str:
+    a = list(map(int, a))
+    if a == b:
+        return "identical ids"
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f"MISMATCH at id #{i}: ours {a[i:i + 5]} vs tiktoken {b[i:i + 5]} (lengths {len(a)} vs {len(b)})"
+
+
+def bench_single(text: str, megabytes: float, peer: tiktoken.Encoding, repeats: int) -> float:
+    """Figure 1; returns tiktoken's time (the peer figure for the parallel run)."""
+    ref, t_peer = best_time(lambda: peer.encode(text, allowed_special="all"), repeats)
+    t_ours, t_load = float("inf"), float("inf")
+    for _ in range(repeats):  # a freshly loaded tokenizer each time: its cache starts empty
+        start = time.perf_counter()
+        tok = load_tokenizer(TOKENIZER)
+        loaded = time.perf_counter()
+        ours = tok.encode(text)
+        t_ours, t_load = min(t_ours, time.perf_counter() - loaded), min(t_load, loaded - start)
+    print(f"\n[single] {SMALL.name} ({megabytes:.1f} MB), vocab 10,000, one process, ours from a cold cache")
+    print(f"  tiktoken         {t_peer:7.2f} s  {megabytes / t_peer:6.2f} MB/s")
+    print(f"  ours (encode)    {t_ours:7.2f} s  {megabytes / t_ours:6.2f} MB/s   ({len(ours):,} ids; tokenizer load {t_load:.2f} s not counted)")
+    print(f"  ours / tiktoken throughput: x{t_peer / t_ours:.2f}  (target >= 0.3)   {first_mismatch(ours, ref)}")
+    return t_peer
+
+
+def bench_parallel(text: str, megabytes: float, peer: tiktoken.Encoding, t_peer: float, repeats: int) -> None:
+    """Figure 2: the CLI on two cores (tokenizer load, chunking, pool, .npy writing included)."""
+    ref = peer.encode(text, allowed_special="all")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "ids.npy"
+        argv = ["encode", str(SMALL), "--tokenizer", str(TOKENIZER), "--out", str(out), "--num-processes", "2", "--overwrite"]
+
+        def run() -> None:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                if cs336(argv) != 0:
+                    raise RuntimeError("cs336 encode failed")
+
+        _, t_ours = best_time(run, repeats)
+        ours = np.load(out)
+    print(f"\n[parallel] `cs336 {' '.join(argv[:1])} {SMALL.name} --num-processes 2` (in-process call), 2 cores")
+    print(f"  tiktoken (1 thread) {t_peer:7.2f} s  {megabytes / t_peer:6.2f} MB/s")
+    print(f"  ours (2 processes)  {t_ours:7.2f} s  {megabytes / t_ours:6.2f} MB/s   (everything included: load, pool, .npy)")
+    print(f"  ours / tiktoken throughput: x{t_peer / t_ours:.2f}  (target >= 0.5)   {first_mismatch(ours, ref)}")
+
+
+def stream_child(tokenizer_dir: Path, path: Path) -> None:
+    """In the child: stream the file through ``encode_iterable``; print count, SHA-1, times, RSS."""
+    import resource
+
+    tok = load_tokenizer(tokenizer_dir)
+    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    digest, count, block = hashlib.sha1(), 0, []
+    start = time.perf_counter()
+    with open(path, encoding="utf-8", newline="") as f:
+        for i in tok.encode_iterable(f):
+            block.append(i)
+            if len(block) == HASH_BLOCK:
+                digest.update(np.asarray(block, dtype=np.uint16).tobytes())
+                count += len(block)
+                block = []
+    digest.update(np.asarray(block, dtype=np.uint16).tobytes())
+    count += len(block)
+    seconds = time.perf_counter() - start
+    print(json.dumps({"count": count, "sha1": digest.hexdigest(), "seconds": seconds, "rss_loaded_mb": rss_loaded}))
+
+
+def tiktoken_stream_digest(peer: tiktoken.Encoding, path: Path) -> tuple[int, str]:
+    """tiktoken's ids for the file, chunk by chunk (cut before special tokens, so nothing changes)."""
+    digest, count = hashlib.sha1(), 0
+    for lo, hi in pairwise(find_chunk_boundaries(path, [SPECIAL], 1 << 22)):
+        ids = peer.encode(read_utf8(path, lo, hi), allowed_special="all")
+        digest.update(np.asarray(ids, dtype=np.uint16).tobytes())
+        count += len(ids)
+    return count, digest.hexdigest()
+
+
+def bench_stream(peer: tiktoken.Encoding, repeats: int) -> None:
+    """Figure 3: ``encode_iterable`` over the 90 MB file in a child process; peak RSS from wait4."""
+    megabytes = BIG.stat().st_size / 1e6
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "--stream-child", str(BIG)], stdout=subprocess.PIPE, text=True
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        child = json.loads(proc.stdout.read().strip().splitlines()[-1])
+        if status != 0:
+            sys.exit(f"the encode_iterable child failed (status {status})")
+        runs.append((child, usage.ru_maxrss / 1024, wall))
+    count, sha1 = tiktoken_stream_digest(peer, BIG)
+    child, peak, wall = min(runs, key=lambda r: r[0]["seconds"])
+    same = child["count"] == count and child["sha1"] == sha1
+    print(f"\n[stream] encode_iterable over {BIG.name} ({megabytes:.1f} MB), one process, read line by line")
+    print(f"  peak RSS {peak:6.0f} MB over all of it (after loading the tokenizer: {child['rss_loaded_mb']:.0f} MB)  (target < 250 MB)")
+    print(f"  peak RSS of each run: {', '.join(f'{r[1]:.0f}' for r in runs)} MB")
+    print(f"  time {child['seconds']:.1f} s ({megabytes / child['seconds']:.2f} MB/s), child wall {wall:.1f} s")
+    verdict = "identical ids to tiktoken" if same else f"MISMATCH: {child['count']} ids {child['sha1']} vs tiktoken {count} {sha1}"
+    print(f"  {child['count']:,} ids, {verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["single", "parallel", "stream"], action="append", help="run only these figures")
+    parser.add_argument("--repeats", type=int, default=1, help="best of N runs for each timing (default 1)")
+    parser.add_argument("--stream-child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.stream_child:
+        stream_child(TOKENIZER, args.stream_child)
+        return
+    for path in (SMALL, BIG):
+        if not path.exists():
+            sys.exit(f"{path} is missing: build it first with `uv run python benchmarks/make_corpus.py`")
+    only = set(args.only or ["single", "parallel", "stream"])
+    ensure_tokenizer()
+    peer = tiktoken_peer(load_tokenizer(TOKENIZER))
+    print(f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    text = SMALL.read_text(encoding="utf-8")
+    megabytes = SMALL.stat().st_size / 1e6
+    t_peer = None
+    if "single" in only or "parallel" in only:
+        t_peer = bench_single(text, megabytes, peer, args.repeats)
+    if "parallel" in only:
+        bench_parallel(text, megabytes, peer, t_peer, args.repeats)
+    if "stream" in only:
+        bench_stream(peer, args.repeats)
+    print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
