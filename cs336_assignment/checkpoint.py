@@ -14,6 +14,7 @@ Two properties make a checkpoint trustworthy:
   a temporary file in the same directory, flush and ``fsync`` it, then ``os.replace`` it over the
   target (an atomic rename on POSIX), and ``fsync`` the directory so the rename itself survives a
   power cut. At every instant the path holds either the old checkpoint or the new one.
+  ``cs336_assignment.files.atomic_write`` does exactly this; use it.
 * **Safe loads.** ``torch.load(..., weights_only=True)`` unpickles only tensors and plain
   containers, so opening a checkpoint from somewhere else cannot run code.
 
@@ -25,12 +26,13 @@ from __future__ import annotations
 
 import os
 import random
-import tempfile
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 import numpy as np
 import torch
+
+from cs336_assignment.files import atomic_write
 
 CHECKPOINT_KEYS = ("model", "optimizer", "iteration")
 
@@ -93,23 +95,8 @@ def save_checkpoint(
     if not isinstance(out, (str, os.PathLike)):
         torch.save(state, out)
         return
-    path = Path(out)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        # Atomic: from here on `path` is the new checkpoint; up to here it was the old one.
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
+    with atomic_write(out) as f:
+        torch.save(state, f)
     # END SOLUTION
 
 

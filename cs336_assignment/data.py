@@ -20,7 +20,6 @@ multi-worker prefetching (``torch.utils.data.DataLoader``), sharding across rank
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,8 @@ import numpy.typing as npt
 import torch
 from jaxtyping import Int
 from torch import Tensor
+
+from cs336_assignment.files import atomic_write
 
 
 def get_batch(
@@ -129,16 +130,8 @@ def save_tokens(
                 f"token ids span [{low}, {high}] but {dtype} holds only [{info.min}, {info.max}]; "
                 "pass a wider dtype (np.uint32 for vocabularies above 65,536)"
             )
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            array.astype(dtype, copy=False).tofile(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path) as f:
+        array.astype(dtype, copy=False).tofile(f)
     return path
 
 

@@ -7,19 +7,27 @@
 For each ``Mutant`` (a small patch of the reference, see ``cs336_staff/mutants/__init__.py``) the
 audit patches a scratch copy of the repository's public tree (the files the handout ships:
 ``cs336_assignment/``, ``adapters.py``, public ``tests/`` and ``fixtures/``, plus
-``pyproject.toml``), runs ``python -m pytest <mutant.tests> -x -q`` there with this
-repository's Python, and restores the file. The scratch copy's package is what runs: pytest starts
-in the scratch directory, and the editable install's path to this repository is removed from
-the child's ``sys.path``. Each scratch copy serves one worker; ``PYTHONDONTWRITEBYTECODE`` keeps a
-stale ``.pyc`` of a mutated file from outliving its restore.
+``pyproject.toml``), runs ``pytest <mutant.tests> -x -q`` there, and restores the file. Each of the
+``--jobs`` workers owns one scratch copy.
+
+The runs are forked from a warm server (``release/warm.py``) that imported torch, pytest and
+hypothesis and took torch's slow lazy imports once, so a mutant costs its tests, not a Python
+start-up: the whole zoo runs in a few minutes on two cores instead of most of an hour. The server
+never imports the code under test; each child drops the editable install's path to this
+repository from ``sys.path``, starts in the scratch copy, and reports any ``cs336_assignment`` or
+``adapters`` module it imported from elsewhere (which makes the mutant ``invalid``: the run did
+not test the scratch copy). A child that outlives ``--timeout`` is killed with everything it spawned.
+
+The baseline is one run of every public test file the mutants name, on the unmutated copy, in
+parallel with the first mutants: a test that fails there does not count as catching anything.
 
 The report gives, per mutant, the tests that caught it and the first line of each failure message
 (what a student with that bug would read), and ends with ``caught N of M``. The audit fails
 (non-zero exit) if any mutant survives, does not apply (its ``old`` text is gone from the
 reference), does not parse, names no public test, or if a named test already fails on the
-unmutated reference (the baseline run, which makes "caught" mean something). Deliberately left
-out: generating mutants automatically (mutmut-style operators make mostly unrealistic bugs) and
-running the hidden tests (the zoo proves what the public suite teaches).
+unmutated reference. SIGINT and SIGTERM stop the children and delete the scratch copies.
+Deliberately left out: generating mutants automatically (mutmut-style operators make mostly
+unrealistic bugs) and running the hidden tests (the zoo proves what the public suite teaches).
 """
 
 from __future__ import annotations
@@ -30,18 +38,21 @@ import os
 import pkgutil
 import queue
 import shutil
+import signal
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.release.build import SHIPPED_DIRS, shipped_sources
-from cs336_staff.release.runner import PytestJob, PytestRun, hide_installed
+from cs336_staff.release.runner import PytestRun, hide_installed
+from cs336_staff.release.warm import KILLED, WarmPool
 
 REPO = Path(__file__).resolve().parents[1]
 EXTRA_FILES = ("pyproject.toml", "README.md")
-MUTANT_TIMEOUT = 900.0
+MUTANT_TIMEOUT = 300.0  # seconds; a mutant's tests normally take a few
+BASELINE_TIMEOUT = 1800.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", default=[], metavar="PART", help="only this part (e.g. optim) or mutant name; repeatable")
     parser.add_argument("--full", action="store_true", help="run every named test instead of stopping at the first failure (-x)")
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip the run of the named tests on the unmutated reference")
+    parser.add_argument("--timeout", type=float, default=MUTANT_TIMEOUT, help="seconds before a mutant's run is killed (default: %(default).0f)")
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
@@ -107,7 +119,7 @@ def make_scratch(repo: Path, dest: Path) -> Path:
 
 def _public(test: str) -> bool:
     path = test.split("::")[0]
-    hidden = [p for p in SHIPPED_DIRS["tests"]]
+    hidden = SHIPPED_DIRS["tests"]
     return path.startswith("tests/") and not any(path == h or path.startswith(h + "/") for h in hidden)
 
 
@@ -126,8 +138,11 @@ def _failures(run: PytestRun) -> list[tuple[str, str]]:
     return out
 
 
-def judge(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float) -> Verdict:
+def judge(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float, timeout: float = MUTANT_TIMEOUT) -> Verdict:
     """Classify a finished run of ``mutant``'s tests."""
+    if run.foreign_modules:
+        return Verdict(part, mutant, "invalid", note="the run imported code from outside its scratch copy, so it tested nothing: "
+                       + "; ".join(run.foreign_modules), seconds=seconds)
     failures = _failures(run)
     caught = [(n, m) for n, m in failures if n not in baseline_failures]
     if caught:
@@ -135,8 +150,10 @@ def judge(part: str, mutant, run: PytestRun, baseline_failures: set[str], second
     if failures:
         return Verdict(part, mutant, "inconclusive", [f"{n}: {m}" for n, m in failures],
                        note="only tests that fail without the mutant too failed; fix the reference or the tests first", seconds=seconds)
-    if run.returncode == -9:
-        return Verdict(part, mutant, "caught", [f"(the run hung and was killed after {MUTANT_TIMEOUT:.0f} s)"], seconds=seconds)
+    if run.returncode == KILLED:
+        return Verdict(part, mutant, "caught", [f"(the run hung and was killed after {timeout:.0f} s)"], seconds=seconds)
+    if run.returncode in (4, 70):  # pytest usage error, or the fork-server child itself failed
+        return Verdict(part, mutant, "invalid", note=f"the test run could not start (exit {run.returncode}):\n{run.tail(8)}", seconds=seconds)
     if run.returncode not in (0, 5) and not run.tests:
         return Verdict(part, mutant, "caught", [f"pytest crashed (exit {run.returncode}): {run.tail(3)}"], seconds=seconds)
     counts = {}
@@ -146,8 +163,10 @@ def judge(part: str, mutant, run: PytestRun, baseline_failures: set[str], second
     return Verdict(part, mutant, "survived", note=f"the public tests {', '.join(mutant.tests)} all pass: {tally}", seconds=seconds)
 
 
-def audit_one(part: str, mutant, scratch: Path, *, full: bool, jobs: int, baseline_failures: set[str]) -> Verdict:
-    """Apply ``mutant`` in ``scratch``, run its tests, restore the file, and judge."""
+def run_mutant(part: str, mutant, scratch: Path, pool: WarmPool, *, full: bool, jobs: int,
+               timeout: float = MUTANT_TIMEOUT) -> Verdict | tuple[PytestRun, float]:
+    """Apply ``mutant`` in ``scratch``, run its tests in a child of ``pool`` and restore the file:
+    the run and its seconds, or an ``invalid`` verdict if the mutant cannot be run at all."""
     start = time.monotonic()
     if not mutant.tests or not all(_public(t) for t in mutant.tests):
         return Verdict(part, mutant, "invalid", note=f"tests {mutant.tests!r} must name public tests (tests/..., not hidden or staff)")
@@ -167,60 +186,101 @@ def audit_one(part: str, mutant, scratch: Path, *, full: bool, jobs: int, baseli
             compile(path.read_text(), mutant.file, "exec")
         except SyntaxError as e:
             return Verdict(part, mutant, "invalid", note=f"the mutated {mutant.file} does not parse: {e.msg} at line {e.lineno}")
-        job = PytestJob(scratch, _pytest_args(list(mutant.tests), full), hide=hide_installed(scratch), env=_child_env(jobs), timeout=MUTANT_TIMEOUT)
-        run = job.result()
+        run = pool.run(scratch, _pytest_args(list(mutant.tests), full), hide=hide_installed(scratch), env=_child_env(jobs), timeout=timeout)
     finally:
         path.write_text(original)
-    return judge(part, mutant, run, baseline_failures, time.monotonic() - start)
+    return run, time.monotonic() - start
+
+
+def _baseline_failures(run: PytestRun) -> list[str]:
+    if run.foreign_modules:
+        return ["(baseline) imported code from outside its scratch copy: " + "; ".join(run.foreign_modules)]
+    out = [f"{n}: {m}" for n, m in _failures(run)]
+    if run.returncode == KILLED:
+        out.append(f"(baseline) killed after {BASELINE_TIMEOUT:.0f} s")
+    elif not run.tests and run.returncode not in (0, 5):
+        out.append(f"(baseline) pytest exited {run.returncode} without running a test: {run.tail(3)}")
+    return out
 
 
 def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full: bool = False,
-          baseline: bool = True, echo=print) -> tuple[list[Verdict], list[str]]:
-    """Audit ``mutants`` against the public tree of ``repo``: (one verdict per mutant, baseline failures)."""
+          baseline: bool = True, timeout: float = MUTANT_TIMEOUT, echo=print,
+          pool: WarmPool | None = None) -> tuple[list[Verdict], list[str]]:
+    """Audit ``mutants`` against the public tree of ``repo``: (one verdict per mutant, baseline failures).
+
+    ``pool`` is a warm fork-server to reuse (its owner closes it); by default the audit starts its own."""
     repo = Path(repo).resolve()
     jobs = max(1, min(jobs, len(mutants) or 1))
     root = Path(tempfile.mkdtemp(prefix="cs336-audit-"))
+    own_pool, ex = pool is None, None
     try:
-        pool: queue.Queue[Path] = queue.Queue()
+        pool = WarmPool() if own_pool else pool
+        scratches: queue.Queue[Path] = queue.Queue()
         for i in range(jobs):
-            pool.put(make_scratch(repo, root / f"worker{i}"))
-        baseline_failures: list[str] = []
-        if baseline:
-            tests = sorted({t for _, m in mutants for t in m.tests if _public(t) and (repo / t.split("::")[0]).exists()})
-            if tests:
-                scratch = pool.get()
-                run = PytestJob(scratch, _pytest_args(tests, full=True), hide=hide_installed(scratch), env=_child_env(1), timeout=MUTANT_TIMEOUT).result()
-                pool.put(scratch)
-                baseline_failures = [f"{n}: {m}" for n, m in _failures(run)]
-        failing = {f.split(": ", 1)[0] for f in baseline_failures}
+            scratches.put(make_scratch(repo, root / f"worker{i}"))
+        ex = ThreadPoolExecutor(max_workers=jobs)
+        baseline_lines: Future = Future()
+        baseline_lines.set_result([])
+        tests = sorted({t for _, m in mutants for t in m.tests if _public(t) and (repo / t.split("::")[0]).exists()})
+        if baseline and tests:
 
-        def task(item: tuple[str, object]) -> Verdict:
-            scratch = pool.get()
+            def run_baseline() -> list[str]:
+                scratch = scratches.get()
+                try:
+                    run = pool.run(scratch, _pytest_args(tests, full=True), hide=hide_installed(scratch),
+                                   env=_child_env(jobs), timeout=BASELINE_TIMEOUT)
+                finally:
+                    scratches.put(scratch)
+                return _baseline_failures(run)
+
+            baseline_lines = ex.submit(run_baseline)
+        def task(part: str, mutant) -> Verdict | tuple[PytestRun, float]:
+            scratch = scratches.get()
             try:
-                return audit_one(item[0], item[1], scratch, full=full, jobs=jobs, baseline_failures=failing)
+                return run_mutant(part, mutant, scratch, pool, full=full, jobs=jobs, timeout=timeout)
             finally:
-                pool.put(scratch)
+                scratches.put(scratch)
 
+        futures = [ex.submit(task, p, m) for p, m in mutants]
+        failing = {line.split(": ", 1)[0] for line in baseline_lines.result()}
         verdicts = []
-        with ThreadPoolExecutor(max_workers=jobs) as ex:
-            for i, v in enumerate(ex.map(task, mutants), 1):
-                echo(v.render(i, len(mutants)))
-                verdicts.append(v)
-        return verdicts, baseline_failures
+        for i, ((part, mutant), f) in enumerate(zip(mutants, futures, strict=True), 1):
+            v = f.result()
+            if not isinstance(v, Verdict):
+                v = judge(part, mutant, v[0], failing, v[1], timeout)
+            echo(v.render(i, len(mutants)))
+            verdicts.append(v)
+        return verdicts, baseline_lines.result()
     finally:
+        if own_pool and pool is not None:
+            pool.close()  # kills any child still running, so the workers return
+        if ex is not None:
+            ex.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _terminate(signum, frame):  # noqa: ARG001
+    raise SystemExit(128 + signum)  # unwinds through audit()'s cleanup, like Ctrl-C does
 
 
 def run(args: argparse.Namespace) -> int:
     start = time.monotonic()
     mutants = load_mutants(args.only)
     parts = sorted({p for p, _ in mutants})
-    print(f"audit: {len(mutants)} mutants of {len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only")
+    print(f"audit: {len(mutants)} mutants of {len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only", flush=True)
     if not mutants:
         print("caught 0 of 0")
         print("audit: no mutants to audit; write cs336_staff/mutants/<part>.py")
         return 1
-    verdicts, baseline_failures = audit(args.repo, mutants, jobs=args.jobs, full=args.full, baseline=args.baseline)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        verdicts, baseline_failures = audit(args.repo, mutants, jobs=args.jobs, full=args.full, baseline=args.baseline,
+                                            timeout=args.timeout, echo=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print("audit: interrupted; the scratch copies are deleted")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     for f in baseline_failures:
         print(f"baseline: fails without any mutant: {f}")
     by_status: dict[str, list[str]] = {}

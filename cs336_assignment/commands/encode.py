@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from cs336_assignment.files import atomic_write
 from cs336_assignment.tokenization import Tokenizer
 from cs336_assignment.tokenization.pretokenize import find_chunk_boundaries, read_utf8
 
@@ -117,13 +118,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     dtype = np.dtype(np.uint16 if max(tokenizer.vocab) < 2**16 else np.uint32)
 
-    # Write next to the target, then rename: an interrupted run never leaves a truncated --out.
-    partial = args.out.with_name(args.out.name + ".partial")
+    # Written beside the target and renamed into place: an interrupted run never leaves a truncated --out.
     placeholder = _header(dtype, 10**15)
     count = 0
     bar = tqdm(total=args.input.stat().st_size, unit="B", unit_scale=True, desc="encode")
     try:
-        with open(partial, "wb") as f:
+        with atomic_write(args.out) as f:
             f.write(placeholder)
             for ids in _id_blocks(args, tokenizer, dtype, bar):
                 ids.tofile(f)
@@ -133,14 +133,9 @@ def run(args: argparse.Namespace) -> int:
                 raise RuntimeError("npy header length changed; this is a bug")
             f.seek(0)
             f.write(header)
-        os.replace(partial, args.out)
     except ValueError as e:
-        partial.unlink(missing_ok=True)
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
     finally:
         bar.close()
     size = args.input.stat().st_size

@@ -60,9 +60,17 @@ MUTANTS = [
     Mutant(
         name="encode-merges-leftmost-first",
         file=f"{PKG}/tokenizer.py",
-        old="_, a, b, new = min(candidates)",
-        new="_, a, b, new = candidates[0]",
+        old="            best = min(rank)\n",
+        new="            best = next((r for r in rank if r != no_merge), no_merge)\n",
         why="applies the leftmost mergeable pair first instead of the lowest-rank (earliest learned) merge",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="encode-forgets-left-neighbour-pair",
+        file=f"{PKG}/tokenizer.py",
+        old="            if i > 0:\n                rank[i - 1] = ranks.get((ids[i - 1], ids[i]), no_merge)\n",
+        new="",
+        why="after a merge, recomputes the rank of the pair to its right but not of the pair to its left",
         tests=TOKENIZER_TESTS,
     ),
     Mutant(

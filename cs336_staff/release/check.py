@@ -14,30 +14,38 @@ Six checks, each a line of the report, each failure naming the file, test or lin
     leaks      no piece of a stripped region appears in any .py file of the handout (AST
                comparison): no compound statement of ``MIN_LEAK_NODES`` AST nodes or more, no
                long one-liner, no pair of consecutive statements (see ``_units``), whether it
-               survived stripping, sits in a helper outside the regions, or in a test's oracle
+               survived stripping, sits in a helper outside the regions, or in a test's oracle;
+               pieces that read only imported modules, builtins and their own names are
+               library boilerplate, not solution (see ``_library_only``)
 
 The test runs reuse this repository's Python environment (the handout's dependencies are a subset
 of it, since its pyproject.toml only drops entries) and run on scratch copies, so the handout
-itself stays pristine. The staff repository, which the editable install puts on ``sys.path``, is
-hidden from the children, so the handout cannot import ``cs336_staff`` or the reference by accident.
-Both pytest runs go in parallel. Deliberately left out: a fresh ``uv sync`` of the handout (slow and
+itself stays pristine. They are forked from a warm server (``warm.py``) that imported torch and
+pytest once, and run in parallel with each other and with the static checks. The staff
+repository, which the editable install puts on ``sys.path``, is hidden from the children, so the
+handout cannot import ``cs336_staff`` or the reference by accident (a child that did would fail
+the check). Deliberately left out: a fresh ``uv sync`` of the handout (slow and
 networked; ``uv.lock`` is pruned offline from the repository's lock instead).
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import tomllib
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.release.build import PACKAGE, Handout
-from cs336_staff.release.runner import PytestJob, PytestRun, copy_tree, hide_installed
+from cs336_staff.release.runner import PytestRun, copy_tree, hide_installed
+from cs336_staff.release.warm import WarmPool
 
 MIN_LEAK_NODES = 8
 REQUIRED_IN_HANDOUT = ("adapters.py", "pyproject.toml", "README.md", "CHANGELOG.md", "make_submission.sh", f"{PACKAGE}/__init__.py")
@@ -92,23 +100,12 @@ print(len(names))
 """
 
 
-def check_imports(tree: Path, hide: list[Path]) -> Check:
-    hide_code = f"import sys, os; sys.path[:] = [p for p in sys.path if os.path.realpath(p or '.') not in {[str(h) for h in hide]!r}]\n"
-    proc = subprocess.run(
-        [sys.executable, "-c", hide_code + _IMPORT_SCRIPT.format(package=PACKAGE), str(tree)],
-        cwd=tree, capture_output=True, text=True, timeout=300, env=_child_env(),
-    )
-    if proc.returncode != 0:
-        return Check("imports", False, "the handout's package does not import", proc.stderr.strip().splitlines()[-8:])
-    return Check("imports", True, f"{PACKAGE} and its {proc.stdout.strip()} modules, and adapters, import from the handout")
-
-
-def _child_env() -> dict[str, str]:
-    import os
-
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+def check_imports(run: PytestRun) -> Check:
+    """Judge the run of ``_IMPORT_SCRIPT`` (in a child of the warm pool, from the stub tree)."""
+    if run.returncode != 0 or run.foreign_modules:
+        lines = run.output.strip().splitlines()[-8:] + [f"imported from outside the handout: {m}" for m in run.foreign_modules]
+        return Check("imports", False, "the handout's package does not import", lines)
+    return Check("imports", True, f"{PACKAGE} and its {run.output.strip().splitlines()[-1]} modules, and adapters, import from the handout")
 
 
 def _ruff(cwd: Path, paths: list[str]) -> list[dict]:
@@ -158,41 +155,71 @@ def _child_blocks(s: ast.stmt):
 
 
 def _units(block: list[ast.stmt]):
-    """(key, first statement) of every leak-sized unit in ``block`` and the blocks nested in it:
-    a compound statement of at least ``MIN_LEAK_NODES`` AST nodes, a one-liner of twice that, or
-    two consecutive statements of at least ``MIN_LEAK_NODES + 4``. Short statements and pairs
+    """(key, first statement, statements) of every leak-sized unit in ``block`` and the blocks nested
+    in it: a compound statement of at least ``MIN_LEAK_NODES`` AST nodes, a one-liner of twice that,
+    or two consecutive statements of at least ``MIN_LEAK_NODES + 4``. Short statements and pairs
     (``out = fn(*args)``, ``loss.backward(); optimizer.step()``) are everyday code, not a leak."""
     for i, s in enumerate(block):
         compound = any(True for _ in _child_blocks(s))
         if _size([s]) >= (MIN_LEAK_NODES if compound else 2 * MIN_LEAK_NODES):
-            yield ast.dump(s), s
+            yield ast.dump(s), s, [s]
         if i + 1 < len(block) and _size(block[i : i + 2]) >= MIN_LEAK_NODES + 4:
-            yield ast.dump(s) + "\n" + ast.dump(block[i + 1]), s
+            yield ast.dump(s) + "\n" + ast.dump(block[i + 1]), s, block[i : i + 2]
         for sub in _child_blocks(s):
             yield from _units(sub)
 
 
+def _imported_names(tree: ast.AST) -> set[str]:
+    """Names that ``import`` statements anywhere in ``tree`` bind (``import a.b`` binds ``a``)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {a.asname or a.name.split(".")[0] for a in node.names}
+    return out
+
+
+def _library_only(nodes: list[ast.stmt], imported: set[str]) -> bool:
+    """Whether a unit reads nothing but imported modules, builtins, literals and names it binds itself.
+
+    Such a unit computes nothing from the function's inputs or state, so it cannot carry a solution:
+    it is library boilerplate that glue code and tests need too, such as choosing a start method
+    (``methods = multiprocessing.get_all_start_methods()`` and ``multiprocessing.get_context(...)``)
+    or creating a pair of ``torch.cuda.Event(enable_timing=True)``."""
+    walked = [n for node in nodes for n in ast.walk(node)]
+    bound = {n.id for n in walked if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {n.arg for n in walked if isinstance(n, ast.arg)}
+    loaded = {n.id for n in walked if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return loaded <= imported | bound | set(dir(builtins))
+
+
 def check_leaks(repo: Path, handout: Handout) -> Check:
-    """No unit of region code (see ``_units``) may appear in any .py file of the handout."""
+    """No unit of region code (see ``_units``) may appear in any .py file of the handout, except units
+    of library boilerplate (see ``_library_only``)."""
     solution: dict[str, str] = {}  # unit -> where the reference has it
+    boilerplate = 0
     for rel, regions in handout.regions.items():
         tree = ast.parse((repo / rel).read_text(), filename=rel)
+        imported = _imported_names(tree)
         functions = [s for s in _statements(tree) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
         for r in regions:
             for f in functions:
                 block = [s for s in f.body if r.begin < s.lineno and s.end_lineno < r.end]
-                for key, s in _units(block):
-                    solution.setdefault(key, f"{rel}:{s.lineno}")
+                for key, s, nodes in _units(block):
+                    if _library_only(nodes, imported):
+                        boilerplate += 1
+                    else:
+                        solution.setdefault(key, f"{rel}:{s.lineno}")
     leaks = []
     for rel in handout.files:
         if rel.endswith(".py"):
-            for key, s in _units(ast.parse((handout.root / rel).read_text(), filename=rel).body):
+            for key, s, _ in _units(ast.parse((handout.root / rel).read_text(), filename=rel).body):
                 if key in solution:
                     leaks.append(f"{rel}:{s.lineno}: `{_first(ast.unparse(s))}` repeats solution code from {solution[key]}")
     n = sum(len(r) for r in handout.regions.values())
     if leaks:
         return Check("leaks", False, f"{len(leaks)} pieces of stripped regions survive in the handout", leaks)
-    return Check("leaks", True, f"no piece of the {n} stripped regions ({len(solution)} pieces) survives in the handout")
+    return Check("leaks", True, f"no piece of the {n} stripped regions ({len(solution)} pieces; {boilerplate} of library "
+                 "boilerplate not counted) survives in the handout")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -203,6 +230,8 @@ def check_leaks(repo: Path, handout: Handout) -> Check:
 def check_collect(stub: PytestRun, ref: PytestRun) -> Check:
     details = [f"stubs: cannot collect {e['nodeid']}: {_first(e['message'].splitlines()[-1] if e['message'] else '')}" for e in stub.collect_errors]
     details += [f"reference: cannot collect {e['nodeid']}: {_first(e['message'].splitlines()[-1] if e['message'] else '')}" for e in ref.collect_errors]
+    details += [f"stubs: imported from outside the handout: {m}" for m in stub.foreign_modules]
+    details += [f"reference: imported from outside the handout: {m}" for m in ref.foreign_modules]
     only_ref = sorted(set(ref.collected) - set(stub.collected))
     only_stub = sorted(set(stub.collected) - set(ref.collected))
     details += [f"collected with the reference only: {t}" for t in only_ref]
@@ -261,8 +290,11 @@ def check_reference(ref: PytestRun) -> Check:
     return Check("reference", True, f"{passed} tests pass with the reference dropped in{extra}")
 
 
-def check(repo: Path, handout: Handout, *, keep: bool = False) -> list[Check]:
-    """Run every check on the built ``handout`` of ``repo``; returns one ``Check`` per line of the report."""
+def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | None = None) -> list[Check]:
+    """Run every check on the built ``handout`` of ``repo``; returns one ``Check`` per line of the report.
+
+    The import check and both test runs are children of a warm fork-server (``warm.py``): ``pool``
+    if given (its owner closes it), else one started here."""
     repo = Path(repo).resolve()
     checks = [check_contents(handout)]
     scratch = Path(tempfile.mkdtemp(prefix="cs336-release-check-"))
@@ -274,12 +306,15 @@ def check(repo: Path, handout: Handout, *, keep: bool = False) -> list[Check]:
             if rel.startswith(PACKAGE + "/"):
                 shutil.copyfile(repo / rel, ref_tree / rel)
         hide = sorted({repo, *hide_installed(stub_tree)})
-        stub_job = PytestJob(stub_tree, ["-q"], hide=hide)
-        ref_job = PytestJob(ref_tree, ["-q"], hide=hide)
-        checks.append(check_imports(stub_tree, hide))
-        checks.append(check_ruff(repo, handout))
-        checks.append(check_leaks(repo, handout))
-        stub, ref = stub_job.result(), ref_job.result()
+        threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // 2))}
+        with WarmPool() if pool is None else nullcontext(pool) as warm:
+            stub_job = warm.submit(stub_tree, ["-q"], hide=hide, env=threads)
+            ref_job = warm.submit(ref_tree, ["-q"], hide=hide, env=threads)
+            imports_job = warm.submit(stub_tree, [str(stub_tree)], hide=hide, code=_IMPORT_SCRIPT.format(package=PACKAGE), timeout=300)
+            checks.append(check_ruff(repo, handout))
+            checks.append(check_leaks(repo, handout))
+            checks.append(check_imports(imports_job.result()))
+            stub, ref = stub_job.result(), ref_job.result()
         checks.append(check_collect(stub, ref))
         checks.append(check_stubs(stub, ref))
         checks.append(check_reference(ref))

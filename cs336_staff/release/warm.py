@@ -88,6 +88,11 @@ def warm_up() -> list[str]:
         return failed
     import torch
 
+    # OpenMP's thread team does not survive fork(): a child of a server that ever ran a parallel
+    # region hangs in its first one. So the server stays single-threaded, and each child sets its own.
+    os.environ.setdefault("CS336_WARM_THREADS", str(torch.get_num_threads()))
+    torch.set_num_threads(1)
+
     steps = [
         lambda: importlib.import_module("torch._dynamo"),
         _warm_optimizers,
@@ -157,8 +162,8 @@ def _child(job: dict) -> int:
         if name.split(".")[0] in TESTED_PACKAGES or hidden:
             del sys.modules[name]
     importlib.invalidate_caches()
-    threads = int(job.get("env", {}).get("OMP_NUM_THREADS", "0") or 0)
-    if threads and "torch" in sys.modules:
+    threads = int(os.environ.get("OMP_NUM_THREADS") or os.environ.get("CS336_WARM_THREADS") or 1)
+    if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
 
     if job["kind"] == "script":

@@ -296,6 +296,26 @@ def test_leak_check_finds_solution_code_copied_into_a_public_test(sample, tmp_pa
     ]
 
 
+def test_leak_check_ignores_library_boilerplate_but_not_code_that_reads_inputs(sample, tmp_path):
+    """A piece reading only imports and its own names (a start-method choice) is no leak; one reading the inputs is."""
+    choose = (
+        "    methods = multiprocessing.get_all_start_methods()\n"
+        '    context = multiprocessing.get_context("fork" if "fork" in methods else None)\n'
+        "    with context.Pool(2) as pool:\n"
+        "        return pool.map(fn, list(items))\n"
+    )
+    (sample / "cs336_assignment/pool.py").write_text(
+        'import multiprocessing\n\n\ndef pool_map(fn, items):\n    """Map in parallel."""\n'
+        f"    # BEGIN SOLUTION\n{choose}    # END SOLUTION\n"
+    )
+    (sample / "tests/test_glue.py").write_text(f"import multiprocessing\n\n\ndef run(fn, items):\n{choose}")
+    result = check_leaks(sample, build(sample, tmp_path / "out", lock=False))
+    assert [d.split(" repeats")[0] for d in result.details] == [
+        "tests/test_glue.py:6: `context = multiprocessing.get_context('fork' if 'fork' in methods else None)`",
+        "tests/test_glue.py:7: `with context.Pool(2) as pool:`",
+    ]
+
+
 def test_leak_check_passes_the_clean_handout(sample, tmp_path):
     """Nothing of the regions survives stripping; a lone short statement like theirs is not counted."""
     (sample / "tests/test_short.py").write_text("def f(a, b):\n    squares = a * a + b * b\n    return squares\n")
