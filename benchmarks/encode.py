@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from cs336_assignment.cli import main as cs336  # noqa: E402
 from cs336_assignment.commands.encode import load_tokenizer  # noqa: E402
 from cs336_assignment.tokenization import GPT2_PATTERN, Tokenizer  # noqa: E402
-from cs336_assignment.tokenization.pretokenize import find_chunk_boundaries, read_utf8  # noqa: E402
+from cs336_assignment.tokenization.pretokenize import GPT2_REGEX, find_chunk_boundaries, read_utf8  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 SMALL, BIG = DATA / "corpus-5mb.txt", DATA / "corpus-90mb.txt"
@@ -89,7 +89,7 @@ def first_mismatch(a: list[int] | np.ndarray, b: list[int]) -> str:
     a = list(map(int, a))
     if a == b:
         return "identical ids"
-    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    i = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
     return f"MISMATCH at id #{i}: ours {a[i:i + 5]} vs tiktoken {b[i:i + 5]} (lengths {len(a)} vs {len(b)})"
 
 
@@ -107,6 +107,12 @@ def bench_single(text: str, megabytes: float, peer: tiktoken.Encoding, repeats: 
     print(f"  tiktoken         {t_peer:7.2f} s  {megabytes / t_peer:6.2f} MB/s")
     print(f"  ours (encode)    {t_ours:7.2f} s  {megabytes / t_ours:6.2f} MB/s   ({len(ours):,} ids; tokenizer load {t_load:.2f} s not counted)")
     print(f"  ours / tiktoken throughput: x{t_peer / t_ours:.2f}  (target >= 0.3)   {first_mismatch(ours, ref)}")
+    segments = [s for s in text.split(SPECIAL) if s]
+    _, t_regex = best_time(lambda: [GPT2_REGEX.findall(s) for s in segments], repeats)
+    print(
+        f"  for scale: GPT-2's regex alone (`regex` findall, no BPE) {t_regex:.2f} s, {megabytes / t_regex:.2f} MB/s, "
+        f"x{t_peer / t_regex:.2f} of tiktoken"
+    )
     return t_peer
 
 

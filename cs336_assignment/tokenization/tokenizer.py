@@ -143,8 +143,9 @@ class Tokenizer:
         """
         # BEGIN SOLUTION
         ranks, no_merge = self._ranks, len(self._merged_ids)
-        ids = list(map(self._byte_ids.__getitem__, pretoken.encode("utf-8")))  # map: a loop in C
-        rank = list(map(ranks.get, pairwise(ids), repeat(no_merge)))  # ranks.get(pair, no_merge) for each pair
+        # map runs these loops in C: ids = [byte_ids[b] for b in ...], rank = [ranks.get(p, no_merge) for p in ...]
+        ids = list(map(self._byte_ids.__getitem__, pretoken.encode("utf-8")))
+        rank = list(map(ranks.get, pairwise(ids), repeat(no_merge)))
         while rank:
             best = min(rank)
             if best == no_merge:

@@ -131,6 +131,28 @@ def read_run(returncode: int, results: Path | None, output: str) -> PytestRun:
     )
 
 
+def merge_runs(runs: list[PytestRun]) -> PytestRun:
+    """One run from the shards of a suite (``CS336_PROBE_SHARD``): every test of every shard.
+
+    A test that some shard ran counts as run (the others deselected it); the return code is the
+    first non-zero one, since pytest's codes do not order."""
+    if len(runs) == 1:
+        return runs[0]
+    ran = {n for r in runs for n in r.collected}
+    collected = [n for r in runs for n in r.collected]
+    errors = {e["nodeid"]: e for r in runs for e in r.collect_errors}  # each shard collects everything
+    return PytestRun(
+        returncode=next((r.returncode for r in runs if r.returncode not in (0,)), 0),
+        collected=collected,
+        collect_errors=list(errors.values()),
+        deselected=sorted({n for r in runs for n in r.deselected} - ran),
+        tests={k: v for r in runs for k, v in r.tests.items()},
+        output="\n".join(f"--- shard {i + 1} of {len(runs)} ---\n{r.output}" for i, r in enumerate(runs)),
+        foreign_modules=sorted({m for r in runs for m in r.foreign_modules}),
+        seconds=max(r.seconds for r in runs),
+    )
+
+
 def hide_installed(tree: Path) -> list[Path]:
     """What to hide from a child pytest in ``tree``: the editable-installed repository, unless it is ``tree``."""
     return [] if Path(tree).resolve() == INSTALLED_REPO else [INSTALLED_REPO]

@@ -303,10 +303,12 @@ class WarmPool:
         self._dir = Path(tempfile.mkdtemp(prefix="cs336-warm-"))
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "cs336_staff.release.warm"],
-            cwd=self._dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )
+        self._err = self._dir / "server-stderr.txt"  # a file, not a pipe: a chatty import cannot block the server
+        with open(self._err, "wb") as err:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "cs336_staff.release.warm"],
+                cwd=self._dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+            )
         self._lock = threading.Lock()
         self._pending: dict[int, tuple[Future, dict]] = {}
         self._ids = itertools.count()
@@ -337,7 +339,7 @@ class WarmPool:
             except Exception as e:  # noqa: BLE001
                 future.set_exception(e)
         # the server is gone: fail whatever still waits
-        err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+        err = self._err.read_text(errors="replace") if self._err.exists() else ""
         error = RuntimeError(f"the warm pytest server exited ({self._proc.wait()}): {err.strip()[-2000:]}")
         if not self._ready.done():
             self._ready.set_exception(error)
