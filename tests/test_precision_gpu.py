@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 import torch
+from torch.utils import benchmark
 
 from tests.test_precision import (
     _e4m3_codes,
@@ -36,17 +37,10 @@ def _no_tf32() -> Iterator[None]:
 
 
 def _cuda_ms(fn: Callable[[], object], iters: int = 20, warmup: int = 5) -> float:
-    """Mean milliseconds per call, timed with CUDA events (no host clock)."""
-    for _ in range(warmup):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters
+    """Mean milliseconds per call, by torch's own benchmark timer (it synchronises CUDA itself)."""
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn})
+    timer.timeit(warmup)
+    return timer.timeit(iters).mean * 1e3
 
 
 def test_bf16_step_on_cuda_within_3_percent_of_fp32():

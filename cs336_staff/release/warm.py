@@ -38,6 +38,7 @@ import importlib.metadata
 import itertools
 import json
 import os
+import random
 import select
 import shutil
 import signal
@@ -71,6 +72,10 @@ KILLED = -9
 def warm_up() -> list[str]:
     """Import ``WARM_MODULES`` and take torch's slow lazy paths once; returns what failed (not fatal)."""
     failed = []
+    if os.environ.get("CS336_WARM_LIGHT"):  # see WarmPool(light=True)
+        import pytest  # noqa: F401
+
+        return failed
     for name in WARM_MODULES:
         try:
             importlib.import_module(name)
@@ -92,6 +97,7 @@ def warm_up() -> list[str]:
     # region hangs in its first one. So the server stays single-threaded, and each child sets its own.
     os.environ.setdefault("CS336_WARM_THREADS", str(torch.get_num_threads()))
     torch.set_num_threads(1)
+    rng = torch.random.get_rng_state()  # restored below: a child starts where a fresh process starts
 
     steps = [
         lambda: importlib.import_module("torch._dynamo"),
@@ -106,6 +112,7 @@ def warm_up() -> list[str]:
             step()
         except Exception as e:  # noqa: BLE001
             failed.append(f"warm-up step: {type(e).__name__}: {e}")
+    torch.random.set_rng_state(rng)
     return failed
 
 
@@ -162,6 +169,10 @@ def _child(job: dict) -> int:
         if name.split(".")[0] in TESTED_PACKAGES or hidden:
             del sys.modules[name]
     importlib.invalidate_caches()
+    # a fresh process seeds Python's and numpy's global generators from the OS, not from its parent
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
     threads = int(os.environ.get("OMP_NUM_THREADS") or os.environ.get("CS336_WARM_THREADS") or 1)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
@@ -203,6 +214,10 @@ def _child(job: dict) -> int:
 def _start(job: dict) -> int:
     pid = os.fork()
     if pid:
+        try:
+            os.setpgid(pid, pid)  # the child does it too; whichever runs first, a kill finds the group
+        except OSError:
+            pass
         return pid
     code = 70
     try:
@@ -261,7 +276,7 @@ def serve(fd_in: int = 0, fd_out: int = 1) -> None:
                     continue
                 job, started, _ = running.pop(pid)
                 code = KILLED if job.get("killed") else os.waitstatus_to_exitcode(status)
-                _kill(pid)  # anything the child left running in its group
+                _kill(pid, group_only=True)  # anything the child left running in its group
                 reply = {"id": job["id"], "returncode": code, "seconds": round(time.monotonic() - started, 3)}
                 os.write(fd_out, (json.dumps(reply) + "\n").encode())
     finally:
@@ -274,11 +289,15 @@ def serve(fd_in: int = 0, fd_out: int = 1) -> None:
                 pass
 
 
-def _kill(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _kill(pid: int, *, group_only: bool = False) -> None:
+    """SIGKILL the child's process group (the child and whatever it spawned), or the child alone
+    (never after the child was reaped: ``group_only``, since its pid may be reused by then)."""
+    for kill in (os.killpg,) if group_only else (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 # ------------------------------------------------------------------------------------------------
@@ -299,10 +318,14 @@ class WarmJob:
 class WarmPool:
     """Client of one warm fork-server; a context manager (closing kills whatever still runs)."""
 
-    def __init__(self, *, startup_timeout: float = 600):
+    def __init__(self, *, light: bool = False, startup_timeout: float = 600):
+        """Start the server. ``light`` skips the warm-up (only pytest is imported): for trees whose
+        tests do not import torch, such as the staff tools' own sample repositories."""
         self._dir = Path(tempfile.mkdtemp(prefix="cs336-warm-"))
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # the server may cache the libraries' bytecode; its children never write any (see _child)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTHONDONTWRITEBYTECODE")}
+        if light:
+            env["CS336_WARM_LIGHT"] = "1"
         self._err = self._dir / "server-stderr.txt"  # a file, not a pipe: a chatty import cannot block the server
         with open(self._err, "wb") as err:
             self._proc = subprocess.Popen(
