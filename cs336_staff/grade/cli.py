@@ -58,6 +58,20 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--out {args.out} exists and is not a folder; choose another --out")
 
 
+def _pending_note(out: Path, row: dict) -> str:
+    """Say what the score leaves out: tests this runner could not run (GPU tests on a CPU runner)."""
+    if row["status"].startswith("grader error"):
+        return ""
+    from cs336_staff.grade.report import load
+
+    pending = [t for t in load(out / row["name"]).tests if t.outcome == "pending"]
+    if not pending:
+        return ""
+    points = sum(t.max_points for t in pending)
+    return (f"; {points:.2f} points pending: {len(pending)} tests need a GPU runner "
+            "(grade there with --device gpu, then `cs336 merge`)")
+
+
 def run(args: argparse.Namespace) -> int:
     from cs336_staff.grade.batch import expand, run_batch
     from cs336_staff.grade.example import build_example
@@ -102,6 +116,6 @@ def run(args: argparse.Namespace) -> int:
         print(load(out / rows[0]["name"]).summary())
     for r in rows:
         flag = " (already graded; --force regrades)" if r.get("skipped") else ""
-        print(f"{r['name']}: {r['score']:g} / {r['max_score']:g}  [{r['status']}]{flag}")
+        print(f"{r['name']}: {r['score']:g} / {r['max_score']:g}  [{r['status']}]{flag}{_pending_note(out, r)}")
     print(f"results in {out}/ (gradebook: {out / 'gradebook.csv'}); {time.perf_counter() - t0:.1f} s")
     return 1 if any(r["status"].startswith("grader error") for r in rows) else 0
