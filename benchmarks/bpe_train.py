@@ -5,7 +5,8 @@
     uv run python benchmarks/bpe_train.py --corpus benchmarks/data/corpus-5mb.txt --vocab-size 10000
 
 Each trainer runs in a child process of its own, so its peak RSS (``ru_maxrss`` from ``wait4``) is
-its own. All three see the same documents: the corpus split at ``<|endoftext|>``. HF ``tokenizers``
+its own (Linux starts a spawned child's ``ru_maxrss`` at the parent's RSS high-water mark, so this
+parent stays small: it imports no trainer). All three see the same documents: the corpus split at ``<|endoftext|>``. HF ``tokenizers``
 uses its ByteLevel pre-tokenizer (GPT-2's regex) and BPE trainer; ``rustbpe`` is given the GPT-2
 pattern too. Ours is ``cs336_assignment.tokenization.train_bpe`` with its default process count.
 Printed ratios are ours over the peer (lower is better for time and memory).
@@ -97,8 +98,12 @@ def main() -> None:
     for corpus in corpora:
         if not corpus.exists():
             sys.exit(f"{corpus} is missing: build it first with `uv run python benchmarks/make_corpus.py`")
+        load = os.getloadavg()[0]
         rows = [measure(name, corpus, args.vocab_size) for name in TRAINERS]
-        print(f"\n{corpus.name} ({corpus.stat().st_size / 1e6:.1f} MB), vocab {args.vocab_size}, {os.cpu_count()} cores")
+        print(
+            f"\n{corpus.name} ({corpus.stat().st_size / 1e6:.1f} MB), vocab {args.vocab_size}, {os.cpu_count()} cores, "
+            f"load average {load:.2f} before / {os.getloadavg()[0]:.2f} after"
+        )
         print(f"{'trainer':<14} {'train s':>8} {'wall s':>8} {'peak RSS MB':>12}")
         for r in rows:
             print(f"{r['trainer']:<14} {r['train_s']:>8.2f} {r['wall_s']:>8.2f} {r['peak_rss_mb']:>12.0f}")

@@ -91,7 +91,10 @@ def _id_blocks(args: argparse.Namespace, tokenizer: Tokenizer, dtype: np.dtype, 
         return
     global _WORKER_TOKENIZER
     _WORKER_TOKENIZER = tokenizer  # inherited by the forked workers
-    bounds = find_chunk_boundaries(args.input, tokenizer.special_tokens, CHUNK_BYTES)
+    # About four chunks per process (at most CHUNK_BYTES each) keeps every worker busy to the end.
+    size = args.input.stat().st_size
+    target = max(1, min(CHUNK_BYTES, -(-size // (4 * args.num_processes))))
+    bounds = find_chunk_boundaries(args.input, tokenizer.special_tokens, target)
     jobs = [(os.fspath(args.input), lo, hi, dtype.str) for lo, hi in pairwise(bounds)]
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
