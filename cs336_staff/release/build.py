@@ -198,9 +198,39 @@ def _names(regions: list[Region]) -> list[str]:
     return list(dict.fromkeys(r.qualname for r in regions))
 
 
-def parts_table(adapters_source: str, regions: dict[str, list[Region]], tests: list[str]) -> str:
-    """A markdown table: part, where to implement it, what to implement, its public tests."""
-    rows = ["| Part | Implement in | What to implement | Public tests |", "| --- | --- | --- | --- |"]
+def adapter_sections(adapters_source: str) -> dict[str, str]:
+    """Adapter name -> the number of the ``# N. Title`` section of adapters.py that defines it."""
+    sections, current = {}, ""
+    for line in adapters_source.splitlines():
+        if m := re.match(r"^#\s+(\d+)\.\s", line):
+            current = m.group(1)
+        elif m := re.match(r"^def\s+((?:run|get)_\w+)", line):
+            sections[m.group(1)] = current
+    return sections
+
+
+def parts_of_tests(adapters_source: str, sources: dict[str, str]) -> dict[str, set[str]]:
+    """Test path -> the part numbers whose adapters it calls (``adapters.run_x`` / ``adapters.get_x``)."""
+    sections = adapter_sections(adapters_source)
+    return {
+        path: {sections[name] for name in re.findall(r"adapters\.((?:run|get)_\w+)", text) if name in sections}
+        for path, text in sources.items()
+    }
+
+
+def parts_table(
+    adapters_source: str,
+    regions: dict[str, list[Region]],
+    tests: list[str],
+    test_sources: dict[str, str] | None = None,
+) -> str:
+    """A markdown table: part, where to implement it, what to implement, its public tests.
+
+    A test file belongs to a part when it calls that part's adapters, or else when its name is
+    ``tests/test_<module>*.py``.
+    """
+    uses = parts_of_tests(adapters_source, test_sources or {})
+    rows = ["| Part | Implement in | What to implement | Public tests that use it |", "| --- | --- | --- | --- |"]
     covered: set[str] = set()
     for number, title, path in adapter_parts(adapters_source):
         prefix = path.rstrip("/").removesuffix(".py")  # "x.py" also matches a package "x/" that replaced it
@@ -210,10 +240,16 @@ def parts_table(adapters_source: str, regions: dict[str, list[Region]], tests: l
             (f"`{Path(f).name}`: " if len(files) > 1 else "") + ", ".join(f"`{n}`" for n in _names(regions[f])) for f in files
         )
         stem = Path(prefix).stem
-        mine = [t for t in tests if re.fullmatch(rf"tests/test_{re.escape(stem)}(_\w+)?\.py", t)]
+        mine = [
+            t for t in tests
+            if number in uses.get(t, ()) or re.fullmatch(rf"tests/test_{re.escape(stem)}(_\w+)?\.py", t)
+        ]
         rows.append(f"| {number}. {title} | `{path}` | {what or '-'} | {', '.join(f'`{t}`' for t in mine) or '-'} |")
     for f in sorted(set(regions) - covered):
-        rows.append(f"| | `{f}` | {', '.join(f'`{n}`' for n in _names(regions[f]))} | - |")
+        stem = Path(f).stem
+        mine = [t for t in tests if re.fullmatch(rf"tests/test_{re.escape(stem)}(_\w+)?\.py", t)]
+        names = ", ".join(f"`{n}`" for n in _names(regions[f]))
+        rows.append(f"| | `{f}` | {names} | {', '.join(f'`{t}`' for t in mine) or '-'} |")
     return "\n".join(rows)
 
 
@@ -253,7 +289,9 @@ def render_readme(repo: Path, regions: dict[str, list[Region]], tests: list[str]
         "python": project.get("requires-python", ""),
         "example": first,
         "run_block": run_block(public),
-        "parts_table": parts_table((repo / "adapters.py").read_text(), regions, public),
+        "parts_table": parts_table(
+            (repo / "adapters.py").read_text(), regions, public, {t: (repo / t).read_text() for t in public}
+        ),
         "submit": submit_text(repo / "make_submission.sh"),
     }
     return string.Template((TEMPLATES / "README.md").read_text()).substitute(values)
