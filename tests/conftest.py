@@ -8,8 +8,11 @@ Markers (registered in pyproject.toml):
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -38,6 +41,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"needs fp8 matmuls (compute capability >= 8.9), this GPU is {cap}"))
         elif cap is not None and item.get_closest_marker("h100") and cap < (9, 0):
             item.add_marker(pytest.mark.skip(reason=f"needs an H100-class GPU (compute capability >= 9.0), this GPU is {cap}"))
+
+
+@pytest.fixture(autouse=True)
+def keep_global_rngs() -> Iterator[None]:
+    """Tests may seed (and a checkpoint may restore) the global RNGs; put them back afterwards."""
+    states = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    yield
+    torch.set_rng_state(states[0])
+    np.random.set_state(states[1])
+    random.setstate(states[2])
 
 
 @pytest.fixture

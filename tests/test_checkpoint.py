@@ -6,11 +6,9 @@ The models and optimizers here are torch's own, so these tests depend only on yo
 from __future__ import annotations
 
 import io
-import random
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -22,15 +20,6 @@ from tests.test_data import error_raised_by
 # helpers shared with tests/hidden/test_checkpoint.py
 # ----------------------------------------------------------------------------------------------
 
-
-@pytest.fixture(autouse=True)
-def keep_global_rngs():
-    """These tests seed (and a checkpoint may restore) the global RNGs; put them back afterwards."""
-    states = torch.get_rng_state(), np.random.get_state(), random.getstate()
-    yield
-    torch.set_rng_state(states[0])
-    np.random.set_state(states[1])
-    random.setstate(states[2])
 
 
 OPTIMIZERS: dict[str, Callable[[list[nn.Parameter]], torch.optim.Optimizer]] = {

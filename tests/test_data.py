@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -15,15 +14,6 @@ import adapters
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
-
-@pytest.fixture(autouse=True)
-def keep_global_rngs():
-    """These tests seed the global RNGs; put them back afterwards so other tests are unaffected."""
-    states = torch.get_rng_state(), np.random.get_state(), random.getstate()
-    yield
-    torch.set_rng_state(states[0])
-    np.random.set_state(states[1])
-    random.setstate(states[2])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import adapters
 from cs336_assignment.cli import main
-from tests.test_checkpoint import assert_state_dicts_equal, keep_global_rngs  # noqa: F401  (autouse fixture)
+from tests.test_checkpoint import assert_state_dicts_equal
 from tests.util import ROOT
 
 # A tiny run: D = 4, so the loss starts near sum(i^2 for i < 4) = 14 and AdamW fits it in ~100 steps.

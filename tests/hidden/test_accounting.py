@@ -10,17 +10,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
-
-OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}
-
-
-def torch_flops(fn, *args, backward: bool = True) -> int:
-    """FLOPs of fn(*args) (and the backward of its sum) as FlopCounterMode counts them."""
-    with FlopCounterMode(display=False) as mode:
-        out = fn(*args)
-        if backward:
-            out.sum().backward()
-    return mode.get_total_flops()
+from tests.test_accounting import OPTIMIZER_STATES, torch_flops
 
 
 def random_dims(seed: int, length: int, high: int = 32) -> list[int]:

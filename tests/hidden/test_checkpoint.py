@@ -12,7 +12,6 @@ from tests.test_checkpoint import (
     CrashableModel,
     assert_error_names_file,
     assert_state_dicts_equal,
-    keep_global_rngs,  # noqa: F401  (autouse fixture)
     make_model,
     resumed_and_uninterrupted,
     train,

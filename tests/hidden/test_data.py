@@ -12,7 +12,6 @@ from tests.test_data import (
     assert_uniform_over_valid_starts,
     batch_reads,
     error_raised_by,
-    keep_global_rngs,  # noqa: F401  (autouse fixture)
     sampled_starts,
 )
 

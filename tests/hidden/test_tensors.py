@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adapters
+from tests.test_tensors import storage_position, torch_can_view
 
 SEEDS = range(100, 116)
 DTYPES = [torch.float64, torch.int8, torch.bool, torch.bfloat16, torch.int64]
@@ -78,10 +79,6 @@ def random_view(
 def describe(x: torch.Tensor) -> str:
     return f"shape {tuple(x.shape)}, strides {x.stride()}, storage_offset {x.storage_offset()}, dtype {x.dtype}"
 
-
-def storage_position(x: torch.Tensor, index: tuple[int, ...]) -> int:
-    """Oracle: where x[index] lives, from the element's address relative to the storage's."""
-    return (x[index].data_ptr() - x.untyped_storage().data_ptr()) // x.element_size()
 
 
 def all_indices(x: torch.Tensor, rng: random.Random, k: int = 40) -> list[tuple[int, ...]]:
@@ -308,13 +305,6 @@ def candidate_shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
         out.append(shape[:d] + (-1,) + shape[d + 2 :])
     return out
 
-
-def torch_can_view(x: torch.Tensor, shape: tuple[int, ...]) -> bool:
-    try:
-        x.view(shape)
-    except RuntimeError:
-        return False
-    return True
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_checkpoint import keep_global_rngs  # noqa: F401  (autouse fixture)
 from tests.test_training import (
     TINY,
     assert_same_final_state,
