@@ -19,6 +19,8 @@ more text can no longer change (every pre-token except the last two of the buffe
 special tokens whose longest possible extension is already in the buffer). A per-pre-token cache
 makes repeated words cost one dictionary lookup: on real text most pre-tokens are repeats.
 
+Speed: ``encode`` pauses Python's cyclic garbage collector while it runs (see ``_gc_paused``).
+
 Deliberately left out: threads (``cs336 encode --num-processes`` splits a file across processes
 instead), and tiktoken's shortcut of looking a whole pre-token up in the vocabulary first (it
 assumes the bytes of every token encode to that token, which a hand-made vocabulary need not do).
@@ -26,9 +28,12 @@ assumes the bytes of every token encode to that token, which a hand-made vocabul
 
 from __future__ import annotations
 
+import functools
+import gc
 import os
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, pairwise, repeat
+from typing import ParamSpec, TypeVar
 
 from .io import load_bpe, save_bpe
 from .pretokenize import GPT2_REGEX, check_special_tokens, special_tokens_regex
@@ -37,6 +42,30 @@ from .pretokenize import GPT2_REGEX, check_special_tokens, special_tokens_regex
 STREAM_BLOCK = 1 << 13
 #: The pre-token cache is cleared when it reaches this many entries (bounded memory, ~50 MB).
 CACHE_SIZE = 1 << 18
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _gc_paused(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run ``method`` with the cyclic garbage collector paused (it is restored afterwards).
+
+    Encoding allocates millions of small lists and tuples, none of them in a reference cycle, and
+    the cache keeps tens of thousands of them alive: the collector would walk them over and over
+    for nothing (about 8% of a cold ``encode``). Reference counting still frees everything.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return wrapper
 
 
 class PretokenCache(dict[str, list[int]]):
@@ -166,6 +195,7 @@ class Tokenizer:
         out.extend(chain.from_iterable(map(self._cache.__getitem__, pretokens)))
         # END SOLUTION
 
+    @_gc_paused
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``: special tokens as their ids, every other segment through GPT-2's regex and BPE."""
         # BEGIN SOLUTION
@@ -180,6 +210,7 @@ class Tokenizer:
         return out
         # END SOLUTION
 
+    @_gc_paused
     def _encode_settled(self, text: str) -> tuple[list[int], str]:
         """Ids of the longest prefix of ``text`` that no continuation can change, and the rest.
 
