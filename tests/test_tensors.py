@@ -303,27 +303,27 @@ def torch_can_view(x: torch.Tensor, shape: tuple[int, ...]) -> bool:
     return True
 
 
+def assert_view_or_copy_agrees_with_torch(x: torch.Tensor, shape: tuple[int, ...], where: str) -> None:
+    """is_view iff x.view(shape) works; values equal x.reshape(shape); views share x's storage, copies are contiguous and separate."""
+    y, is_view = adapters.run_view_or_copy(x, shape)
+    want_view = torch_can_view(x, shape)
+    assert is_view == want_view, (
+        f"{where}: x.view(shape) {'works' if want_view else 'raises'}, but is_view={is_view}"
+    )
+    assert torch.equal(y, x.reshape(shape)), f"{where}: values differ from x.reshape(shape)"
+    shares = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    if want_view:
+        assert shares, f"{where}: a view was possible but the result has its own storage (it copied)"
+    else:
+        assert not shares and y.is_contiguous(), f"{where}: no view is possible; expected a contiguous copy"
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_view_or_copy_views_exactly_when_torch_view_succeeds(seed):
     """is_view is True iff x.view(shape) works; views share x's storage, copies are contiguous and separate."""
     _, x, chain = random_view(seed)
     for shape in candidate_shapes(tuple(x.shape)):
-        y, is_view = adapters.run_view_or_copy(x, shape)
-        where = f"x = {chain} ({describe(x)}), shape {shape}"
-        want_view = torch_can_view(x, shape)
-        assert is_view == want_view, (
-            f"{where}: x.view(shape) {'works' if want_view else 'raises'}, but is_view={is_view}"
-        )
-        assert torch.equal(y, x.reshape(shape)), f"{where}: values differ from x.reshape(shape)"
-        shares = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-        if want_view:
-            assert shares, (
-                f"{where}: a view was possible but the result has its own storage (it copied)"
-            )
-        else:
-            assert not shares and y.is_contiguous(), (
-                f"{where}: no view is possible; expected a contiguous copy"
-            )
+        assert_view_or_copy_agrees_with_torch(x, shape, f"x = {chain} ({describe(x)}), shape {shape}")
 
 
 def test_view_or_copy_transpose_then_flatten_must_copy():

@@ -122,40 +122,26 @@ def test_a_failed_first_save_creates_no_checkpoint(tmp_path):
     )
 
 
-def test_loading_a_torch_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp_path):
-    """A valid torch file holding something else (here, a dict of tensors) raises an error naming it."""
-    path = tmp_path / "some-tensors.pt"
+def _tensor_dict(path):
     torch.save({"embedding": torch.zeros(3, 2), "step": torch.tensor(5)}, path)
+
+
+BAD_FILES = {
+    "torch-file-that-is-not-a-checkpoint": ("some-tensors.pt", _tensor_dict),
+    "empty-file": ("empty-ckpt.pt", lambda path: path.touch()),
+    "missing-file": ("never-saved.pt", lambda path: None),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_loading_a_bad_file_fails_naming_the_file(tmp_path, case):
+    """A torch file holding something else, a zero-byte file (a crash right after creating it), or no file at all raises an error naming the path."""
+    name, make = BAD_FILES[case]
+    path = tmp_path / name
+    make(path)
     model = make_model(0)
     assert_error_names_file(
-        lambda: adapters.run_load_checkpoint(
-            path, model, OPTIMIZERS["adamw"](list(model.parameters()))
-        ),
-        path,
-    )
-
-
-def test_loading_an_empty_file_fails_naming_the_file(tmp_path):
-    """A zero-byte file (a crash right after creating it) raises an error naming the file."""
-    path = tmp_path / "empty-ckpt.pt"
-    path.touch()
-    model = make_model(0)
-    assert_error_names_file(
-        lambda: adapters.run_load_checkpoint(
-            path, model, OPTIMIZERS["adamw"](list(model.parameters()))
-        ),
-        path,
-    )
-
-
-def test_loading_a_missing_file_fails_naming_the_file(tmp_path):
-    """A path with no file raises an error naming the path."""
-    path = tmp_path / "never-saved.pt"
-    model = make_model(0)
-    assert_error_names_file(
-        lambda: adapters.run_load_checkpoint(
-            path, model, OPTIMIZERS["adamw"](list(model.parameters()))
-        ),
+        lambda: adapters.run_load_checkpoint(path, model, OPTIMIZERS["adamw"](list(model.parameters()))),
         path,
     )
 

@@ -16,7 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adapters
-from tests.test_tensors import storage_position, torch_can_view
+from tests.test_tensors import (
+    assert_view_or_copy_agrees_with_torch,
+    storage_position,
+    torch_can_view,
+)
 
 SEEDS = range(100, 116)
 DTYPES = [torch.float64, torch.int8, torch.bool, torch.bfloat16, torch.int64]
@@ -312,19 +316,7 @@ def test_view_or_copy_agrees_with_torch_view_on_long_chains(seed):
     """is_view iff x.view(shape) succeeds; the values equal x.reshape(shape); views share, copies do not."""
     _, x, chain = random_view(seed)
     for shape in candidate_shapes(tuple(x.shape)):
-        y, is_view = adapters.run_view_or_copy(x, shape)
-        where = f"x = {chain} ({describe(x)}), shape {shape}"
-        want_view = torch_can_view(x, shape)
-        assert is_view == want_view, (
-            f"{where}: x.view(shape) {'works' if want_view else 'raises'}, but is_view={is_view}"
-        )
-        assert torch.equal(y, x.reshape(shape)), f"{where}: values differ from x.reshape(shape)"
-        shares = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-        assert shares == want_view, (
-            f"{where}: the result {'must' if want_view else 'must not'} share x's storage"
-        )
-        if not want_view:
-            assert y.is_contiguous(), f"{where}: a copy must be contiguous"
+        assert_view_or_copy_agrees_with_torch(x, shape, f"x = {chain} ({describe(x)}), shape {shape}")
 
 
 def test_view_or_copy_writes_through_a_view():
