@@ -41,6 +41,11 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 BYTE_TO_CHAR = _bytes_to_unicode()
 CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
+# For str.translate: each table character to the Latin-1 character of its byte; a character below
+# U+0100 that is not in the table to U+FFFF, so that encoding to Latin-1 fails on it.
+_TO_LATIN1 = {ord(c): chr(b) for c, b in CHAR_TO_BYTE.items()} | {
+    b: "\uffff" for b in range(256) if chr(b) not in CHAR_TO_BYTE
+}
 
 
 def bytes_to_string(token: bytes) -> str:
@@ -50,6 +55,10 @@ def bytes_to_string(token: bytes) -> str:
 
 def string_to_bytes(text: str, where: str = "token") -> bytes:
     """``"Ġhi"`` -> ``b" hi"``; a ValueError for a character that is not in GPT-2's table."""
+    try:
+        return text.translate(_TO_LATIN1).encode("latin-1")  # the same as bytes(CHAR_TO_BYTE[c] ...), in C
+    except UnicodeEncodeError:
+        pass
     try:
         return bytes(CHAR_TO_BYTE[c] for c in text)
     except KeyError as e:
@@ -85,10 +94,22 @@ def load_bpe(
     spelled = json.loads(Path(vocab_path).read_text(encoding="utf-8"))
     if not isinstance(spelled, dict):
         raise ValueError(f"{vocab_path} holds a JSON {type(spelled).__name__}; expected an object {{token: id}}")
-    vocab = {int(i): string_to_bytes(s, f"{vocab_path}: token") for s, i in spelled.items()}
-    merges: list[tuple[bytes, bytes]] = []
-    for number, line in enumerate(Path(merges_path).read_text(encoding="utf-8").split("\n"), start=1):
-        if not line or (number == 1 and line.startswith("#version")):
+    try:  # the fast path: whole strings through str.translate (C); the slow one names a bad token
+        vocab = {int(i): s.translate(_TO_LATIN1).encode("latin-1") for s, i in spelled.items()}
+    except UnicodeEncodeError:
+        vocab = {int(i): string_to_bytes(s, f"{vocab_path}: token") for s, i in spelled.items()}
+    lines = Path(merges_path).read_text(encoding="utf-8").split("\n")
+    if lines[0].startswith("#version"):
+        lines[0] = ""
+    pairs = [line.split(" ") for line in lines if line]
+    if all(len(pair) == 2 for pair in pairs):
+        try:  # the same fast path, token by token
+            return vocab, [(a.translate(_TO_LATIN1).encode("latin-1"), b.translate(_TO_LATIN1).encode("latin-1")) for a, b in pairs]
+        except UnicodeEncodeError:
+            pass
+    merges = []
+    for number, line in enumerate(lines, start=1):
+        if not line:
             continue
         parts = line.split(" ")
         if len(parts) != 2:

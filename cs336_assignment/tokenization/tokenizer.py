@@ -144,6 +144,11 @@ class Tokenizer:
         self._special_regex = special_tokens_regex(self.special_tokens)
         self._longest_special = max((len(t) for t in self.special_tokens), default=0)
         self._cache = PretokenCache(self._encode_pretoken, CACHE_SIZE)
+        # The reference's fast path (fast_bpe.py, left out of the handout): the new pre-tokens of a
+        # long text are encoded together with numpy, with the same rule as _encode_pretoken.
+        from .fast_bpe import BatchBPE
+
+        self._batch = BatchBPE(self._ranks, self._merged_ids, self._byte_ids, self._encode_pretoken)
         # END SOLUTION
 
     @classmethod
@@ -199,14 +204,28 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``: special tokens as their ids, every other segment through GPT-2's regex and BPE."""
         # BEGIN SOLUTION
+        from .fast_bpe import ENCODE_WINDOW, fill_cache  # the reference's fast path (see __init__)
+
         out: list[int] = []
-        start = 0
-        if self._special_regex is not None:
-            for match in self._special_regex.finditer(text):
-                self._encode_ordinary(GPT2_REGEX.findall(text, start, match.start()), out)
-                out.append(self._special_ids[match.group()])
+        # A window of segments: (pre-tokens of the ordinary text, id of the special token after it or None).
+        window: list[tuple[list[str], int | None]] = []
+        size = start = 0
+        matches = self._special_regex.finditer(text) if self._special_regex is not None else ()
+        for match in chain(matches, (None,)):
+            end, special = (len(text), None) if match is None else (match.start(), self._special_ids[match.group()])
+            window.append((GPT2_REGEX.findall(text, start, end), special))
+            size += len(window[-1][0])
+            if match is not None:
                 start = match.end()
-        self._encode_ordinary(GPT2_REGEX.findall(text, start), out)
+                if size < ENCODE_WINDOW:
+                    continue
+            # Encode the window's new pre-tokens in one batch, then look every pre-token up.
+            fill_cache(self._cache, chain.from_iterable(p for p, _ in window), self._batch, CACHE_SIZE)
+            for pretokens, special_id in window:
+                self._encode_ordinary(pretokens, out)
+                if special_id is not None:
+                    out.append(special_id)
+            window, size = [], 0
         return out
         # END SOLUTION
 

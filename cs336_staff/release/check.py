@@ -302,8 +302,10 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
         stub_tree, ref_tree = scratch / "stubs", scratch / "reference"
         copy_tree(handout.root, stub_tree)
         copy_tree(handout.root, ref_tree)
-        for rel in handout.files:  # drop the reference modules in, file by file
-            if rel.startswith(PACKAGE + "/"):
+        # Drop the reference modules in, file by file, with the staff-only ones the handout left out
+        # (the reference may use them, e.g. its numpy fast path for BPE encoding).
+        for rel in [*handout.files, *handout.left_out]:
+            if rel.startswith(PACKAGE + "/") and rel.endswith(".py"):
                 shutil.copyfile(repo / rel, ref_tree / rel)
         hide = sorted({repo, *hide_installed(stub_tree)})
         shards = max(1, min(4, os.cpu_count() or 1))

@@ -1,0 +1,151 @@
+"""The reference Tokenizer's numpy fast path (``fast_bpe.py``) gives exactly the readable path's ids.
+
+Staff-only: ``fast_bpe.py`` is left out of the handout (students write their own encoder), so the
+public tests never import it; they do run through it whenever the reference encodes a long text.
+Here ``BatchBPE`` is checked against ``Tokenizer._encode_pretoken`` word by word (with thresholds
+lowered so that every code path runs on small inputs: padded buckets, one-row groups, rows that
+never merge), on merge lists a trainer would never produce, and ``Tokenizer.encode`` on a long text
+against tiktoken with the fast path proven to have run.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cs336_assignment.tokenization import Tokenizer, fast_bpe
+from cs336_assignment.tokenization.fast_bpe import BatchBPE, fill_cache, length_buckets
+from cs336_assignment.tokenization.pretokenize import GPT2_REGEX
+from tests.bpe_naive import GPT2_PATTERN, naive_train_bpe
+
+pytestmark = pytest.mark.staff
+
+CORPORA = Path(__file__).resolve().parents[2] / "fixtures" / "corpora"
+EOT = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    vocab, merges = naive_train_bpe(CORPORA / "multilingual.txt", 600, [EOT])
+    return Tokenizer(vocab, merges, [EOT])
+
+
+def batch_for(tok: Tokenizer, **kwargs) -> BatchBPE:
+    return BatchBPE(tok._ranks, tok._merged_ids, tok._byte_ids, tok._encode_pretoken, **kwargs)  # noqa: SLF001
+
+
+def assert_same_as_readable(tok: Tokenizer, batch: BatchBPE, words: list[str]) -> None:
+    got = batch(words)
+    assert set(got) == set(words), "the batch must return exactly one entry per distinct word"
+    for word in words:
+        want = tok._encode_pretoken(word)  # noqa: SLF001
+        assert got[word] == want, f"{word!r}: batch gives {got[word]}, the readable path {want}"
+        assert all(type(i) is int for i in got[word]), "ids must be Python ints (they go into a list[int])"
+
+
+def corpus_pretokens() -> list[str]:
+    text = "".join((CORPORA / name).read_bytes().decode("utf-8") for name in ("multilingual.txt", "mini.txt"))
+    return list(dict.fromkeys(p for segment in text.split(EOT) for p in GPT2_REGEX.findall(segment)))
+
+
+@pytest.mark.parametrize(("min_rows", "max_bytes"), [(1, 256), (1, 6), (48, 256), (10**9, 256)])
+def test_batch_equals_readable_path_on_every_corpus_pretoken(tokenizer, min_rows: int, max_bytes: int) -> None:
+    """Every distinct pre-token of the fixture corpora, whichever mix of numpy rounds and fallbacks encodes it."""
+    assert_same_as_readable(tokenizer, batch_for(tokenizer, min_rows=min_rows, max_bytes=max_bytes), corpus_pretokens())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=40), min_size=1, max_size=60))
+def test_batch_equals_readable_path_on_random_unicode(tokenizer, words: list[str]) -> None:
+    """Random words of any script and length (padded rows of mixed lengths, rows that never merge)."""
+    assert_same_as_readable(tokenizer, batch_for(tokenizer, min_rows=1, max_bytes=48), list(dict.fromkeys(words)))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_batch_equals_readable_path_with_hand_made_out_of_order_merges(seed: int) -> None:
+    """Merges in an order no trainer would learn (a token merged before the merge that makes it) still agree.
+
+    The readable path applies the lowest-rank pair first, one occurrence at a time; so must the batch
+    (merging every occurrence of a pair in one round would differ here).
+    """
+    rng = random.Random(seed)
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges: list[tuple[bytes, bytes]] = []
+    tokens = [b"a", b"b", b"c", b"ab", b"ba", b"aa"]
+    for _ in range(40):
+        a, b = rng.choice(tokens), rng.choice(tokens)
+        if (a, b) not in merges and a + b not in vocab.values():
+            merges.append((a, b))
+            vocab[len(vocab)] = a + b
+            tokens.append(a + b)
+    # Tokens used by a merge must be in the vocab: add the helpers that were never made by a merge.
+    for extra in (b"ab", b"ba", b"aa"):
+        if extra not in vocab.values():
+            vocab[len(vocab)] = extra
+    merges = [m for m in merges if m[0] in vocab.values() and m[1] in vocab.values()]
+    rng.shuffle(merges)
+    tok = Tokenizer(vocab, merges)
+    words = list({"".join(rng.choice("abc") for _ in range(rng.randint(1, 30))) for _ in range(300)})
+    assert_same_as_readable(tok, batch_for(tok, min_rows=1), words)
+
+
+def test_encode_of_a_long_text_takes_the_fast_path_and_matches_tiktoken(tokenizer, monkeypatch) -> None:
+    """Encoding a long text batches its new pre-tokens (spied), and the ids are tiktoken's."""
+    calls: list[int] = []
+    original = BatchBPE.__call__
+
+    def spy(self, words):
+        calls.append(len(words))
+        return original(self, words)
+
+    monkeypatch.setattr(BatchBPE, "__call__", spy)
+    text = (CORPORA / "multilingual.txt").read_bytes().decode("utf-8")
+    vocab = tokenizer.vocab
+    special = {EOT: tokenizer.encode(EOT)[0]}
+    oracle = tiktoken.Encoding(
+        name="ours",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks={t: i for i, t in vocab.items() if i not in special.values()},
+        special_tokens=special,
+    )
+    fresh = Tokenizer(dict(vocab), list(tokenizer.merges), [EOT])
+    assert fresh.encode(text) == oracle.encode(text, allowed_special="all")
+    assert calls and max(calls) >= fast_bpe.MIN_BATCH, f"the fast path did not run (batches: {calls})"
+
+
+def test_fill_cache_batches_only_many_new_pretokens_and_respects_the_size_bound(tokenizer, monkeypatch) -> None:
+    """A few new pre-tokens are left to the cache's one-by-one path; a full cache is emptied, never overgrown."""
+    monkeypatch.setattr(fast_bpe, "MIN_BATCH", 200)
+    batch = batch_for(tokenizer)
+    words = corpus_pretokens()
+    assert len(words) > 2 * fast_bpe.MIN_BATCH, "the fixture corpora should hold enough distinct pre-tokens"
+    cache: dict[str, list[int]] = {}
+    fill_cache(cache, words[: fast_bpe.MIN_BATCH - 1], batch, max_size=10**6)
+    assert cache == {}, "below MIN_BATCH new pre-tokens, fill_cache must leave them to the cache"
+    fill_cache(cache, words * 2, batch, max_size=10**6)
+    assert len(cache) == len(words)
+    cache = {"stale": [0]}
+    size = fast_bpe.MIN_BATCH + 10
+    fill_cache(cache, words[:size], batch, max_size=size)
+    assert "stale" not in cache and len(cache) == size, "a cache that would pass max_size is emptied first"
+    assert all(cache[w] == tokenizer._encode_pretoken(w) for w in words[:size])  # noqa: SLF001
+
+
+def test_length_buckets_cover_every_length_once() -> None:
+    """Every byte length up to max_bytes falls in exactly one bucket; lengths up to 16 get their own."""
+    for max_bytes in (1, 8, 16, 64, 256):
+        ends = length_buckets(max_bytes)
+        assert ends == sorted(set(ends)) and ends[-1] == max_bytes
+        assert ends[: min(16, max_bytes)] == list(range(1, min(16, max_bytes) + 1))
+
+
+def test_batch_without_a_fallback_says_what_it_needs() -> None:
+    """A small group with no encode_one is a ValueError naming min_rows, not a silent wrong answer."""
+    batch = BatchBPE({(108, 111): 0}, [256], list(range(256)), encode_one=None, min_rows=4)
+    with pytest.raises(ValueError, match="min_rows"):
+        batch(["lo"])
