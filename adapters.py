@@ -15,6 +15,8 @@ Parts, in the order of the handout:
     6. Tokenization                                     -> cs336_assignment/tokenization/
     7. Resource accounting                              -> cs336_assignment/accounting/
     8. Precision                                        -> cs336_assignment/precision.py
+    9. Given tools, nothing to implement: the ``cs336`` command and the measurement helpers; they
+       run your code, so the tests reach them through here too.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from torch import Tensor
 from cs336_assignment import (
     accounting,
     checkpoint,
+    cli,
     data,
     models,
     optim,
@@ -355,6 +358,38 @@ def run_mixed_precision_step(
 def get_loss_scaler_cls() -> type:
     """See cs336_assignment.precision.DynamicLossScaler."""
     return precision.DynamicLossScaler
+
+
+# --------------------------------------------------------------------------------------------
+# 9. Given tools (nothing to implement here or there)
+# --------------------------------------------------------------------------------------------
+
+
+def run_cs336(argv: list[str]) -> int:
+    """See cs336_assignment.cli.main (the ``cs336`` command, run in this process; its exit status)."""
+    return cli.main(argv)
+
+
+def run_measure_allocation(make: Callable[[], Tensor], device: torch.device | str) -> tuple[Tensor, int]:
+    """See cs336_assignment.accounting.measure_allocation."""
+    return accounting.measure_allocation(make, device)
+
+
+def run_measure_training_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: Tensor) -> Any:
+    """See cs336_assignment.accounting.measure_training_step."""
+    return accounting.measure_training_step(model, optimizer, x)
+
+
+def run_matmul_throughput(
+    n: int,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    warmup: int = 3,
+    iters: int = 10,
+    generator: torch.Generator | None = None,
+) -> tuple[float, float]:
+    """See cs336_assignment.accounting.matmul_throughput."""
+    return accounting.matmul_throughput(n, dtype, device, warmup, iters, generator)
 
 
 __all__ = [name for name in dict(globals()) if name.startswith(("run_", "get_"))]

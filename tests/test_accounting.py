@@ -16,8 +16,6 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
-from cs336_assignment.accounting import matmul_throughput, measure_allocation, measure_training_step
-from cs336_assignment.cli import main
 
 OPTIMIZERS = ["sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw"]
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}
@@ -82,7 +80,7 @@ def test_bytes_per_element_matches_torch(name: str) -> None:
 def test_tensor_memory_bytes_matches_measured_allocation(name: str) -> None:
     """(CPU twin) A fresh tensor's bytes equal the storage the allocator gave it."""
     shape = (3, 5, 7)
-    x, measured = measure_allocation(lambda: torch.zeros(shape).to(DTYPE_NAMES[name]), "cpu")
+    x, measured = adapters.run_measure_allocation(lambda: torch.zeros(shape).to(DTYPE_NAMES[name]), "cpu")
     assert adapters.run_tensor_memory_bytes(x) == measured, f"{name} tensor of shape {shape}"
 
 
@@ -268,7 +266,7 @@ def test_training_step_memory_matches_training_memory_bytes() -> None:
     batch, dim, layers = 6, 16, 3
     model = adapters.get_cruncher_cls()(dim, layers)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
-    measured = measure_training_step(model, optimizer, torch.randn(batch, dim))
+    measured = adapters.run_measure_training_step(model, optimizer, torch.randn(batch, dim))
     num_params = sum(p.numel() for p in model.parameters())
     analytic = adapters.run_training_memory_bytes(
         num_params, adapters.run_cruncher_activations(batch, dim, layers), "adamw", "fp32"
@@ -342,7 +340,7 @@ def test_time_matmul_warms_up_then_times_each_call() -> None:
 
 def test_matmul_throughput_code_path_on_cpu() -> None:
     """(CPU twin) Timing a square matmul gives a positive, finite FLOP/s and an MFU in (0, 1] against it."""
-    seconds, flops_per_sec = matmul_throughput(64, torch.float32, "cpu", warmup=1, iters=2)
+    seconds, flops_per_sec = adapters.run_matmul_throughput(64, torch.float32, "cpu", warmup=1, iters=2)
     assert 0 < seconds < float("inf") and 0 < flops_per_sec < float("inf")
     assert adapters.run_mfu(2 * 64**3, seconds, flops_per_sec) == pytest.approx(1.0)
 
@@ -354,7 +352,7 @@ def test_matmul_throughput_code_path_on_cpu() -> None:
 
 def test_account_prints_the_lecture_answers(capsys: pytest.CaptureFixture[str]) -> None:
     """With no arguments, `cs336 account` answers 143.9 days and 40B parameters."""
-    assert main(["account"]) == 0
+    assert adapters.run_cs336(["account"]) == 0
     out = capsys.readouterr().out
     assert "143.9 days" in out
     assert "40B params" in out
@@ -365,7 +363,7 @@ def test_account_answers_the_question_asked(capsys: pytest.CaptureFixture[str]) 
     """Arguments change the question: 8B on 1T tokens, 64 A100s at MFU 0.4; SGD in fp32 on one GPU."""
     argv = ["account", "--params", "8B", "--tokens", "1T", "--gpus", "64", "--gpu", "A100-SXM", "--mfu", "0.4",
             "--optimizer", "sgd", "--precision", "fp32", "--fit-gpus", "1"]
-    assert main(argv) == 0
+    assert adapters.run_cs336(argv) == 0
     out = capsys.readouterr().out
     days = 6 * 8e9 * 1e12 / (64 * 312e12 * 0.4 * 86400)
     assert f"{days:.1f} days" in out
@@ -374,13 +372,13 @@ def test_account_answers_the_question_asked(capsys: pytest.CaptureFixture[str]) 
 
 def test_account_reports_bad_mfu(capsys: pytest.CaptureFixture[str]) -> None:
     """An MFU above 1 exits with status 2 and says what is wrong."""
-    assert main(["account", "--mfu", "1.5"]) == 2
+    assert adapters.run_cs336(["account", "--mfu", "1.5"]) == 2
     assert "mfu must be in (0, 1]" in capsys.readouterr().err
 
 
 def test_account_measure_prints_a_row_per_dtype_and_size(capsys: pytest.CaptureFixture[str]) -> None:
     """`--measure` times fp32 and bf16 matmuls at each size and prints one row each."""
-    assert main(["account", "--measure", "--device", "cpu", "--sizes", "16,32", "--iters", "1"]) == 0
+    assert adapters.run_cs336(["account", "--measure", "--device", "cpu", "--sizes", "16,32", "--iters", "1"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert [(r[0], r[1]) for r in rows if r and r[0] in ("fp32", "bf16")] == [
         ("fp32", "16"), ("fp32", "32"), ("bf16", "16"), ("bf16", "32")
@@ -391,6 +389,6 @@ def test_account_measure_saves_a_png_plot(tmp_path, capsys: pytest.CaptureFixtur
     """`--measure --plot PATH` writes a PNG of throughput against size."""
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib")
     plot = tmp_path / "plots" / "throughput.png"
-    assert main(["account", "--measure", "--device", "cpu", "--sizes", "16", "--iters", "1", "--plot", str(plot)]) == 0
+    assert adapters.run_cs336(["account", "--measure", "--device", "cpu", "--sizes", "16", "--iters", "1", "--plot", str(plot)]) == 0
     assert f"plot saved to {plot}" in capsys.readouterr().out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -12,12 +12,7 @@ import pytest
 import torch
 
 import adapters
-from cs336_assignment.accounting import (
-    gpu_kind,
-    matmul_throughput,
-    measure_allocation,
-    measure_training_step,
-)
+from cs336_assignment.accounting import gpu_kind
 
 pytestmark = pytest.mark.gpu
 
@@ -48,7 +43,7 @@ def test_memory_allocated_delta_equals_tensor_memory_bytes(cuda: torch.device, s
 
     CPU twin: test_tensor_memory_bytes_matches_measured_allocation.
     """
-    x, measured = measure_allocation(lambda: torch.empty(shape, dtype=dtype, device=cuda), cuda)
+    x, measured = adapters.run_measure_allocation(lambda: torch.empty(shape, dtype=dtype, device=cuda), cuda)
     assert measured >= MiB
     assert adapters.run_tensor_memory_bytes(x) == measured, f"{dtype} {shape}: allocator delta {measured} bytes"
 
@@ -64,7 +59,7 @@ def test_adamw_step_peak_memory_within_ten_percent_of_analytic(cuda: torch.devic
     model = adapters.get_cruncher_cls()(dim, layers, device=cuda)
     # foreach=False: the multi-tensor kernels would add a parameter-sized temporary.
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
-    measured = measure_training_step(model, optimizer, torch.randn(batch, dim, device=cuda))
+    measured = adapters.run_measure_training_step(model, optimizer, torch.randn(batch, dim, device=cuda))
     num_params = sum(p.numel() for p in model.parameters())
     analytic = adapters.run_training_memory_bytes(
         num_params, adapters.run_cruncher_activations(batch, dim, layers), "adamw", "fp32"
@@ -84,6 +79,6 @@ def test_bf16_matmul_reaches_half_of_dense_peak(cuda: torch.device) -> None:
     kind = gpu_kind(torch.cuda.get_device_name(cuda))
     if kind is None:
         pytest.skip(f"no peak figure for {torch.cuda.get_device_name(cuda)!r} (the table has A100 and H100)")
-    seconds, _ = matmul_throughput(8192, torch.bfloat16, cuda, warmup=5, iters=20)
+    seconds, _ = adapters.run_matmul_throughput(8192, torch.bfloat16, cuda, warmup=5, iters=20)
     achieved = adapters.run_mfu(2 * 8192**3, seconds, adapters.run_peak_flops(kind, "bf16"))
     assert achieved >= 0.5, f"{kind}: bf16 8192^3 matmul at {achieved:.1%} of dense peak"

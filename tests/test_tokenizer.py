@@ -18,7 +18,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adapters
-from cs336_assignment.cli import main as cs336
 from tests.bpe_naive import GPT2_PATTERN, naive_train_bpe
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
@@ -221,15 +220,15 @@ def test_cli_trains_then_encodes_to_a_memmappable_array(tmp_path: Path) -> None:
     """`cs336 train-bpe` then `cs336 encode` give a uint16 .npy whose ids equal Tokenizer.encode of the file."""
     corpus = CORPORA / "mini.txt"
     out = tmp_path / "tok"
-    assert cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--out", str(out)]) == 0
-    assert cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--out", str(out)]) == 2, "must not overwrite a tokenizer"
+    assert adapters.run_cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--out", str(out)]) == 0
+    assert adapters.run_cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--out", str(out)]) == 2, "must not overwrite a tokenizer"
     npy = tmp_path / "mini.npy"
-    assert cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy)]) == 0
+    assert adapters.run_cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy)]) == 0
     ids = np.load(npy, mmap_mode="r")
     assert ids.dtype == np.uint16
     vocab, merges = adapters.run_train_bpe(corpus, 300, [EOT])
     expected = adapters.get_tokenizer(vocab, merges, [EOT]).encode(_read(corpus))
     assert ids.tolist() == expected
     npy2 = tmp_path / "mini2.npy"
-    assert cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy2), "--num-processes", "2"]) == 0
+    assert adapters.run_cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy2), "--num-processes", "2"]) == 0
     assert np.load(npy2).tolist() == expected, "parallel encoding must give the same ids as streaming"

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import adapters
-from cs336_assignment.cli import main
 from tests.test_checkpoint import assert_state_dicts_equal
 from tests.util import ROOT
 
@@ -27,7 +26,7 @@ LOSS_LINE = re.compile(r"step\s+(\d+)/(\d+)\s+loss\s+(\S+)")
 
 def train(*args: str) -> None:
     """Run `cs336 train ARGS` in this process; fail with the exit status if it is not 0."""
-    status = main(["train", *args])
+    status = adapters.run_cs336(["train", *args])
     assert status == 0, f"`cs336 train {' '.join(args)}` exited with status {status}"
 
 
@@ -92,7 +91,7 @@ def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_pa
     train("--steps", "3", *TINY, "--checkpoint", str(path))
     before = path.read_bytes()
     capsys.readouterr()
-    status = main(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
+    status = adapters.run_cs336(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
     err = capsys.readouterr().err
     assert status != 0, "starting a new run over an existing checkpoint should fail"
     assert "--resume" in err, f"the error should suggest --resume, got: {err.strip()[-300:]}"
@@ -106,7 +105,8 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
     train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000")
 
     log = tmp_path / "killed.log"
-    command = [sys.executable, "-m", "cs336_assignment.cli", "train", *steps]
+    # The same door in a child process: adapters.run_cs336, so the graders can redirect it too.
+    command = [sys.executable, "-c", "import sys, adapters; sys.exit(adapters.run_cs336(sys.argv[1:]))", "train", *steps]
     command += ["--checkpoint", str(killed), "--checkpoint-every", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with log.open("w") as out:
