@@ -149,3 +149,11 @@ def test_batch_without_a_fallback_says_what_it_needs() -> None:
     batch = BatchBPE({(108, 111): 0}, [256], list(range(256)), encode_one=None, min_rows=4)
     with pytest.raises(ValueError, match="min_rows"):
         batch(["lo"])
+
+
+def test_batch_with_no_merges_gives_the_bytes() -> None:
+    """A tokenizer without merges (vocab = the 256 bytes) encodes every word to its bytes, padded rows included."""
+    tok = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+    words = ["a", "héllo", " world", "日本語のテキスト", "x" * 40]
+    got = batch_for(tok, min_rows=1)(words)
+    assert got == {w: list(w.encode("utf-8")) for w in words}
