@@ -89,7 +89,8 @@ class BatchBPE:
         self.pad = max([*merged_ids, *byte_ids, *(max(pair) for pair in ranks)]) + 1
         self.base = self.pad + 1
         self.bucket_ends = np.asarray(length_buckets(max_bytes))
-        dtype = np.int32 if max(self.base, self.no_merge) < 2**31 else np.int64
+        # The narrowest integers that hold every id and rank: less memory to move each round.
+        dtype = next(t for t in (np.int16, np.int32, np.int64) if max(self.base, self.no_merge) < np.iinfo(t).max)
         self.merged_ids = np.asarray(merged_ids, dtype=dtype)
         self.byte_ids = np.asarray(byte_ids, dtype=dtype)
         keys = np.fromiter((a * self.base + b for a, b in ranks), dtype=np.int64, count=len(ranks))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 import tiktoken
 from hypothesis import given, settings
@@ -66,30 +67,33 @@ def test_batch_equals_readable_path_on_random_unicode(tokenizer, words: list[str
     assert_same_as_readable(tokenizer, batch_for(tokenizer, min_rows=1, max_bytes=48), list(dict.fromkeys(words)))
 
 
+@pytest.mark.parametrize("offset", [0, 40_000], ids=["int16-ids", "int32-ids"])
 @pytest.mark.parametrize("seed", range(5))
-def test_batch_equals_readable_path_with_hand_made_out_of_order_merges(seed: int) -> None:
+def test_batch_equals_readable_path_with_hand_made_out_of_order_merges(seed: int, offset: int) -> None:
     """Merges in an order no trainer would learn (a token merged before the merge that makes it) still agree.
 
     The readable path applies the lowest-rank pair first, one occurrence at a time; so must the batch
-    (merging every occurrence of a pair in one round would differ here).
+    (merging every occurrence of a pair in one round would differ here). Ids above 32,767 (offset)
+    make the batch use int32 arrays instead of int16.
     """
     rng = random.Random(seed)
-    vocab = {i: bytes([i]) for i in range(256)}
+    vocab = {offset + i: bytes([i]) for i in range(256)}
     merges: list[tuple[bytes, bytes]] = []
     tokens = [b"a", b"b", b"c", b"ab", b"ba", b"aa"]
     for _ in range(40):
         a, b = rng.choice(tokens), rng.choice(tokens)
         if (a, b) not in merges and a + b not in vocab.values():
             merges.append((a, b))
-            vocab[len(vocab)] = a + b
+            vocab[offset + len(vocab)] = a + b
             tokens.append(a + b)
     # Tokens used by a merge must be in the vocab: add the helpers that were never made by a merge.
     for extra in (b"ab", b"ba", b"aa"):
         if extra not in vocab.values():
-            vocab[len(vocab)] = extra
+            vocab[offset + len(vocab)] = extra
     merges = [m for m in merges if m[0] in vocab.values() and m[1] in vocab.values()]
     rng.shuffle(merges)
     tok = Tokenizer(vocab, merges)
+    assert batch_for(tok).merged_ids.dtype == (np.int16 if offset == 0 else np.int32)
     words = list({"".join(rng.choice("abc") for _ in range(rng.randint(1, 30))) for _ in range(300)})
     assert_same_as_readable(tok, batch_for(tok, min_rows=1), words)
 
