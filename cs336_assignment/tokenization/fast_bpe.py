@@ -174,11 +174,13 @@ def fill_cache(cache: MutableMapping[str, list[int]], pretokens: Iterable[str], 
     """Put the encoding of every distinct pre-token missing from ``cache`` into it, in one batch.
 
     Does nothing when fewer than ``MIN_BATCH`` are missing (the cache fills them one by one on
-    lookup, which is cheaper for a few). A cache that would outgrow ``max_size`` is emptied first.
+    lookup, which is cheaper for a few). A cache that would outgrow ``max_size`` is emptied first;
+    when the pre-tokens alone are more than ``max_size``, nothing is batched, so the cache never
+    holds more than ``max_size`` entries (its own one-by-one filling keeps that bound).
     """
     distinct = set(pretokens)
     missing = distinct.difference(cache)
-    if len(missing) < MIN_BATCH:
+    if len(missing) < MIN_BATCH or len(distinct) > max_size:
         return
     if len(cache) + len(missing) > max_size:
         cache.clear()

@@ -138,6 +138,9 @@ def test_fill_cache_batches_only_many_new_pretokens_and_respects_the_size_bound(
     fill_cache(cache, words[:size], batch, max_size=size)
     assert "stale" not in cache and len(cache) == size, "a cache that would pass max_size is emptied first"
     assert all(cache[w] == tokenizer._encode_pretoken(w) for w in words[:size])  # noqa: SLF001
+    cache = {}
+    fill_cache(cache, words, batch, max_size=len(words) - 1)
+    assert cache == {}, "more distinct pre-tokens than max_size: batching them would overgrow the cache"
 
 
 def test_length_buckets_cover_every_length_once() -> None:
