@@ -15,7 +15,8 @@ with the same rule and the same ids, in whole-array steps::
     a row whose lowest rank is no_merge is finished, and leaves the array
 
 Every row still in the array merges once per round, so the padding stays on the right and the
-array narrows by one column a round. Lengths up to 16 bytes get a group each (no padding at
+array narrows by one column a round. Ranks come from ``searchsorted`` over the sorted pair keys,
+except a group's first ones: pairs of raw bytes, read from a 257 x 257 table (byte 256 = padding). Lengths up to 16 bytes get a group each (no padding at
 all); longer ones share groups about 1.4x wide (``length_buckets``).
 
 >>> ranks = {(108, 111): 0, (256, 119): 1}             # (l, o) -> "lo" (id 256), (lo, w) -> "low" (257)
@@ -98,6 +99,10 @@ class BatchBPE:
         # A sentinel key above every real one keeps searchsorted's answer a valid index.
         self.keys = np.append(keys[order], np.iinfo(np.int64).max)
         self.values = np.append(np.fromiter(ranks.values(), dtype=dtype, count=len(ranks))[order], self.no_merge)
+        # Ids and first ranks by raw byte (256 = padding): a group starts with table lookups, no search.
+        self.raw_ids = np.append(self.byte_ids, np.asarray(self.pad, dtype=dtype))
+        raw = np.arange(257)
+        self.raw_ranks = self.rank_of(self.raw_ids[raw[:, None]], self.raw_ids[raw[None, :]]).ravel()
 
     def rank_of(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """Merge rank of each pair ``(left[i], right[i])``; ``no_merge`` where there is none."""
@@ -120,17 +125,19 @@ class BatchBPE:
                 out.update((words[i], self.encode_one(words[i])) for i in group.tolist())
                 continue
             valid = lengths[group]
-            data = self.byte_ids[np.frombuffer(b"".join([encoded[i] for i in group.tolist()]), dtype=np.uint8)]
-            ids = np.full((len(group), int(valid.max())), self.pad, dtype=self.byte_ids.dtype)
-            # Row r holds its valid[r] ids on the left, then padding (whose pairs have no rank).
+            data = np.frombuffer(b"".join([encoded[i] for i in group.tolist()]), dtype=np.uint8)
+            raw = np.full((len(group), int(valid.max())), 256, dtype=np.int32)
+            # Row r holds its valid[r] bytes on the left, then padding (256: its pairs have no rank).
             row = np.repeat(np.arange(len(group)), valid)
-            ids[row, np.arange(len(data)) - np.repeat(np.cumsum(valid) - valid, valid)] = data
-            self._merge_rows(ids, valid, word_array[group], out)
+            raw[row, np.arange(len(data)) - np.repeat(np.cumsum(valid) - valid, valid)] = data
+            rank = self.raw_ranks.take(raw[:, :-1] * 257 + raw[:, 1:])
+            self._merge_rows(self.raw_ids.take(raw), rank, valid, word_array[group], out)
         return out
 
-    def _merge_rows(self, ids: np.ndarray, valid: np.ndarray, words: np.ndarray, out: dict[str, list[int]]) -> None:
-        """Merge every row of ``ids`` (the bytes of ``words``, ``valid`` of them) to the end, into ``out``."""
-        rank = self.rank_of(ids[:, :-1], ids[:, 1:])
+    def _merge_rows(
+        self, ids: np.ndarray, rank: np.ndarray, valid: np.ndarray, words: np.ndarray, out: dict[str, list[int]]
+    ) -> None:
+        """Merge every row of ``ids`` (the bytes of ``words``, ``valid`` of them; ``rank`` of their pairs) into ``out``."""
         while True:
             rows, width = ids.shape
             if width == 1:
