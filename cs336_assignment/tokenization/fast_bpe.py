@@ -98,7 +98,8 @@ class BatchBPE:
         order = np.argsort(keys)
         # A sentinel key above every real one keeps searchsorted's answer a valid index.
         self.keys = np.append(keys[order], np.iinfo(np.int64).max)
-        self.values = np.append(np.fromiter(ranks.values(), dtype=dtype, count=len(ranks))[order], self.no_merge)
+        values = np.fromiter(ranks.values(), dtype=dtype, count=len(ranks))[order]
+        self.values = np.append(values, np.asarray(self.no_merge, dtype=dtype))  # (np.append(x, int) is int64)
         # Ids and first ranks by raw byte (256 = padding): a group starts with table lookups, no search.
         self.raw_ids = np.append(self.byte_ids, np.asarray(self.pad, dtype=dtype))
         raw = np.arange(257)

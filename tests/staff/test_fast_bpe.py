@@ -93,7 +93,9 @@ def test_batch_equals_readable_path_with_hand_made_out_of_order_merges(seed: int
     merges = [m for m in merges if m[0] in vocab.values() and m[1] in vocab.values()]
     rng.shuffle(merges)
     tok = Tokenizer(vocab, merges)
-    assert batch_for(tok).merged_ids.dtype == (np.int16 if offset == 0 else np.int32)
+    batch = batch_for(tok)
+    want = np.int16 if offset == 0 else np.int32
+    assert {batch.merged_ids.dtype, batch.values.dtype, batch.raw_ranks.dtype} == {np.dtype(want)}
     words = list({"".join(rng.choice("abc") for _ in range(rng.randint(1, 30))) for _ in range(300)})
     assert_same_as_readable(tok, batch_for(tok, min_rows=1), words)
 
