@@ -160,16 +160,19 @@ class BatchBPE:
                 ids, rank, col, best, words, valid = ids[active], rank[active], col[active], best[active], words[active], valid[active]
                 rows = len(ids)
                 start = np.arange(0, rows * (width - 1), width - 1)
-            # Merge: column col takes the merged id, the columns after col + 1 move one to the left.
-            shift = np.arange(width - 1) > col[:, None]
-            ids = np.where(shift, ids[:, 1:], ids[:, :-1])
+            # Merge: column col takes the merged id, column col + 1 goes (the rest move left).
+            keep = np.ones(rows * width, dtype=bool)
+            keep[start + np.arange(rows) + col + 1] = False  # row r starts at r * width = start[r] + r
+            ids = ids.ravel()[keep].reshape(rows, width - 1)
             ids.put(start + col, self.merged_ids.take(best))
             valid = valid - 1
             if width == 2:
                 rank = rank[:, :0]
                 continue
-            # Rank column c of the new row is the old c (c < col) or c + 1 (c >= col: column col is gone)...
-            rank = np.where(shift[:, 1:], rank[:, 1:], rank[:, :-1])
+            # Rank column col goes too (its pair is merged)...
+            keep = np.ones(rows * (width - 1), dtype=bool)
+            keep[start + col] = False
+            rank = rank.ravel()[keep].reshape(rows, width - 2)
             # ... except the pairs beside the merge, (col - 1, col) and (col, col + 1), which are new.
             # Clipped to the row, the two columns may coincide: both still hold a new pair.
             left, right = np.maximum(col - 1, 0), np.minimum(col, width - 3)
