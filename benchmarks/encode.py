@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import hashlib
 import io
 import json
@@ -103,7 +104,11 @@ def alternate(peer_run, our_run, repeats: int) -> tuple[list[float], list[float]
     """
     peer, ours = [], []
     for _ in range(repeats):
+        # Free the previous runs' tokenizers first (a Tokenizer and its cache form a reference cycle,
+        # so only the collector frees them): a parent bloated by them forks slower workers.
+        gc.collect()
         peer.append(timed(peer_run))
+        gc.collect()
         ours.append(our_run())
     return peer, ours
 
