@@ -35,13 +35,13 @@ def random_dims(seed: int, length: int) -> list[int]:
     return [rng.randint(1, 24) for _ in range(length)]
 
 
-def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
-    """Bias-free linear layers dims[0] -> ... -> dims[-1] with `activation` between them."""
+def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False) -> nn.Sequential:
+    """Linear layers dims[0] -> ... -> dims[-1] (bias-free unless `bias`) with `activation` between them."""
     layers: list[nn.Module] = []
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
         if i:
             layers.append(activation())
-        layers.append(nn.Linear(d_in, d_out, bias=False))
+        layers.append(nn.Linear(d_in, d_out, bias=bias))
     return nn.Sequential(*layers)
 
 

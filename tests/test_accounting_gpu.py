@@ -10,6 +10,7 @@ import gc
 
 import pytest
 import torch
+from torch.utils import benchmark
 
 import adapters
 from cs336_assignment.accounting import gpu_kind
@@ -71,14 +72,27 @@ def test_adamw_step_peak_memory_within_ten_percent_of_analytic(cuda: torch.devic
     )
 
 
-def test_bf16_matmul_reaches_half_of_dense_peak(cuda: torch.device) -> None:
-    """A bf16 8192^3 matmul runs at no less than half the card's dense bf16 peak.
+def test_bf16_matmul_timing_agrees_with_torch_benchmark_timed_in_the_same_run(cuda: torch.device) -> None:
+    """time_matmul on a bf16 8192^3 matmul is within 25% of torch.utils.benchmark's time, and its MFU is at most 1.
 
-    CPU twin: test_matmul_throughput_code_path_on_cpu.
+    A speed check graded against a baseline timed in the same run, not against a fixed figure: a
+    timer that reads the host clock without synchronising CUDA reports only the kernel launches,
+    far faster than torch's (which synchronises), and an MFU above 1 on a card in the peak table.
+    CPU twin: test_matmul_throughput_code_path_on_cpu. (How close to peak the card gets is a
+    benchmark figure: benchmarks/matmul_throughput.py.)
     """
+    n = 8192
+    seconds, _ = adapters.run_matmul_throughput(n, torch.bfloat16, cuda, warmup=5, iters=20)
+    a = torch.randn(n, n, device=cuda, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=cuda, dtype=torch.bfloat16)
+    timer = benchmark.Timer(stmt="a @ b", globals={"a": a, "b": b})
+    timer.timeit(5)
+    reference = timer.timeit(20).mean
+    assert 0.75 <= seconds / reference <= 1.33, (
+        f"time_matmul says {seconds * 1e3:.2f} ms per matmul, torch.utils.benchmark {reference * 1e3:.2f} ms "
+        f"in the same run ({seconds / reference:.2f}x): is the CUDA clock synchronised?"
+    )
     kind = gpu_kind(torch.cuda.get_device_name(cuda))
-    if kind is None:
-        pytest.skip(f"no peak figure for {torch.cuda.get_device_name(cuda)!r} (the table has A100 and H100)")
-    seconds, _ = adapters.run_matmul_throughput(8192, torch.bfloat16, cuda, warmup=5, iters=20)
-    achieved = adapters.run_mfu(2 * 8192**3, seconds, adapters.run_peak_flops(kind, "bf16"))
-    assert achieved >= 0.5, f"{kind}: bf16 8192^3 matmul at {achieved:.1%} of dense peak"
+    if kind is not None:
+        achieved = adapters.run_mfu(2 * n**3, seconds, adapters.run_peak_flops(kind, "bf16"))
+        assert 0 < achieved <= 1, f"{kind}: bf16 {n}^3 matmul at {achieved:.1%} of dense peak, which is impossible"

@@ -10,21 +10,12 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
-from tests.test_accounting import OPTIMIZER_STATES, torch_flops
+from tests.test_accounting import OPTIMIZER_STATES, mlp, torch_flops
 
 
 def random_dims(seed: int, length: int, high: int = 32) -> list[int]:
     rng = random.Random(1000 + seed)
     return [rng.randint(1, high) for _ in range(length)]
-
-
-def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-        if i:
-            layers.append(activation())
-        layers.append(nn.Linear(d_in, d_out, bias=bias))
-    return nn.Sequential(*layers)
 
 
 # --------------------------------------------------------------------------------------------
