@@ -12,8 +12,9 @@ The handout is an allowlist, so anything new in the repository stays out until s
     CHANGELOG.md        cs336_staff/templates/CHANGELOG.md, which must have an entry for the version
     pyproject.toml      the repository's, without STAFF-ONLY entries (the ``staff`` dependency
                         group), without the groups and packages those leave dangling
-    uv.lock             the repository's, pruned offline by ``uv lock --offline`` to the handout's
-                        dependencies (same pinned versions; ``--no-lock`` leaves it out)
+    uv.lock             the repository's, pruned offline to the handout's dependencies by a graph
+                        walk (lock.py: same pins, no resolution, so a fresh machine can do it);
+                        ``--no-lock`` leaves it out
 
 Left out whatever the allowlist says: ``cs336_staff/``, ``benchmarks/``, ``.ci/``, ``.github/``,
 ``grades/``, hidden tests and fixtures, plus every file whose first lines hold a ``# STAFF-ONLY``
@@ -47,6 +48,7 @@ from cs336_staff.markers import (
     strip_source,
     strip_staff_only,
 )
+from cs336_staff.release.lock import prune_lock
 
 PACKAGE = "cs336_assignment"
 SHIPPED_DIRS: dict[str, tuple[str, ...]] = {
@@ -339,15 +341,29 @@ def _ruff_drop_unused_imports(root: Path, files: list[str]) -> None:
 
 
 def _prune_lock(repo: Path, root: Path) -> None:
+    """Write the repository's uv.lock pruned to the handout's groups (lock.py), then let uv confirm it.
+
+    ``uv lock --check --offline`` only compares the lock with the handout's pyproject.toml, so it
+    needs no network and no cache (a fresh machine has neither the metadata nor the wheels a
+    re-resolution would need).
+    """
+    groups = tomllib.loads((root / "pyproject.toml").read_text()).get("dependency-groups", {})
+    try:
+        pruned = prune_lock((repo / "uv.lock").read_text(), groups)
+    except ValueError as e:
+        raise ReleaseError(f"cannot prune uv.lock for the handout: {e}; run `uv lock` in the repository") from e
+    (root / "uv.lock").write_text(pruned)
+    (root / "uv.lock").chmod(0o644)
     uv = shutil.which("uv")
     if uv is None:
-        raise ReleaseError("uv is needed to prune uv.lock to the handout's dependencies; install uv or pass --no-lock")
-    shutil.copyfile(repo / "uv.lock", root / "uv.lock")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") and k != "VIRTUAL_ENV"}
-    proc = subprocess.run([uv, "lock", "--offline", "--quiet"], cwd=root, capture_output=True, text=True, env=env, timeout=300)
+        return
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV" and not (k.startswith("UV_") and k != "UV_CACHE_DIR")}
+    proc = subprocess.run([uv, "lock", "--check", "--offline", "--quiet"], cwd=root, capture_output=True, text=True, env=env, timeout=300)
     if proc.returncode != 0:
-        raise ReleaseError(f"`uv lock --offline` could not prune uv.lock for the handout (pass --no-lock to leave it out):\n{proc.stderr}")
-    (root / "uv.lock").chmod(0o644)
+        raise ReleaseError(
+            "the pruned uv.lock does not match the handout's pyproject.toml (`uv lock --check --offline`); "
+            f"is the repository's uv.lock up to date (`uv lock`)?\n{proc.stderr}"
+        )
 
 
 def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
