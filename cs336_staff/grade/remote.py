@@ -1,0 +1,370 @@
+"""The judge's side of the line: send one call to the worker, get plain data or an exception back.
+
+``Remote`` owns one worker process at a time (started through a launcher, normally the bubblewrap
+sandbox of ``sandbox.py``) and implements ``tests.boundary.Remote``. It never imports submission
+code and never unpickles: replies are decoded by ``worker/codec.py`` into tensors, arrays, numbers,
+containers, ``Record``s and ``RemoteObject`` proxies. What can go wrong, and what the test sees:
+
+    the submission raised ValueError("d_in ...")     ValueError with that message (a subclass that
+                                                     also carries the worker's traceback as a note)
+    it raised SystemExit                             SystemExit (pytest records a failed test)
+    it raised KeyboardInterrupt, GeneratorExit       WorkerError (a RuntimeError): never ends the judge
+    the worker died (segfault, os._exit, OOM kill)   WorkerCrashed, naming the exit status; the next
+                                                     call starts a fresh worker
+    the reply is oversized or malformed              WorkerProtocolError; the worker is restarted
+    the test timed out mid-call (pytest-timeout)     the timeout's own error; the worker is killed
+    more than ``max_starts`` workers were needed     WorkerUnavailable for every later call
+
+Deliberately left out: running several calls at once, and retrying a call (a retried call could
+pass by luck; a crash is the submission's failure).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cs336_staff.grade.worker import channel, codec
+
+REPLY_LIMIT = 512 << 20  # bytes in one reply: a flood cannot grow the judge past this
+OUTPUT_PER_TEST = 8000  # characters of worker output kept per test (head and tail)
+CONSOLE_LIMIT = 64 << 10  # characters of worker output kept for the whole run (head and tail)
+
+
+class WorkerError(RuntimeError):
+    """Something about the worker, not an exception the submission raised inside a call."""
+
+
+class WorkerCrashed(WorkerError):
+    """The worker process ended while it was running a call."""
+
+
+class WorkerProtocolError(WorkerError):
+    """The worker's reply was too large or not a valid message."""
+
+
+class WorkerUnavailable(WorkerError):
+    """No worker could be started, or too many were needed already."""
+
+
+class FromWorker(Exception):
+    """Mixin of every exception rebuilt from the worker (``except FromWorker`` to tell them apart)."""
+
+
+_REBUILT: dict[tuple[str, type], type] = {}
+
+
+def rebuild_exception(error: dict) -> BaseException:
+    """A local exception standing for one the submission raised: same builtin base, name and args."""
+    types = [str(t) for t in error.get("types", [])]
+    message = str(error.get("message", ""))
+    base: type[BaseException] = WorkerError
+    for qualified in types:
+        module, _, name = qualified.rpartition(".")
+        candidate = getattr(builtins, name, None) if module == "builtins" else None
+        if isinstance(candidate, type) and issubclass(candidate, BaseException):
+            base = candidate
+            break
+    if not issubclass(base, Exception) and base is not SystemExit:  # KeyboardInterrupt would end the judge
+        base, message = WorkerError, f"{types[0] if types else 'an exception'} raised in the worker: {message}"
+    name = types[0].rpartition(".")[2] if types else base.__name__
+    key = (name, base)
+    if key not in _REBUILT:
+        _REBUILT[key] = type(name, (base, FromWorker), {"__module__": "worker"})
+    cls = _REBUILT[key]
+    args = error.get("args")
+    exc: BaseException
+    try:
+        exc = cls(*args) if isinstance(args, list) and base is not WorkerError else cls(message)
+    except Exception:
+        exc = cls(message)
+    tb = str(error.get("traceback", "")).strip()
+    if tb:
+        exc.add_note(f"Traceback in the submission's code (sandboxed worker):\n{tb}")
+    return exc
+
+
+class OutputTap:
+    """Reads the worker's stderr (its stdout too) in a thread; keeps a bounded copy per test and per run."""
+
+    def __init__(self, stream: Any) -> None:
+        self._lock = threading.Lock()
+        self._test: list[str] = []
+        self._test_size = 0
+        self._test_dropped = 0
+        self.head, self.tail, self.dropped = "", "", 0
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: Any) -> None:
+        for raw in iter(lambda: stream.read1(4096), b""):
+            text = raw.decode("utf-8", "replace")
+            with self._lock:
+                self._keep_console(text)
+                if self._test_size < OUTPUT_PER_TEST:
+                    self._test.append(text)
+                    self._test_size += len(text)
+                else:
+                    self._test_dropped += len(text)
+                    self._test = self._test[-64:]  # keep a tail too
+                    self._test.append(text)
+
+    def _keep_console(self, text: str) -> None:
+        half = CONSOLE_LIMIT // 2
+        if len(self.head) < half:
+            take = text[: half - len(self.head)]
+            self.head += take
+            text = text[len(take) :]
+        if text:
+            self.tail += text
+            if len(self.tail) > half:
+                self.dropped += len(self.tail) - half
+                self.tail = self.tail[-half:]
+
+    def take(self) -> str:
+        """What the worker printed since the last ``take``, cut to about OUTPUT_PER_TEST characters."""
+        with self._lock:
+            text, dropped = "".join(self._test), self._test_dropped
+            self._test, self._test_size, self._test_dropped = [], 0, 0
+        if dropped or len(text) > OUTPUT_PER_TEST:
+            half = OUTPUT_PER_TEST // 2
+            text = f"{text[:half]}\n[... {dropped + max(0, len(text) - OUTPUT_PER_TEST)} characters cut ...]\n{text[-half:]}"
+        return text
+
+    def console(self) -> str:
+        with self._lock:
+            cut = f"\n[... {self.dropped} characters cut ...]\n" if self.dropped else ""
+            return self.head + cut + self.tail
+
+    def join(self, timeout: float = 2.0) -> None:
+        self._thread.join(timeout)
+
+
+@dataclass
+class WorkerProcess:
+    """A started worker: its process, the two pipe ends the judge uses, and its output."""
+
+    proc: subprocess.Popen
+    requests: int  # the judge writes requests here
+    replies: int  # and reads replies here
+    output: OutputTap
+    isolation: dict[str, str] = field(default_factory=dict)
+    cleanup: Callable[[], None] | None = None  # e.g. stop a resource watchdog
+    verdict: Callable[[], str | None] | None = None  # why it was killed, if a watchdog did it
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        for fd in (self.requests, self.replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self.cleanup is not None:
+            self.cleanup()
+        self.output.join()
+
+
+Launcher = Callable[[], WorkerProcess]
+
+
+def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
+    code = proc.poll()
+    if verdict:
+        return verdict
+    if code is None:
+        return "it stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"it was killed by {name}" + (" (a segmentation fault)" if name == "SIGSEGV" else "")
+    return f"it exited with status {code}"
+
+
+class RemoteObject:
+    """A proxy for an object that lives in the worker (a tokenizer, a class, a bound method).
+
+    Attribute reads, calls, iteration, ``len`` and ``in`` cross the line; the values that come
+    back are plain data or further proxies. ``with`` blocks and ``isinstance`` do not work on a
+    proxy: tests that need them run a scenario on the worker's side.
+    """
+
+    __slots__ = ("_remote", "_id", "_generation", "_type", "_repr", "__weakref__")
+
+    def __init__(self, remote: Remote, node: dict) -> None:
+        self._remote, self._generation = remote, remote.generation
+        self._id, self._type, self._repr = int(node["id"]), str(node.get("type", "?")), str(node.get("repr", ""))
+        weakref.finalize(self, remote._release, self._generation, self._id)
+
+    def _op(self, op: str, *args: Any, **fields: Any) -> Any:
+        return self._remote.op(op, self, args, {}, **fields)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._op("getattr", name=name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._remote.op("call_handle", self, args, kwargs)
+
+    def __iter__(self) -> RemoteObject:
+        return self._op("iter")
+
+    def __next__(self) -> Any:
+        return self._op("next")
+
+    def __len__(self) -> int:
+        return self._op("len")
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._op("getitem", key)
+
+    def __contains__(self, item: Any) -> bool:
+        return self._op("contains", item)
+
+    def __repr__(self) -> str:
+        return f"<{self._type} in the worker: {self._repr}>"
+
+
+class Remote:
+    """One worker at a time; ``call`` is what ``tests.boundary`` and the adapters proxy use."""
+
+    def __init__(self, launch: Launcher, *, max_starts: int = 12, startup_timeout: float = 300.0,
+                 reply_limit: int = REPLY_LIMIT) -> None:
+        self._launch = launch
+        self.max_starts, self.startup_timeout, self.reply_limit = max_starts, startup_timeout, reply_limit
+        self.worker: WorkerProcess | None = None
+        self.starts = 0
+        self.generation = 0
+        self.consoles: list[str] = []
+        self.isolation: dict[str, str] = {}
+        self.last_crash: str | None = None
+        self._pending_release: list[int] = []
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> WorkerProcess:
+        """Start a worker now (a call starts one when none is running)."""
+        if self.starts >= self.max_starts:
+            raise WorkerUnavailable(
+                f"the worker was started {self.starts} times already (it crashed or timed out each time); "
+                "the remaining calls are not run"
+            )
+        self.starts += 1
+        self.generation += 1
+        self._pending_release = []
+        worker = self._launch()
+        self.isolation = worker.isolation
+        try:
+            msg, _ = channel.receive(worker.replies, 1 << 16, time.monotonic() + self.startup_timeout)
+        except (channel.ChannelClosed, channel.ChannelError, channel.ChannelTimeout) as e:
+            why = describe_exit(worker.proc) if isinstance(e, channel.ChannelClosed) else str(e)
+            worker.kill()
+            self._keep_console(worker)
+            raise WorkerUnavailable(f"the worker did not start ({why}):\n{worker.output.console()[-3000:]}") from None
+        if "ready" not in msg:
+            worker.kill()
+            raise WorkerUnavailable(f"the worker's first message was not 'ready': {str(msg)[:200]}")
+        self.worker = worker
+        return worker
+
+    def _keep_console(self, worker: WorkerProcess) -> None:
+        text = worker.output.console()
+        if text:
+            self.consoles.append(text)
+
+    def restart(self) -> None:
+        """Stop the current worker; the next call starts a fresh one (and old proxies go stale)."""
+        if self.worker is not None:
+            worker, self.worker = self.worker, None
+            worker.kill()
+            self._keep_console(worker)
+
+    def close(self) -> None:
+        self.restart()
+
+    def take_output(self) -> str:
+        return self.worker.output.take() if self.worker is not None else ""
+
+    def _release(self, generation: int, handle: int) -> None:
+        if generation == self.generation:
+            self._pending_release.append(handle)
+
+    # -- calls ---------------------------------------------------------------------------
+    def call(self, target: str, args: tuple | list, kwargs: dict) -> Any:
+        return self._request({"op": "call", "target": target}, args, kwargs)
+
+    def reset(self) -> None:
+        """Put the worker's global RNGs (torch, numpy, random) back to their state at its start."""
+        self._request({"op": "reset"}, [], {})
+
+    def op(self, op: str, obj: RemoteObject, args: tuple | list, kwargs: dict, **fields: Any) -> Any:
+        if obj._generation != self.generation or self.worker is None:
+            raise WorkerError(
+                f"{obj!r} lived in a worker that has since ended (after a crash or a timeout); "
+                "create it again"
+            )
+        return self._request({"op": op, "handle": obj._id, **fields}, args, kwargs)
+
+    def _ref_of(self, value: Any) -> int | None:
+        if isinstance(value, RemoteObject):
+            if value._generation != self.generation:
+                raise WorkerError(f"{value!r} lived in a worker that has since ended; create it again")
+            return value._id
+        return None
+
+    def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
+        encoder = codec.Encoder(ref_of=self._ref_of)
+        message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
+        worker = self.worker or self.start()
+        message["storages"] = encoder.storages
+        message["release"], self._pending_release = self._pending_release, []
+        what = head.get("target") or f"{head['op']} on a worker object"
+        try:
+            channel.send(worker.requests, message, encoder.blobs)
+            reply, blobs = channel.receive(worker.replies, self.reply_limit)
+        except (channel.ChannelClosed, BrokenPipeError) as e:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                worker.proc.wait(timeout=5)
+            why = describe_exit(worker.proc, worker.verdict() if worker.verdict else None)
+            printed = worker.output.console()[-1500:]
+            self.restart()
+            self.last_crash = why
+            raise WorkerCrashed(
+                f"the worker running your code ended during {what}: {why}"
+                + (f"\nlast output:\n{printed}" if printed.strip() else "")
+            ) from e
+        except channel.ChannelError as e:
+            self.restart()
+            raise WorkerProtocolError(f"the worker's reply to {what} was unusable: {e}") from None
+        except BaseException:  # a timeout or interrupt mid-call: the worker's state is unknown
+            self.restart()
+            raise
+        if "error" in reply:
+            raise rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {})
+        try:
+            decoder = codec.Decoder(reply.get("storages", []), blobs, known=encoder.storage_objects,
+                                    handle=lambda node: RemoteObject(self, node), allow_memmap=False)
+            value = decoder.decode(reply.get("ok"))
+            for index, data in reply.get("mutated", []):
+                target = encoder.storage_objects[index]
+                flat = codec.storage_as_bytes_tensor(target)
+                flat.copy_(codec.torch.from_numpy(decoder.blobs[data].copy()).to(flat.device))
+            for index, data in reply.get("generators", []):
+                encoder.generators[index].set_state(codec.torch.from_numpy(decoder.blobs[data].copy()))
+        except Exception as e:  # a malformed reply is the worker's failure, never the judge's
+            self.restart()
+            raise WorkerProtocolError(f"the worker's reply to {what} could not be decoded: {type(e).__name__}: {e}") from None
+        return value

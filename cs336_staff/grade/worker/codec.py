@@ -1,0 +1,397 @@
+"""Plain data across the judge/worker line: values in, a JSON tree and raw byte blobs out, and back.
+
+Nothing here ever unpickles or evaluates: a value is rebuilt only from its type tag and its data.
+Both sides of the line import this module (the worker from its read-only copy inside the sandbox),
+so it depends on nothing but the standard library, numpy and torch.
+
+What crosses, and how (``{"$": tag, ...}`` nodes inside an otherwise JSON tree):
+
+    None, bool, int, float (nan/inf too), str     themselves
+    list                                          a JSON array
+    tuple, set, frozenset, bytes, slice, ...      tagged
+    dict (any hashable keys: vocab ids, pairs)    {"$": "dict", "items": [[k, v], ...]}
+    torch.dtype / device / Size                   by name
+    torch.Tensor, nn.Parameter                    shape, stride, offset, dtype, device and a storage
+                                                  number; each storage's bytes travel once, so two
+                                                  views of one tensor are views of one storage on
+                                                  the other side too (meta tensors carry no bytes)
+    numpy.ndarray / scalar                        dtype, shape and bytes (C order)
+    numpy.memmap of a file                        its path, dtype, shape and offset (opened read-only)
+    torch.Generator                               its device and state
+    pathlib.Path                                  its string
+    a dataclass in ``DATA_TYPES``                 its registered name and fields (rebuilt as the
+                                                  class on the other side)
+    any other dataclass                           a ``Record`` (attribute access, equality), so the
+                                                  judge never imports the class
+    anything else (objects, classes, functions)   a handle: the object stays in the worker and the
+                                                  judge gets a proxy whose calls cross again
+
+Storage identity also spans a call: the judge's argument storages are numbered, and a result that
+is a view of an argument comes back as a view of the judge's own tensor (so ``view_or_copy`` can be
+checked for sharing); an argument storage the call wrote into is copied back, as is an argument
+generator's state (so ``get_batch(..., generator=g)`` advances ``g`` as it would in one process).
+
+Deliberately left out: sparse, quantized and nested tensors, autograd graphs (a tensor crosses as a
+leaf with its ``requires_grad`` flag), numpy views (an array arrives as a fresh C-order copy), and
+object identity for anything but storages and handles.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import math
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+Tree = Any  # JSON-compatible: None, bool, int, float, str, list, dict[str, Tree]
+
+#: ``module:qualname`` -> dataclass, for classes both sides import. The worker and the judge point
+#: this at ``tests.boundary.DATA_TYPES`` (filled by its ``@plain_data``) with ``use_data_types``.
+DATA_TYPES: dict[str, type] = {}
+
+#: Deepest nesting a decoded tree may have (a hostile reply could otherwise blow the stack).
+MAX_DEPTH = 64
+
+
+class CodecError(ValueError):
+    """A value that cannot cross the line, or a tree that is not a valid encoding."""
+
+
+def use_data_types(registry: dict[str, type]) -> None:
+    """Share the registry of dataclasses that cross as themselves (``tests.boundary.DATA_TYPES``)."""
+    global DATA_TYPES
+    DATA_TYPES = registry
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A dataclass instance from the other side whose class this side does not import.
+
+    >>> r = Record("StepMemory", {"peak": 10, "total": 8})
+    >>> r.peak, r
+    (10, StepMemory(peak=10, total=8))
+    """
+
+    type_name: str
+    fields: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        fields = self.__dict__.get("fields", {})
+        if name in fields:
+            return fields[name]
+        raise AttributeError(f"{self.type_name} has no field {name!r} (fields: {', '.join(fields)})")
+
+    def __repr__(self) -> str:
+        return f"{self.type_name}({', '.join(f'{k}={v!r}' for k, v in self.fields.items())})"
+
+
+def storage_key(storage: torch.UntypedStorage) -> tuple[str, int, int]:
+    return (str(storage.device), storage.data_ptr(), storage.nbytes())
+
+
+def storage_as_bytes_tensor(storage: torch.UntypedStorage) -> torch.Tensor:
+    """A flat uint8 tensor over a storage's bytes (writing to it writes the storage)."""
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def storage_bytes(storage: torch.UntypedStorage) -> np.ndarray:
+    """A storage's bytes as a fresh uint8 numpy array (copied to the CPU first if needed)."""
+    return storage_as_bytes_tensor(storage).detach().cpu().numpy().copy()
+
+
+def digest(storage: torch.UntypedStorage) -> bytes:
+    return hashlib.blake2b(storage_bytes(storage).tobytes(), digest_size=16).digest()
+
+
+def _dtype(name: str) -> torch.dtype:
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype):
+        raise CodecError(f"unknown torch dtype {name!r}")
+    return value
+
+
+class Encoder:
+    """Turns one message's values into a tree plus blobs; remembers the storages and handles it saw.
+
+    ``known``: storages the other side already has (``storage key -> number``), encoded as
+    references instead of bytes. ``handle_of``: how to turn an object that is not plain data into
+    a handle number (the worker's table), or None where everything must be plain data (the judge).
+    ``ref_of``: how to encode a proxy of the other side's object (the judge's handles), or None.
+    """
+
+    def __init__(
+        self,
+        known: dict[tuple[str, int, int], int] | None = None,
+        handle_of: Callable[[Any], int] | None = None,
+        ref_of: Callable[[Any], int | None] | None = None,
+    ) -> None:
+        self.blobs: list[np.ndarray] = []
+        self.storages: list[Tree] = []
+        self.storage_objects: list[torch.UntypedStorage] = []
+        self.generators: list[torch.Generator] = []
+        self._keys: dict[tuple[str, int, int], int] = {}
+        self._known = known or {}
+        self._handle_of = handle_of
+        self._ref_of = ref_of
+
+    def blob(self, array: np.ndarray) -> int:
+        self.blobs.append(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+        return len(self.blobs) - 1
+
+    def _storage(self, storage: torch.UntypedStorage) -> int:
+        key = storage_key(storage)
+        if key[1] == 0:  # empty storages all have data_ptr 0: never merge them
+            key = (key[0], -len(self.storages) - 1, 0)
+        if key not in self._keys:
+            self._keys[key] = len(self.storages)
+            if key in self._known:
+                self.storages.append({"known": self._known[key]})
+            else:
+                self.storages.append({"device": str(storage.device), "blob": self.blob(storage_bytes(storage))})
+            self.storage_objects.append(storage)
+        return self._keys[key]
+
+    def encode(self, value: Any, depth: int = 0) -> Tree:
+        if depth > MAX_DEPTH:
+            raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
+        d = depth + 1
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int) and type(value) in (int,):
+            return value
+        if isinstance(value, float) and type(value) is float:
+            return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+        if isinstance(value, torch.Tensor):
+            return self._tensor(value)
+        if isinstance(value, np.memmap) and getattr(value, "filename", None):
+            return {"$": "memmap", "path": str(value.filename), "dtype": value.dtype.str,
+                    "shape": list(value.shape), "offset": int(value.offset),
+                    "order": "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"}
+        if isinstance(value, np.ndarray):
+            if value.dtype.hasobject:
+                raise CodecError("numpy arrays of Python objects cannot cross; use a list")
+            return {"$": "ndarray", "dtype": value.dtype.str, "shape": list(value.shape),
+                    "blob": self.blob(np.ascontiguousarray(value))}
+        if isinstance(value, np.generic):
+            return {"$": "npscalar", "dtype": value.dtype.str, "blob": self.blob(np.asarray(value))}
+        if isinstance(value, int):  # bool/int subclasses such as IntEnum: as plain ints
+            return int(value)
+        if isinstance(value, float):
+            return self.encode(float(value), d)
+        if isinstance(value, list):
+            return [self.encode(v, d) for v in value]
+        if isinstance(value, tuple) and not hasattr(value, "_fields"):
+            return {"$": "tuple", "v": [self.encode(v, d) for v in value]}
+        if isinstance(value, tuple):  # a NamedTuple: its fields, rebuilt as a Record or a tuple
+            return {"$": "record", "type": type(value).__qualname__, "tuple": True,
+                    "fields": [[k, self.encode(v, d)] for k, v in zip(value._fields, value, strict=True)]}
+        if isinstance(value, (set, frozenset)):
+            return {"$": type(value).__name__, "v": [self.encode(v, d) for v in value]}
+        if isinstance(value, dict):
+            return {"$": "dict", "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()]}
+        if isinstance(value, (bytes, bytearray)):
+            return {"$": "bytes", "b64": base64.b64encode(bytes(value)).decode("ascii")}
+        if isinstance(value, torch.dtype):
+            return {"$": "dtype", "v": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.device):
+            return {"$": "device", "v": str(value)}
+        if isinstance(value, torch.Generator):
+            self.generators.append(value)
+            return {"$": "generator", "device": str(value.device),
+                    "state": self.blob(value.get_state().numpy()), "index": len(self.generators) - 1}
+        if isinstance(value, pathlib.PurePath):
+            return {"$": "path", "v": str(value)}
+        if isinstance(value, slice):
+            return {"$": "slice", "v": [self.encode(value.start, d), self.encode(value.stop, d), self.encode(value.step, d)]}
+        if value is Ellipsis:
+            return {"$": "ellipsis"}
+        if isinstance(value, complex):
+            return {"$": "complex", "v": [repr(value.real), repr(value.imag)]}
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            name = f"{type(value).__module__}:{type(value).__qualname__}"
+            fields = [[f.name, self.encode(getattr(value, f.name), d)] for f in dataclasses.fields(value)]
+            if DATA_TYPES.get(name) is type(value):
+                return {"$": "data", "type": name, "fields": fields}
+            return {"$": "record", "type": type(value).__qualname__, "fields": fields}
+        if isinstance(value, Record):
+            return {"$": "record", "type": value.type_name,
+                    "fields": [[k, self.encode(v, d)] for k, v in value.fields.items()]}
+        if self._ref_of is not None:
+            ref = self._ref_of(value)
+            if ref is not None:
+                return {"$": "ref", "id": ref}
+        if self._handle_of is not None:
+            return {"$": "handle", "id": self._handle_of(value), "type": _type_name(value),
+                    "repr": _short_repr(value)}
+        raise CodecError(
+            f"a {_type_name(value)} cannot cross to the sandboxed worker: only plain data does "
+            "(numbers, strings, containers, tensors, arrays); put code that needs it in a scenario "
+            "(tests/scenarios/) so it runs on the worker's side"
+        )
+
+    def _tensor(self, t: torch.Tensor) -> Tree:
+        if t.layout != torch.strided or t.is_quantized or t.is_nested:
+            raise CodecError(f"only dense strided tensors cross, got layout {t.layout}")
+        node: dict[str, Any] = {
+            "$": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+            "stride": list(t.stride()), "offset": int(t.storage_offset()), "device": str(t.device),
+            "requires_grad": bool(t.requires_grad), "parameter": isinstance(t, torch.nn.Parameter),
+        }
+        if t.device.type != "meta":
+            node["storage"] = self._storage(t.untyped_storage())
+        return node
+
+
+def _type_name(value: Any) -> str:
+    kind = value if isinstance(value, type) else type(value)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _short_repr(value: Any, limit: int = 200) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # a hostile or broken __repr__ must not break the reply
+        text = f"<{_type_name(value)}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Decoder:
+    """Rebuilds values from a tree and its blobs.
+
+    ``known``: storages referred to by number (``{"known": k}``), i.e. this side's own argument
+    storages coming back. ``handle``: turns ``{"$": "handle"}`` into a proxy (judge side), and
+    ``deref``: resolves ``{"$": "ref"}`` to an object of this side's table (worker side); where
+    either is None the node is an error.
+    """
+
+    def __init__(
+        self,
+        storages: list[Tree],
+        blobs: list[np.ndarray],
+        known: list[torch.UntypedStorage] | None = None,
+        handle: Callable[[dict], Any] | None = None,
+        deref: Callable[[int], Any] | None = None,
+        allow_memmap: bool = True,
+    ) -> None:
+        self.blobs = blobs
+        self.storage_specs = storages
+        self.storages: dict[int, torch.UntypedStorage] = {}
+        self.generators: dict[int, torch.Generator] = {}
+        self._known = known or []
+        self._handle = handle
+        self._deref = deref
+        self._allow_memmap = allow_memmap
+
+    def _blob(self, index: Any) -> np.ndarray:
+        if not isinstance(index, int) or not 0 <= index < len(self.blobs):
+            raise CodecError(f"blob index {index!r} out of range")
+        return self.blobs[index]
+
+    def storage(self, index: Any) -> torch.UntypedStorage:
+        if not isinstance(index, int) or not 0 <= index < len(self.storage_specs):
+            raise CodecError(f"storage index {index!r} out of range")
+        if index not in self.storages:
+            spec = self.storage_specs[index]
+            if "known" in spec:
+                k = spec["known"]
+                if not isinstance(k, int) or not 0 <= k < len(self._known):
+                    raise CodecError(f"storage reference {k!r} out of range")
+                self.storages[index] = self._known[k]
+            else:
+                data = torch.from_numpy(self._blob(spec["blob"]).copy())
+                device = torch.device(spec["device"])
+                self.storages[index] = (data if device.type == "cpu" else data.to(device)).untyped_storage()
+        return self.storages[index]
+
+    def decode(self, tree: Tree, depth: int = 0) -> Any:
+        if depth > MAX_DEPTH:
+            raise CodecError(f"tree nested deeper than {MAX_DEPTH} levels")
+        d = depth + 1
+        if tree is None or isinstance(tree, (bool, int, float, str)):
+            return tree
+        if isinstance(tree, list):
+            return [self.decode(v, d) for v in tree]
+        if not isinstance(tree, dict) or not isinstance(tree.get("$"), str):
+            raise CodecError(f"not an encoded value: {str(tree)[:80]}")
+        tag = tree["$"]
+        if tag == "tuple":
+            return tuple(self.decode(v, d) for v in tree["v"])
+        if tag == "dict":
+            return {self.decode(k, d): self.decode(v, d) for k, v in tree["items"]}
+        if tag in ("set", "frozenset"):
+            items = (self.decode(v, d) for v in tree["v"])
+            return set(items) if tag == "set" else frozenset(items)
+        if tag == "bytes":
+            return base64.b64decode(tree["b64"], validate=True)
+        if tag == "float":
+            if tree["v"] not in ("nan", "inf", "-inf"):
+                raise CodecError(f"bad float {tree['v']!r}")
+            return float(tree["v"])
+        if tag == "complex":
+            return complex(float(tree["v"][0]), float(tree["v"][1]))
+        if tag == "tensor":
+            return self._tensor(tree)
+        if tag == "ndarray":
+            return self._blob(tree["blob"]).view(np.dtype(tree["dtype"])).reshape(tree["shape"]).copy()
+        if tag == "npscalar":
+            return self._blob(tree["blob"]).view(np.dtype(tree["dtype"]))[0]
+        if tag == "memmap":
+            if not self._allow_memmap:
+                raise CodecError("memmaps do not cross in this direction")
+            return np.memmap(tree["path"], dtype=np.dtype(tree["dtype"]), mode="r", offset=int(tree["offset"]),
+                             shape=tuple(tree["shape"]), order=tree["order"])
+        if tag == "dtype":
+            return _dtype(tree["v"])
+        if tag == "device":
+            return torch.device(tree["v"])
+        if tag == "generator":
+            g = torch.Generator(device=tree["device"])
+            g.set_state(torch.from_numpy(self._blob(tree["state"]).copy()))
+            self.generators[int(tree["index"])] = g
+            return g
+        if tag == "path":
+            return pathlib.Path(tree["v"])
+        if tag == "slice":
+            return slice(*(self.decode(v, d) for v in tree["v"]))
+        if tag == "ellipsis":
+            return Ellipsis
+        if tag == "data":
+            cls = DATA_TYPES.get(tree["type"])
+            if cls is None:
+                raise CodecError(f"{tree['type']!r} is not a registered plain_data class")
+            return cls(**{k: self.decode(v, d) for k, v in tree["fields"]})
+        if tag == "record":
+            fields = {str(k): self.decode(v, d) for k, v in tree["fields"]}
+            return tuple(fields.values()) if tree.get("tuple") else Record(str(tree["type"]), fields)
+        if tag == "handle":
+            if self._handle is None:
+                raise CodecError("handles do not cross in this direction")
+            return self._handle(tree)
+        if tag == "ref":
+            if self._deref is None:
+                raise CodecError("references do not cross in this direction")
+            return self._deref(tree["id"])
+        raise CodecError(f"unknown tag {tag!r}")
+
+    def _tensor(self, tree: dict) -> torch.Tensor:
+        dtype = _dtype(tree["dtype"])
+        shape, stride, offset = tuple(tree["shape"]), tuple(tree["stride"]), int(tree["offset"])
+        if tree["device"] == "meta":
+            t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+        else:
+            storage = self.storage(tree["storage"])
+            needed = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) + 1 if all(shape) else 0
+            if min(stride, default=0) < 0 or offset < 0 or needed * dtype.itemsize > storage.nbytes():
+                raise CodecError(f"tensor view {shape}/{stride}+{offset} does not fit its storage")
+            t = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
+        if tree.get("parameter"):
+            return torch.nn.Parameter(t, requires_grad=bool(tree["requires_grad"]))
+        if tree.get("requires_grad") and (t.is_floating_point() or t.is_complex()):
+            t.requires_grad_(True)
+        return t

@@ -1,0 +1,204 @@
+"""The worker: the only process that runs submission code. It answers one call at a time.
+
+Started by the judge (``remote.py``), normally inside the bubblewrap sandbox (``sandbox.py``), with
+two pipes: requests arrive on ``--requests`` and replies leave on ``--replies`` (``channel.py``
+frames, ``codec.py`` values). Standard output is pointed at standard error before anything is
+imported, so nothing the submission prints can land in the reply pipe by accident, and the judge
+keeps what is printed for the test that was running.
+
+Requests (all names are resolved here, in the worker; the judge only ever sees data back):
+
+    {"op": "call", "target": "adapters:run_flat_index", ...}     an adapter (in ``adapters.__all__``)
+    {"op": "call", "target": "tests.scenarios.optim:fn", ...}    a function marked ``@student_side``
+    {"op": "reset"}                                              global RNGs back to their start state
+    {"op": "getattr" | "call_handle" | "iter" | "next" | "len", "handle": id, ...}
+                                                                 use an object returned earlier
+    every request may also carry "release": [ids]               forget objects the judge dropped
+
+Replies: ``{"ok": tree, "storages": [...], "mutated": [[i, blob]], "generators": [[i, blob]]}``
+or ``{"error": {"types": [...], "args": tree, "message": str, "traceback": str}}``.
+
+Deliberately left out: running anything the judge names that is neither an adapter nor a
+registered scenario, and any defence of this process against the submission (it is the
+submission's own process; the judge trusts nothing it says).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from typing import Any
+
+MESSAGE_LIMIT = 1 << 30
+TEXT_LIMIT = 4000
+
+
+def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
+
+
+class Worker:
+    def __init__(self, requests: int, replies: int) -> None:
+        from . import channel, codec
+
+        self.channel, self.codec = channel, codec
+        self.requests, self.replies = requests, replies
+        self.handles: dict[int, Any] = {}
+        self._rngs: tuple | None = None
+        self._ids: dict[int, int] = {}  # id(obj) -> handle, so one object keeps one handle
+        self._next = 1
+
+    # -- handles --------------------------------------------------------------------------
+    def handle_of(self, obj: Any) -> int:
+        key = id(obj)
+        if key in self._ids and self.handles.get(self._ids[key]) is obj:
+            return self._ids[key]
+        handle, self._next = self._next, self._next + 1
+        self.handles[handle], self._ids[key] = obj, handle
+        return handle
+
+    def deref(self, handle: Any) -> Any:
+        if handle not in self.handles:
+            raise self.codec.CodecError(f"no object with handle {handle!r} (released, or from an earlier worker)")
+        return self.handles[handle]
+
+    # -- global RNGs: each test starts from the same state, as in one process ----------------
+    def save_rngs(self) -> None:
+        import random
+
+        import numpy as np
+        import torch
+
+        self._rngs = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+
+    def restore_rngs(self) -> None:
+        import random
+
+        import numpy as np
+        import torch
+
+        if self._rngs is not None:
+            random.setstate(self._rngs[0])
+            np.random.set_state(self._rngs[1])
+            torch.set_rng_state(self._rngs[2])
+
+    # -- targets --------------------------------------------------------------------------
+    def resolve(self, target: str) -> Any:
+        module_name, _, name = target.partition(":")
+        if module_name == "adapters":
+            adapters = importlib.import_module("adapters")
+            if name not in getattr(adapters, "__all__", ()):
+                raise AttributeError(f"adapters has no adapter {name!r}")
+            return getattr(adapters, name)
+        if module_name.split(".")[:2] == ["tests", "scenarios"]:
+            importlib.import_module(module_name)
+            boundary = importlib.import_module("tests.boundary")
+            fn = boundary.SCENARIOS.get(target)
+            if fn is None:
+                raise AttributeError(f"{target} is not a function marked @student_side")
+            return fn
+        raise AttributeError(f"the worker runs adapters and scenarios only, not {target!r}")
+
+    def perform(self, msg: dict, args: list, kwargs: dict) -> Any:
+        op = msg.get("op")
+        if op == "call":
+            return self.resolve(str(msg["target"]))(*args, **kwargs)
+        if op == "ping":
+            return "pong"
+        if op == "reset":
+            self.restore_rngs()
+            return None
+        obj = self.deref(msg.get("handle"))
+        if op == "getattr":
+            name = str(msg["name"])
+            if name.startswith("__"):
+                raise AttributeError(f"special attribute {name} is not reachable from the judge")
+            return getattr(obj, name)
+        if op == "call_handle":
+            return obj(*args, **kwargs)
+        if op == "iter":
+            return iter(obj)
+        if op == "next":
+            return next(obj)
+        if op == "len":
+            return len(obj)
+        if op == "getitem":
+            return obj[args[0]]
+        if op == "contains":
+            return args[0] in obj
+        raise ValueError(f"unknown op {op!r}")
+
+    # -- one request ----------------------------------------------------------------------
+    def serve_one(self) -> bool:
+        try:
+            msg, blobs = self.channel.receive(self.requests, MESSAGE_LIMIT)
+        except self.channel.ChannelClosed:
+            return False
+        for h in msg.get("release", []):
+            obj = self.handles.pop(h, None)
+            if obj is not None:
+                self._ids.pop(id(obj), None)
+        decoder = self.codec.Decoder(msg.get("storages", []), blobs, deref=self.deref)
+        try:
+            args = decoder.decode(msg.get("args", []))
+            kwargs = decoder.decode(msg.get("kwargs", {"$": "dict", "items": []}))
+            if not isinstance(args, list) or not isinstance(kwargs, dict):
+                raise self.codec.CodecError("args must be a list and kwargs a dict")
+            for i in range(len(msg.get("storages", []))):
+                decoder.storage(i)  # materialise every argument storage, even unreferenced ones
+            before = {i: self.codec.digest(s) for i, s in decoder.storages.items()}
+            result = self.perform(msg, args, kwargs)
+            known = {self.codec.storage_key(s): i for i, s in decoder.storages.items()}
+            enc = self.codec.Encoder(known=known, handle_of=self.handle_of)
+            reply: dict[str, Any] = {"ok": enc.encode(result)}
+            mutated = [[i, enc.blob(self.codec.storage_bytes(s))] for i, s in decoder.storages.items()
+                       if self.codec.digest(s) != before[i]]
+            gens = [[i, enc.blob(g.get_state().numpy())] for i, g in decoder.generators.items()]
+            reply.update(storages=enc.storages, mutated=mutated, generators=gens)
+            self.channel.send(self.replies, reply, enc.blobs)
+        except BaseException as e:  # noqa: BLE001 - every failure of submission code is reported
+            self.channel.send(self.replies, {"error": self.describe(e)}, [])
+        return True
+
+    def describe(self, e: BaseException) -> dict:
+        types = [f"{t.__module__}.{t.__qualname__}" for t in type(e).__mro__]
+        try:
+            message = _clip(str(e))
+        except BaseException:  # noqa: BLE001 - a hostile __str__
+            message = f"<{type(e).__name__} whose str() failed>"
+        try:
+            tb = _clip("".join(traceback.format_exception(e)), 3 * TEXT_LIMIT)
+        except BaseException:  # noqa: BLE001
+            tb = ""
+        try:
+            enc = self.codec.Encoder()
+            args = enc.encode(list(e.args))
+            if enc.blobs or len(str(args)) > TEXT_LIMIT:  # tensors or huge values: the message only
+                args = None
+        except BaseException:  # noqa: BLE001 - args that are not plain data: the message only
+            args = None
+        return {"types": types, "args": args, "message": message, "traceback": tb}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the sandboxed worker (started by the judge)")
+    parser.add_argument("--requests", type=int, required=True)
+    parser.add_argument("--replies", type=int, required=True)
+    args = parser.parse_args(argv)
+    os.dup2(2, 1)  # stdout -> stderr: a stray print can never reach the reply pipe
+    sys.stdout = sys.stderr
+    worker = Worker(args.requests, args.replies)
+    import torch  # noqa: F401 - imported before saying ready, so start-up cost is not charged to a test
+
+    import tests.boundary
+
+    worker.codec.use_data_types(tests.boundary.DATA_TYPES)
+    worker.save_rngs()
+
+    worker.channel.send(worker.replies, {"ready": {"python": sys.version.split()[0], "pid": os.getpid()}}, [])
+    while worker.serve_one():
+        pass
+    return 0
