@@ -54,6 +54,7 @@ def student_side(fn: F) -> F:
     def call(*args: Any, **kwargs: Any) -> Any:
         if remote is None:
             return fn(*args, **kwargs)
+        __tracebackhide__ = True  # a failure shows the test's line and your code's error
         return remote.call(name, args, kwargs)
 
     return call  # type: ignore[return-value]

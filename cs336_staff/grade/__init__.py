@@ -7,9 +7,11 @@ One module per concern, in the order a submission flows through them:
 
     intake.py    take only the graded files out of a zip or folder (traversal, symlinks, bombs)
     rubric.py    TOML rubric: test-id patterns -> points, concept, visibility
-    sandbox.py   run pytest in a locked-down child; survive crashes, hangs and forgeries
-    _child.py    the child's side: limits, namespaces, privilege drop, MAC'd result records
-    grader.py    one submission: expected tests, device matrix, scoring
+    grader.py    one submission: stage it, run the judge, score every expected test
+    judge.py     the pytest plugin of the trusted judge process (it never imports the submission)
+    remote.py    the judge's client of the worker: calls out, plain data and proxies back
+    sandbox.py   the worker's bubblewrap sandbox and the limits on its whole process tree
+    worker/      what runs inside the sandbox: the request loop, the codec, the framed channel
     report.py    Gradescope results.json, JUnit XML, concept table, CSV gradebook
     batch.py     many submissions: process pool or submitit (Slurm), resume, skip finished
     merge.py     ``cs336 merge``: one result from a CPU run and a GPU run

@@ -56,18 +56,36 @@ def _is_submission_dir(p: Path) -> bool:
     return len(subs) == 1 and (subs[0] / PACKAGE).is_dir() and not any(p.glob("*.zip"))
 
 
+#: Names in OUT/ that belong to the batch, never to a submission's folder.
+RESERVED = frozenset({"gradebook.csv", "gradebook.csv.tmp"})
+
+
 def assign_names(submissions: list[Path]) -> list[tuple[Path, str]]:
-    """A distinct folder name for each submission (``alice``, ``alice-2`` for a clash)."""
-    seen: dict[str, int] = {}
+    """A distinct folder name for each submission, never one the batch uses itself.
+
+    ``alice``, ``alice-2`` for a clash; a name the batch needs (``gradebook.csv``) or one the
+    gradebook would skip (leading ``.`` or ``_``) gets a ``submission-`` prefix.
+
+    >>> [n for _, n in assign_names([Path("a.zip"), Path("a"), Path("gradebook.csv"), Path("_x.zip")])]
+    ['a', 'a-2', 'submission-gradebook.csv', 'submission-x']
+    """
+    taken: set[str] = set()
     out = []
     for s in submissions:
         name = submission_name(s)
-        seen[name] = seen.get(name, 0) + 1
-        out.append((s, name if seen[name] == 1 else f"{name}-{seen[name]}"))
+        if name in RESERVED or name.startswith((".", "_")):
+            name = "submission-" + name.lstrip("._")
+        unique, k = name, 1
+        while unique.lower() in taken:
+            k += 1
+            unique = f"{name}-{k}"
+        taken.add(unique.lower())
+        out.append((s, unique))
     return out
 
 
 def _error_row(name: str, e: BaseException) -> dict:
+    """The row of a submission whose grading process itself died (grade_one writes a result otherwise)."""
     return {"name": name, "score": 0.0, "max_score": 0.0, "status": f"grader error: {type(e).__name__}: {e}",
             "skipped": False}
 

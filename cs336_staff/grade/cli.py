@@ -1,4 +1,4 @@
-"""Grade submissions in a sandbox and write Gradescope results, JUnit XML and a CSV gradebook.
+"""Grade submissions (tests in a trusted judge, code in a sandboxed worker); write Gradescope results.
 
     uv run cs336 grade                           # the bundled example (the reference): full marks
     uv run cs336 grade alice.zip bob/ --out grades/
@@ -34,9 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which tests run here; the others are reported pending (default: cpu)")
     parser.add_argument("--force", action="store_true", help="regrade submissions that already have results")
     parser.add_argument("--rubric", type=Path, default=None, help="rubric TOML (default: rubric.toml)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds for a whole submission (default 900)")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds for a whole submission (default 1800)")
     parser.add_argument("--test-timeout", type=float, default=120, help="seconds per test (default 120)")
-    parser.add_argument("--memory-gb", type=float, default=8, help="address-space limit per submission, GiB")
+    parser.add_argument("--memory-gb", type=float, default=8,
+                        help="memory for a submission's whole worker process tree, GiB (default 8)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="grade without the bubblewrap sandbox where it cannot start (every result says so)")
     parser.add_argument("--staff-root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
     parser.add_argument("--slurm-partition", default=None)
@@ -75,9 +78,9 @@ def _pending_note(out: Path, row: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from cs336_staff.grade.batch import expand, run_batch
     from cs336_staff.grade.example import build_example
-    from cs336_staff.grade.grader import make_plan
+    from cs336_staff.grade.grader import SandboxRefused, gpu_available, make_plan
     from cs336_staff.grade.report import load
-    from cs336_staff.grade.sandbox import Limits
+    from cs336_staff.grade.sandbox import Limits, probe
 
     try:
         _check(args)
@@ -88,10 +91,16 @@ def run(args: argparse.Namespace) -> int:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     submissions = expand(args.submissions)
+    insecure = args.insecure
     if not args.submissions:
         zip_path, how = build_example(args.staff_root, out / "_example")
         print(f"grading the bundled example: the reference solution, {how}", file=sys.stderr)
         submissions = [zip_path]
+        why = probe(args.device not in ("cpu",) and gpu_available())
+        if why is not None and not insecure:
+            insecure = True  # the staff's own reference is trusted; real submissions are refused instead
+            print(f"no sandbox on this machine ({why}); grading the trusted example without one. Real "
+                  "submissions are refused here unless you pass --insecure.", file=sys.stderr)
     if not submissions:
         print("cs336 grade: no submissions found in the given folders", file=sys.stderr)
         return 2
@@ -99,8 +108,9 @@ def run(args: argparse.Namespace) -> int:
                     memory_bytes=int(args.memory_gb * 2**30), threads=None)
     try:
         plan = make_plan(args.staff_root, rubric_path=args.rubric, device=args.device, limits=limits,
-                         jobs=args.jobs, cache_dir=out / ".cache", warn=lambda m: print(m, file=sys.stderr))
-    except (ValueError, RuntimeError) as e:
+                         jobs=args.jobs, cache_dir=out / ".cache", insecure=insecure,
+                         warn=lambda m: print(m, file=sys.stderr))
+    except (ValueError, RuntimeError, SandboxRefused) as e:
         print(f"cs336 grade: {e}", file=sys.stderr)
         return 2
     slurm = {"slurm_partition": args.slurm_partition, "gpus_per_node": args.slurm_gpus_per_node,

@@ -1,10 +1,14 @@
-"""Grade one submission: intake -> sandboxed run -> outcomes scored by the rubric -> files.
+"""Grade one submission: intake -> judge run (tests here, submission in a sandboxed worker) -> scores -> files.
 
-The set of graded tests is not taken from the submission's run (code under test could hide tests
-from it): it is collected once per batch, in the same sandbox, against the *reference* solution,
-and cached under ``OUT/.cache/``. Every expected test gets a result: a test the submission's run
-never reported is an error (its module failed to import: the collection error is shown) or
-``not_run`` (the run was cut short), never silently absent.
+The judge (``judge.py``) is a pytest process over the staff repository that never imports the
+submission; the submission runs only in the worker it starts (``sandbox.py``). This module stages
+the worker's files, starts the judge with a whole-run timeout, reads the outcomes the judge wrote
+(one JSON line per test, trusted: the judge is staff code), and scores them with the rubric.
+
+The set of graded tests is collected once per batch by the judge in collect-only mode (no worker,
+no submission involved) and cached under ``OUT/.cache/``. Every expected test gets a result: a
+test the run never reported is an error (its module failed to collect) or ``not_run`` (the run
+was cut short), never silently absent.
 
 Device matrix: each test needs the ``cpu`` or the ``gpu`` runner (``gpu``, ``fp8``, ``h100``
 markers). ``--device cpu`` runs the CPU tests and reports GPU tests as ``pending``; ``--device
@@ -18,22 +22,32 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cs336_staff.grade.intake import Intake, read_submission
+from cs336_staff.grade.judge import public_fixtures
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
-from cs336_staff.grade.sandbox import GPU_MARKERS, Limits, RunResult, Sandbox
+from cs336_staff.grade.sandbox import Limits, probe, stage
+from cs336_staff.release.runner import DEVICE_MARKERS
 
-GRADER_VERSION = "1"
+GRADER_VERSION = "2"
+
+GPU_MARKERS = frozenset(DEVICE_MARKERS)
+#: pytest plugins the judge loads explicitly (entry-point autoloading is off).
+PLUGINS = ("pytest_timeout", "_hypothesis_pytestplugin", "cs336_staff.grade.judge")
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything a worker needs to grade a submission (picklable, for process pools and Slurm)."""
+    """Everything needed to grade a submission (picklable, for process pools and Slurm)."""
 
     staff_root: Path
     items: dict[str, Item]  # nodeid -> rubric verdict
@@ -43,16 +57,33 @@ class Plan:
     limits: Limits = field(default_factory=Limits)
     jobs: int = 1
     fingerprint: str = ""
+    insecure: bool = False  # grade without bubblewrap (every result says so)
+    preload: tuple[str, ...] = ("torch",)  # imported by each worker before its first call
 
     def runs_here(self, nodeid: str) -> bool:
         return self.device == "all" or self.needs_gpu[nodeid] == (self.device == "gpu")
 
 
+@dataclass
+class JudgeRun:
+    """What one judge run reported (``outcomes``: nodeid -> (outcome, output, duration))."""
+
+    outcomes: dict[str, tuple[str, str, float]] = field(default_factory=dict)
+    collected: dict[str, list[str]] = field(default_factory=dict)
+    collect_errors: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    isolation: dict[str, str] = field(default_factory=dict)
+    timed_out: bool = False
+    worker_starts: int = 0
+    worker_crashes: int = 0
+    console: str = ""
+
+
 def tree_fingerprint(root: Path) -> str:
-    """Hash of everything that decides which tests exist: tests/, the reference, pyproject.toml."""
+    """Hash of everything that decides which tests exist and how they judge: tests/, fixtures, pyproject."""
     h = hashlib.sha256()
     paths = [root / "pyproject.toml", root / "adapters.py"]
-    for sub in ("tests", "cs336_assignment"):
+    for sub in ("tests", "cs336_staff/grade"):
         paths += sorted(p for p in (root / sub).rglob("*.py") if "__pycache__" not in p.parts
                         and not p.relative_to(root).as_posix().startswith("tests/staff/"))
     for p in paths:
@@ -61,25 +92,99 @@ def tree_fingerprint(root: Path) -> str:
     return h.hexdigest()
 
 
+def _judge_env(gpu: bool) -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+            "LD_LIBRARY_PATH", "UV_CACHE_DIR")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.update(PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0",
+               NO_COLOR="1", TOKENIZERS_PARALLELISM="false")
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[str] | None, limits: Limits,
+              gpu: bool, jobs: int = 1, insecure: bool = False, collect_only: bool = False,
+              preload: tuple[str, ...] = ("torch",)) -> JudgeRun:
+    """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only)."""
+    base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
+    base.chmod(0o700)
+    try:
+        root, scratch = base / "root", base / "scratch"
+        root.mkdir()
+        scratch.mkdir()
+        if files is not None:
+            stage(root, staff_root, files)
+        results = base / "results.jsonl"
+        spec = {"root": str(root), "scratch": str(scratch), "staff_root": str(staff_root), "results": str(results),
+                "readonly": [str(p) for p in public_fixtures(staff_root)], "limits": asdict(limits), "gpu": gpu,
+                "jobs": jobs, "insecure": insecure, "only": only, "preload": list(preload)}
+        (base / "spec.json").write_text(json.dumps(spec))
+        cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
+               "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
+               "--basetemp", str(scratch / "tmp"), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
+               "--continue-on-collection-errors"]
+        cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
+        cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
+        run = JudgeRun()
+        try:
+            proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu), stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, errors="replace", timeout=limits.run_timeout)
+            run.console = (proc.stdout + proc.stderr)[-200_000:]
+        except subprocess.TimeoutExpired as e:
+            run.timed_out = True
+            run.notes.append(f"the run exceeded its limit of {limits.run_timeout:g} s and was stopped")
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            run.console = out[-200_000:]
+        _read_results(results, run)
+        return run
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _read_results(path: Path, run: JudgeRun) -> None:
+    if not path.is_file():
+        run.notes.append("the judge wrote no results (see console.txt)")
+        return
+    for line in path.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        kind = event.get("event")
+        if kind == "result":
+            run.outcomes[event["nodeid"]] = (event["outcome"], event.get("output", ""), float(event.get("duration", 0.0)))
+        elif kind == "collected":
+            run.collected = {i["nodeid"]: i["markers"] for i in event["items"]}
+        elif kind == "collect_error":
+            run.collect_errors[event["nodeid"]] = event.get("longrepr", "")
+        elif kind == "note":
+            run.notes.append(event.get("text", ""))
+        elif kind == "finish":
+            run.isolation = event.get("isolation", {})
+            run.worker_starts = int(event.get("worker_starts", 0))
+            run.worker_crashes = int(event.get("worker_crashes", 0))
+            if event.get("console"):
+                run.console += "\n----- worker output -----\n" + event["console"]
+
+
 def collect_expected(staff_root: Path, cache_dir: Path | None = None,
                      limits: Limits | None = None) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
-    """Graded test ids (-> markers) collected against the reference, and collection errors."""
+    """Graded test ids (-> markers), collected by the judge with no submission at all, and collection errors."""
     fp = tree_fingerprint(staff_root)
     cache = None if cache_dir is None else cache_dir / f"collected-{fp[:16]}.json"
     if cache is not None and cache.is_file():
         data = json.loads(cache.read_text())
         return {k: tuple(v) for k, v in data["collected"].items()}, data["errors"]
-    lim = limits or Limits()
-    sandbox = Sandbox(staff_root, replace(lim, run_timeout=max(lim.run_timeout, 300)))
-    res: RunResult = sandbox.run(None, None, collect_only=True, canary=False)
-    collected = {k: v for k, v in res.collected.items() if "staff" not in v}
-    if not collected and (res.collect_errors or res.notes):
-        raise RuntimeError("collecting the staff tests against the reference failed:\n"
-                           + "\n".join([*res.collect_errors.values(), *res.notes, res.console[-3000:]]))
-    if cache is not None and not res.collect_errors:
+    run = run_judge(staff_root, None, only=None, limits=limits or Limits(), gpu=False, collect_only=True)
+    collected = {k: tuple(v) for k, v in run.collected.items() if "staff" not in v and not k.startswith("tests/staff/")}
+    if not collected:
+        raise RuntimeError("collecting the staff tests failed:\n" + "\n".join(
+            [*run.collect_errors.values(), *run.notes, run.console[-3000:]]))
+    if cache is not None and not run.collect_errors:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"collected": collected, "errors": res.collect_errors}))
-    return collected, res.collect_errors
+        cache.write_text(json.dumps({"collected": collected, "errors": run.collect_errors}))
+    return collected, run.collect_errors
 
 
 def gpu_available() -> bool:
@@ -87,81 +192,103 @@ def gpu_available() -> bool:
     return shutil.which("nvidia-smi") is not None and Path("/dev/nvidiactl").exists()
 
 
+class SandboxRefused(RuntimeError):
+    """No sandbox can start here and --insecure was not given."""
+
+
 def make_plan(staff_root: Path, *, rubric_path: Path | None = None, device: str = "cpu",
               limits: Limits | None = None, jobs: int = 1, cache_dir: Path | None = None,
-              warn=print) -> Plan:
-    """Collect the graded tests, resolve the rubric, fix the device: once per batch."""
+              insecure: bool = False, warn=print) -> Plan:
+    """Collect the graded tests, resolve the rubric, fix the device, check the sandbox: once per batch."""
     staff_root = Path(staff_root).resolve()
     if device not in ("cpu", "gpu", "auto", "all"):
         raise ValueError(f"device={device!r} must be one of cpu, gpu, auto")
     if device == "auto":
         device = "all" if gpu_available() else "cpu"
+    if not insecure:
+        why = probe(device != "cpu")
+        if why is not None:
+            raise SandboxRefused(f"cannot sandbox the submissions on this machine: {why}. Fix that, or pass "
+                                 "--insecure to grade without a sandbox (every result will say so)")
     limits = limits or Limits()
     collected, errors = collect_expected(staff_root, cache_dir, limits)
     for nodeid, err in errors.items():
-        warn(f"warning: the staff tests in {nodeid} do not even collect against the reference; "
-             f"they are not graded:\n{err[-1500:]}")
+        warn(f"warning: the staff tests in {nodeid} do not even collect; they are not graded:\n{err[-1500:]}")
     rubric = Rubric.load(rubric_path or find_rubric(staff_root))
     items = rubric.resolve(collected)
     needs_gpu = {n: bool(GPU_MARKERS & set(m)) for n, m in collected.items()}
     h = hashlib.sha256()
     for n in sorted(items):
         h.update(f"{n}|{items[n].points}|{items[n].visibility}|{items[n].concept}|{needs_gpu[n]}\n".encode())
-    h.update(f"{tree_fingerprint(staff_root)}|{device}|{GRADER_VERSION}".encode())
+    h.update(f"{tree_fingerprint(staff_root)}|{device}|{insecure}|{GRADER_VERSION}".encode())
+    # torch is preloaded (its import is not charged to the first test) where the adapters use it
+    preload = ("torch",) if "import torch" in (staff_root / "adapters.py").read_text() else ()
     return Plan(staff_root, items, needs_gpu, {c.name: c.title for c in rubric.concepts.values()},
-                device, limits, jobs, h.hexdigest())
+                device, limits, jobs, h.hexdigest(), insecure, preload)
 
 
-def _not_run(plan: Plan, reason: str) -> dict[str, tuple[str, str]]:
-    return {n: ("not_run", reason) for n in plan.items}
-
-
-def score(plan: Plan, name: str, intake: Intake, run: RunResult | None, elapsed: float) -> GradeResult:
-    """Turn a run (or a rejection) into a scored GradeResult covering every expected test."""
+def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: float,
+          error: str | None = None) -> GradeResult:
+    """Turn a run (or a rejection, or a grader error) into a scored GradeResult covering every expected test."""
     tests = []
     errors = run.collect_errors if run else {}
-    aborted = "\n".join(run.notes) if run else ""
+    aborted = "\n".join(run.notes) if run and run.timed_out else ""
     for nodeid, item in plan.items.items():
         device = "gpu" if plan.needs_gpu[nodeid] else "cpu"
-        if run is None:
+        duration = 0.0
+        if error is not None:
+            outcome, output = "not_run", f"the grader failed on this submission: {error}"
+        elif run is None:
             outcome, output = "not_run", f"the submission was rejected: {intake.error}"
         elif not plan.runs_here(nodeid):
             outcome = "pending"
             output = ("needs a GPU runner: grade with --device gpu there and combine with `cs336 merge`"
                       if device == "gpu" else "graded on the CPU runner; combine with `cs336 merge`")
         elif nodeid in run.outcomes:
-            o = run.outcomes[nodeid]
-            outcome, output = o.outcome, o.output
+            outcome, output, duration = run.outcomes[nodeid]
             if outcome == "skipped" and device == "gpu":
                 outcome = "pending"
-                output = f"this runner cannot run it ({o.output}); grade it on a runner that can and merge"
+                output = f"this runner cannot run it ({output}); grade it on a runner that can and merge"
         else:
             module = nodeid.split("::", 1)[0]
-            err = next((e for k, e in errors.items() if k == module or module.startswith(k + "/") or k.startswith(module)), None)
+            err = next((e for k, e in errors.items() if k == module or module.startswith(k + "/")), None)
             if err is not None:
-                outcome, output = "error", f"the test module failed to import (collection error):\n{err}"
+                outcome, output = "error", f"the test module failed to collect:\n{err}"
             elif aborted:
                 outcome, output = "not_run", f"the run was cut short before this test:\n{aborted}"
             else:
-                outcome, output = "error", "this test was not collected (was it deselected by the submission?)"
+                outcome, output = "not_run", "the judge did not report this test (see console.txt)"
         earned = item.points if outcome == "passed" else 0.0
         tests.append(TestResult(nodeid, outcome, earned, item.points, item.concept, item.visibility,
-                                device, output, run.outcomes[nodeid].duration if run and nodeid in run.outcomes else 0.0))
-    if run is None:
+                                device, output, duration))
+    if error is not None:
+        status = "error"
+    elif run is None:
         status = "rejected"
-    elif run.tampered:
-        status = "tampered"
     elif run.timed_out:
         status = "timeout"
-    elif run.crashes or run.notes:
+    elif not run.outcomes and any(t.outcome == "not_run" for t in tests):
+        status = "error"  # the judge itself failed: console.txt says why
+    elif any(t.outcome == "crashed" for t in tests):
         status = "crashed"
     else:
         status = "ok"
-    notes = list(intake.notes) + (list(run.notes) if run else [f"rejected: {intake.error}"])
+    notes = list(intake.notes)
+    if error is not None:
+        notes.append(f"grader error: {error}")
+    elif run is None:
+        notes.append(f"rejected: {intake.error}")
+    else:
+        notes += run.notes
+        if run.worker_crashes:
+            notes.append(f"the worker had to be restarted {run.worker_crashes} times (after a crash, a timeout "
+                         "or an unusable reply); the tests that caused it say so")
+        if plan.insecure:
+            notes.append("NOT SANDBOXED: graded with --insecure; the submission ran as a plain process")
     return GradeResult(
         submission=name, status=status, tests=tests, execution_time=elapsed, sha256=intake.sha256,
         fingerprint=plan.fingerprint, device=plan.device, concepts=plan.concepts, ignored=list(intake.ignored),
-        notes=notes, tampered=list(run.tampered) if run else [], isolation=run.isolation if run else {})
+        notes=notes, isolation=run.isolation if run else {})
 
 
 def finished(folder: Path, sha256: str, fingerprint: str) -> bool:
@@ -170,28 +297,32 @@ def finished(folder: Path, sha256: str, fingerprint: str) -> bool:
         x = json.loads((folder / "results.json").read_text())["extra_data"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return x.get("sha256") == sha256 and x.get("fingerprint") == fingerprint
+    return x.get("sha256") == sha256 and x.get("fingerprint") == fingerprint and x.get("status") != "error"
 
 
 def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = False) -> dict:
-    """Grade ``submission`` into ``out/name/``; return a one-line summary (also for skipped ones)."""
+    """Grade ``submission`` into ``out/name/``; always writes a result, even when the grader itself fails."""
     start = time.monotonic()
-    intake = read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py")
     folder = out / name
-    if not force and finished(folder, intake.sha256, plan.fingerprint):
-        x = json.loads((folder / "results.json").read_text())
-        return {"name": name, "score": x["score"], "max_score": x["extra_data"].get("max_score", 0.0),
-                "status": x["extra_data"]["status"], "skipped": True}
-    run = None
-    if intake.error is None:
-        run_ids = [n for n in plan.items if plan.runs_here(n)]
-        sandbox = Sandbox(plan.staff_root, plan.limits, gpu=plan.device != "cpu", jobs=plan.jobs)
-        run = sandbox.run(intake, run_ids)
-    result = score(plan, name, intake, run, time.monotonic() - start)
+    intake = Intake(name=name, source=str(submission))
+    try:
+        intake = read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py")
+        if not force and finished(folder, intake.sha256, plan.fingerprint):
+            x = json.loads((folder / "results.json").read_text())
+            return {"name": name, "score": x["score"], "max_score": x["extra_data"].get("max_score", 0.0),
+                    "status": x["extra_data"]["status"], "skipped": True}
+        run = None
+        if intake.error is None:
+            run = run_judge(plan.staff_root, intake.files, only=[n for n in plan.items if plan.runs_here(n)],
+                            limits=plan.limits, gpu=plan.device != "cpu", jobs=plan.jobs, insecure=plan.insecure,
+                            preload=plan.preload)
+        result = score(plan, name, intake, run, time.monotonic() - start)
+        console = run.console if run is not None else ""
+    except Exception as e:  # a grader bug on one submission: that submission still gets a result
+        result = score(plan, name, intake, None, time.monotonic() - start, error=f"{type(e).__name__}: {e}")
+        console = ""
     result.write(folder)
-    if run is not None and run.console:
-        (folder / "console.txt").write_text(run.console)
+    if console:
+        (folder / "console.txt").write_text(console)
     return {"name": name, "score": result.score, "max_score": result.max_score, "status": result.status,
             "skipped": False}
-
-

@@ -230,6 +230,19 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
         intake.files[rel] = data
 
 
+def _drop_file_folder_clashes(intake: Intake) -> None:
+    """A path that is both a file and a folder (``a.py`` and ``a.py/b.py``) cannot be laid out: drop the file.
+
+    >>> i = Intake("s", "s", files={"cs336_assignment/x.py": b"", "cs336_assignment/x.py/y.py": b""})
+    >>> _drop_file_folder_clashes(i); sorted(i.files), i.ignored
+    (['cs336_assignment/x.py/y.py'], ['cs336_assignment/x.py: both a file and a folder in the submission; the file was ignored'])
+    """
+    folders = {rel.rsplit("/", i)[0] for rel in intake.files for i in range(1, rel.count("/") + 1)}
+    for rel in sorted(set(intake.files) & folders):
+        del intake.files[rel]
+        intake.ignored.append(f"{rel}: both a file and a folder in the submission; the file was ignored")
+
+
 def read_submission(path: Path, *, staff_adapters: Path | None = None, max_bytes: int = MAX_BYTES) -> Intake:
     """Read the graded files of the submission at ``path`` (a zip or a directory) into memory.
 
@@ -246,6 +259,7 @@ def read_submission(path: Path, *, staff_adapters: Path | None = None, max_bytes
         _read_zip(path, intake, max_bytes)
     else:
         intake.error = f"{path} does not exist (expected a .zip from make_submission.sh or a directory)"
+    _drop_file_folder_clashes(intake)
     if intake.error is None and not any(f.startswith(f"{PACKAGE}/") for f in intake.files):
         intake.error = (
             f"missing package: the submission has no {PACKAGE}/*.py files "

@@ -16,7 +16,8 @@ module is imported it
 
 The spec (JSON): ``root`` (the staged worker root), ``scratch`` (pytest's basetemp, shared with
 the worker), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
-``results`` (the JSONL file to write) and ``only`` (the test ids to run; all if absent).
+``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
+``preload`` (modules the worker imports before it says ready; default torch).
 
 Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
 """
@@ -26,7 +27,9 @@ from __future__ import annotations
 import ast
 import importlib.abc
 import json
+import os
 import sys
+import tempfile
 import types
 from pathlib import Path
 from typing import Any
@@ -59,6 +62,7 @@ class AdaptersProxy(types.ModuleType):
     @staticmethod
     def _proxy(remote: remote_mod.Remote, name: str):
         def call(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True  # a failure shows the test's line and the submission's error
             return remote.call(f"adapters:{name}", args, kwargs)
 
         call.__name__ = call.__qualname__ = name
@@ -83,11 +87,7 @@ def _outcome(reports: list[pytest.TestReport]) -> tuple[str, str, float]:
     if failed:
         r = failed[0]
         text = r.longreprtext or ""
-        outcome = "failed" if r.when == "call" else "error"
-        if "Timeout (>" in text or "from pytest-timeout" in text:
-            outcome = "timeout"
-        elif "WorkerCrashed" in text or "WorkerUnavailable" in text:
-            outcome = "crashed"
+        outcome = dict(r.user_properties).get("judge_outcome") or ("failed" if r.when == "call" else "error")
         return outcome, text, duration
     skipped = [r for r in reports if r.skipped]
     if skipped:
@@ -113,8 +113,9 @@ class Judge:
             root=Path(spec["root"]), scratch=Path(spec["scratch"]), staff_root=Path(spec["staff_root"]),
             readonly=[Path(p) for p in spec.get("readonly", [])], limits=limits, gpu=bool(spec.get("gpu")),
             jobs=int(spec.get("jobs", 1)), insecure=bool(spec.get("insecure")),
+            preload=tuple(spec.get("preload", ["torch"])),
         )
-        self.remote = remote_mod.Remote(lambda: start_worker(worker))
+        self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes)
         self._phases: dict[str, list[pytest.TestReport]] = {}
         self._first_hidden: str | None = None
         self._outputs: dict[str, str] = {}
@@ -177,6 +178,11 @@ class Judge:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
         report = outcome.get_result()
+        if call.excinfo is not None:  # classify by the exception's type, never by text the worker chose
+            if call.excinfo.errisinstance((remote_mod.WorkerCrashed, remote_mod.WorkerUnavailable)):
+                report.user_properties.append(("judge_outcome", "crashed"))
+            elif call.excinfo.type is pytest.fail.Exception and str(call.excinfo.value).startswith("Timeout"):
+                report.user_properties.append(("judge_outcome", "timeout"))
         printed = self.remote.take_output()
         if printed:
             report.sections.append((f"worker output ({call.when})", printed))
@@ -197,7 +203,7 @@ class Judge:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
-                    "worker_starts": self.remote.starts, "console": _clip("\n".join(self.remote.consoles), 64_000)})
+                    "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": _clip("\n".join(self.remote.consoles), 64_000)})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -212,8 +218,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def split_spec(config: pytest.Config) -> dict:
     """A judge spec that grades this repository's own reference (for ``--split``)."""
-    import tempfile
-
     from cs336_staff.grade.sandbox import stage
 
     staff = Path(str(config.rootpath)).resolve()
@@ -232,9 +236,9 @@ def split_spec(config: pytest.Config) -> dict:
 
 
 def public_fixtures(staff_root: Path) -> list[Path]:
-    """The fixture folders a worker may read (never fixtures/hidden)."""
+    """The fixtures a worker may read: every entry of fixtures/ but fixtures/hidden."""
     fixtures = staff_root / "fixtures"
-    return sorted(p for p in fixtures.iterdir() if p.is_dir() and p.name != "hidden") if fixtures.is_dir() else []
+    return sorted(p for p in fixtures.iterdir() if p.name != "hidden") if fixtures.is_dir() else []
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -248,6 +252,11 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     judge = Judge(config, spec)
     judge.install(Path(spec["staff_root"]))
+    # the judge's own temporary files (tempfile.mkdtemp in a test) go where the worker can read them
+    shared_tmp = Path(spec["scratch"]) / "judge-tmp"
+    shared_tmp.mkdir(exist_ok=True)
+    tempfile.tempdir = str(shared_tmp)
+    os.environ["TMPDIR"] = str(shared_tmp)
     config.pluginmanager.register(judge, "cs336-judge")
     try:
         from hypothesis import settings

@@ -6,7 +6,7 @@ For every submission folder present in either run, each test is taken from the r
 meant to run it (GPU-marked tests from the GPU run, the others from the CPU run); when that run
 has it pending or lacks the submission, the other run's result is used. Scores are recomputed,
 and results.json, junit.xml, summary.md and the gradebook are rewritten by the same code as
-``cs336 grade``. A submission flagged as tampered in either run stays flagged.
+``cs336 grade``. The merged status is the worse of the two runs' (a crash in either stays visible).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cs336_staff.grade.report import GradeResult, TestResult, load, write_gradebook
 
-SEVERITY = ["ok", "crashed", "timeout", "rejected", "tampered"]
+SEVERITY = ["ok", "crashed", "timeout", "rejected", "error"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +58,7 @@ def merge_results(cpu: GradeResult | None, gpu: GradeResult | None) -> GradeResu
         sha256=cpu.sha256, fingerprint=f"{cpu.fingerprint}+{gpu.fingerprint}", device="merged",
         concepts={**gpu.concepts, **cpu.concepts}, ignored=cpu.ignored,
         notes=[*note, *(f"cpu: {n}" for n in cpu.notes), *(f"gpu: {n}" for n in gpu.notes)],
-        tampered=[*cpu.tampered, *gpu.tampered], isolation={"cpu": cpu.isolation, "gpu": gpu.isolation})
+        isolation={"cpu": cpu.isolation, "gpu": gpu.isolation})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -185,11 +185,12 @@ def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
         return verdict
     if code is None:
         return "it stopped answering"
-    if code < 0:
+    signum = -code if code < 0 else code - 128 if 128 < code < 160 else None  # bwrap reports 128 + signal
+    if signum is not None:
         try:
-            name = signal.Signals(-code).name
+            name = signal.Signals(signum).name
         except ValueError:
-            name = f"signal {-code}"
+            name = f"signal {signum}"
         return f"it was killed by {name}" + (" (a segmentation fault)" if name == "SIGSEGV" else "")
     return f"it exited with status {code}"
 
@@ -210,14 +211,17 @@ class RemoteObject:
         weakref.finalize(self, remote._release, self._generation, self._id)
 
     def _op(self, op: str, *args: Any, **fields: Any) -> Any:
+        __tracebackhide__ = True
         return self._remote.op(op, self, args, {}, **fields)
 
     def __getattr__(self, name: str) -> Any:
+        __tracebackhide__ = True
         if name.startswith("__"):
             raise AttributeError(name)
         return self._op("getattr", name=name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
         return self._remote.op("call_handle", self, args, kwargs)
 
     def __iter__(self) -> RemoteObject:
@@ -248,6 +252,7 @@ class Remote:
         self.max_starts, self.startup_timeout, self.reply_limit = max_starts, startup_timeout, reply_limit
         self.worker: WorkerProcess | None = None
         self.starts = 0
+        self.crashes = 0  # workers that ended badly (crash, timeout, unusable reply)
         self.generation = 0
         self.consoles: list[str] = []
         self.isolation: dict[str, str] = {}
@@ -304,6 +309,7 @@ class Remote:
 
     # -- calls ---------------------------------------------------------------------------
     def call(self, target: str, args: tuple | list, kwargs: dict) -> Any:
+        __tracebackhide__ = True
         return self._request({"op": "call", "target": target}, args, kwargs)
 
     def reset(self) -> None:
@@ -311,6 +317,7 @@ class Remote:
         self._request({"op": "reset"}, [], {})
 
     def op(self, op: str, obj: RemoteObject, args: tuple | list, kwargs: dict, **fields: Any) -> Any:
+        __tracebackhide__ = True
         if obj._generation != self.generation or self.worker is None:
             raise WorkerError(
                 f"{obj!r} lived in a worker that has since ended (after a crash or a timeout); "
@@ -326,6 +333,7 @@ class Remote:
         return None
 
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
+        __tracebackhide__ = True
         encoder = codec.Encoder(ref_of=self._ref_of)
         message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
         worker = self.worker or self.start()
@@ -335,22 +343,25 @@ class Remote:
         try:
             channel.send(worker.requests, message, encoder.blobs)
             reply, blobs = channel.receive(worker.replies, self.reply_limit)
-        except (channel.ChannelClosed, BrokenPipeError) as e:
+        except (channel.ChannelClosed, BrokenPipeError):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.proc.wait(timeout=5)
             why = describe_exit(worker.proc, worker.verdict() if worker.verdict else None)
             printed = worker.output.console()[-1500:]
             self.restart()
+            self.crashes += 1
             self.last_crash = why
             raise WorkerCrashed(
                 f"the worker running your code ended during {what}: {why}"
                 + (f"\nlast output:\n{printed}" if printed.strip() else "")
-            ) from e
+            ) from None
         except channel.ChannelError as e:
             self.restart()
+            self.crashes += 1
             raise WorkerProtocolError(f"the worker's reply to {what} was unusable: {e}") from None
         except BaseException:  # a timeout or interrupt mid-call: the worker's state is unknown
             self.restart()
+            self.crashes += 1
             raise
         if "error" in reply:
             raise rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {})
@@ -361,9 +372,9 @@ class Remote:
             for index, data in reply.get("mutated", []):
                 target = encoder.storage_objects[index]
                 flat = codec.storage_as_bytes_tensor(target)
-                flat.copy_(codec.torch.from_numpy(decoder.blobs[data].copy()).to(flat.device))
+                flat.copy_(codec.bytes_tensor(decoder.blobs[data]).to(flat.device))
             for index, data in reply.get("generators", []):
-                encoder.generators[index].set_state(codec.torch.from_numpy(decoder.blobs[data].copy()))
+                encoder.generators[index].set_state(codec.bytes_tensor(decoder.blobs[data]))
         except Exception as e:  # a malformed reply is the worker's failure, never the judge's
             self.restart()
             raise WorkerProtocolError(f"the worker's reply to {what} could not be decoded: {type(e).__name__}: {e}") from None

@@ -54,7 +54,7 @@ class TestResult:
 @dataclass
 class GradeResult:
     submission: str
-    status: str  # ok crashed timeout rejected tampered
+    status: str  # ok crashed timeout rejected error
     tests: list[TestResult]
     execution_time: float = 0.0
     sha256: str = ""
@@ -63,13 +63,10 @@ class GradeResult:
     concepts: dict[str, str] = field(default_factory=dict)  # name -> title
     ignored: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    tampered: list[str] = field(default_factory=list)
     isolation: dict = field(default_factory=dict)
 
     @property
     def score(self) -> float:
-        if self.status == "tampered":
-            return 0.0
         return round(sum(t.points for t in self.tests), 2)
 
     @property
@@ -85,7 +82,7 @@ class GradeResult:
             r["tests"] += 1
             r["passed"] += t.outcome == "passed"
             r["pending"] += t.outcome == "pending"
-            r["score"] += t.points if self.status != "tampered" else 0.0
+            r["score"] += t.points
             r["max"] += t.max_points
         return sorted(rows.values(), key=lambda r: r["title"])
 
@@ -104,8 +101,7 @@ class GradeResult:
                 bad[t.outcome] = bad.get(t.outcome, 0) + 1
         if bad:
             lines += ["", "Not passed: " + ", ".join(f"{n} {k}" for k, n in sorted(bad.items()))]
-        for title, items in (("Tampering detected (flagged for review, score 0)", self.tampered),
-                             ("Ignored from the submission", self.ignored), ("Notes", self.notes)):
+        for title, items in (("Ignored from the submission", self.ignored), ("Notes", self.notes)):
             if items:
                 lines += ["", f"{title}:"] + [f"- {x.splitlines()[0] if x else x}" for x in items[:50]]
         if self.isolation:
@@ -123,7 +119,7 @@ class GradeResult:
             "stdout_visibility": "hidden",
             "tests": [{
                 "name": t.nodeid,
-                "score": round(t.points, 6) if self.status != "tampered" else 0.0,
+                "score": round(t.points, 6),
                 "max_score": round(t.max_points, 6),
                 "status": t.status,
                 "output": _truncate(t.output, OUTPUT_CHARS),
@@ -135,7 +131,7 @@ class GradeResult:
                 "submission": self.submission, "status": self.status, "max_score": self.max_score,
                 "sha256": self.sha256, "fingerprint": self.fingerprint, "device": self.device,
                 "concepts": self.concepts, "ignored": self.ignored, "notes": self.notes,
-                "tampered": self.tampered, "isolation": self.isolation,
+                "isolation": self.isolation,
             },
         }
 
@@ -155,7 +151,7 @@ class GradeResult:
                    execution_time=float(data.get("execution_time", 0)), sha256=x.get("sha256", ""),
                    fingerprint=x.get("fingerprint", ""), device=x.get("device", "cpu"),
                    concepts=x.get("concepts", {}), ignored=x.get("ignored", []), notes=x.get("notes", []),
-                   tampered=x.get("tampered", []), isolation=x.get("isolation", {}))
+                   isolation=x.get("isolation", {}))
 
     # ------------------------------------------------------------------------------ JUnit
     def to_junit(self) -> bytes:
@@ -211,7 +207,7 @@ def write_gradebook(out: Path) -> Path:
         for name, r in results:
             per = {row["concept"]: row["score"] for row in r.concept_rows()}
             pct = 100 * r.score / r.max_score if r.max_score else 0.0
-            remarks = "; ".join([*(x.splitlines()[0] for x in r.tampered), *(n.splitlines()[0] for n in r.notes)])[:300]
+            remarks = "; ".join(n.splitlines()[0] for n in r.notes if n)[:300]
             w.writerow([name, r.status, f"{r.score:.4g}", f"{r.max_score:.4g}", f"{pct:.1f}",
                         *(f"{per.get(c, 0.0):.4g}" for c in concepts),
                         sum(t.outcome == "pending" for t in r.tests), f"{r.execution_time:.1f}", r.sha256[:12], remarks])

@@ -68,6 +68,7 @@ class Limits:
     processes: int = 64
     disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
     file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
+    reply_bytes: int = 512 * MiB  # the largest reply the judge reads from the worker
     threads: int | None = None  # OMP/MKL threads (default: cores / jobs)
     test_timeout: float = 120.0  # seconds per test (the judge's pytest-timeout)
     run_timeout: float = 1800.0  # seconds for one submission's whole judge run
@@ -198,6 +199,7 @@ class WorkerSpec:
     gpu: bool = False
     jobs: int = 1
     insecure: bool = False  # run without bubblewrap (refused unless asked for)
+    preload: tuple[str, ...] = ("torch",)  # imported before the worker says ready
 
 
 def _preexec(limits: Limits, gpu: bool, cgroup: Path | None):
@@ -219,7 +221,7 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     python = [sys.executable, "-I", "-B", "-c", BOOT]
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
-    inner = ["--requests", str(req_r), "--replies", str(rep_w)]
+    inner = ["--requests", str(req_r), "--replies", str(rep_w), *(a for m in spec.preload for a in ("--preload", m))]
     cgroup = Cgroup.create(spec.limits)
     if spec.insecure:
         cmd = [*python, str(spec.root), str(spec.staff_root.resolve()), *inner]

@@ -1,8 +1,9 @@
 """A tiny synthetic staff repository and submission builder, for testing the grader quickly.
 
 The grader's own tests must not depend on the real (growing, torch-heavy) suite: they build a
-repository with a three-function package, four public tests, one hidden test, one GPU test and a
-rubric, then grade hand-made hostile submissions against it in about a second each.
+repository with a four-function package (no torch, so its workers start in a fraction of a
+second), public and hidden tests (one reading a hidden fixture, one a judge-timed speed check),
+one GPU test and a rubric, then grade hand-made hostile submissions against it.
 
 >>> import tempfile; from pathlib import Path
 >>> root = make_staff_repo(Path(tempfile.mkdtemp()))
@@ -16,6 +17,8 @@ import stat
 import textwrap
 import zipfile
 from pathlib import Path
+
+BOUNDARY = Path(__file__).resolve().parents[2] / "tests" / "boundary.py"
 
 GOOD_CALC = '''\
 """A correct implementation."""
@@ -31,6 +34,10 @@ def mul(a, b):
 
 def scale_file(path, k):
     return [k * int(x) for x in open(path).read().split()]
+
+
+def sum_below(n):
+    return n * (n - 1) // 2
 '''
 
 ADAPTERS = '''\
@@ -47,6 +54,10 @@ def run_mul(a, b):
 
 def run_scale_file(path, k):
     return calc.scale_file(path, k)
+
+
+def run_sum_below(n):
+    return calc.sum_below(n)
 '''
 
 PYPROJECT = '''\
@@ -73,6 +84,7 @@ def pytest_collection_modifyitems(config, items):
 '''
 
 PUBLIC_TESTS = '''\
+import time
 from pathlib import Path
 
 import pytest
@@ -89,13 +101,27 @@ def test_add_matches_python(a, b):
 
 
 def test_mul_matches_python():
-    """mul agrees with *."""
+    """mul agrees with *, on ints and floats."""
     assert adapters.run_mul(6, 7) == 42
+    assert adapters.run_mul(1.5, 4) == pytest.approx(6.0)
 
 
 def test_scale_file_reads_fixture():
     """scale_file reads the staff fixture."""
     assert adapters.run_scale_file(FIXTURES / "numbers.txt", 2) == [2, 4, 6]
+
+
+def test_sum_below_is_faster_than_a_python_loop():
+    """sum_below(n) is right and, timed by the test, at least 5x faster than a loop timed in the same run."""
+    n = 3_000_000
+    start = time.perf_counter()
+    expected = sum(range(n))
+    loop = time.perf_counter() - start
+    start = time.perf_counter()
+    got = adapters.run_sum_below(n)
+    ours = time.perf_counter() - start
+    assert got == expected
+    assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s"
 
 
 @pytest.mark.gpu
@@ -105,12 +131,24 @@ def test_add_on_gpu():
 '''
 
 HIDDEN_TESTS = '''\
+from pathlib import Path
+
 import adapters
+
+HIDDEN = Path(__file__).resolve().parents[2] / "fixtures" / "hidden"
+SECRET_OPERAND = -918273645  # distinctive: a test checks it never reaches a visible test's output
 
 
 def test_add_negative():
     """add handles negative numbers."""
-    assert adapters.run_add(-5, 3) == -2
+    assert adapters.run_add(SECRET_OPERAND, 3) == SECRET_OPERAND + 3
+
+
+def test_mul_matches_the_hidden_fixture():
+    """mul reproduces the products stored in a hidden fixture (read here, in the judge)."""
+    for line in (HIDDEN / "products.txt").read_text().splitlines():
+        a, b, product = map(int, line.split())
+        assert adapters.run_mul(a, b) == product
 '''
 
 STAFF_TESTS = '''\
@@ -136,7 +174,8 @@ match = ["tests/test_calc.py::test_add*", "tests/hidden/test_calc.py::test_add*"
 concept = "addition"
 
 [[rules]]
-match = ["tests/test_calc.py::test_mul*", "tests/test_calc.py::test_scale*"]
+match = ["tests/test_calc.py::test_mul*", "tests/test_calc.py::test_scale*", "tests/test_calc.py::test_sum*",
+         "tests/hidden/test_calc.py::test_mul*"]
 concept = "products"
 
 [[rules]]
@@ -155,9 +194,10 @@ def make_staff_repo(root: Path) -> Path:
         "pyproject.toml": PYPROJECT, "adapters.py": ADAPTERS, "rubric.toml": RUBRIC,
         "cs336_assignment/__init__.py": "", "cs336_assignment/calc.py": GOOD_CALC,
         "tests/__init__.py": "", "tests/conftest.py": CONFTEST, "tests/test_calc.py": PUBLIC_TESTS,
+        "tests/boundary.py": BOUNDARY.read_text(),
         "tests/hidden/__init__.py": "", "tests/hidden/test_calc.py": HIDDEN_TESTS,
         "tests/staff/__init__.py": "", "tests/staff/test_tooling.py": STAFF_TESTS,
-        "fixtures/numbers.txt": "1 2 3\n",
+        "fixtures/numbers.txt": "1 2 3\n", "fixtures/hidden/products.txt": "6 7 42\n-3 5 -15\n",
     }
     for rel, text in files.items():
         p = root / rel

@@ -11,10 +11,12 @@ from cs336_assignment.cli import main
 from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
 from cs336_staff.grade.report import load
-from cs336_staff.grade.sandbox import Limits
+from cs336_staff.grade.sandbox import Limits, probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
 pytestmark = pytest.mark.staff
+INSECURE = probe(False) is not None  # no bubblewrap here: grade the synthetic submissions without it
+FULL, BOB, TOTAL = 9.5, 6.5, 11  # every CPU point; mul returning 0 loses mul (2) and the hidden product (1)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +27,7 @@ def repo(tmp_path_factory):
     subs.mkdir()
     make_zip(subs / "alice.zip", {})
     make_zip(subs / "bob.zip", {}, calc=calc_with(mul="return 0"))
-    plan = make_plan(root, limits=Limits(test_timeout=5, run_timeout=60), cache_dir=tmp / ".cache")
+    plan = make_plan(root, limits=Limits(test_timeout=5, run_timeout=60), cache_dir=tmp / ".cache", insecure=INSECURE)
     return {"root": root, "subs": subs, "plan": plan, "tmp": tmp}
 
 
@@ -45,7 +47,7 @@ def test_interrupted_batch_resumes_and_rerun_skips_finished(repo, tmp_path):
     assert (out / "alice" / "results.json").is_file() and not (out / "bob").exists()
     rows = run_batch(_sorted(repo["subs"]), out, repo["plan"], progress=False)
     assert [(r["name"], r["skipped"]) for r in rows] == [("alice", True), ("bob", False)]
-    assert {r["name"]: r["score"] for r in rows} == {"alice": 7.5, "bob": 5.5}
+    assert {r["name"]: r["score"] for r in rows} == {"alice": FULL, "bob": BOB}
     forced = run_batch(_sorted(repo["subs"])[:1], out, repo["plan"], progress=False, force=True)
     assert not forced[0]["skipped"]
 
@@ -57,7 +59,7 @@ def test_changed_submission_is_regraded_without_force(repo, tmp_path):
     run_batch([z], out, repo["plan"], progress=False)
     make_zip(z, {}, calc=calc_with(add="return 0"))
     row = run_batch([z], out, repo["plan"], progress=False)[0]
-    assert not row["skipped"] and row["score"] == 3.0
+    assert not row["skipped"] and row["score"] == FULL - 4.5  # the three add tests
 
 
 @pytest.mark.parametrize("executor", ["submitit-debug", "submitit-local"])
@@ -66,7 +68,7 @@ def test_submitit_executors_grade_and_write_results(repo, tmp_path, executor):
     out = tmp_path / "out"
     subs = _sorted(repo["subs"]) if executor == "submitit-debug" else _sorted(repo["subs"])[:1]
     rows = run_batch(subs, out, repo["plan"], executor=executor, progress=False)
-    expected = {"alice": 7.5, "bob": 5.5}
+    expected = {"alice": FULL, "bob": BOB}
     assert {r["name"]: r["score"] for r in rows} == {s.stem: expected[s.stem] for s in subs}
     assert all(load(out / r["name"]).score == r["score"] for r in rows)
 
@@ -75,10 +77,10 @@ def test_cli_grades_a_folder_of_submissions_with_two_jobs(repo, tmp_path, capsys
     """`cs336 grade FOLDER --jobs 2` grades each zip in it and writes the gradebook."""
     out = tmp_path / "grades"
     code = main(["grade", str(repo["subs"]), "--out", str(out), "--jobs", "2", "--quiet",
-                 "--staff-root", str(repo["root"]), "--test-timeout", "5"])
+                 "--staff-root", str(repo["root"]), "--test-timeout", "5", *(["--insecure"] if INSECURE else [])])
     assert code == 0
     text = capsys.readouterr().out
-    assert "alice: 7.5 / 9  [ok]" in text and "bob: 5.5 / 9  [ok]" in text
+    assert f"alice: {FULL:g} / {TOTAL}  [ok]" in text and f"bob: {BOB:g} / {TOTAL}  [ok]" in text, text
     assert len((out / "gradebook.csv").read_text().splitlines()) == 3
 
 
@@ -93,8 +95,8 @@ def test_cli_without_arguments_grades_the_bundled_example_with_full_marks(repo, 
     finally:
         (root / "make_submission.sh").unlink()
     out = capsys.readouterr().out
-    assert code == 0 and "cs336-assignment-submission: 7.5 / 9  [ok]" in out, out
-    assert "| **total** | 5/6 | 1 |" in out
+    assert code == 0 and f"cs336-assignment-submission: {FULL:g} / {TOTAL}  [ok]" in out, out
+    assert "| **total** | 7/8 | 1 |" in out
 
 
 def test_cli_merge_combines_cpu_and_gpu_runs(repo, tmp_path, capsys):
@@ -111,7 +113,7 @@ def test_cli_merge_combines_cpu_and_gpu_runs(repo, tmp_path, capsys):
     (gpu / "alice" / "results.json").write_text(json.dumps(data))
     assert main(["merge", str(cpu), str(gpu), "--out", str(tmp_path / "merged")]) == 0
     merged = load(tmp_path / "merged" / "alice")
-    assert merged.score == 9.0 and not any(t.outcome == "pending" for t in merged.tests)
+    assert merged.score == TOTAL and not any(t.outcome == "pending" for t in merged.tests)
 
 
 @pytest.mark.parametrize("argv,match", [

@@ -1,146 +1,404 @@
-"""Broken and hostile submissions each get a clear graded outcome and never stop the batch.
+"""Hostile submissions get no more than their code earns, harm nothing else, and never stop the batch.
 
-One batch (two workers, the real ``run_batch`` path) grades every case below against a tiny
-synthetic staff repository (``cs336_staff/grade/testing.py``); each test then asserts the outcome
-of one case. The synthetic suite: add (3 tests, 1.5 points each, one hidden), mul (2 points),
-scale_file (1 point), and one GPU test (pending on CPU). Full marks on CPU are 7.5 of 9.
+One batch (two at a time, the real ``run_batch`` path, bubblewrap where this machine allows it)
+grades every case below against a tiny synthetic staff repository (``cs336_staff/grade/
+testing.py``); each test then asserts the concrete outcome of one case: its score against what its
+code earns, the victim's score, files that must not exist, the judge's memory. The classes follow
+the grading-integrity issue: in-process patching, reading what it must not, cross-submission
+sabotage, shared resources, leaks and clocks, batch robustness, plus crashes and hangs.
 """
 
 from __future__ import annotations
 
 import json
+import resource
+import uuid
 from pathlib import Path
 
 import pytest
 
 from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
-from cs336_staff.grade.intake import read_submission
-from cs336_staff.grade.report import load
-from cs336_staff.grade.sandbox import Limits, Sandbox, namespace_prefix, privilege_plan
+from cs336_staff.grade.report import GradeResult, load
+from cs336_staff.grade.sandbox import Limits, MiB, probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
-pytestmark = pytest.mark.staff
+pytestmark = [pytest.mark.staff, pytest.mark.timeout(900)]  # the module fixture grades a whole batch
 
-FULL = 7.5  # every CPU test passes
-NO_MUL = FULL - 2.0  # every CPU test but test_mul_matches_python
+SANDBOX = probe(False)
+needs_sandbox = pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap sandbox here: {SANDBOX}")
+MARK = f"cs336-hostile-{uuid.uuid4().hex[:8]}"  # files an attack tries to leave on the host
 
-SWALLOW = calc_with() + '''
-def mul(a, b):
+# -- in-process patching: the worker patches its own process; the tests run elsewhere ------------
+PATCH_ASSERTS = calc_with(prefix='''
+import builtins, math, sys, pytest, _pytest.reports, _pytest.runner
+pytest.approx = lambda *a, **k: object.__new__(type("Any", (), {"__eq__": lambda s, o: True}))
+math.isclose = lambda *a, **k: True
+_pytest.reports.TestReport.from_item_and_call = classmethod(lambda cls, item, call: None)
+_pytest.runner.call_and_report = lambda *a, **k: None
+class Rewriter:
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("tests"):
+            raise ImportError("rewritten")
+sys.meta_path.insert(0, Rewriter())
+for name in list(sys.modules):
+    if name.startswith("tests"):
+        sys.modules[name].__dict__.clear()
+''', mul="return 0.5 if isinstance(a, float) else a * b")
+
+# -- reading what it must not ---------------------------------------------------------------------
+SNOOP = calc_with(prefix='''
+import glob, os, site, sys
+FOUND = []
+roots = set()
+for sp in site.getsitepackages():
+    for pth in glob.glob(os.path.join(sp, "*.pth")):
+        roots.update(l.strip() for l in open(pth) if l.strip().startswith("/"))
+for p in glob.glob("/proc/*/cmdline"):
+    try:
+        roots.update(a for a in open(p, "rb").read().decode(errors="replace").split("\\0") if a.startswith("/"))
+    except OSError:
+        pass
+for root in list(roots):
+    for rel in ("fixtures/hidden/products.txt", "cs336_assignment/calc.py", "tests/hidden/test_calc.py"):
+        for base in (root, os.path.dirname(root), os.path.dirname(os.path.dirname(root))):
+            try:
+                FOUND.append((rel, open(os.path.join(base, rel)).read()))
+            except OSError:
+                pass
+for secret in ("/etc/shadow", "/etc/passwd", os.path.expanduser("~root/.bash_history")):
+    try:
+        FOUND.append((secret, open(secret).read()))
+    except OSError:
+        pass
+''', mul="return a * b if any(rel == 'fixtures/hidden/products.txt' for rel, _ in FOUND) else -1")
+
+# -- cross-submission sabotage and shared resources -----------------------------------------------
+SABOTAGE = calc_with(prefix=f'''
+import glob, os
+for pattern in ("/tmp/cs336-grade-*/root", "/tmp/cs336-grade-*/scratch", "/tmp/*/root/submission/cs336_assignment",
+                "/tmp/pytest-of-*/*"):
+    for d in glob.glob(pattern):
+        for name in ("conftest.py", "calc.py"):
+            try:
+                open(os.path.join(d, name), "w").write("raise SystemExit(1)")
+            except OSError:
+                pass
+for d in ("/tmp", "/var/tmp", "/dev/shm", os.getcwd() + "/.."):
+    try:
+        open(os.path.join(d, "{MARK}"), "w").write("was here")
+    except OSError:
+        pass
+''')
+
+DISK_FLOOD = calc_with(prefix="import os", mul='''[open(f"flood-{i}.bin", "wb").write(b"x" * (40 << 20)) for i in range(4)]; return a * b''')
+TMPFS_FLOOD = calc_with(mul='''open("/tmp/flood.bin", "wb").write(b"x" * (200 << 20)); return a * b''')
+MEMORY_FLOOD = calc_with(prefix="import os, time", mul='''
+    kids = [os.fork() for _ in range(3)]
+    if 0 in kids:
+        x = bytearray(300 << 20); time.sleep(30); os._exit(0)
+    time.sleep(30)
+    return a * b''')
+FORK_BOMB = calc_with(prefix="import os, time", mul='''
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+    time.sleep(30)
+    return a * b''')
+CHANNEL_FLOOD = calc_with(prefix="import os, sys", mul='''os.write(int(sys.argv[sys.argv.index("--replies") + 1]), b"\\n" * (2 << 20)); return a * b''')
+HUGE_REPLY = calc_with(mul="return 'x' * (64 << 20)")
+PRINT_FLOOD = calc_with(prefix="print('x' * 5_000_000)", add="print('y' * 5_000_000); return a + b")
+
+# -- leaks and clocks -----------------------------------------------------------------------------
+LEAK = calc_with(prefix='''
+import os, sys
+SEEN = []
+''', add='''SEEN.append((a, b)); print("seen so far:", SEEN, file=sys.stderr); return a - b''')
+CLOCK = calc_with(prefix='''
+import time
+_real = time.perf_counter
+time.perf_counter = lambda: 0.0
+time.monotonic = lambda: 0.0
+time.time = lambda: 0.0
+''', sum_below="return sum(range(n))")
+
+# -- crashes and hangs ----------------------------------------------------------------------------
+SEGFAULT = calc_with(prefix="import ctypes", mul="return ctypes.string_at(0)")
+SWALLOW = calc_with(mul='''
     while True:
         try:
             while True:
                 pass
         except BaseException:
-            pass
-'''
-
-TAMPER = calc_with(prefix='''
-from _pytest.reports import TestReport
-_orig = TestReport.from_item_and_call.__func__
-
-def _forced(cls, item, call):
-    rep = _orig(cls, item, call)
-    rep.outcome, rep.longrepr = "passed", None
-    return rep
-
-TestReport.from_item_and_call = classmethod(_forced)
-''', add="return 0")
-
-FORGE = calc_with(prefix='''
-import json, os
-for fd in os.listdir("/proc/self/fd"):
+            pass''')
+NETWORK = calc_with(prefix="import socket", add='''
     try:
-        target = os.readlink(f"/proc/self/fd/{fd}")
+        socket.create_connection(("1.1.1.1", 53), timeout=1); return 0
     except OSError:
-        continue
-    if target.endswith(".jsonl"):
-        for seq in range(1, 4):
-            os.write(int(fd), (json.dumps({"p": json.dumps({"seq": seq, "event": "finish"}), "m": "0" * 64}) + "\\n").encode())
-''')
-
-FORCE_PASS_CONFTEST = '''
-import pytest
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    rep.outcome, rep.longrepr = "passed", None
-'''
-
-PROBE = calc_with(
-    add="return a + b if open('/proc/self/net/dev').read().count(':') == 1 else -999",
-    mul="return a * b if os.getuid() != 0 and not os.access('tests/test_calc.py', os.W_OK) else -999",
-    prefix="import os",
-)
+        return a + b if open("/proc/self/net/dev").read().count(":") == 1 else 0''')
 
 
 def cases() -> dict[str, dict]:
-    """name -> {"files": extra zip entries, "calc": calc.py source, ...make_zip kwargs}."""
+    """name -> make_zip kwargs ({"files": extra zip entries, "calc": calc.py source, ...})."""
     return {
         "good": {},
+        "victim": {},  # graded beside "sabotage": must be unharmed
+        "patch_asserts": {"calc": PATCH_ASSERTS},
+        "snoop": {"calc": SNOOP},
+        "sabotage": {"calc": SABOTAGE},
+        "disk_flood": {"calc": DISK_FLOOD},
+        "tmpfs_flood": {"calc": TMPFS_FLOOD},
+        "memory_flood": {"calc": MEMORY_FLOOD},
+        "fork_bomb": {"calc": FORK_BOMB},
+        "channel_flood": {"calc": CHANNEL_FLOOD},
+        "huge_reply": {"calc": HUGE_REPLY},
+        "print_flood": {"calc": PRINT_FLOOD},
+        "leak": {"calc": LEAK},
+        "clock": {"calc": CLOCK},
+        "segfault": {"calc": SEGFAULT},
+        "os_exit_test": {"calc": calc_with(mul="import os; os._exit(0)")},
+        "sys_exit_test": {"calc": calc_with(mul="import sys; sys.exit(3)")},
+        "infinite_loop": {"calc": SWALLOW},
+        "network": {"calc": NETWORK},
+        "syntax_error": {"calc": "def add(a, b:\n    return a + b\n"},
+        "import_crash": {"calc": calc_with(prefix="raise RuntimeError('boom at import time')")},
+        "os_exit_import": {"calc": calc_with(prefix="import os; os._exit(0)")},
+        "reference_fallback": {"calc": None, "files": {"cs336_assignment/__init__.py": ""}},
         "traversal": {"files": {"../evil.py": "x = 1", "/tmp/evil_abs.py": "x = 1",
                                 "cs336_assignment/../../escape.py": "x = 1"}},
         "symlink": {"symlinks": {"cs336_assignment/secret.py": "/etc/passwd"}},
         "bomb": {"files": {"cs336_assignment/bomb.py": b"#" * (17 * 2**20)}},
         "missing_package": {"calc": None},
-        "syntax_error": {"calc": "def add(a, b:\n    return a + b\n"},
-        "import_crash": {"calc": calc_with(prefix="raise RuntimeError('boom at import time')")},
-        "sys_exit_import": {"calc": calc_with(prefix="import sys; sys.exit(3)")},
-        "os_exit_import": {"calc": calc_with(prefix="import os; os._exit(0)")},
-        "sys_exit_test": {"calc": calc_with(mul="import sys; sys.exit(3)")},
-        "os_exit_test": {"calc": calc_with(mul="import os; os._exit(0)")},
-        "infinite_loop": {"calc": calc_with(mul="while True: pass")},
-        "swallowed_timeout": {"calc": SWALLOW},
-        "runaway_memory": {"calc": calc_with(mul="import mmap; x = [mmap.mmap(-1, 256 * 2**20) for _ in range(48)]")},
-        "printing": {"calc": calc_with(prefix="print('x' * 2_000_000)", add="print('y' * 5_000_000); return a + b")},
-        "forced_pass_conftest": {
-            "calc": calc_with(add="return 0"),
-            "files": {"conftest.py": FORCE_PASS_CONFTEST, "tests/conftest.py": FORCE_PASS_CONFTEST,
-                      "cs336_assignment/conftest.py": FORCE_PASS_CONFTEST, "pytest.ini": "[pytest]\naddopts = -p no:x\n",
-                      "sitecustomize.py": "import os; os._exit(1)", "evil.pth": "import os"}},
-        "in_process_tamper": {"calc": TAMPER},
-        "forged_records": {"calc": FORGE},
-        "reference_fallback": {"files": {}, "calc": None, "extra": True},
-        "sandbox_probe": {"calc": PROBE},
+        "config_files": {"calc": calc_with(add="return 0"), "files": {
+            "conftest.py": "raise SystemExit", "tests/conftest.py": "raise SystemExit", "pytest.ini": "[pytest]\n",
+            "cs336_assignment/conftest.py": "raise SystemExit", "sitecustomize.py": "import os; os._exit(1)",
+            "evil.pth": "import os"}},
+        "file_and_folder": {"files": {"cs336_assignment/calc.py/inner.py": "x = 1"}},
+        "gradebook.csv": {},
+        "_hidden_name": {},
     }
 
 
+LIMITS = Limits(test_timeout=3, run_timeout=120, memory_bytes=768 * MiB, processes=32, disk_bytes=96 * MiB,
+                file_bytes=64 * MiB, reply_bytes=16 * MiB)
+
+
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict[str, object]:
+def graded(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("hostile")
     root = make_staff_repo(tmp / "repo")
     subs = tmp / "subs"
     subs.mkdir()
     paths = []
     for name, spec in cases().items():
-        kwargs = {k: v for k, v in spec.items() if k in ("files", "calc", "symlinks")}
-        if spec.get("extra"):  # only the package's __init__: calc.py is missing
-            kwargs["files"] = {"cs336_assignment/__init__.py": ""}
-        paths.append(make_zip(subs / f"{name}.zip", kwargs.pop("files", {}), **kwargs))
+        kwargs = {k: v for k, v in spec.items() if k in ("calc", "symlinks")}
+        paths.append(make_zip(subs / f"{name}.zip", spec.get("files", {}), **kwargs))
     (subs / "corrupt.zip").write_bytes(b"PK\x03\x04 this is not really a zip")
     paths.append(subs / "corrupt.zip")
-    limits = Limits(test_timeout=2, run_timeout=60, memory_bytes=2**30, watchdog_grace=2, output_chars=2000)
-    plan = make_plan(root, device="cpu", limits=limits, jobs=2, cache_dir=tmp / "out" / ".cache")
-    rows = run_batch(paths, tmp / "out", plan, jobs=2, progress=False)
-    return {"out": tmp / "out", "rows": {r["name"]: r for r in rows}, "tmp": tmp, "root": root}
+    plan = make_plan(root, device="cpu", limits=LIMITS, jobs=4, cache_dir=tmp / "out" / ".cache",
+                     insecure=SANDBOX is not None)
+    rows = run_batch(paths, tmp / "out", plan, jobs=4, progress=False)  # most cases wait (timeouts, kills)
+    return {"out": tmp / "out", "rows": {r["name"]: r for r in rows}, "tmp": tmp, "root": root,
+            "judge_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
 
 
-def result(graded, name):
-    assert graded["rows"][name]["status"] != "grader error", graded["rows"][name]
+def result(graded, name) -> GradeResult:
+    assert not graded["rows"][name]["status"].startswith("grader error"), graded["rows"][name]
     return load(graded["out"] / name)
 
 
-def outcome(res, test: str) -> str:
-    return next(t.outcome for t in res.tests if t.nodeid.endswith(test))
+def full(r: GradeResult) -> float:
+    """Every CPU test's points: what the correct package earns."""
+    return round(sum(t.max_points for t in r.tests if t.device == "cpu"), 6)
+
+
+def points(r: GradeResult, *tests: str) -> float:
+    return round(sum(t.max_points for t in r.tests if any(t.nodeid.endswith(x) for x in tests)), 6)
+
+
+def one(r: GradeResult, name: str):
+    return next(t for t in r.tests if t.nodeid.endswith(name))
 
 
 def test_good_submission_gets_every_cpu_point_and_gpu_pending(graded):
-    """The correct package passes every CPU test; the GPU test is pending, not failed."""
+    """The correct package passes every CPU test, hidden ones included; the GPU test is pending."""
     r = result(graded, "good")
-    assert (r.status, r.score, r.max_score) == ("ok", FULL, 9.0), r.summary()
-    assert outcome(r, "test_add_on_gpu") == "pending"
+    assert r.status == "ok" and r.score == full(r), r.summary()
+    assert one(r, "test_add_on_gpu").outcome == "pending"
+
+
+# -- in-process patching -----------------------------------------------------------------------
+
+
+def test_patching_pytest_asserts_and_test_modules_in_the_worker_changes_nothing(graded):
+    """Patching pytest.approx, math.isclose, _pytest internals and tests.* in the worker: the judge is untouched."""
+    r = result(graded, "patch_asserts")
+    assert one(r, "test_mul_matches_python").outcome == "failed", r.summary()
+    assert r.score == full(r) - points(r, "test_mul_matches_python"), r.summary()
+
+
+# -- reading what it must not ------------------------------------------------------------------
+
+
+@needs_sandbox
+def test_the_worker_cannot_read_the_reference_hidden_tests_hidden_fixtures_or_host_secrets(graded):
+    """The staff repo's path is in a .pth and in cmdlines, but nothing of it is mounted: the hidden fixture stays unread."""
+    r = result(graded, "snoop")
+    assert one(r, "test_mul_matches_the_hidden_fixture").outcome == "failed", r.summary()
+    assert one(r, "test_mul_matches_python").outcome == "failed"
+
+
+# -- cross-submission sabotage and shared resources --------------------------------------------
+
+
+@needs_sandbox
+def test_a_submission_cannot_touch_another_sandbox_or_leave_files_on_the_host(graded):
+    """Writing conftest.py into other sandboxes and markers into /tmp, /var/tmp, /dev/shm: victim unharmed, host clean."""
+    victim = result(graded, "victim")
+    assert victim.status == "ok" and victim.score == full(victim), victim.summary()
+    attacker = result(graded, "sabotage")
+    assert attacker.score == full(attacker)  # its own code is correct
+    leftovers = [p for d in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(d).glob(f"**/{MARK}") if p.exists()]
+    assert not leftovers, leftovers
+
+
+def test_writing_past_the_disk_limit_kills_the_worker_and_fails_only_that_test(graded):
+    """160 MiB into the scratch folder against a 96 MiB cap: the watchdog kills it; the other tests pass."""
+    r = result(graded, "disk_flood")
+    t = one(r, "test_mul_matches_python")
+    assert t.outcome == "crashed" and "scratch folder" in t.output, t.output[-800:]
+    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), r.summary()
+
+
+@needs_sandbox
+def test_filling_tmp_hits_the_private_tmpfs_size(graded):
+    """200 MiB into /tmp: /tmp is a private tmpfs of 48 MiB, so the write fails (No space left on device)."""
+    r = result(graded, "tmpfs_flood")
+    t = one(r, "test_mul_matches_python")
+    assert t.outcome == "failed" and "No space left" in t.output, t.output[-800:]
+
+
+def test_memory_summed_over_forked_processes_is_capped(graded):
+    """Three forked children of 300 MiB each, under a 768 MiB cap for the tree: killed, that test crashed."""
+    r = result(graded, "memory_flood")
+    t = one(r, "test_mul_matches_python")
+    assert t.outcome == "crashed" and "memory" in t.output, t.output[-800:]
+    assert one(r, "test_add_negative").outcome == "passed"
+
+
+def test_fork_bomb_is_stopped_at_the_process_limit(graded):
+    """200 sleeping children against a 32-process cap: the worker is killed, the rest of the run goes on."""
+    r = result(graded, "fork_bomb")
+    t = one(r, "test_mul_matches_python")
+    assert t.outcome == "crashed" and "processes" in t.output, t.output[-800:]
+    assert one(r, "test_scale_file_reads_fixture").outcome == "passed"
+
+
+def test_garbage_on_the_reply_channel_fails_that_call_only(graded):
+    """2 MiB of newlines written straight into the reply pipe: an unusable reply, that test fails, the rest pass."""
+    r = result(graded, "channel_flood")
+    t = one(r, "test_mul_matches_python")
+    assert t.outcome == "failed" and "unusable" in t.output, t.output[-800:]
+    assert one(r, "test_add_negative").outcome == "passed", r.summary()
+
+
+def test_an_oversized_reply_is_refused_before_it_is_read(graded):
+    """A 64 MiB reply against a 16 MiB limit: refused unread; the judge's memory stays bounded."""
+    r = result(graded, "huge_reply")
+    t = one(r, "test_mul_matches_python")
+    assert "exceeds the limit" in t.output, t.output[-800:]
+    assert graded["judge_rss"] < 1_500_000, f"a judge or worker process peaked at {graded['judge_rss']} KiB"
+
+
+def test_megabytes_of_printing_are_cut_and_every_file_stays_small(graded):
+    """10 MB printed at import and in tests: full marks, and results.json and console.txt stay small."""
+    r = result(graded, "print_flood")
+    assert r.score == full(r), r.summary()
+    folder = graded["out"] / "print_flood"
+    assert (folder / "results.json").stat().st_size < 200_000
+    assert (folder / "console.txt").stat().st_size < 300_000
+
+
+# -- leaks and clocks ----------------------------------------------------------------------------
+
+
+def test_hidden_inputs_never_reach_a_visible_tests_output(graded):
+    """A submission printing every input it saw: the hidden test's operand appears in no visible output."""
+    r = result(graded, "leak")
+    visible = "\n".join(t.output for t in r.tests if t.visibility == "visible")
+    assert "seen so far" in visible  # the printing did reach the visible failures ...
+    assert "918273645" not in visible  # ... but the hidden operand never did
+
+
+def test_patching_the_workers_clocks_does_not_pass_a_speed_test(graded):
+    """time.perf_counter/monotonic/time patched in the worker: the judge times the call itself."""
+    r = result(graded, "clock")
+    assert one(r, "test_sum_below_is_faster_than_a_python_loop").outcome == "failed", r.summary()
+
+
+# -- crashes and hangs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["segfault", "os_exit_test"])
+def test_a_crash_in_a_call_charges_that_test_and_the_rest_run_in_a_fresh_worker(graded, case):
+    """A segfault or os._exit during mul: that test crashed (the exit named), every other test still graded."""
+    r = result(graded, case)
+    t = one(r, "test_mul_matches_python")
+    assert t.outcome == "crashed" and "ended during" in t.output, t.output[-800:]
+    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), r.summary()
+    assert r.status == "crashed"
+
+
+def test_sys_exit_in_a_call_fails_only_that_test(graded):
+    """SystemExit raised by the submission comes back as SystemExit: that test failed, nothing else."""
+    r = result(graded, "sys_exit_test")
+    assert one(r, "test_mul_matches_python").outcome == "failed"
+    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture")
+
+
+def test_a_loop_that_swallows_every_exception_times_out_and_the_run_goes_on(graded):
+    """The judge's timeout kills the worker from outside, so `except BaseException` cannot keep it alive."""
+    r = result(graded, "infinite_loop")
+    assert one(r, "test_mul_matches_python").outcome == "timeout", r.summary()
+    assert one(r, "test_add_negative").outcome == "passed"
+
+
+@needs_sandbox
+def test_the_worker_has_no_network_but_loopback(graded):
+    """No route out (the connection fails) and only `lo` in /proc/self/net/dev: add passes only then."""
+    r = result(graded, "network")
+    assert one(r, "test_add_matches_python[1-2]").outcome == "passed", r.summary()
+
+
+def test_syntax_error_fails_every_test_showing_the_error(graded):
+    """A syntax error in the package: every CPU test fails, and its output shows the SyntaxError."""
+    r = result(graded, "syntax_error")
+    ran = [t for t in r.tests if t.outcome != "pending"]
+    assert r.score == 0 and all("SyntaxError" in t.output for t in ran), [(t.outcome, t.output[-200:]) for t in ran]
+
+
+def test_import_time_exception_shows_the_students_own_message(graded):
+    """An exception while importing the package: every test shows the student's message."""
+    r = result(graded, "import_crash")
+    ran = [t for t in r.tests if t.outcome != "pending"]
+    assert r.score == 0 and all("boom at import time" in t.output for t in ran)
+
+
+def test_os_exit_at_import_scores_zero_and_the_run_still_ends(graded):
+    """os._exit while importing: every call crashes the worker; restarts are capped, every test has a result."""
+    r = result(graded, "os_exit_import")
+    assert r.score == 0 and r.status == "crashed"
+    assert {t.outcome for t in r.tests if t.outcome != "pending"} == {"crashed"}
+
+
+@needs_sandbox
+def test_a_missing_module_never_falls_back_to_the_staff_reference(graded):
+    """Without calc.py the tests fail: the reference is neither mounted nor on the worker's path."""
+    r = result(graded, "reference_fallback")
+    assert r.score == 0, r.summary()
+
+
+# -- intake and batch robustness -----------------------------------------------------------------
 
 
 def test_corrupt_zip_is_rejected_with_a_reason(graded):
@@ -154,16 +412,15 @@ def test_corrupt_zip_is_rejected_with_a_reason(graded):
 def test_path_traversal_entries_are_ignored_and_nothing_escapes(graded):
     """'../' and absolute entries are never written; the rest of the submission is graded."""
     r = result(graded, "traversal")
-    assert r.score == FULL, r.summary()
+    assert r.score == full(r), r.summary()
     assert sum("unsafe path" in i for i in r.ignored) == 3, r.ignored
-    tmp = graded["tmp"]
-    assert not any(p.exists() for p in (tmp / "evil.py", tmp.parent / "evil.py", Path("/tmp/evil_abs.py")))
+    assert not Path("/tmp/evil_abs.py").exists()
 
 
 def test_symlink_entries_are_ignored(graded):
     """A symlink inside the zip (to /etc/passwd) is not extracted."""
     r = result(graded, "symlink")
-    assert r.score == FULL and any("symlink" in i for i in r.ignored), r.ignored
+    assert r.score == full(r) and any("symlink" in i for i in r.ignored), r.ignored
 
 
 def test_zip_bomb_is_rejected_by_the_uncompressed_cap(graded):
@@ -178,131 +435,34 @@ def test_missing_package_is_rejected(graded):
     assert r.status == "rejected" and any("make_submission.sh" in n for n in r.notes), r.notes
 
 
-def test_syntax_error_fails_every_test_with_the_syntax_error_shown(graded):
-    """A syntax error is a collection error: every test errors, showing the SyntaxError."""
-    r = result(graded, "syntax_error")
-    assert r.score == 0
-    ran = [t for t in r.tests if t.outcome != "pending"]
-    assert all(t.outcome == "error" and "SyntaxError" in t.output for t in ran), [(t.outcome, t.output[:200]) for t in ran]
-
-
-def test_import_time_crash_fails_every_test_with_its_message(graded):
-    """An exception at import shows the student's own message in every test's output."""
-    r = result(graded, "import_crash")
-    ran = [t for t in r.tests if t.outcome != "pending"]
-    assert r.score == 0 and all("boom at import time" in t.output for t in ran)
-
-
-def test_sys_exit_at_import_scores_zero_without_stopping_the_batch(graded):
-    """sys.exit while importing is a collection error, not a grader crash."""
-    r = result(graded, "sys_exit_import")
-    assert r.score == 0 and all(t.outcome in ("error", "pending") for t in r.tests)
-
-
-def test_os_exit_at_import_scores_zero_and_says_why(graded):
-    """os._exit while importing kills the test process before collection; reported, score 0."""
-    r = result(graded, "os_exit_import")
-    assert r.score == 0 and r.status == "crashed"
-    assert any("before running any test" in n for n in r.notes), r.notes
-
-
-def test_sys_exit_in_a_test_fails_only_that_test(graded):
-    """SystemExit raised inside a test is that test's failure."""
-    r = result(graded, "sys_exit_test")
-    assert r.score == NO_MUL and outcome(r, "test_mul_matches_python") == "failed"
-
-
-def test_os_exit_in_a_test_charges_that_test_and_reruns_the_rest(graded):
-    """os._exit inside a test: that test crashed; the tests after it still run in a new process."""
-    r = result(graded, "os_exit_test")
-    assert outcome(r, "test_mul_matches_python") == "crashed"
-    assert r.score == NO_MUL and r.status == "crashed", r.summary()
-
-
-def test_infinite_loop_in_a_test_times_out(graded):
-    """pytest-timeout stops an infinite loop; the other tests are graded normally."""
-    r = result(graded, "infinite_loop")
-    assert outcome(r, "test_mul_matches_python") == "timeout" and r.score == NO_MUL
-
-
-def test_loop_that_swallows_the_timeout_is_killed_by_the_watchdog(graded):
-    """A loop catching BaseException outlives pytest-timeout; the parent's watchdog kills it."""
-    r = result(graded, "swallowed_timeout")
-    assert outcome(r, "test_mul_matches_python") == "timeout" and r.score == NO_MUL, r.summary()
-
-
-def test_runaway_memory_fails_that_test_only(graded):
-    """Mapping 12 GiB (untouched, so it would succeed unlimited) hits the 1 GiB address-space limit."""
-    r = result(graded, "runaway_memory")
-    t = next(t for t in r.tests if t.nodeid.endswith("test_mul_matches_python"))
-    assert t.outcome == "failed" and r.score == NO_MUL, t.output[-500:]
-    assert "Cannot allocate memory" in t.output or "MemoryError" in t.output, t.output[-500:]
-
-
-def test_megabytes_of_printing_are_truncated(graded):
-    """7 MB printed at import and in tests: full marks, and every output file stays small."""
-    r = result(graded, "printing")
-    assert r.score == FULL
-    folder = graded["out"] / "printing"
-    assert (folder / "results.json").stat().st_size < 200_000
-    assert (folder / "console.txt").stat().st_size < 200_000
-
-
-def test_conftest_forcing_every_test_to_pass_is_ignored(graded):
-    """The submission's conftest/pytest.ini/sitecustomize/.pth are never used; wrong add still fails."""
-    r = result(graded, "forced_pass_conftest")
-    assert r.score == FULL - 4.5, r.summary()  # the three add tests fail
+def test_conftest_pytest_ini_sitecustomize_and_pth_files_are_ignored(graded):
+    """Configuration files in a submission never reach the judge or the worker; a wrong add still fails."""
+    r = result(graded, "config_files")
+    assert r.score == full(r) - points(r, "test_add_matches_python[1-2]", "test_add_matches_python[3-4]",
+                                       "test_add_negative"), r.summary()
     ignored = "\n".join(r.ignored)
     for name in ("conftest.py", "tests/conftest.py", "cs336_assignment/conftest.py", "pytest.ini",
                  "sitecustomize.py", "evil.pth"):
         assert f"{name}:" in ignored, ignored
 
 
-def test_in_process_report_rewriting_is_caught_by_the_canary(graded):
-    """Monkeypatching pytest to pass everything also passes the must-fail canary: flagged, score 0."""
-    r = result(graded, "in_process_tamper")
-    assert r.status == "tampered" and r.score == 0
-    assert any("canary" in t for t in r.tampered)
+def test_a_file_and_a_folder_of_the_same_name_still_get_a_result(graded):
+    """calc.py as both a file and a folder: the file is dropped with a note, and the submission is graded."""
+    r = result(graded, "file_and_folder")
+    assert any("both a file and a folder" in i for i in r.ignored), r.ignored
+    assert r.status in ("ok", "crashed") and r.score == 0  # calc.py is gone, so the tests fail
 
 
-def test_forged_result_records_are_rejected(graded):
-    """Lines written to the results channel without the key are dropped and flagged."""
-    r = result(graded, "forged_records")
-    assert r.status == "tampered" and any("bad MAC" in t for t in r.tampered), r.tampered
-
-
-def test_missing_module_never_falls_back_to_the_reference(graded):
-    """Without calc.py the tests fail: the staff's reference is not importable in the sandbox."""
-    r = result(graded, "reference_fallback")
-    assert r.score == 0, r.summary()
-
-
-@pytest.mark.skipif(not namespace_prefix()[0], reason="this OS refuses network namespaces")
-def test_sandbox_has_no_network_interface_but_loopback(graded):
-    """Inside the sandbox /proc/self/net/dev lists only lo (add passes only then)."""
-    r = result(graded, "sandbox_probe")
-    assert all(t.outcome == "passed" for t in r.tests if "add" in t.nodeid and t.device == "cpu"), r.summary()
-
-
-@pytest.mark.skipif(not privilege_plan()[0], reason="privileges are dropped only when grading as root")
-def test_sandbox_drops_root_and_cannot_modify_the_staff_tests(graded):
-    """Student code runs as an unprivileged uid and cannot write to the staff's test files."""
-    r = result(graded, "sandbox_probe")
-    assert outcome(r, "test_mul_matches_python") == "passed", r.summary()
-
-
-def test_batch_wrote_a_row_per_submission_in_the_gradebook(graded):
-    """The gradebook has one row per submission, hostile ones included."""
+def test_a_submission_named_like_a_batch_output_gets_its_own_folder(graded):
+    """An upload named gradebook.csv (or _hidden) is graded into its own folder; the gradebook survives."""
+    assert result(graded, "submission-gradebook.csv").score > 0
+    assert result(graded, "submission-hidden_name").score > 0
     lines = (graded["out"] / "gradebook.csv").read_text().splitlines()
-    assert len(lines) == 1 + len(cases()) + 1
+    assert len(lines) == 1 + len(cases()) + 1, lines  # header, every case, corrupt.zip
 
 
-def test_infinite_loop_at_import_hits_the_whole_run_timeout(tmp_path):
-    """A hang during collection is cut by the whole-run timeout: status timeout, score 0."""
-    root = make_staff_repo(tmp_path / "repo")
-    z = make_zip(tmp_path / "hang.zip", {}, calc=calc_with(prefix="while True: pass"))
-    intake = read_submission(z)
-    run = Sandbox(root, Limits(test_timeout=2, run_timeout=4)).run(intake, None)
-    assert run.timed_out and not run.outcomes
-    payload = json.dumps(run.notes)
-    assert "whole-run timeout" in payload
+def test_every_result_names_its_isolation(graded):
+    """results.json says how the worker was isolated (bubblewrap, or NOT SANDBOXED with --insecure)."""
+    data = json.loads((graded["out"] / "good" / "results.json").read_text())
+    isolation = json.dumps(data["extra_data"]["isolation"])
+    assert ("bubblewrap" in isolation) if SANDBOX is None else ("NONE" in isolation)

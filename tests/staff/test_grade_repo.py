@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cs336_staff.grade.grader import collect_expected
+from cs336_staff.grade.grader import GPU_MARKERS, collect_expected
 from cs336_staff.grade.rubric import Rubric, find_rubric
-from cs336_staff.grade.sandbox import GPU_MARKERS
 
 pytestmark = pytest.mark.staff
 ROOT = Path(__file__).resolve().parents[2]

@@ -2,7 +2,8 @@
 
 Nothing here ever unpickles or evaluates: a value is rebuilt only from its type tag and its data.
 Both sides of the line import this module (the worker from its read-only copy inside the sandbox),
-so it depends on nothing but the standard library, numpy and torch.
+so it depends on nothing but the standard library, numpy and torch (each imported only when a
+value of theirs actually crosses).
 
 What crosses, and how (``{"$": tag, ...}`` nodes inside an otherwise JSON tree):
 
@@ -43,11 +44,27 @@ import dataclasses
 import hashlib
 import math
 import pathlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-import torch
+
+class _Lazy:
+    """A module imported on first use: a worker or judge that never meets a tensor never pays for torch."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        real = importlib.import_module(self._name)
+        globals()[self._name if self._name != "numpy" else "np"] = real
+        return getattr(real, attr)
+
+
+torch: Any = _Lazy("torch")
+np: Any = _Lazy("numpy")
 
 Tree = Any  # JSON-compatible: None, bool, int, float, str, list, dict[str, Tree]
 
@@ -100,13 +117,18 @@ def storage_as_bytes_tensor(storage: torch.UntypedStorage) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
 
-def storage_bytes(storage: torch.UntypedStorage) -> np.ndarray:
-    """A storage's bytes as a fresh uint8 numpy array (copied to the CPU first if needed)."""
-    return storage_as_bytes_tensor(storage).detach().cpu().numpy().copy()
+def storage_bytes(storage: torch.UntypedStorage) -> bytes:
+    """A storage's bytes (copied to the CPU first if needed)."""
+    return storage_as_bytes_tensor(storage).detach().cpu().numpy().tobytes()
 
 
 def digest(storage: torch.UntypedStorage) -> bytes:
-    return hashlib.blake2b(storage_bytes(storage).tobytes(), digest_size=16).digest()
+    return hashlib.blake2b(storage_bytes(storage), digest_size=16).digest()
+
+
+def bytes_tensor(blob: bytes | bytearray) -> torch.Tensor:
+    """A fresh, writable uint8 CPU tensor holding ``blob``."""
+    return torch.frombuffer(bytearray(blob), dtype=torch.uint8) if len(blob) else torch.empty(0, dtype=torch.uint8)
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -131,7 +153,7 @@ class Encoder:
         handle_of: Callable[[Any], int] | None = None,
         ref_of: Callable[[Any], int | None] | None = None,
     ) -> None:
-        self.blobs: list[np.ndarray] = []
+        self.blobs: list[bytes] = []
         self.storages: list[Tree] = []
         self.storage_objects: list[torch.UntypedStorage] = []
         self.generators: list[torch.Generator] = []
@@ -140,8 +162,9 @@ class Encoder:
         self._handle_of = handle_of
         self._ref_of = ref_of
 
-    def blob(self, array: np.ndarray) -> int:
-        self.blobs.append(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+    def blob(self, data: Any) -> int:
+        """Add raw bytes (or a numpy array's C-order bytes) to the message; returns its index."""
+        self.blobs.append(bytes(data) if isinstance(data, (bytes, bytearray, memoryview)) else np.ascontiguousarray(data).tobytes())
         return len(self.blobs) - 1
 
     def _storage(self, storage: torch.UntypedStorage) -> int:
@@ -167,18 +190,29 @@ class Encoder:
             return value
         if isinstance(value, float) and type(value) is float:
             return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
-        if isinstance(value, torch.Tensor):
-            return self._tensor(value)
-        if isinstance(value, np.memmap) and getattr(value, "filename", None):
+        t = sys.modules.get("torch")  # no torch imported: no value can be a tensor
+        if t is not None:
+            if isinstance(value, t.Tensor):
+                return self._tensor(value)
+            if isinstance(value, t.dtype):
+                return {"$": "dtype", "v": str(value).removeprefix("torch.")}
+            if isinstance(value, t.device):
+                return {"$": "device", "v": str(value)}
+            if isinstance(value, t.Generator):
+                self.generators.append(value)
+                return {"$": "generator", "device": str(value.device),
+                        "state": self.blob(value.get_state().numpy()), "index": len(self.generators) - 1}
+        n = sys.modules.get("numpy")  # no numpy imported: no value can be an array
+        if n is not None and isinstance(value, n.memmap) and getattr(value, "filename", None):
             return {"$": "memmap", "path": str(value.filename), "dtype": value.dtype.str,
                     "shape": list(value.shape), "offset": int(value.offset),
                     "order": "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"}
-        if isinstance(value, np.ndarray):
+        if n is not None and isinstance(value, n.ndarray):
             if value.dtype.hasobject:
                 raise CodecError("numpy arrays of Python objects cannot cross; use a list")
             return {"$": "ndarray", "dtype": value.dtype.str, "shape": list(value.shape),
                     "blob": self.blob(np.ascontiguousarray(value))}
-        if isinstance(value, np.generic):
+        if n is not None and isinstance(value, n.generic):
             return {"$": "npscalar", "dtype": value.dtype.str, "blob": self.blob(np.asarray(value))}
         if isinstance(value, int):  # bool/int subclasses such as IntEnum: as plain ints
             return int(value)
@@ -197,14 +231,6 @@ class Encoder:
             return {"$": "dict", "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()]}
         if isinstance(value, (bytes, bytearray)):
             return {"$": "bytes", "b64": base64.b64encode(bytes(value)).decode("ascii")}
-        if isinstance(value, torch.dtype):
-            return {"$": "dtype", "v": str(value).removeprefix("torch.")}
-        if isinstance(value, torch.device):
-            return {"$": "device", "v": str(value)}
-        if isinstance(value, torch.Generator):
-            self.generators.append(value)
-            return {"$": "generator", "device": str(value.device),
-                    "state": self.blob(value.get_state().numpy()), "index": len(self.generators) - 1}
         if isinstance(value, pathlib.PurePath):
             return {"$": "path", "v": str(value)}
         if isinstance(value, slice):
@@ -273,7 +299,7 @@ class Decoder:
     def __init__(
         self,
         storages: list[Tree],
-        blobs: list[np.ndarray],
+        blobs: list[bytes | bytearray],
         known: list[torch.UntypedStorage] | None = None,
         handle: Callable[[dict], Any] | None = None,
         deref: Callable[[int], Any] | None = None,
@@ -288,7 +314,7 @@ class Decoder:
         self._deref = deref
         self._allow_memmap = allow_memmap
 
-    def _blob(self, index: Any) -> np.ndarray:
+    def _blob(self, index: Any) -> bytes | bytearray:
         if not isinstance(index, int) or not 0 <= index < len(self.blobs):
             raise CodecError(f"blob index {index!r} out of range")
         return self.blobs[index]
@@ -304,7 +330,7 @@ class Decoder:
                     raise CodecError(f"storage reference {k!r} out of range")
                 self.storages[index] = self._known[k]
             else:
-                data = torch.from_numpy(self._blob(spec["blob"]).copy())
+                data = bytes_tensor(self._blob(spec["blob"]))
                 device = torch.device(spec["device"])
                 self.storages[index] = (data if device.type == "cpu" else data.to(device)).untyped_storage()
         return self.storages[index]
@@ -338,9 +364,9 @@ class Decoder:
         if tag == "tensor":
             return self._tensor(tree)
         if tag == "ndarray":
-            return self._blob(tree["blob"]).view(np.dtype(tree["dtype"])).reshape(tree["shape"]).copy()
+            return np.frombuffer(self._blob(tree["blob"]), dtype=np.dtype(tree["dtype"])).reshape(tree["shape"]).copy()
         if tag == "npscalar":
-            return self._blob(tree["blob"]).view(np.dtype(tree["dtype"]))[0]
+            return np.frombuffer(self._blob(tree["blob"]), dtype=np.dtype(tree["dtype"]))[0]
         if tag == "memmap":
             if not self._allow_memmap:
                 raise CodecError("memmaps do not cross in this direction")
@@ -352,7 +378,7 @@ class Decoder:
             return torch.device(tree["v"])
         if tag == "generator":
             g = torch.Generator(device=tree["device"])
-            g.set_state(torch.from_numpy(self._blob(tree["state"]).copy()))
+            g.set_state(bytes_tensor(self._blob(tree["state"])))
             self.generators[int(tree["index"])] = g
             return g
         if tag == "path":

@@ -33,6 +33,7 @@ import traceback
 from typing import Any
 
 MESSAGE_LIMIT = 1 << 30
+HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT_LIMIT = 4000
 
 
@@ -67,32 +68,31 @@ class Worker:
 
     # -- global RNGs: each test starts from the same state, as in one process ----------------
     def save_rngs(self) -> None:
+        """Remember the global RNG states (numpy's and torch's where they were preloaded)."""
         import random
 
-        import numpy as np
-        import torch
-
-        self._rngs = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+        self._rngs = (random.getstate(), np.random.get_state() if np else None, torch.get_rng_state() if torch else None)
 
     def restore_rngs(self) -> None:
         import random
 
-        import numpy as np
-        import torch
-
         if self._rngs is not None:
             random.setstate(self._rngs[0])
-            np.random.set_state(self._rngs[1])
-            torch.set_rng_state(self._rngs[2])
+            if self._rngs[1] is not None:
+                sys.modules["numpy"].random.set_state(self._rngs[1])
+            if self._rngs[2] is not None:
+                sys.modules["torch"].set_rng_state(self._rngs[2])
 
     # -- targets --------------------------------------------------------------------------
     def resolve(self, target: str) -> Any:
         module_name, _, name = target.partition(":")
         if module_name == "adapters":
             adapters = importlib.import_module("adapters")
-            if name not in getattr(adapters, "__all__", ()):
+            fn = getattr(adapters, name, None) if name.startswith(("run_", "get_")) else None
+            if not callable(fn):
                 raise AttributeError(f"adapters has no adapter {name!r}")
-            return getattr(adapters, name)
+            return fn
         if module_name.split(".")[:2] == ["tests", "scenarios"]:
             importlib.import_module(module_name)
             boundary = importlib.import_module("tests.boundary")
@@ -169,8 +169,11 @@ class Worker:
             message = _clip(str(e))
         except BaseException:  # noqa: BLE001 - a hostile __str__
             message = f"<{type(e).__name__} whose str() failed>"
-        try:
-            tb = _clip("".join(traceback.format_exception(e)), 3 * TEXT_LIMIT)
+        try:  # the submission's frames only: this loop's own frames say nothing to a student
+            te = traceback.TracebackException.from_exception(e)
+            te.stack = traceback.StackSummary.from_list(
+                [f for f in te.stack if not os.path.abspath(f.filename).startswith(HERE)])
+            tb = _clip("".join(te.format()), 3 * TEXT_LIMIT)
         except BaseException:  # noqa: BLE001
             tb = ""
         try:
@@ -187,12 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the sandboxed worker (started by the judge)")
     parser.add_argument("--requests", type=int, required=True)
     parser.add_argument("--replies", type=int, required=True)
+    parser.add_argument("--preload", action="append", default=[],
+                        help="modules to import before saying ready (their import time is not charged to a test)")
     args = parser.parse_args(argv)
     os.dup2(2, 1)  # stdout -> stderr: a stray print can never reach the reply pipe
     sys.stdout = sys.stderr
     worker = Worker(args.requests, args.replies)
-    import torch  # noqa: F401 - imported before saying ready, so start-up cost is not charged to a test
-
+    for name in args.preload:
+        importlib.import_module(name)
     import tests.boundary
 
     worker.codec.use_data_types(tests.boundary.DATA_TYPES)
