@@ -195,15 +195,18 @@ def _what(part: Part) -> str:
     return "; ".join((f"`{Path(f).name}`: " if len(files) > 1 else "") + _code(names) for f, names in files.items()) or "-"
 
 
-def readme_table(parts: list[Part], students: bool = False) -> str:
+def readme_table(parts: list[Part], students: bool = False, written: dict[str, int] | None = None) -> str:
     """The parts as a markdown table: for students (what to implement, where, which tests, points),
-    or for the staff README (module, adapters, graded public and hidden tests)."""
+    or for the staff README (module, adapters, graded public and hidden tests). ``written``: part key
+    -> points of its written problems, a column of the students' table."""
     total = sum(p.points for p in parts)
     if students:
-        rows = ["| Part | Points | Implement in | What to implement | Tests graded under it | Also used by |",
-                "| --- | ---: | --- | --- | --- | --- |"]
-        rows += [f"| {p.heading} | {p.points_text} | `{p.module}` | {_what(p)} | {_code(p.tests)} | {_code(p.used_by)} |" for p in parts]
-        rows.append(f"| total | {total:g} | | | | |")
+        w = written is not None
+        rows = ["| Part | Code points |" + (" Written points |" if w else "") + " Implement in | What to implement | Tests graded under it | Also used by |",
+                "| --- | ---: |" + (" ---: |" if w else "") + " --- | --- | --- | --- |"]
+        rows += [f"| {p.heading} | {p.points_text} |" + (f" {written.get(p.key, 0)} |" if w else "")
+                 + f" `{p.module}` | {_what(p)} | {_code(p.tests)} | {_code(p.used_by)} |" for p in parts]
+        rows.append(f"| total | {total:g} |" + (f" {sum(written.values())} |" if w else "") + " | | | |")
     else:
         rows = ["| part | points | module | adapters | tests (public; hidden) |", "| --- | ---: | --- | --- | --- |"]
         rows += [
