@@ -76,7 +76,7 @@ def build_pdf(repo: Path = REPO, *, key: bool = False, parts: list[Part] | None 
             str(repo / SOURCE_DIR / MAIN), root=str(repo / SOURCE_DIR), sys_inputs=_inputs(repo, parts, key, answers),
             ignore_system_fonts=True, format="pdf",
         )
-    except typst.TypstError as e:
+    except (typst.TypstError, RuntimeError) as e:  # query reports compile errors as RuntimeError
         raise _typst_error(e) from None
 
 
@@ -90,7 +90,7 @@ def query(repo: Path, label: str, *, key: bool = False, parts: list[Part] | None
             str(repo / SOURCE_DIR / MAIN), f"<{label}>", field="value", root=str(repo / SOURCE_DIR),
             sys_inputs=_inputs(repo, parts, key, answers), ignore_system_fonts=True, format="json",
         )
-    except typst.TypstError as e:
+    except (typst.TypstError, RuntimeError) as e:  # query reports compile errors as RuntimeError
         raise _typst_error(e) from None
     return json.loads(out)
 

@@ -14,6 +14,8 @@ with where and when they were measured (``benchmarks/README.md``).
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 from pathlib import Path
 
@@ -213,11 +215,9 @@ def _fp8() -> dict[str, dict]:
 
 def _precision() -> dict[str, dict]:
     out = {}
-    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16),
+    for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16),
                         ("e4m3", torch.float8_e4m3fn), ("e5m2", torch.float8_e5m2)):
         info = precision.dtype_info(dtype)
-        for key in ("exponent_bits", "mantissa_bits"):
-            out[f"{name}_{key}"] = _entry(info[key])
         out[f"{name}_max"] = _entry(info["max"], f"{info['max']:,.0f}" if info["max"] < 1e6 else _sig(info["max"]))
         for key in ("smallest_normal", "eps"):
             out[f"{name}_{key}"] = _entry(info[key], _pow2(info[key]))
@@ -274,7 +274,15 @@ def _tokenization(repo: Path) -> dict[str, dict]:
 
 
 def compute(repo: Path = REPO) -> dict[str, dict]:
-    """Every reference answer, by name: ``{"value": exact, "text": as printed in the key}``."""
+    """Every reference answer, by name: ``{"value": exact, "text": as printed in the key}``.
+
+    Computed once per repository and process (BPE training and the round-off loops take seconds);
+    callers get a copy."""
+    return copy.deepcopy(_compute(str(Path(repo).resolve())))
+
+
+@functools.lru_cache(maxsize=4)
+def _compute(repo: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for part in (_tensors(), _accounting(), _precision(), _tokenization(Path(repo))):
         overlap = set(out) & set(part)
