@@ -49,8 +49,7 @@ def repo(tmp_path: Path) -> Path:
         (root / folder).mkdir(parents=True, exist_ok=True)
         for t in (REPO / folder).glob("test_*.py"):
             shutil.copyfile(t, root / folder / t.name)
-    assert problems(root) == []
-    return root
+    return root  # agrees with its source, as test_every_copy_agrees_with_the_source shows for REPO
 
 
 def _edit(path: Path, old: str, new: str) -> None:
