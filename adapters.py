@@ -6,17 +6,10 @@ one-line docstring names the function it calls; you implement that function in
 graders' hidden tests call them too. (A test checks that every adapter's parameters match what it
 calls, so these docstrings cannot drift from the code.)
 
-Parts, in the order of the handout:
-    1. Tensors: storage, strides, views, einops        -> cs336_assignment/tensors.py
-    2. Models and initialisation                        -> cs336_assignment/models.py
-    3. Optimizers                                       -> cs336_assignment/optim.py
-    4. Data loading                                     -> cs336_assignment/data.py
-    5. Checkpointing                                    -> cs336_assignment/checkpoint.py
-    6. Tokenization                                     -> cs336_assignment/tokenization/
-    7. Resource accounting                              -> cs336_assignment/accounting/
-    8. Precision                                        -> cs336_assignment/precision.py
-    9. Given tools, nothing to implement: the ``cs336`` command and the measurement helpers; they
-       run your code, so the tests reach them through here too.
+The sections below follow the parts of the assignment, numbered as in README.md and
+assignment.pdf (which list each part's points); the last section holds given tools with nothing to
+implement: the ``cs336`` command and the measurement helpers, which run your code, so the tests
+reach them through here too.
 """
 
 from __future__ import annotations
@@ -361,7 +354,7 @@ def get_loss_scaler_cls() -> type:
 
 
 # --------------------------------------------------------------------------------------------
-# 9. Given tools (nothing to implement here or there)
+# Given tools (nothing to implement here or there)
 # --------------------------------------------------------------------------------------------
 
 

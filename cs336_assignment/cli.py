@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "release": ("cs336_staff.release", "generate the student handout (or --check it)"),
     "snapshots": ("cs336_staff.snapshots", "regenerate .npz snapshots from the reference (or --check)"),
     "audit": ("cs336_staff.audit", "run the bug zoo: every mutant must be caught by the public suite"),
+    "parts": ("cs336_staff.parts_cli", "the parts and their points (one source); --check the copies, --write README.md"),
+    "writeup": ("cs336_staff.writeup", "typeset assignment.pdf (and the staff answer key) with Typst"),
 }
 
 

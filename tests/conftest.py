@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests import progress
 from tests.snapshot import Snapshot
 
 
@@ -26,6 +27,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="(staff) rewrite the .npz snapshots under fixtures/ from the reference instead of comparing",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    progress.register(config)  # the per-part summary at the end of a run (tests/progress.py)
 
 
 def _capability() -> tuple[int, int] | None:

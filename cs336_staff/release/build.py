@@ -8,7 +8,10 @@ The handout is an allowlist, so anything new in the repository stays out until s
     fixtures/           without fixtures/hidden/
     make_submission.sh  as is
     .gitignore          as is
-    README.md           generated from cs336_staff/templates/README.md
+    README.md           generated from cs336_staff/templates/README.md; the parts table from
+                        rubric.toml and the code (handout_parts.py)
+    assignment.pdf      the writeup, typeset from writeup/ (cs336_staff/writeup; its answer key never ships)
+    tests/points.json   generated from rubric.toml for the progress summary (tests/progress.py)
     CHANGELOG.md        cs336_staff/templates/CHANGELOG.md, which must have an entry for the version
     pyproject.toml      the repository's, without STAFF-ONLY entries (the ``staff`` dependency
                         group), without the groups and packages those leave dangling
@@ -48,6 +51,7 @@ from cs336_staff.markers import (
     strip_source,
     strip_staff_only,
 )
+from cs336_staff.release.handout_parts import readme_values, write_extras
 from cs336_staff.release.lock import prune_lock
 
 PACKAGE = "cs336_assignment"
@@ -186,75 +190,6 @@ def handout_pyproject(text: str) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def adapter_parts(adapters_source: str) -> list[tuple[str, str, str]]:
-    """(number, title, path) of each part listed in adapters.py's docstring ("1. Title -> path")."""
-    parts = []
-    for line in adapters_source.splitlines():
-        m = re.match(r"^\s*(\d+)\.\s+(.*?)\s*->\s*(\S+)\s*$", line)
-        if m:
-            parts.append((m.group(1), m.group(2), m.group(3)))
-    return parts
-
-
-def _names(regions: list[Region]) -> list[str]:
-    return list(dict.fromkeys(r.qualname for r in regions))
-
-
-def adapter_sections(adapters_source: str) -> dict[str, str]:
-    """Adapter name -> the number of the ``# N. Title`` section of adapters.py that defines it."""
-    sections, current = {}, ""
-    for line in adapters_source.splitlines():
-        if m := re.match(r"^#\s+(\d+)\.\s", line):
-            current = m.group(1)
-        elif m := re.match(r"^def\s+((?:run|get)_\w+)", line):
-            sections[m.group(1)] = current
-    return sections
-
-
-def parts_of_tests(adapters_source: str, sources: dict[str, str]) -> dict[str, set[str]]:
-    """Test path -> the part numbers whose adapters it calls (``adapters.run_x`` / ``adapters.get_x``)."""
-    sections = adapter_sections(adapters_source)
-    return {
-        path: {sections[name] for name in re.findall(r"adapters\.((?:run|get)_\w+)", text) if name in sections}
-        for path, text in sources.items()
-    }
-
-
-def parts_table(
-    adapters_source: str,
-    regions: dict[str, list[Region]],
-    tests: list[str],
-    test_sources: dict[str, str] | None = None,
-) -> str:
-    """A markdown table: part, where to implement it, what to implement, its public tests.
-
-    A test file belongs to a part when it calls that part's adapters, or else when its name is
-    ``tests/test_<module>*.py``.
-    """
-    uses = parts_of_tests(adapters_source, test_sources or {})
-    rows = ["| Part | Implement in | What to implement | Public tests that use it |", "| --- | --- | --- | --- |"]
-    covered: set[str] = set()
-    for number, title, path in adapter_parts(adapters_source):
-        prefix = path.rstrip("/").removesuffix(".py")  # "x.py" also matches a package "x/" that replaced it
-        files = sorted(f for f in regions if f == prefix + ".py" or f.startswith(prefix + "/"))
-        covered.update(files)
-        what = "; ".join(
-            (f"`{Path(f).name}`: " if len(files) > 1 else "") + ", ".join(f"`{n}`" for n in _names(regions[f])) for f in files
-        )
-        stem = Path(prefix).stem
-        mine = [
-            t for t in tests
-            if number in uses.get(t, ()) or re.fullmatch(rf"tests/test_{re.escape(stem)}(_\w+)?\.py", t)
-        ]
-        rows.append(f"| {number}. {title} | `{path}` | {what or '-'} | {', '.join(f'`{t}`' for t in mine) or '-'} |")
-    for f in sorted(set(regions) - covered):
-        stem = Path(f).stem
-        mine = [t for t in tests if re.fullmatch(rf"tests/test_{re.escape(stem)}(_\w+)?\.py", t)]
-        names = ", ".join(f"`{n}`" for n in _names(regions[f]))
-        rows.append(f"| | `{f}` | {names} | {', '.join(f'`{t}`' for t in mine) or '-'} |")
-    return "\n".join(rows)
-
-
 def submit_text(script: Path) -> str:
     """How to submit: the leading comment block of make_submission.sh, under a usage line."""
     if not script.is_file():
@@ -291,9 +226,7 @@ def render_readme(repo: Path, regions: dict[str, list[Region]], tests: list[str]
         "python": project.get("requires-python", ""),
         "example": first,
         "run_block": run_block(public),
-        "parts_table": parts_table(
-            (repo / "adapters.py").read_text(), regions, public, {t: (repo / t).read_text() for t in public}
-        ),
+        **readme_values(repo, regions),  # the parts table, points and writeup (handout_parts.py)
         "submit": submit_text(repo / "make_submission.sh"),
     }
     return string.Template((TEMPLATES / "README.md").read_text()).substitute(values)
@@ -405,6 +338,7 @@ def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
     _write(root / "README.md", render_readme(repo, handout.regions, tests))
     _write(root / "CHANGELOG.md", changelog(repo))
     handout.files += ["pyproject.toml", "README.md", "CHANGELOG.md"]
+    handout.files += write_extras(repo, root, handout)  # tests/points.json, assignment.pdf
     _ruff_drop_unused_imports(root, stripped)
     if lock and (repo / "uv.lock").is_file():
         _prune_lock(repo, root)

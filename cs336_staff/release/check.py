@@ -1,6 +1,6 @@
 """Prove a built handout is what students should get: ``cs336 release --check``.
 
-Six checks, each a line of the report, each failure naming the file, test or line:
+Eight checks, each a line of the report, each failure naming the file, test or line:
 
     contents   the handout has the files students need (make_submission.sh, README, ...)
     imports    ``cs336_assignment``, every module in it, and ``adapters`` import from the handout
@@ -11,6 +11,8 @@ Six checks, each a line of the report, each failure naming the file, test or lin
                the exception chain); none passes, none fails or errors for another reason; tests
                that need a GPU may skip, and so may tests that also skip with the reference
     reference  the handout with the reference modules dropped in passes every test
+    parts      the parts' copies, the writeup's problems and tests/points.json agree with rubric.toml
+               and the code; assignment.pdf is a fresh build; no answer key ships (handout_parts.py)
     leaks      no piece of a stripped region appears in any .py file of the handout (AST
                comparison): no compound statement of ``MIN_LEAK_NODES`` AST nodes or more, no
                long one-liner, no pair of consecutive statements (see ``_units``), whether it
@@ -44,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.release.build import PACKAGE, Handout
+from cs336_staff.release.handout_parts import check_parts
 from cs336_staff.release.runner import PytestRun, copy_tree, hide_installed, merge_runs
 from cs336_staff.release.warm import WarmPool
 
@@ -319,6 +322,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             imports_job = warm.submit(stub_tree, [str(stub_tree)], hide=hide, code=_IMPORT_SCRIPT.format(package=PACKAGE), timeout=300)
             checks.append(check_ruff(repo, handout))
             checks.append(check_leaks(repo, handout))
+            checks.append(check_parts(repo, handout))
             checks.append(check_imports(imports_job.result()))
             stub, ref = stub_job.result(), merge_runs([j.result() for j in ref_jobs])
         checks.append(check_collect(stub, ref))
@@ -329,5 +333,5 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             print(f"kept the scratch trees in {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    order = ["contents", "imports", "ruff", "collect", "stubs", "reference", "leaks"]
+    order = ["contents", "imports", "ruff", "collect", "stubs", "reference", "leaks", "parts"]
     return sorted(checks, key=lambda c: order.index(c.name))

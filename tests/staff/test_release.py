@@ -24,13 +24,14 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLE = {
     "pyproject.toml": (REPO / "pyproject.toml").read_text(),
     "adapters.py": '''
-        """Adapters.
-
-        Parts, in the order of the handout:
-            1. Arithmetic      -> cs336_assignment/arith.py
-        """
+        """Adapters."""
 
         from cs336_assignment import arith
+
+
+        # ------------------------------------------------------------------
+        # 1. Arithmetic
+        # ------------------------------------------------------------------
 
 
         def run_add(a: float, b: float) -> float:
@@ -128,6 +129,15 @@ SAMPLE = {
     "tests/staff/test_tooling.py": "def test_staff():\n    pass\n",
     "fixtures/data.txt": "public data\n",
     "fixtures/hidden/secret.txt": "hidden data\n",
+    "rubric.toml": '''
+        [concepts.arith]
+        title = "1. Arithmetic"
+        points = 5
+
+        [[rules]]
+        match = "tests/*test_arith*.py::*"
+        concept = "arith"
+        ''',
     "make_submission.sh": "#!/usr/bin/env bash\n# Zips your cs336_assignment/ into submission.zip; upload that file.\nzip -r submission.zip cs336_assignment\n",
     "cs336_staff/__init__.py": "",
     "benchmarks/bench.py": "print('fast')\n",
@@ -169,6 +179,7 @@ def test_handout_ships_the_allowlist_and_leaves_staff_things_out(sample, tmp_pat
         "pyproject.toml",
         "tests/__init__.py",
         "tests/conftest.py",
+        "tests/points.json",
         "tests/snapshot.py",
         "tests/test_arith.py",
     ]
@@ -203,7 +214,8 @@ def test_readme_changelog_and_pyproject_are_generated_for_students(sample, tmp_p
     """README names each part's module, stubs and tests; pyproject drops the staff group and package."""
     handout = build(sample, tmp_path / "out", lock=False)
     readme = (handout.root / "README.md").read_text()
-    assert "| 1. Arithmetic | `cs336_assignment/arith.py` | `add`, `hypot` | `tests/test_arith.py` |" in readme
+    assert "| 1. Arithmetic | 5 | `cs336_assignment/arith.py` | `add`, `hypot` | `tests/test_arith.py` | - |" in readme
+    assert "The assignment has 5 points." in readme and "## How grading works" in readme
     assert "uv run pytest" in readme and "Zips your cs336_assignment/ into submission.zip" in readme
     assert "$" not in readme.replace("$ ", "")
     assert (handout.root / "CHANGELOG.md").read_text().startswith("# Changelog")

@@ -1,0 +1,192 @@
+"""After a test run, a summary of your public progress per part, with points (a pytest plugin).
+
+The graders' points come from the course rubric: each part is worth a number of points, shared by
+its tests (public and hidden). This plugin shows what the public tests you just ran say, part by
+part; the last lines of ``uv run pytest`` then look like::
+
+    ======================= public progress by part (points) =======================
+    part                                           passed  failed  skipped   points
+    1. Tensors: storage, strides, views, einops     52/52       0        0  10.0/10
+    ...
+
+A part's points here are its rubric points times the (weighted) share of its public tests that
+passed, among those that ran: skipped tests (GPU tests on a machine without one) are left out,
+since staff grade them on GPU runners. This is an estimate: your grade also counts the hidden
+tests (other seeds, shapes and dtypes) and, separately, the written problems of assignment.pdf.
+
+Where the points come from: ``tests/points.json``, which ``cs336 release`` generates into the
+handout from the rubric; in the staff repository, ``rubric.toml`` itself. Only public tests
+(``tests/test_*.py``) are counted; in the staff repository the hidden (``tests/hidden/``) and
+staff (``tests/staff/``) tests that ran are named in one line under the table and not counted.
+Nothing is printed when no public test ran, or with ``--collect-only``; ``-p no:cs336_progress``
+turns the summary off.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import textwrap
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+POINTS_FILE = "tests/points.json"
+RUBRIC_FILE = "rubric.toml"
+PUBLIC_PREFIX = "tests/test_"
+
+
+def points_from_rubric(rubric: dict) -> dict:
+    """What the summary needs from a parsed rubric: parts in order, and the rules that score tests.
+
+    ``{"parts": [{"key", "title", "points"}, ...], "rules": [{"match": [...], "concept"?, "weight"?,
+    "points"?}, ...]}``, rules in the rubric's order (later ones override earlier ones, as in
+    grading). Visibility-only rules are dropped: they change no points.
+    """
+    parts = [
+        {"key": key, "title": spec.get("title", key), "points": spec.get("points")}
+        for key, spec in rubric.get("concepts", {}).items()
+    ]
+    rules = []
+    for rule in rubric.get("rules", []):
+        kept = {k: rule[k] for k in ("concept", "weight", "points") if k in rule}
+        if kept:
+            match = rule["match"]
+            rules.append({"match": [match] if isinstance(match, str) else list(match), **kept})
+    return {"parts": parts, "rules": rules}
+
+
+def load_points(root: Path) -> dict | None:
+    """The points data of the tree at ``root``: the generated file, else the rubric, else None."""
+    generated, rubric = root / POINTS_FILE, root / RUBRIC_FILE
+    if generated.is_file():
+        return json.loads(generated.read_text(encoding="utf-8"))
+    if rubric.is_file():
+        return points_from_rubric(tomllib.loads(rubric.read_text(encoding="utf-8")))
+    return None
+
+
+def score(nodeid: str, rules: list[dict]) -> dict:
+    """The concept, weight and fixed points the rules give ``nodeid`` (the grader's resolution)."""
+    out: dict = {}
+    for rule in rules:
+        if any(fnmatch.fnmatchcase(nodeid, p) for p in rule["match"]):
+            out.update({k: v for k, v in rule.items() if k != "match"})
+    return out
+
+
+@dataclass
+class Row:
+    """One part's public tests in this run."""
+
+    title: str
+    points: float | None
+    outcomes: dict[str, str] = field(default_factory=dict)  # nodeid -> passed | failed | skipped
+    weights: dict[str, float] = field(default_factory=dict)
+    fixed: dict[str, float] = field(default_factory=dict)  # tests worth fixed points, outside the budget
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for o in self.outcomes.values() if o == outcome)
+
+    def earned(self) -> tuple[float, float] | None:
+        """(points earned, points at stake) over the tests that ran; None if none ran."""
+        ran = [n for n, o in self.outcomes.items() if o != "skipped"]
+        if not ran:
+            return None
+        budget = [n for n in ran if n not in self.fixed]
+        total_w = sum(self.weights[n] for n in budget)
+        passed_w = sum(self.weights[n] for n in budget if self.outcomes[n] == "passed")
+        stake = (self.points or 0.0) if budget else 0.0
+        if self.points is None:  # no budget: one point per unit of weight, as in grading
+            stake = total_w
+        earned = stake * passed_w / total_w if total_w else 0.0
+        earned += sum(self.fixed[n] for n in ran if n in self.fixed and self.outcomes[n] == "passed")
+        stake += sum(self.fixed[n] for n in ran if n in self.fixed)
+        return earned, stake
+
+
+class Progress:
+    """Collects the outcome of every public test and prints the per-part table at the end."""
+
+    def __init__(self, data: dict) -> None:
+        self.data = data
+        self.outcomes: dict[str, str] = {}
+        self.others = {"hidden": set(), "staff": set()}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        nodeid = report.nodeid
+        if not nodeid.startswith(PUBLIC_PREFIX):
+            kind = "hidden" if nodeid.startswith("tests/hidden/") else "staff" if nodeid.startswith("tests/staff/") else None
+            if kind:
+                self.others[kind].add(nodeid)
+            return
+        if report.failed:
+            self.outcomes[nodeid] = "failed"
+        elif report.skipped and self.outcomes.get(nodeid) != "failed":
+            self.outcomes[nodeid] = "skipped"
+        elif report.when == "call" and report.passed and nodeid not in self.outcomes:
+            self.outcomes[nodeid] = "passed"
+
+    def rows(self) -> tuple[list[Row], list[str]]:
+        """The parts with public tests in this run, in the rubric's order; and unscored tests."""
+        rows = {p["key"]: Row(p["title"], p["points"]) for p in self.data["parts"]}
+        unscored = []
+        for nodeid, outcome in self.outcomes.items():
+            s = score(nodeid, self.data["rules"])
+            row = rows.get(s.get("concept"))
+            if row is None:
+                unscored.append(nodeid)
+                continue
+            row.outcomes[nodeid] = outcome
+            row.weights[nodeid] = float(s.get("weight", 1.0))
+            if "points" in s:
+                row.fixed[nodeid] = float(s["points"])
+        return [r for r in rows.values() if r.outcomes], unscored
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
+        rows, unscored = self.rows()
+        if not rows or config.option.collectonly:
+            return
+        tr = terminalreporter
+        width = max(len("part"), *(len(r.title) for r in rows))
+        tr.write_sep("=", "public progress by part (points)")
+        tr.write_line(f"{'part':<{width}}  {'passed':>9}  {'failed':>6}  {'skipped':>7}  {'points':>11}")
+        earned_total = stake_total = 0.0
+        for r in rows:
+            n = len(r.outcomes)
+            got = r.earned()
+            if got is None:
+                pts = "-"
+            else:
+                earned_total, stake_total = earned_total + got[0], stake_total + got[1]
+                pts = f"{got[0]:.1f}/{got[1]:g}"
+            line = f"{r.title:<{width}}  {r.count('passed'):>4}/{n:<4}  {r.count('failed'):>6}  {r.count('skipped'):>7}  {pts:>11}"
+            tr.write_line(line, green=got is not None and got[0] == got[1] > 0, red=r.count("failed") > 0)
+        tr.write_line(f"{'total':<{width}}  {'':>9}  {'':>6}  {'':>7}  {f'{earned_total:.1f}/{stake_total:g}':>11}")
+        parts = len(self.data["parts"])
+        notes = []
+        if len(rows) < parts:
+            notes.append(f"{parts - len(rows)} of {parts} parts had no public test in this run.")
+        notes.append(
+            "Points: each part's rubric points times the share of its public tests that passed, among "
+            "those that ran; skipped tests (GPU tests without a GPU) are graded on staff GPU runners. "
+            "Your grade also counts hidden tests, and the written problems of assignment.pdf."
+        )
+        others = [f"{len(v)} {k}" for k, v in self.others.items() if v]
+        if others:
+            notes.append(f"Not counted above: {' and '.join(others)} tests (only tests/test_*.py are public).")
+        if unscored:
+            notes.append(f"{len(unscored)} public tests belong to no part of the rubric, e.g. {unscored[0]}.")
+        for note in notes:
+            for line in textwrap.wrap(note, width=100):
+                tr.write_line(line)
+
+
+def register(config: pytest.Config) -> None:
+    """Register the summary (called from ``tests/conftest.py``) if points data is found."""
+    data = load_points(Path(str(config.rootpath)))
+    if data is not None and not config.pluginmanager.has_plugin("cs336_progress"):
+        config.pluginmanager.register(Progress(data), "cs336_progress")

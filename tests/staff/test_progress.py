@@ -1,0 +1,132 @@
+"""The per-part progress summary (tests/progress.py) on a tiny sample tree, run as students run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.staff
+
+REPO = Path(__file__).resolve().parents[2]
+
+RUBRIC = """
+[concepts.alpha]
+title = "1. Alpha"
+points = 10
+
+[concepts.beta]
+title = "2. Beta"
+points = 6
+
+[[rules]]
+match = "tests/*test_alpha*.py::*"
+concept = "alpha"
+
+[[rules]]
+match = "tests/*test_beta*.py::*"
+concept = "beta"
+
+[[rules]]
+match = "tests/test_beta.py::test_heavy"
+weight = 2
+
+[[rules]]
+match = "tests/hidden/*"
+visibility = "after_due_date"
+"""
+
+FILES = {
+    "tests/__init__.py": "",
+    "tests/hidden/__init__.py": "",
+    "tests/conftest.py": "from tests import progress\n\n\ndef pytest_configure(config):\n    progress.register(config)\n",
+    "tests/test_alpha.py": """
+        import pytest
+
+
+        def test_one():
+            pass
+
+
+        def test_two():
+            raise NotImplementedError("Implement two in alpha.py")
+
+
+        @pytest.mark.skip(reason="needs a CUDA GPU")
+        def test_gpu():
+            pass
+        """,
+    "tests/test_beta.py": """
+        def test_light():
+            pass
+
+
+        def test_heavy():
+            raise NotImplementedError("Implement heavy in beta.py")
+        """,
+    "tests/hidden/test_alpha.py": "def test_hidden():\n    pass\n",
+}
+
+
+def sample(root: Path, rubric: bool = True) -> Path:
+    for rel, text in FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+    shutil.copyfile(REPO / "tests" / "progress.py", root / "tests" / "progress.py")
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n')
+    if rubric:
+        (root / "rubric.toml").write_text(RUBRIC)
+    return root
+
+
+def pytest_out(root: Path, *args: str) -> str:
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # the sample needs no installed plugin
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=root,
+                          capture_output=True, text=True, timeout=120, env=env)
+    return proc.stdout
+
+
+def test_table_per_part_with_weighted_points_from_the_rubric(tmp_path):
+    """Passed/failed/skipped per part; points = part points x passed weight / weight that ran."""
+    out = pytest_out(sample(tmp_path))
+    assert "public progress by part (points)" in out, out
+    lines = out.splitlines()
+    alpha = next(line for line in lines if line.startswith("1. Alpha"))
+    beta = next(line for line in lines if line.startswith("2. Beta"))
+    assert alpha.split() == ["1.", "Alpha", "1/3", "1", "1", "5.0/10"]  # the skipped test is not counted
+    assert beta.split() == ["2.", "Beta", "1/2", "1", "0", "2.0/6"]  # test_heavy weighs 2 of 3
+    assert next(line for line in lines if line.startswith("total")).split() == ["total", "7.0/16"]
+    assert "Not counted above: 1 hidden tests" in out
+    assert out.index("public progress by part") < out.index("short test summary") or "short test summary" not in out
+
+
+def test_generated_points_file_is_used_without_a_rubric(tmp_path):
+    """The handout has tests/points.json and no rubric.toml; the table is the same."""
+    from cs336_staff.release.handout_parts import points_json
+
+    root = sample(tmp_path / "a")
+    (root / "tests" / "points.json").write_text(points_json(root))
+    (root / "rubric.toml").unlink()
+    data = json.loads((root / "tests" / "points.json").read_text())
+    assert [p["title"] for p in data["parts"]] == ["1. Alpha", "2. Beta"]
+    out = pytest_out(root, "tests/test_alpha.py")
+    assert "5.0/10" in out and "2. Beta" not in out and "1 of 2 parts had no public test in this run" in out
+
+
+def test_stubs_show_zero_and_nothing_prints_without_points_or_public_tests(tmp_path):
+    """All failing: 0.0 per part. No rubric: no table. Only hidden tests, or --collect-only: no table."""
+    root = sample(tmp_path / "a")
+    (root / "tests" / "test_alpha.py").write_text("def test_x():\n    raise NotImplementedError\n")
+    assert "0.0/10" in pytest_out(root, "tests/test_alpha.py")
+    assert "public progress" not in pytest_out(root, "tests/hidden")
+    assert "public progress" not in pytest_out(root, "--collect-only")
+    assert "public progress" not in pytest_out(root, "-p", "no:cs336_progress")
+    bare = sample(tmp_path / "b", rubric=False)
+    assert "public progress" not in pytest_out(bare)

@@ -1,0 +1,160 @@
+"""The writeup (cs336_staff/writeup): it builds, deterministically; its problems agree with the rubric;
+the answer key's numbers are the reference code's; the handout ships the PDF and never the key."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cs336_staff.parts import load_parts
+from cs336_staff.release.build import build
+from cs336_staff.release.handout_parts import POINTS_FILE, check_parts, points_json
+from cs336_staff.writeup import PDF_NAME, _inputs, build_pdf, check, problems, query, written_points
+from cs336_staff.writeup.answers import compute
+
+pytestmark = pytest.mark.staff
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def answers() -> dict:
+    return compute(REPO)
+
+
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory):
+    return build(REPO, tmp_path_factory.mktemp("release") / "handout", lock=False)
+
+
+def test_pdf_is_deterministic_across_processes():
+    """Two builds, one in another process, give the same bytes: no timestamp, no system fonts."""
+    here = build_pdf(REPO)
+    inputs = json.dumps(_inputs(REPO, None, False, None))
+    code = (
+        "import json, sys, typst; sys.stdout.buffer.write(typst.compile(sys.argv[1], root=sys.argv[2], "
+        "sys_inputs=json.loads(sys.stdin.read()), ignore_system_fonts=True, format='pdf'))"
+    )
+    source = REPO / "writeup"
+    there = subprocess.run([sys.executable, "-c", code, str(source / "assignment.typ"), str(source)], input=inputs.encode(),
+                           capture_output=True, check=True, timeout=300).stdout
+    assert here.startswith(b"%PDF-") and here == there
+    assert b"CreationDate" not in here
+
+
+def test_problems_agree_with_the_rubric():
+    """Parts in rubric order, one code problem each worth the rubric's points, written ones numbered."""
+    parts = load_parts(REPO)
+    probs = problems(REPO, parts)
+    assert check(REPO, parts) == []
+    code = {q["part"]: q["points"] for q in probs if q["kind"] == "code"}
+    assert code == {p.key: p.points for p in parts}
+    assert [q["number"] for q in probs if q["part"] == "precision"] == ["8.1", "8.2", "8.3", "8.4", "8.5"]
+    written = written_points(REPO, parts)
+    assert written["accounting"] > 0 and written["precision"] > 0 and written["tokenization"] > 0
+
+
+def test_the_lectures_problems_are_posed():
+    """Napkin math, MFU, compression ratios, formats, round-off and fp8 are written problems."""
+    ids = {q["id"] for q in problems(REPO) if q["kind"] == "written"}
+    assert {"six-nd", "train-time", "fit-memory", "mfu", "compression", "formats", "roundoff", "fp8-scaling", "fp8-cost"} <= ids
+
+
+def test_key_numbers_are_the_reference_codes(answers):
+    """Every number the key prints is compute()'s, and every computed answer is printed somewhere."""
+    shown = query(REPO, "value", key=True, answers=answers)
+    assert shown, "the key shows no computed number"
+    for v in shown:
+        expected = answers[v["name"]]["value"]
+        if isinstance(expected, float) and math.isfinite(expected):  # Typst's JSON may round the last bit
+            assert v["value"] == pytest.approx(expected, rel=1e-12, abs=0), v["name"]
+        else:
+            assert v["value"] == expected, v["name"]
+    assert {v["name"] for v in shown} == set(answers), "computed but never shown, or shown but not computed"
+
+
+def test_reference_answers_match_the_lecture(answers):
+    """Anchors from the lecture, so a wrong reference (not only a wrong key) fails here."""
+    value = {k: v["value"] for k, v in answers.items()}
+    assert round(value["days"], 1) == 143.9
+    assert value["total_flops"] == pytest.approx(6.3e24)
+    assert value["fit_params"] == 40e9 and value["bytes_adamw_mixed"] == 16 == value["bytes_adamw_fp32"]
+    assert value["e4m3_max"] == 448 and value["e5m2_max"] == 57344 and value["fp16_max"] == 65504
+    assert value["bf16_eps"] == 2**-7 and value["fp16_eps"] == 2**-10
+    assert value["mfu_bf16"] == pytest.approx(789 / 989.5)
+    assert value["cruncher_6nd"] - value["cruncher_exact"] == 2 * 4096 * 1024 * 1024  # the first layer's dx
+    assert value["ratio_byte"] == 1.0 and value["ratio_bpe_512"] < value["ratio_bpe_1024"] < value["ratio_bpe_2048"]
+    assert value["sum_bf16"] == 2**-5 and value["sum_fp16"] == 2**-2 and math.isclose(value["sum_fp32"], 1.0, rel_tol=1e-3)
+    assert value["raw_zero"] == 1.0 and value["scaled_rel"] < 0.0625 < value["tensor_rel"]
+
+
+def test_student_pdf_has_no_answers():
+    """Without key=yes nothing of the answers is placed: no <answer>, no <value> in the document."""
+    assert query(REPO, "answer") == [] and query(REPO, "value") == []
+
+
+def test_a_misplaced_problem_is_reported(tmp_path):
+    """Dropping a part from the writeup, or doubling a code problem, fails the check."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "fixtures", "benchmarks", "handout"))
+    shutil.copytree(REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora")  # the key trains BPE on them
+    source = repo / "writeup" / "assignment.typ"
+    text = source.read_text()
+    start, end = text.index('#part("data")'), text.index('#part("checkpoint")')
+    source.write_text(text[:start] + text[end:])
+    found = check(repo)
+    assert any("has the parts" in f for f in found) and any("part 4. Data loading: 0 code problems" in f for f in found)
+    source.write_text(text.replace("#code-problem[Atomic save and exact load][]", "#code-problem[A][]\n#code-problem[B][]"))
+    assert any("part 5. Checkpointing: 2 code problems" in f for f in check(repo))
+
+
+def test_written_problem_without_points_does_not_build(tmp_path):
+    """Typst itself refuses a written problem whose points are not a positive integer."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "writeup", repo / "writeup")
+    for f in ("rubric.toml", "adapters.py", "pyproject.toml"):
+        shutil.copyfile(REPO / f, repo / f)
+    shutil.copytree(REPO / "cs336_assignment", repo / "cs336_assignment", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "tests", repo / "tests", ignore=shutil.ignore_patterns("__pycache__", "staff"))
+    shutil.copytree(REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora")
+    source = repo / "writeup" / "assignment.typ"
+    source.write_text(source.read_text().replace("points: 3)[", "points: 0)[", 1))
+    assert any("points must be a positive integer" in f for f in check(repo))
+
+
+def test_handout_ships_the_pdf_and_points_but_no_key(handout):
+    """assignment.pdf is the fresh build, tests/points.json the rubric's, and no key or source ships."""
+    root = handout.root
+    assert (root / PDF_NAME).read_bytes() == build_pdf(REPO)
+    assert (root / POINTS_FILE).read_text() == points_json(REPO)
+    assert not (root / "writeup").exists() and not list(root.rglob("*key*"))
+    assert check_parts(REPO, handout).ok, check_parts(REPO, handout).render()
+    readme = (root / "README.md").read_text()
+    assert "| 6. Tokenization | 16 | 4 |" in readme and "## How grading works" in readme
+
+
+def test_points_file_lists_parts_in_order_with_public_rules(handout):
+    """The progress data: parts in rubric order with points; rules that give tests their parts."""
+    data = json.loads((handout.root / POINTS_FILE).read_text())
+    assert [p["key"] for p in data["parts"]] == [p.key for p in load_parts(REPO)]
+    assert all("visibility" not in r for r in data["rules"]) and any(r.get("concept") == "optim" for r in data["rules"])
+
+
+def test_stale_pdf_in_the_handout_is_caught(handout, tmp_path):
+    """A shipped PDF that is not today's build fails release --check's parts line."""
+    from cs336_staff.release.build import Handout
+
+    copy = tmp_path / "handout"
+    shutil.copytree(handout.root, copy)
+    (copy / PDF_NAME).write_bytes(b"%PDF-1.7 stale")
+    (copy / "answer-key.pdf").write_bytes(b"%PDF-1.7")
+    result = check_parts(REPO, Handout(root=copy, files=[*handout.files, "answer-key.pdf"], regions=handout.regions))
+    assert not result.ok
+    assert any("differs from a fresh build" in d for d in result.details)
+    assert any("answer-key.pdf: the writeup's sources and its answer key are staff-only" in d for d in result.details)
