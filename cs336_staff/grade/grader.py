@@ -94,7 +94,7 @@ def tree_fingerprint(root: Path) -> str:
 
 def _judge_env(gpu: bool) -> dict[str, str]:
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-            "LD_LIBRARY_PATH", "UV_CACHE_DIR")
+            "LD_LIBRARY_PATH", "UV_CACHE_DIR", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0",
                NO_COLOR="1", TOKENIZERS_PARALLELISM="false")
