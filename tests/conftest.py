@@ -1,9 +1,7 @@
 """Shared pytest configuration: snapshots, device markers, and seeded generators.
 
-Markers (registered in pyproject.toml):
-    gpu   needs CUDA; skipped with the reason on a machine without it (``uv run pytest -m gpu``)
-    fp8   needs fp8 tensor-core matmuls (compute capability >= 8.9)
-    h100  needs an H100-class GPU (compute capability >= 9.0)
+The device markers (gpu, fp8, h100) and what each needs are defined in tests/devices.py; a test
+whose device is missing is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import pytest
 import torch
 
 from tests import progress
+from tests.devices import skip_reason
 from tests.snapshot import Snapshot
 
 
@@ -40,12 +39,9 @@ def _capability() -> tuple[int, int] | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     cap = _capability()
     for item in items:
-        if cap is None and any(item.get_closest_marker(m) for m in ("gpu", "fp8", "h100")):
-            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; none on this machine (its CPU twin ran instead)"))
-        elif cap is not None and item.get_closest_marker("fp8") and cap < (8, 9):
-            item.add_marker(pytest.mark.skip(reason=f"needs fp8 matmuls (compute capability >= 8.9), this GPU is {cap}"))
-        elif cap is not None and item.get_closest_marker("h100") and cap < (9, 0):
-            item.add_marker(pytest.mark.skip(reason=f"needs an H100-class GPU (compute capability >= 9.0), this GPU is {cap}"))
+        reason = skip_reason({m.name for m in item.iter_markers()}, cap)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ from cs336_staff.grade.judge import public_fixtures
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import Limits, probe, stage
-from cs336_staff.release.runner import DEVICE_MARKERS
+from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"
 

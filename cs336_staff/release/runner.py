@@ -24,9 +24,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.devices import DEVICE_MARKERS
+
 PROBE = Path(__file__).with_name("probe.py")
 INSTALLED_REPO = Path(__file__).resolve().parents[2]  # on sys.path through the editable install
-DEVICE_MARKERS = ("gpu", "fp8", "h100")
 
 
 @dataclass
