@@ -35,7 +35,7 @@ from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.judge import public_fixtures
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
-from cs336_staff.grade.sandbox import Limits, probe, stage
+from cs336_staff.grade.sandbox import Limits, find_bwrap, probe, stage
 from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"
@@ -126,6 +126,12 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
                "--continue-on-collection-errors"]
         cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
         cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
+        bwrap = find_bwrap()
+        if not insecure and not collect_only and bwrap is not None:
+            # The judge sees the machine as it is, except that its scratch folder (shared with the
+            # worker) is a private tmpfs of capped size: a hard disk limit, not a sampled one.
+            cmd = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
+                   "--die-with-parent", "--", *cmd]
         run = JudgeRun()
         try:
             proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu), stdin=subprocess.DEVNULL,

@@ -262,11 +262,12 @@ def test_a_submission_cannot_touch_another_sandbox_or_leave_files_on_the_host(gr
     assert not leftovers, leftovers
 
 
-def test_writing_past_the_disk_limit_kills_the_worker_and_fails_only_that_test(graded):
-    """160 MiB into the scratch folder against a 96 MiB cap: the watchdog kills it; the other tests pass."""
+def test_writing_past_the_disk_limit_fails_that_test_only(graded):
+    """160 MiB into the scratch folder against a 96 MiB cap: a size-capped tmpfs refuses it (the
+    watchdog kills the worker where there is none); the other tests pass."""
     r = result(graded, "disk_flood")
     t = one(r, "test_mul_matches_python")
-    assert t.outcome == "crashed" and "scratch folder" in t.output, t.output[-800:]
+    assert ("No space left" in t.output) if SANDBOX is None else (t.outcome == "crashed" and "scratch folder" in t.output), t.output[-800:]
     assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), r.summary()
 
 
