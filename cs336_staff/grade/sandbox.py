@@ -252,7 +252,7 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     watchdog = Watchdog(proc.pid, spec.limits, spec.scratch, cgroup)
     watchdog.start()
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation,
-                         cleanup=watchdog.stop, verdict=lambda: watchdog.verdict)
+                         cleanup=watchdog.stop, verdict=watchdog.explain)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -291,6 +291,8 @@ class Cgroup:
             with contextlib.suppress(OSError):
                 (group / "memory.swap.max").write_text("0")
             (group / "pids.max").write_text(str(limits.processes))
+            with contextlib.suppress(OSError):  # an OOM kills the whole tree, not one child
+                (group / "memory.oom.group").write_text("1")
             return group
         except OSError:
             return None
@@ -383,17 +385,23 @@ class Watchdog:
         self.verdict = f"the sandbox was killed: {why}"
         self._kill()
 
+    def explain(self) -> str | None:
+        """Why the worker died, if a limit killed it (read from the cgroup's events on demand)."""
+        if self.verdict is None and self.cgroup is not None:
+            lim = self.limits
+            with contextlib.suppress(OSError, ValueError):
+                events = dict(line.split() for line in (self.cgroup / "memory.events").read_text().splitlines())
+                if int(events.get("oom_kill", 0)):
+                    self.verdict = (f"the sandbox was killed: its processes used more than "
+                                    f"{lim.memory_bytes / GiB:g} GiB of memory together")
+        return self.verdict
+
     def _run(self) -> None:
         lim = self.limits
         while not self._stop.wait(POLL_SECONDS):
             self._tick += 1
             if self.cgroup is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    events = dict(line.split() for line in (self.cgroup / "memory.events").read_text().splitlines())
-                    if int(events.get("oom_kill", 0)):
-                        self.verdict = f"the sandbox was killed: its processes used more than {lim.memory_bytes / GiB:g} GiB of memory together"
-                    if int(dict(line.split() for line in (self.cgroup / "pids.events").read_text().splitlines()).get("max", 0)):
-                        self.verdict = self.verdict or f"the sandbox hit its limit of {lim.processes} processes"
+                self.explain()  # the cgroup enforces memory and processes itself (fork fails past pids.max)
             else:
                 members = self._members()
                 if len(members) > lim.processes:

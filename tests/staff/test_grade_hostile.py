@@ -288,10 +288,12 @@ def test_memory_summed_over_forked_processes_is_capped(graded):
 
 
 def test_fork_bomb_is_stopped_at_the_process_limit(graded):
-    """200 sleeping children against a 32-process cap: the worker is killed, the rest of the run goes on."""
+    """200 sleeping children against a 32-process cap: fork fails past the cap (cgroup) or the worker
+    is killed (watchdog); either way that test fails and the rest of the run goes on."""
     r = result(graded, "fork_bomb")
     t = one(r, "test_mul_matches_python")
-    assert t.outcome == "crashed" and "processes" in t.output, t.output[-800:]
+    stopped = "Resource temporarily unavailable" in t.output or (t.outcome == "crashed" and "processes" in t.output)
+    assert t.outcome != "passed" and stopped, t.output[-800:]
     assert one(r, "test_scale_file_reads_fixture").outcome == "passed"
 
 
