@@ -3,10 +3,12 @@
     uv run python benchmarks/grading_overhead.py [--repeats 1]
 
 Both runs use the same tests against the reference: the raw one is `pytest tests --ignore
-tests/staff` in this tree, the graded one is the sandboxed run of the reference packaged as a
-submission (intake, copy, namespaces, privilege drop, canary, records; the test collection is
-cached beforehand, as it is once per batch). Prints both times and their ratio (target <= 1.3);
-no absolute assertion: the machine's load decides the seconds, the ratio is what matters.
+tests/staff -m "not gpu"` in this tree, one process; the graded one is the reference packaged as a
+submission and graded the way every submission is (intake, staging, the judge process running the
+tests, the bubblewrap-sandboxed worker answering every adapter and scenario call over the pipe,
+hidden tests in a fresh worker; the test collection is cached beforehand, as it is once per
+batch). Prints both times and their ratio (target <= 1.5, issue 12); no absolute assertion: the
+machine's load decides the seconds, the ratio is what matters.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def main() -> None:
             graded.append(time.perf_counter() - t)
         r, g = min(raw), min(graded)
         print(f"raw pytest: {r:.1f} s   cs336 grade (one submission): {g:.1f} s   "
-              f"overhead ratio: {g / r:.2f} (target <= 1.3); score {row['score']}/{row['max_score']}")
+              f"overhead ratio: {g / r:.2f} (target <= 1.5); score {row['score']}/{row['max_score']}")
 
 
 if __name__ == "__main__":
