@@ -79,9 +79,11 @@ class Cruncher(nn.Module):
         self.final = nn.Linear(dim, 1, bias=False, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return self.final(x).squeeze(-1)
+        """The composition tests/test_models.py checks yours against: each layers.i, then final, squeezed."""
+        out = x
+        for i in range(len(self.layers)):
+            out = self.layers[i](out)
+        return self.final(out).squeeze(-1)
 
 
 def _function(net: Net) -> Callable[..., torch.Tensor]:
