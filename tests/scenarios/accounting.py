@@ -240,7 +240,7 @@ def student_training_step_memory(dim: int, num_layers: int, batch: int, device: 
     if device_.type == "cuda":
         prepare_cuda(device_)
         baseline = torch.cuda.memory_allocated(device_)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[device_] if device_.type == "cuda" else []):
         torch.manual_seed(seed)
         model = adapters.get_cruncher_cls()(dim, num_layers, device=device_)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
