@@ -3,7 +3,9 @@
 Oracles: ``torch.utils.flop_counter.FlopCounterMode`` for FLOPs, the storages autograd saves and
 ``optimizer.state`` for memory, torch's own dtypes for byte sizes, and the lecture's worked numbers
 for the napkin math. The CPU twins of the GPU checks in ``test_accounting_gpu.py`` are marked
-"(CPU twin)" in their docstrings.
+"(CPU twin)" in their docstrings. Your counters run on networks described by
+``tests.scenarios.accounting.Net`` (see that module): the oracle measures torch's build of the same
+description.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import random
 
 import pytest
 import torch
-from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
+from tests.scenarios import accounting
+from tests.scenarios.accounting import Net, mlp
 
 OPTIMIZERS = ["sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw"]
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}
@@ -35,27 +38,9 @@ def random_dims(seed: int, length: int) -> list[int]:
     return [rng.randint(1, 24) for _ in range(length)]
 
 
-def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False) -> nn.Sequential:
-    """Linear layers dims[0] -> ... -> dims[-1] (bias-free unless `bias`) with `activation` between them."""
-    layers: list[nn.Module] = []
-    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-        if i:
-            layers.append(activation())
-        layers.append(nn.Linear(d_in, d_out, bias=bias))
-    return nn.Sequential(*layers)
-
-
-def make_optimizer(name: str, params, impl: str) -> torch.optim.Optimizer:
-    """Optimizer `name` from torch.optim (impl="torch") or from this package (impl="ours")."""
-    if impl == "torch":
-        classes = {"sgd": torch.optim.SGD, "momentum": torch.optim.SGD, "adagrad": torch.optim.Adagrad,
-                   "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-    else:
-        classes = {"sgd": adapters.get_sgd_cls(), "momentum": adapters.get_sgd_cls(),
-                   "adagrad": adapters.get_adagrad_cls(), "rmsprop": adapters.get_rmsprop_cls(),
-                   "adam": adapters.get_adam_cls(), "adamw": adapters.get_adamw_cls()}
-    kwargs = {"momentum": 0.9} if name == "momentum" else {}
-    return classes[name](params, lr=1e-3, **kwargs)
+def optimizer_kwargs(name: str) -> dict[str, float]:
+    """The hyperparameters the tests give optimizer `name` (from torch.optim or from this package)."""
+    return {"lr": 1e-3, **({"momentum": 0.9} if name == "momentum" else {})}
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,7 +65,7 @@ def test_bytes_per_element_matches_torch(name: str) -> None:
 def test_tensor_memory_bytes_matches_measured_allocation(name: str) -> None:
     """(CPU twin) A fresh tensor's bytes equal the storage the allocator gave it."""
     shape = (3, 5, 7)
-    x, measured = adapters.run_measure_allocation(lambda: torch.zeros(shape).to(DTYPE_NAMES[name]), "cpu")
+    x, measured = accounting.student_measure_allocation(shape, DTYPE_NAMES[name], "cpu")
     assert adapters.run_tensor_memory_bytes(x) == measured, f"{name} tensor of shape {shape}"
 
 
@@ -110,25 +95,25 @@ def test_matmul_flops_matches_flop_counter_mode(seed: int) -> None:
     assert adapters.run_matmul_flops(m, k, n) == torch_flops(torch.matmul, a, b, backward=False), (m, k, n)
 
 
-def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """q k^T per batch and head: an einsum that lowers to a bmm over batch x heads."""
-    return torch.einsum("bhqd,bhkd->bhqk", q, k)
+#: q k^T per batch and head: an einsum that lowers to a bmm over batch x heads.
+ATTENTION_SCORES = Net("torch.einsum", before=("bhqd,bhkd->bhqk",))
 
 
-def count_flops_case(name: str) -> tuple[nn.Module | object, tuple[torch.Tensor, ...]]:
-    """(fn, args) of the named case, built inside the test so a stubbed model fails that test only."""
-    torch.manual_seed(0)
+def count_flops_case(name: str) -> tuple[Net, tuple[torch.Tensor, ...]]:
+    """(network, args) of the named case; the network is built inside the test, so a stubbed model fails that test only."""
+    g = torch.Generator().manual_seed(0)
     if name == "nn.Linear with bias":
-        return nn.Linear(7, 5), (torch.randn(3, 7),)
+        return Net("linear", (7, 5), bias=True), (torch.randn(3, 7, generator=g),)
     if name == "models.Linear on 3-d input":
-        return adapters.get_linear_cls()(6, 4), (torch.randn(2, 3, 6),)
+        return Net("models.Linear", (6, 4)), (torch.randn(2, 3, 6, generator=g),)
     if name == "Cruncher":
-        return adapters.get_cruncher_cls()(8, 3), (torch.randn(5, 8),)
+        return Net("Cruncher", (8, 3)), (torch.randn(5, 8, generator=g),)
     if name == "einsum attention scores":
-        return attention_scores, (torch.randn(2, 3, 5, 4, requires_grad=True), torch.randn(2, 3, 7, 4, requires_grad=True))
+        return ATTENTION_SCORES, (torch.randn(2, 3, 5, 4, generator=g, requires_grad=True),
+                                  torch.randn(2, 3, 7, 4, generator=g, requires_grad=True))
     seed = int(name.removeprefix("MLP seed "))
     dims = random_dims(seed, 4)
-    return mlp(dims), (torch.randn(random_dims(seed + 10, 1)[0], dims[0]),)
+    return Net("mlp", tuple(dims)), (torch.randn(random_dims(seed + 10, 1)[0], dims[0], generator=g),)
 
 
 COUNT_FLOPS_CASES = ["nn.Linear with bias", "models.Linear on 3-d input", "Cruncher", "einsum attention scores",
@@ -139,23 +124,21 @@ COUNT_FLOPS_CASES = ["nn.Linear with bias", "models.Linear on 3-d input", "Crunc
 @pytest.mark.parametrize("case", COUNT_FLOPS_CASES)
 def test_count_flops_matches_flop_counter_mode(case: str, backward: bool) -> None:
     """count_flops agrees exactly with FlopCounterMode on Linear, Cruncher, einsum and random MLPs."""
-    model, args = count_flops_case(case)
-    expected = torch_flops(model, *args, backward=backward)
-    got = adapters.run_count_flops(model, *args, backward=backward)
+    net, args = count_flops_case(case)
+    expected = torch_flops(accounting.build(net), *args, backward=backward)
+    got = accounting.student_count_flops(net, *args, backward=backward)
     assert got == expected, f"{case}, backward={backward}: counted {got}, FlopCounterMode {expected}"
 
 
 def test_flop_counter_breakdown_matches_flop_counter_mode() -> None:
     """The per-module FLOPs of a Cruncher's training step equal FlopCounterMode's, module by module."""
-    torch.manual_seed(0)
-    model, x = adapters.get_cruncher_cls()(6, 3), torch.randn(4, 6)
+    net, x = Net("Cruncher", (6, 3)), torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
     with FlopCounterMode(display=False) as mode:
-        model(x).sum().backward()
+        accounting.build(net)(x).sum().backward()
     expected = {name: sum(ops.values()) for name, ops in mode.get_flop_counts().items()}
-    with adapters.get_flop_counter_cls()() as counter:
-        model(x).sum().backward()
-    assert counter.by_module() == expected
-    assert counter.total == expected["Global"]
+    [counter] = accounting.student_flop_counter(net, x, backward=[True])
+    assert counter["by_module"] == expected
+    assert counter["total"] == expected["Global"]
 
 
 @pytest.mark.parametrize("input_requires_grad", [False, True])
@@ -180,16 +163,16 @@ def test_two_layer_mlp_trains_at_two_and_a_half_forwards() -> None:
     forward = adapters.run_linear_chain_flops(tokens, dims, backward=False)
     train = adapters.run_linear_chain_flops(tokens, dims, backward=True, input_requires_grad=False)
     assert train == 2.5 * forward
-    assert adapters.run_count_flops(mlp(dims), torch.randn(tokens, dims[0])) == train
+    assert accounting.student_count_flops(Net("mlp", tuple(dims)), torch.randn(tokens, dims[0])) == train
 
 
 def test_six_nd_rule_overcounts_exactly_the_first_input_gradient() -> None:
     """6 x tokens x params is exact when the input needs a gradient and over by 2*t*d0*d1 otherwise."""
     dims, tokens = [12, 20, 8], 10
-    model = mlp(dims)
-    rule = 6 * tokens * sum(p.numel() for p in model.parameters())
-    with_grad = adapters.run_count_flops(model, torch.randn(tokens, dims[0], requires_grad=True))
-    without = adapters.run_count_flops(model, torch.randn(tokens, dims[0]))
+    net = Net("mlp", tuple(dims))
+    rule = 6 * tokens * accounting.num_params(net)
+    with_grad = accounting.student_count_flops(net, torch.randn(tokens, dims[0], requires_grad=True))
+    without = accounting.student_count_flops(net, torch.randn(tokens, dims[0]))
     assert with_grad == rule
     assert rule - without == 2 * tokens * dims[0] * dims[1]
 
@@ -210,37 +193,33 @@ def test_matmul_flops_rejects_negative_sizes(sizes: tuple[int, int, int]) -> Non
 def test_cruncher_activation_bytes_match_the_analytic_count(seed: int) -> None:
     """The bytes a Cruncher saves for backward are 4 x batch x dim x layers in fp32."""
     batch, dim, layers = random_dims(seed, 2) + [seed + 1]
-    torch.manual_seed(seed)
-    model = adapters.get_cruncher_cls()(dim, layers)
+    net = Net("Cruncher", (dim, layers), seed=seed)
     expected = 4 * batch * dim * layers
     assert adapters.run_cruncher_activations(batch, dim, layers) == batch * dim * layers
-    got = adapters.run_activation_bytes(model, torch.randn(batch, dim))
+    got = accounting.student_activation_bytes(net, torch.randn(batch, dim))
     assert got == expected, f"batch={batch} dim={dim} layers={layers}: measured {got}, expected {expected}"
 
 
 def test_activation_bytes_count_a_shared_storage_once() -> None:
     """ReLU saves its output and the next layer saves it again: one storage, counted once."""
     dims, batch = [6, 10, 10, 3], 4
-    got = adapters.run_activation_bytes(mlp(dims), torch.randn(batch, dims[0]))
+    got = accounting.student_activation_bytes(Net("mlp", tuple(dims)), torch.randn(batch, dims[0]))
     assert got == 4 * batch * (10 + 10), f"measured {got} bytes; each hidden activation is {4 * batch * 10}"
 
 
 def test_activation_bytes_exclude_parameters_and_inputs() -> None:
     """A single linear layer saves only its weight and its input, neither of which is an activation."""
-    assert adapters.run_activation_bytes(nn.Linear(5, 3), torch.randn(4, 5)) == 0
+    assert accounting.student_activation_bytes(Net("linear", (5, 3), bias=True), torch.randn(4, 5)) == 0
 
 
 @pytest.mark.parametrize("impl", ["torch", "ours"])
 @pytest.mark.parametrize("name", OPTIMIZERS)
 def test_optimizer_state_bytes_match_the_analytic_count(name: str, impl: str) -> None:
     """Bytes in optimizer.state after a step are states-per-parameter x 4 x params (fp32)."""
-    torch.manual_seed(0)
-    model = mlp([7, 5, 3])
-    optimizer = make_optimizer(name, model.parameters(), impl)
-    model(torch.randn(4, 7)).sum().backward()
-    optimizer.step()
-    num_params = sum(p.numel() for p in model.parameters())
-    measured = adapters.run_optimizer_state_bytes(optimizer)
+    net = Net("mlp", (7, 5, 3))
+    x = torch.randn(4, 7, generator=torch.Generator().manual_seed(0))
+    measured = accounting.student_optimizer_state_bytes(net, name, impl, optimizer_kwargs(name), [x])
+    num_params = accounting.num_params(net)
     assert measured == 4 * OPTIMIZER_STATES[name] * num_params
     analytic = adapters.run_training_memory_bytes(num_params, 0, name, "fp32") - 8 * num_params
     assert analytic == measured, f"{name}: analytic state {analytic} bytes, optimizer.state holds {measured}"
@@ -262,12 +241,9 @@ def test_training_memory_bytes_breakdown(optimizer: str, precision: str) -> None
 
 def test_training_step_memory_matches_training_memory_bytes() -> None:
     """(CPU twin) Parameters, gradients, AdamW state and activations of a Cruncher step add up to the analytic total."""
-    torch.manual_seed(0)
     batch, dim, layers = 6, 16, 3
-    model = adapters.get_cruncher_cls()(dim, layers)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
-    measured = adapters.run_measure_training_step(model, optimizer, torch.randn(batch, dim))
-    num_params = sum(p.numel() for p in model.parameters())
+    measured = accounting.student_training_step_memory(dim, layers, batch, "cpu")
+    num_params = accounting.num_params(Net("Cruncher", (dim, layers)))
     analytic = adapters.run_training_memory_bytes(
         num_params, adapters.run_cruncher_activations(batch, dim, layers), "adamw", "fp32"
     )
@@ -332,9 +308,8 @@ def test_napkin_math_rejects_bad_input(call, match: str) -> None:
 def test_time_matmul_warms_up_then_times_each_call() -> None:
     """time_matmul runs warmup + iters matmuls and returns a positive time per call."""
     a, b = torch.randn(8, 4), torch.randn(4, 6)
-    with FlopCounterMode(display=False) as mode:
-        seconds = adapters.run_time_matmul(a, b, warmup=2, iters=3)
-    assert mode.get_total_flops() == (2 + 3) * 2 * 8 * 4 * 6, "expected 2 warm-up and 3 timed matmuls"
+    seconds, flops = accounting.student_time_matmul_flops(a, b, warmup=2, iters=3)
+    assert flops == (2 + 3) * 2 * 8 * 4 * 6, "expected 2 warm-up and 3 timed matmuls"
     assert seconds > 0
 
 
@@ -350,45 +325,48 @@ def test_matmul_throughput_code_path_on_cpu() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_account_prints_the_lecture_answers(capsys: pytest.CaptureFixture[str]) -> None:
+def test_account_prints_the_lecture_answers() -> None:
     """With no arguments, `cs336 account` answers 143.9 days and 40B parameters."""
-    assert adapters.run_cs336(["account"]) == 0
-    out = capsys.readouterr().out
+    status, out, _ = accounting.cs336(["account"])
+    assert status == 0
     assert "143.9 days" in out
     assert "40B params" in out
     assert "16 bytes/param" in out
 
 
-def test_account_answers_the_question_asked(capsys: pytest.CaptureFixture[str]) -> None:
+def test_account_answers_the_question_asked() -> None:
     """Arguments change the question: 8B on 1T tokens, 64 A100s at MFU 0.4; SGD in fp32 on one GPU."""
     argv = ["account", "--params", "8B", "--tokens", "1T", "--gpus", "64", "--gpu", "A100-SXM", "--mfu", "0.4",
             "--optimizer", "sgd", "--precision", "fp32", "--fit-gpus", "1"]
-    assert adapters.run_cs336(argv) == 0
-    out = capsys.readouterr().out
+    status, out, _ = accounting.cs336(argv)
+    assert status == 0
     days = 6 * 8e9 * 1e12 / (64 * 312e12 * 0.4 * 86400)
     assert f"{days:.1f} days" in out
     assert "8 bytes/param" in out and "10B params" in out
 
 
-def test_account_reports_bad_mfu(capsys: pytest.CaptureFixture[str]) -> None:
+def test_account_reports_bad_mfu() -> None:
     """An MFU above 1 exits with status 2 and says what is wrong."""
-    assert adapters.run_cs336(["account", "--mfu", "1.5"]) == 2
-    assert "mfu must be in (0, 1]" in capsys.readouterr().err
+    status, _, err = accounting.cs336(["account", "--mfu", "1.5"])
+    assert status == 2
+    assert "mfu must be in (0, 1]" in err
 
 
-def test_account_measure_prints_a_row_per_dtype_and_size(capsys: pytest.CaptureFixture[str]) -> None:
+def test_account_measure_prints_a_row_per_dtype_and_size() -> None:
     """`--measure` times fp32 and bf16 matmuls at each size and prints one row each."""
-    assert adapters.run_cs336(["account", "--measure", "--device", "cpu", "--sizes", "16,32", "--iters", "1"]) == 0
-    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    status, out, _ = accounting.cs336(["account", "--measure", "--device", "cpu", "--sizes", "16,32", "--iters", "1"])
+    assert status == 0
+    rows = [line.split() for line in out.splitlines()]
     assert [(r[0], r[1]) for r in rows if r and r[0] in ("fp32", "bf16")] == [
         ("fp32", "16"), ("fp32", "32"), ("bf16", "16"), ("bf16", "32")
     ]
 
 
-def test_account_measure_saves_a_png_plot(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_account_measure_saves_a_png_plot(tmp_path) -> None:
     """`--measure --plot PATH` writes a PNG of throughput against size."""
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib")
     plot = tmp_path / "plots" / "throughput.png"
-    assert adapters.run_cs336(["account", "--measure", "--device", "cpu", "--sizes", "16", "--iters", "1", "--plot", str(plot)]) == 0
-    assert f"plot saved to {plot}" in capsys.readouterr().out
+    status, out, _ = accounting.cs336(["account", "--measure", "--device", "cpu", "--sizes", "16", "--iters", "1", "--plot", str(plot)])
+    assert status == 0
+    assert f"plot saved to {plot}" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,19 +1,21 @@
 """Resource accounting on a CUDA GPU: the analytic counts against the caching allocator and the clock.
 
 Every test here skips with a reason on a machine without CUDA; each has a CPU twin in
-``test_accounting.py`` running the same code path (named in the docstring).
+``test_accounting.py`` running the same code path (named in the docstring): the same scenario of
+``tests/scenarios/accounting.py``, on another device.
 """
 
 from __future__ import annotations
 
-import gc
+import re
 
 import pytest
 import torch
 from torch.utils import benchmark
 
 import adapters
-from cs336_assignment.accounting import gpu_kind
+from tests.scenarios import accounting
+from tests.scenarios.accounting import Net
 
 pytestmark = pytest.mark.gpu
 
@@ -22,15 +24,27 @@ MiB = 1 << 20
 
 @pytest.fixture
 def cuda() -> torch.device:
-    """A CUDA device with the cache emptied and cuBLAS warmed up, so later deltas are only our tensors."""
+    """A CUDA device with the cache emptied and cuBLAS warmed up, so later deltas are only our tensors.
+
+    (Here, for the tests' own timing; the scenarios that measure your allocations do the same on their side.)
+    """
     device = torch.device("cuda")
-    gc.collect()
-    torch.cuda.empty_cache()
-    # Allocate the cuBLAS workspace (mm and bmm share it) before anyone takes a baseline.
-    torch.ones(64, 64, device=device) @ torch.ones(64, 64, device=device)
-    torch.ones(2, 64, 64, device=device) @ torch.ones(2, 64, 64, device=device)
-    torch.cuda.synchronize(device)
+    accounting.prepare_cuda(device)
     return device
+
+
+def gpu_kind(device_name: str) -> str | None:
+    """The peak-table row (``"H100-SXM"``, ``"A100-PCIe"``, ...) of a CUDA device name, or None.
+
+    The given ``accounting.gpu_kind``, read here: which card the tests ran on is the tests' call.
+    """
+    name = device_name.upper()
+    for chip in ("H100", "A100"):
+        if re.search(rf"\b{chip}\b", name.replace("-", " ")):
+            if "NVL" in name:  # H100 NVL: a different card, not in the table
+                return None
+            return f"{chip}-PCIe" if "PCIE" in name else f"{chip}-SXM"
+    return None
 
 
 @pytest.mark.parametrize(
@@ -44,7 +58,7 @@ def test_memory_allocated_delta_equals_tensor_memory_bytes(cuda: torch.device, s
 
     CPU twin: test_tensor_memory_bytes_matches_measured_allocation.
     """
-    x, measured = adapters.run_measure_allocation(lambda: torch.empty(shape, dtype=dtype, device=cuda), cuda)
+    x, measured = accounting.student_measure_allocation(shape, dtype, cuda)
     assert measured >= MiB
     assert adapters.run_tensor_memory_bytes(x) == measured, f"{dtype} {shape}: allocator delta {measured} bytes"
 
@@ -55,18 +69,14 @@ def test_adamw_step_peak_memory_within_ten_percent_of_analytic(cuda: torch.devic
     CPU twin: test_training_step_memory_matches_training_memory_bytes.
     """
     batch, dim, layers = 1024, 1024, 32
-    baseline = torch.cuda.memory_allocated(cuda)
-    torch.manual_seed(0)
-    model = adapters.get_cruncher_cls()(dim, layers, device=cuda)
-    # foreach=False: the multi-tensor kernels would add a parameter-sized temporary.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
-    measured = adapters.run_measure_training_step(model, optimizer, torch.randn(batch, dim, device=cuda))
-    num_params = sum(p.numel() for p in model.parameters())
+    # AdamW with foreach=False: the multi-tensor kernels would add a parameter-sized temporary.
+    measured = accounting.student_training_step_memory(dim, layers, batch, cuda)
+    num_params = accounting.num_params(Net("Cruncher", (dim, layers)))
     analytic = adapters.run_training_memory_bytes(
         num_params, adapters.run_cruncher_activations(batch, dim, layers), "adamw", "fp32"
     )
     assert measured.total == analytic, f"measured by kind {measured}, analytic {analytic}"
-    peak = measured.peak - baseline
+    peak = measured.peak - measured.baseline
     assert peak == pytest.approx(analytic, rel=0.10), (
         f"peak {peak / MiB:.1f} MiB vs analytic {analytic / MiB:.1f} MiB ({peak / analytic - 1:+.1%})"
     )

@@ -7,7 +7,6 @@ in ``fixtures/corpora/`` come from ``fixtures/make_corpora.py`` (a dozen scripts
 
 from __future__ import annotations
 
-import tempfile
 import time
 from pathlib import Path
 
@@ -91,13 +90,12 @@ def test_train_bpe_matches_naive_trainer_on_multilingual_corpus() -> None:
     text=st.lists(st.sampled_from([*"aab bc\n  é🙂'", "'s", EOT]), max_size=120).map("".join),
     extra=st.integers(min_value=0, max_value=40),
 )
-def test_train_bpe_matches_naive_trainer_on_random_text(text: str, extra: int) -> None:
+def test_train_bpe_matches_naive_trainer_on_random_text(tmp_path_factory, text: str, extra: int) -> None:
     """Random text over a tiny alphabet (many ties, repeats like "aaa", emoji, special tokens): same merges as naive."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "random.txt"
-        path.write_bytes(text.encode("utf-8"))
-        expected = naive_train_bpe(path, 257 + extra, [EOT])
-        got = adapters.run_train_bpe(path, 257 + extra, [EOT])
+    path = tmp_path_factory.mktemp("random") / "random.txt"  # under pytest's basetemp, which your side can read
+    path.write_bytes(text.encode("utf-8"))
+    expected = naive_train_bpe(path, 257 + extra, [EOT])
+    got = adapters.run_train_bpe(path, 257 + extra, [EOT])
     assert got[1] == expected[1], f"text={text!r}: " + _first_difference(got[1], expected[1])
     assert got[0] == expected[0]
 

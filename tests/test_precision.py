@@ -3,12 +3,12 @@
 Oracles: ``torch.finfo`` for the formats, an fp64 matmul for ``fp8_matmul``, an fp32 step for the
 autocast step, ``torch.amp.GradScaler`` for the loss scaler. The ``_helpers`` below are the code
 paths shared with ``tests/test_precision_gpu.py``: each GPU check runs the same helper on CUDA that
-a test here runs on CPU.
+a test here runs on CPU. Your step and your scaler are driven by the scenarios of
+``tests/scenarios/precision.py``.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import adapters
+from tests.scenarios import precision
+from tests.scenarios.precision import ScalerRun
 
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
 FORMATS = [torch.float32, torch.float16, torch.bfloat16, *FP8]
@@ -111,47 +113,43 @@ def _e4m3_codes(x: Tensor, device: str) -> Tensor:
     return x_fp8.cpu().view(torch.uint8)
 
 
+MLP_SIZES = (32, 64, 10)
+
+
 def _mlp(seed: int, device: str) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return torch.nn.Sequential(
-        torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 10)
-    ).to(device)
+    return precision.mlp(MLP_SIZES).to(device)
 
 
 def _mixed_step_grad_errors(device: str, dtype: torch.dtype, seed: int) -> dict[str, float]:
     """Relative gradient error (per parameter, Frobenius) of run_mixed_precision_step against an
     fp32 step of the same model and batch; also checks the dtypes on the way."""
-    model = _mlp(seed, device)
-    reference = copy.deepcopy(model)
+    reference = _mlp(seed, device)
     g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(16, 32, generator=g).to(device)
     y = torch.randint(0, 10, (16,), generator=g).to(device)
 
-    seen: list[torch.dtype] = []
-    hooks = [
-        mod.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
-        for mod in model.modules()
-        if isinstance(mod, torch.nn.Linear)
-    ]
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    loss = adapters.run_mixed_precision_step(model, optimizer, x, y, F.cross_entropy, dtype)
-    for hook in hooks:
-        hook.remove()
+    [step] = precision.student_mixed_precision_steps(
+        MLP_SIZES, reference.state_dict(), x, y,
+        loss="cross_entropy", dtype=dtype, optimizer="adamw", optimizer_kwargs={"lr": 1e-3},
+    )
+    seen, loss = step.linear_output_dtypes, step.loss
     assert seen == [dtype, dtype], f"Linear outputs under autocast should be {dtype}, got {seen}"
     assert loss.dtype == torch.float32, f"the loss must be computed in fp32, got {loss.dtype}"
 
     ref_loss = F.cross_entropy(reference(x), y)
     ref_loss.backward()
     errors = {"loss": abs(loss.item() - ref_loss.item()) / abs(ref_loss.item())}
-    for (name, p), p_ref in zip(model.named_parameters(), reference.parameters(), strict=True):
+    for name, p_ref in reference.named_parameters():
+        p, grad = step.params[name], step.grads[name]
         assert p.dtype == torch.float32, f"master weight {name} must stay fp32, got {p.dtype}"
-        assert p.grad is not None and p.grad.dtype == torch.float32, (
+        assert grad is not None and grad.dtype == torch.float32, (
             f"gradient of {name} must be fp32"
         )
-        assert not torch.equal(p.detach(), p_ref.detach()), (
+        assert not torch.equal(p, p_ref.detach()), (
             f"{name} was not updated: did the optimizer step?"
         )
-        errors[name] = ((p.grad - p_ref.grad).norm() / p_ref.grad.norm()).item()
+        errors[name] = ((grad - p_ref.grad).norm() / p_ref.grad.norm()).item()
     return errors
 
 
@@ -488,14 +486,15 @@ def test_mixed_precision_step_keeps_fp32_master_weights_and_gradients_within_3_p
 
 def test_mixed_precision_step_rejects_bad_dtype_and_low_precision_weights():
     """dtype must be bf16/fp16, and bf16 parameters (no fp32 master weights) are a ValueError."""
-    model = _mlp(0, "cpu")
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    weights = _mlp(0, "cpu").state_dict()
     x, y = torch.randn(4, 32), torch.randint(0, 10, (4,))
+    options = {"loss": "cross_entropy", "optimizer": "sgd", "optimizer_kwargs": {"lr": 0.1}}
     with pytest.raises(ValueError, match="bfloat16"):
-        adapters.run_mixed_precision_step(model, optimizer, x, y, F.cross_entropy, torch.float32)
-    model.bfloat16()
+        precision.student_mixed_precision_steps(MLP_SIZES, weights, x, y, dtype=torch.float32, **options)
     with pytest.raises(ValueError, match="fp32 master weights"):
-        adapters.run_mixed_precision_step(model, optimizer, x, y, F.cross_entropy)
+        precision.student_mixed_precision_steps(
+            MLP_SIZES, weights, x, y, dtype=torch.bfloat16, param_dtype=torch.bfloat16, **options
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -503,27 +502,21 @@ def test_mixed_precision_step_rejects_bad_dtype_and_low_precision_weights():
 # --------------------------------------------------------------------------------------------
 
 
-def _run_scaler(
-    scaler, steps: int, inject: dict[int, float], seed: int, **opt
-) -> tuple[list[float], list[Tensor]]:
-    """Train a tiny model with the scaler; at step i in ``inject`` put that value (inf/NaN) into a gradient."""
+def _scaler_run(steps: int, inject: dict[int, float], seed: int) -> ScalerRun:
+    """A tiny model (nn.Linear(8, 4), seeded) trained with AdamW; at step i in ``inject`` that value (inf/NaN) goes into a gradient."""
     torch.manual_seed(seed)
     model = torch.nn.Linear(8, 4)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2, **opt)
-    g = torch.Generator().manual_seed(seed)
-    scales, params = [], []
-    for i in range(steps):
-        x, y = torch.randn(16, 8, generator=g), torch.randn(16, 4, generator=g)
-        loss = F.mse_loss(model(x), y)
-        scaler.scale(loss).backward()
-        if i in inject:
-            model.weight.grad[i % 4, i % 8] = inject[i]
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad()
-        scales.append(scaler.get_scale())
-        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
-    return scales, params
+    return ScalerRun(
+        sizes=(8, 4), weights=(model.state_dict(),), optimizers=(("adamw", (0,), {"lr": 1e-2}),),
+        steps=steps, seed=seed, inject={i: (0, "weight", (i % 4, i % 8), v) for i, v in inject.items()},
+    )
+
+
+def _run_scaler(scaler: str, kwargs: dict, run: ScalerRun) -> tuple[list[float], list[Tensor]]:
+    """Train as ``run`` says with your DynamicLossScaler(**kwargs) (``"ours"``) or torch.amp.GradScaler (``"torch"``)."""
+    if scaler == "ours":
+        return precision.student_scaler_run(kwargs, run)
+    return precision.scaler_run(precision.torch_grad_scaler, kwargs, run)
 
 
 def _assert_same_run(ours, theirs, inject: dict[int, float]) -> None:
@@ -551,8 +544,8 @@ def test_loss_scaler_matches_grad_scaler_with_injected_infs():
         "growth_interval": 3,
     }
     inject = {2: float("inf"), 9: float("-inf"), 10: float("nan")}
-    ours = _run_scaler(adapters.get_loss_scaler_cls()(**kwargs), 14, inject, seed=0)
-    theirs = _run_scaler(torch.amp.GradScaler("cpu", **kwargs), 14, inject, seed=0)
+    run = _scaler_run(14, inject, seed=0)
+    ours, theirs = _run_scaler("ours", kwargs, run), _run_scaler("torch", kwargs, run)
     planned = [2.0**k for k in (10, 10, 9, 9, 9, 10, 10, 10, 11, 10, 9, 9, 9, 10)]
     assert theirs[0] == planned, (
         f"GradScaler itself gave {theirs[0]}; this test's plan needs updating"
@@ -564,10 +557,10 @@ def test_loss_scaler_defaults_and_first_decisions():
     """Defaults are GradScaler's: scale 2**16; an inf halves it and skips the step; a clean step leaves it."""
     scaler = adapters.get_loss_scaler_cls()()
     assert scaler.get_scale() == 2.0**16
-    scales, params = _run_scaler(scaler, 3, {0: float("inf")}, seed=1)
+    run = _scaler_run(3, {0: float("inf")}, seed=1)
+    scales, params = _run_scaler("ours", {}, run)
     assert scales == [2.0**15, 2.0**15, 2.0**15], f"expected [2**15] * 3, got {scales}"
-    torch.manual_seed(1)
-    initial = torch.cat([p.detach().flatten() for p in torch.nn.Linear(8, 4).parameters()])
+    initial = torch.cat([w.flatten() for w in run.weights[0].values()])
     assert torch.equal(params[0], initial), "the step with an inf gradient must be skipped"
     assert not torch.equal(params[1], initial), "a clean step must update the parameters"
 

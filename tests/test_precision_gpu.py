@@ -7,13 +7,13 @@ with the reason shown; their CPU twins, named in each docstring, run everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import pytest
 import torch
 from torch.utils import benchmark
 
+from tests.scenarios.precision import no_tf32
 from tests.test_precision import (
     _e4m3_codes,
     _e4m3_test_values,
@@ -23,17 +23,6 @@ from tests.test_precision import (
 )
 
 pytestmark = pytest.mark.gpu
-
-
-@contextmanager
-def _no_tf32() -> Iterator[None]:
-    """fp32 matmuls in true fp32 (TF32 keeps only 10 mantissa bits, which would blur the reference)."""
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _cuda_ms(fn: Callable[[], object], iters: int = 20, warmup: int = 5) -> float:
@@ -49,7 +38,7 @@ def test_bf16_step_on_cuda_within_3_percent_of_fp32():
     CPU twin: test_mixed_precision_step_keeps_fp32_master_weights_and_gradients_within_3_percent.
     bf16's unit roundoff is 2**-8; the reference must be true fp32, hence TF32 off.
     """
-    with _no_tf32():
+    with no_tf32():  # for the fp32 reference step here (the scenario turns TF32 off for your step too)
         errors = _mixed_step_grad_errors("cuda", torch.bfloat16, seed=0)
     worst = max(errors, key=errors.get)
     assert errors[worst] < 0.03, (

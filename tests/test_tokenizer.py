@@ -3,12 +3,12 @@
 The oracle is a ``tiktoken.Encoding`` built here from the merges our trainer learned on
 ``fixtures/corpora/multilingual.txt``: mergeable ranks ``{token bytes: id}``, GPT-2's pattern,
 the same special tokens. tiktoken applies the lowest-rank merge first, as BPE encoding must.
+Streaming and loading run in the scenarios of ``tests/scenarios/tokenization.py``.
 """
 
 from __future__ import annotations
 
 import random
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import adapters
 from tests.bpe_naive import GPT2_PATTERN, naive_train_bpe
+from tests.scenarios import tokenization
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 EOT = "<|endoftext|>"
@@ -153,7 +154,7 @@ def test_encode_iterable_equals_encode_however_the_text_is_cut(tokenizer, text: 
     ("<|end" + "oftext|>"): encoding piece by piece would get these wrong.
     """
     pieces = _pieces(text, random.Random(seed))
-    got = list(tokenizer.encode_iterable(iter(pieces)))
+    got = tokenization.encode_iterable(tokenizer, pieces)
     assert got == tokenizer.encode(text), f"pieces={pieces!r}"
 
 
@@ -161,7 +162,7 @@ def test_encode_iterable_of_file_lines_equals_encode(tokenizer) -> None:
     """Streaming a file line by line ("a\\n" then "  b": whitespace crosses lines) gives encode(whole file)."""
     text = _read(CORPORA / "multilingual.txt")
     lines = text.splitlines(keepends=True)
-    assert list(tokenizer.encode_iterable(lines)) == tokenizer.encode(text)
+    assert tokenization.encode_iterable(tokenizer, lines) == tokenizer.encode(text)
 
 
 def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, tmp_path: Path) -> None:
@@ -178,16 +179,9 @@ def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, tmp_path: Path) 
     budget = 1 << 20
     assert size > 3 * budget
     expected_first = tokenizer.encode(corpus[:2000])[:100]
-    with open(path, encoding="utf-8", newline="") as f:
-        tracemalloc.start()
-        try:
-            stream = tokenizer.encode_iterable(f)
-            assert iter(stream) is stream, "encode_iterable must return a lazy iterator (use yield), not a list"
-            first = [next(stream) for _ in range(100)]
-            count = 100 + sum(1 for _ in stream)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+    streamed = tokenization.stream_file(tokenizer, path, first=100)
+    assert streamed.lazy, "encode_iterable must return a lazy iterator (use yield), not a list"
+    first, count, peak = streamed.first, streamed.count, streamed.peak
     assert first == expected_first
     assert count > size / 8, f"only {count} ids for {size} bytes"
     assert peak < budget, f"encode_iterable peaked at {peak / 2**20:.2f} MiB on a {size / 2**20:.1f} MiB file; keep only a small buffer"
@@ -209,7 +203,7 @@ def test_saved_files_round_trip_any_bytes(trained, tmp_path: Path, tokens: list[
             vocab[len(vocab)] = token
     tok = adapters.get_tokenizer(vocab, merges + extra, [EOT])
     tok.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
-    loaded = type(tok).from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])
+    loaded = tokenization.from_files(tok, tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])
     assert loaded.vocab == tok.vocab
     assert loaded.merges == merges + extra
     text = "x" + "".join(t.decode("utf-8", errors="replace") for t in tokens) + EOT

@@ -6,11 +6,12 @@ import random
 
 import pytest
 import torch
-from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
-from tests.test_accounting import OPTIMIZER_STATES, mlp, torch_flops
+from tests.scenarios import accounting
+from tests.scenarios.accounting import Net
+from tests.test_accounting import OPTIMIZER_STATES, torch_flops
 
 
 def random_dims(seed: int, length: int, high: int = 32) -> list[int]:
@@ -23,18 +24,6 @@ def random_dims(seed: int, length: int, high: int = 32) -> list[int]:
 # --------------------------------------------------------------------------------------------
 
 
-def attention_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    return torch.einsum("bhqd,bhkd->bhqk", q, k)
-
-
-def batched_affine(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.baddbmm(bias, a, b)
-
-
-def addmm_affine(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.addmm(bias, a, b)
-
-
 @pytest.mark.parametrize("backward", [False, True], ids=["forward", "forward+backward"])
 @pytest.mark.parametrize("seed", range(2))
 def test_count_flops_matches_flop_counter_mode_on_bmm_family(seed: int, backward: bool) -> None:
@@ -42,16 +31,18 @@ def test_count_flops_matches_flop_counter_mode_on_bmm_family(seed: int, backward
     b, h, q, k, d = random_dims(seed, 5, high=9)
     g = torch.Generator().manual_seed(seed)
     cases = {
-        "einsum attention": (attention_scores, torch.randn(b, h, q, d, generator=g, requires_grad=True),
+        "einsum attention": (Net("torch.einsum", before=("bhqd,bhkd->bhqk",)),
+                             torch.randn(b, h, q, d, generator=g, requires_grad=True),
                              torch.randn(b, h, k, d, generator=g, requires_grad=True)),
-        "baddbmm": (batched_affine, torch.randn(b, q, k, generator=g), torch.randn(b, q, d, generator=g, requires_grad=True),
+        "baddbmm": (Net("torch.baddbmm"), torch.randn(b, q, k, generator=g),
+                    torch.randn(b, q, d, generator=g, requires_grad=True),
                     torch.randn(b, d, k, generator=g, requires_grad=True)),
-        "addmm": (addmm_affine, torch.randn(q, k, generator=g), torch.randn(q, d, generator=g, requires_grad=True),
+        "addmm": (Net("torch.addmm"), torch.randn(q, k, generator=g), torch.randn(q, d, generator=g, requires_grad=True),
                   torch.randn(d, k, generator=g, requires_grad=True)),
     }
-    for name, (fn, *args) in cases.items():
-        expected = torch_flops(fn, *args, backward=backward)
-        got = adapters.run_count_flops(fn, *args, backward=backward)
+    for name, (net, *args) in cases.items():
+        expected = torch_flops(accounting.build(net), *args, backward=backward)
+        got = accounting.student_count_flops(net, *args, backward=backward)
         assert got == expected, f"{name} with shapes {[tuple(a.shape) for a in args]}: {got} vs {expected}"
 
 
@@ -60,42 +51,42 @@ def test_count_flops_matches_flop_counter_mode_on_bmm_family(seed: int, backward
 def test_count_flops_of_deep_mlps_with_bias_in_other_dtypes(seed: int, dtype: torch.dtype) -> None:
     """Deep GELU MLPs with biases (addmm) in float64 and bfloat16 agree with FlopCounterMode."""
     dims = random_dims(seed, 6)
-    torch.manual_seed(seed)
-    model = mlp(dims, nn.GELU, bias=True).to(dtype)
-    x = torch.randn(3, 5, dims[0], dtype=dtype)
+    net = Net("mlp", tuple(dims), activation="gelu", bias=True, dtype=dtype, seed=seed)
+    x = torch.randn(3, 5, dims[0], generator=torch.Generator().manual_seed(seed)).to(dtype)
     for backward in (False, True):
-        assert adapters.run_count_flops(model, x, backward=backward) == torch_flops(model, x, backward=backward)
+        expected = torch_flops(accounting.build(net), x, backward=backward)
+        assert accounting.student_count_flops(net, x, backward=backward) == expected
 
 
 def test_count_flops_of_a_matrix_vector_product() -> None:
     """A vector-matrix product (what a 1-d input to a linear layer lowers to) is counted like FlopCounterMode."""
-    layer = nn.Linear(9, 4, bias=False)
+    layer = Net("linear", (9, 4))
     x = torch.randn(9)
-    assert adapters.run_count_flops(layer, x) == torch_flops(layer, x)
+    assert accounting.student_count_flops(layer, x) == torch_flops(accounting.build(layer), x)
 
 
 def test_count_flops_without_a_gradient_needs_backward_false() -> None:
     """Asking for a backward through an output that needs no gradient is a ValueError."""
     a, b = torch.randn(3, 4), torch.randn(4, 2)
-    assert adapters.run_count_flops(torch.matmul, a, b, backward=False) == 2 * 3 * 4 * 2
+    assert accounting.student_count_flops(Net("torch.matmul"), a, b, backward=False) == 2 * 3 * 4 * 2
     with pytest.raises(ValueError, match="backward=False"):
-        adapters.run_count_flops(torch.matmul, a, b, backward=True)
+        accounting.student_count_flops(Net("torch.matmul"), a, b, backward=True)
 
 
 def test_flop_counter_breakdown_of_nested_modules() -> None:
     """Per-module FLOPs of nested Sequentials, forward then backward, equal FlopCounterMode's."""
-    torch.manual_seed(3)
-    model = nn.Sequential(mlp([8, 12, 6]), nn.ReLU(), nn.Sequential(nn.Linear(6, 6), mlp([6, 4, 1])))
-    x = torch.randn(7, 8, requires_grad=True)
+    net = Net("sequential", seed=3, parts=(
+        Net("mlp", (8, 12, 6)), Net("relu"),
+        Net("sequential", parts=(Net("linear", (6, 6), bias=True), Net("mlp", (6, 4, 1)))),
+    ))
+    x = torch.randn(7, 8, generator=torch.Generator().manual_seed(3), requires_grad=True)
     with FlopCounterMode(display=False) as mode:
-        model(x).sum().backward()
+        accounting.build(net)(x).sum().backward()
     expected = {name: sum(ops.values()) for name, ops in mode.get_flop_counts().items()}
-    with adapters.get_flop_counter_cls()() as counter:
-        model(x).sum().backward()
-    assert counter.by_module() == expected
-    with adapters.get_flop_counter_cls()() as counter:  # a second use starts from zero
-        model(x)
-    assert counter.total == torch_flops(model, x, backward=False)
+    # two counters in turn, the second around a forward only: a second use starts from zero
+    counter, second = accounting.student_flop_counter(net, x, backward=[True, False])
+    assert counter["by_module"] == expected
+    assert second["total"] == torch_flops(accounting.build(net), x, backward=False)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -103,9 +94,8 @@ def test_cruncher_training_flops_match_the_linear_chain_count(seed: int) -> None
     """A Cruncher's measured training FLOPs equal the linear-chain count [D]*(L+1)+[1] without input grad."""
     batch, dim = random_dims(seed, 2, high=16)
     layers = seed
-    torch.manual_seed(seed)
-    model = adapters.get_cruncher_cls()(dim, layers)
-    measured = adapters.run_count_flops(model, torch.randn(batch, dim))
+    net = Net("Cruncher", (dim, layers), seed=seed)
+    measured = accounting.student_count_flops(net, torch.randn(batch, dim))
     analytic = adapters.run_linear_chain_flops(batch, [dim] * (layers + 1) + [1])
     assert measured == analytic, f"batch={batch} dim={dim} layers={layers}"
 
@@ -133,8 +123,8 @@ def test_linear_chain_flops_rejects_a_single_dimension() -> None:
 def test_cruncher_activation_bytes_scale_with_the_dtype(dtype: torch.dtype) -> None:
     """A Cruncher held in bf16/fp16/fp64 saves batch x dim x layers activations of that element size."""
     batch, dim, layers = 5, 12, 4
-    model = adapters.get_cruncher_cls()(dim, layers, dtype=dtype)
-    got = adapters.run_activation_bytes(model, torch.randn(batch, dim, dtype=dtype))
+    net = Net("Cruncher", (dim, layers), dtype=dtype)
+    got = accounting.student_activation_bytes(net, torch.randn(batch, dim, dtype=dtype))
     expected = adapters.run_cruncher_activations(batch, dim, layers) * adapters.run_bytes_per_element(dtype)
     assert got == expected, f"{dtype}: measured {got}, expected {expected}"
 
@@ -142,47 +132,41 @@ def test_cruncher_activation_bytes_scale_with_the_dtype(dtype: torch.dtype) -> N
 def test_cruncher_activations_of_a_head_only_model() -> None:
     """A Cruncher with no hidden layers saves nothing but its input."""
     assert adapters.run_cruncher_activations(8, 16, 0) == 0
-    assert adapters.run_activation_bytes(adapters.get_cruncher_cls()(16, 0), torch.randn(8, 16)) == 0
+    assert accounting.student_activation_bytes(Net("Cruncher", (16, 0)), torch.randn(8, 16)) == 0
 
 
 def test_gelu_saves_its_input_as_well() -> None:
     """GELU saves its input (the pre-activation) while the next layer saves its output: two storages."""
     dims, batch = [5, 9, 3], 6
-    got = adapters.run_activation_bytes(mlp(dims, nn.GELU), torch.randn(batch, dims[0]))
+    got = accounting.student_activation_bytes(Net("mlp", tuple(dims), activation="gelu"), torch.randn(batch, dims[0]))
     assert got == 4 * batch * 9 * 2
 
 
 def test_activation_bytes_of_a_parameterless_function() -> None:
     """Saved tensors of a plain function count; its inputs do not, even when they require grad."""
     x = torch.randn(4, 6, requires_grad=True)
-    assert adapters.run_activation_bytes(lambda t: torch.exp(t * 2), x) == 4 * 4 * 6
-    assert adapters.run_activation_bytes(torch.exp, x) == 4 * 4 * 6  # exp saves its output
-    assert adapters.run_activation_bytes(torch.sin, x) == 0  # sin saves its input, which is not an activation
+    exp_of_2t = Net("chain", parts=(Net("torch.mul", after=(2,)), Net("torch.exp")))  # t -> exp(t * 2)
+    assert accounting.student_activation_bytes(exp_of_2t, x) == 4 * 4 * 6
+    assert accounting.student_activation_bytes(Net("torch.exp"), x) == 4 * 4 * 6  # exp saves its output
+    assert accounting.student_activation_bytes(Net("torch.sin"), x) == 0  # sin saves its input, which is not an activation
 
 
 @pytest.mark.parametrize("name", list(OPTIMIZER_STATES))
 def test_optimizer_state_bytes_of_our_optimizers_on_a_cruncher(name: str) -> None:
     """Our optimizers' state on a Cruncher is states-per-parameter x 4 x params after two steps."""
-    torch.manual_seed(1)
-    model = adapters.get_cruncher_cls()(6, 2)
-    classes = {"sgd": adapters.get_sgd_cls(), "momentum": adapters.get_sgd_cls(), "adagrad": adapters.get_adagrad_cls(),
-               "rmsprop": adapters.get_rmsprop_cls(), "adam": adapters.get_adam_cls(), "adamw": adapters.get_adamw_cls()}
-    optimizer = classes[name](model.parameters(), lr=1e-2, **({"momentum": 0.5} if name == "momentum" else {}))
-    for _ in range(2):
-        optimizer.zero_grad()
-        model(torch.randn(3, 6)).sum().backward()
-        optimizer.step()
-    num_params = sum(p.numel() for p in model.parameters())
-    assert adapters.run_optimizer_state_bytes(optimizer) == 4 * OPTIMIZER_STATES[name] * num_params
+    net = Net("Cruncher", (6, 2), seed=1)
+    kwargs = {"lr": 1e-2, **({"momentum": 0.5} if name == "momentum" else {})}
+    g = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(3, 6, generator=g) for _ in range(2)]
+    measured = accounting.student_optimizer_state_bytes(net, name, "ours", kwargs, inputs)
+    assert measured == 4 * OPTIMIZER_STATES[name] * accounting.num_params(net)
 
 
 def test_optimizer_state_bytes_in_bfloat16() -> None:
     """State kept in bf16 (torch Adam on bf16 parameters) is counted at 2 bytes per value."""
-    model = mlp([4, 6, 2]).to(torch.bfloat16)
-    optimizer = torch.optim.Adam(model.parameters())
-    model(torch.randn(3, 4, dtype=torch.bfloat16)).sum().backward()
-    optimizer.step()
-    assert adapters.run_optimizer_state_bytes(optimizer) == 2 * 2 * (4 * 6 + 6 * 2)
+    net = Net("mlp", (4, 6, 2), dtype=torch.bfloat16)
+    x = torch.randn(3, 4, dtype=torch.bfloat16)
+    assert accounting.student_optimizer_state_bytes(net, "adam", "torch", {}, [x]) == 2 * 2 * (4 * 6 + 6 * 2)
 
 
 def test_training_memory_of_nothing_is_zero() -> None:
@@ -258,6 +242,5 @@ def test_time_matmul_rejects_bad_counts(warmup: int, iters: int) -> None:
 
 def test_time_matmul_without_warmup_times_every_call() -> None:
     """With warmup=0, exactly `iters` matmuls run."""
-    with FlopCounterMode(display=False) as mode:
-        adapters.run_time_matmul(torch.randn(5, 3), torch.randn(3, 2), warmup=0, iters=4)
-    assert mode.get_total_flops() == 4 * 2 * 5 * 3 * 2
+    _, flops = accounting.student_time_matmul_flops(torch.randn(5, 3), torch.randn(3, 2), warmup=0, iters=4)
+    assert flops == 4 * 2 * 5 * 3 * 2

@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 
 import adapters
+from tests.scenarios import precision
+from tests.scenarios.precision import ScalerRun
 from tests.test_precision import (
     E4M3,
     FP8,
@@ -18,6 +20,7 @@ from tests.test_precision import (
     _mixed_step_grad_errors,
     _name,
     _run_scaler,
+    _scaler_run,
 )
 
 E5M2 = torch.float8_e5m2
@@ -287,16 +290,18 @@ def test_mixed_precision_step_other_seeds_and_fp16(dtype, seed):
 def test_mixed_precision_step_returns_the_loss_and_zeroes_old_gradients():
     """The returned loss is the fp32 loss of the batch, and gradients from a previous step are not accumulated."""
     torch.manual_seed(0)
-    model = torch.nn.Linear(16, 16)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    model = precision.mlp([16, 16])
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
-    first = adapters.run_mixed_precision_step(model, optimizer, x, y, F.mse_loss)
-    grad_once = model.weight.grad.clone()
-    second = adapters.run_mixed_precision_step(model, optimizer, x, y, F.mse_loss)
+    steps = precision.student_mixed_precision_steps(
+        [16, 16], model.state_dict(), x, y,
+        loss="mse", dtype=torch.bfloat16, optimizer="sgd", optimizer_kwargs={"lr": 0.0}, steps=2,
+    )
+    first, second = steps[0].loss, steps[1].loss
+    grad_once = steps[0].grads["0.weight"]
     assert first.shape == () and first.dtype == torch.float32
     assert first.item() == second.item(), "with lr=0 the same batch must give the same loss"
-    assert torch.equal(model.weight.grad, grad_once), (
+    assert torch.equal(steps[1].grads["0.weight"], grad_once), (
         "gradients doubled: zero them at the start of the step"
     )
     ref = F.mse_loss(model(x), y).item()
@@ -310,19 +315,11 @@ def test_mixed_precision_step_returns_the_loss_and_zeroes_old_gradients():
 
 def test_loss_scaler_default_growth_after_2000_clean_steps_matches_grad_scaler():
     """With the defaults, 2000 clean steps double the scale to 2**17, at the same step as GradScaler."""
-    ours, theirs = adapters.get_loss_scaler_cls()(), torch.amp.GradScaler("cpu")
-    results = []
-    for scaler in (ours, theirs):
-        p = torch.nn.Parameter(torch.ones(1))
-        optimizer = torch.optim.SGD([p], lr=0.0)
-        scales = []
-        for _ in range(2001):
-            scaler.scale((p * 3).sum()).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            p.grad = None
-            scales.append(scaler.get_scale())
-        results.append(scales)
+    run = ScalerRun(  # one weight, never updated (lr=0): every step is clean
+        sizes=(1, 1), weights=({"weight": torch.ones(1, 1), "bias": torch.zeros(1)},),
+        optimizers=(("sgd", (0,), {"lr": 0.0}),), steps=2001, seed=0, batch=1,
+    )
+    results = [_run_scaler(scaler, {}, run)[0] for scaler in ("ours", "torch")]
     assert results[0] == results[1], (
         "scale sequence differs from GradScaler's over 2001 clean steps"
     )
@@ -340,52 +337,38 @@ def test_loss_scaler_default_growth_after_2000_clean_steps_matches_grad_scaler()
 def test_loss_scaler_matches_grad_scaler_odd_factors_and_fp32_ceiling(kwargs):
     """Non-power-of-two factors (fp32 rounding of the scale) and a scale that would grow past fp32's max agree with GradScaler."""
     inject = {1: float("inf"), 5: float("nan")}
-    ours = _run_scaler(adapters.get_loss_scaler_cls()(**kwargs), 9, inject, seed=3)
-    theirs = _run_scaler(torch.amp.GradScaler("cpu", **kwargs), 9, inject, seed=3)
+    run = _scaler_run(9, inject, seed=3)
+    ours, theirs = _run_scaler("ours", kwargs, run), _run_scaler("torch", kwargs, run)
     _assert_same_run(ours, theirs, inject)
 
 
-def _two_optimizer_run(scaler, clip: bool) -> tuple[list[float], list[torch.Tensor]]:
+def _two_optimizer_run(clip: bool) -> ScalerRun:
+    """dec(enc(x)): SGD with momentum on the encoder, AdamW on the decoder; an inf in the decoder's bias at step 3."""
     torch.manual_seed(5)
     enc, dec = torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)
-    opt_enc = torch.optim.SGD(enc.parameters(), lr=0.1, momentum=0.9)
-    opt_dec = torch.optim.AdamW(dec.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(6)
-    scales, params = [], []
-    for i in range(8):
-        x, y = torch.randn(4, 8, generator=g), torch.randn(4, 2, generator=g)
-        scaler.scale(F.mse_loss(dec(enc(x)), y)).backward()
-        if i == 3:
-            dec.bias.grad[0] = float("inf")  # only the decoder's optimizer sees it
-        if clip:
-            scaler.unscale_(opt_enc)
-            torch.nn.utils.clip_grad_norm_(enc.parameters(), 0.05)
-        scaler.step(opt_enc)
-        scaler.step(opt_dec)
-        scaler.update()
-        opt_enc.zero_grad()
-        opt_dec.zero_grad()
-        scales.append(scaler.get_scale())
-        params.append(
-            torch.cat([p.detach().flatten() for p in [*enc.parameters(), *dec.parameters()]])
-        )
-    return scales, params
+    return ScalerRun(
+        sizes=(8, 8, 2), weights=(enc.state_dict(), dec.state_dict()),
+        optimizers=(("sgd", (0,), {"lr": 0.1, "momentum": 0.9}), ("adamw", (1,), {"lr": 1e-2})),
+        steps=8, seed=6, batch=4,
+        inject={3: (1, "bias", (0,), float("inf"))},  # only the decoder's optimizer sees it
+        clip=(0, 0.05) if clip else None,  # unscale_ the encoder's optimizer, then clip the encoder
+    )
 
 
 @pytest.mark.parametrize("clip", [False, True], ids=["plain", "unscale-then-clip"])
 def test_loss_scaler_with_two_optimizers_and_clipping_matches_grad_scaler(clip):
     """Two optimizers (an inf in one skips only that one's step), and unscale_ before clipping, as GradScaler does."""
     kwargs = {"init_scale": 256.0, "growth_interval": 2}
-    ours = _two_optimizer_run(adapters.get_loss_scaler_cls()(**kwargs), clip)
-    theirs = _two_optimizer_run(torch.amp.GradScaler("cpu", **kwargs), clip)
+    run = _two_optimizer_run(clip)
+    ours, theirs = _run_scaler("ours", kwargs, run), _run_scaler("torch", kwargs, run)
     _assert_same_run(ours, theirs, {3: float("inf")})
 
 
 def test_loss_scaler_rejects_fp16_gradients():
     """Unscaling fp16 gradients is a ValueError: keep fp32 master weights."""
-    p = torch.nn.Parameter(torch.ones(4, dtype=torch.float16))
-    optimizer = torch.optim.SGD([p], lr=0.1)
-    scaler = adapters.get_loss_scaler_cls()()
-    scaler.scale(p.float().sum()).backward()
+    run = ScalerRun(  # the parameters, hence their gradients, in fp16
+        sizes=(4, 1), weights=({"weight": torch.ones(1, 4), "bias": torch.zeros(1)},),
+        optimizers=(("sgd", (0,), {"lr": 0.1}),), steps=1, seed=0, param_dtype=torch.float16,
+    )
     with pytest.raises(ValueError, match="fp32 master weights"):
-        scaler.step(optimizer)
+        _run_scaler("ours", {}, run)

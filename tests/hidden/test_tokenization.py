@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import adapters
 from tests.bpe_naive import naive_train_bpe
+from tests.scenarios import tokenization
 
 ROOT = Path(__file__).resolve().parents[2]
 EOT = "<|endoftext|>"
@@ -102,8 +103,8 @@ def test_tokenizer_reads_files_trained_by_huggingface(tmp_path: Path) -> None:
     hf.train_from_iterator(corpus.split(EOT), trainer)
     hf.model.save(str(tmp_path))
     vocab, merges = adapters.run_train_bpe(ROOT / "fixtures" / "corpora" / "mini.txt", 257, [EOT])  # any instance
-    ours = type(adapters.get_tokenizer(vocab, merges, [EOT])).from_files(
-        tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT]
+    ours = tokenization.from_files(
+        adapters.get_tokenizer(vocab, merges, [EOT]), tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT]
     )
     for text in [corpus[:3000], "Grüße 👍🏽 from 李明, it's 12:30!\n\n  ok", f"a{EOT}b"]:
         assert ours.encode(text) == hf.encode(text).ids, f"text={text[:60]!r}"
@@ -142,7 +143,7 @@ def test_encode_iterable_with_two_special_tokens_and_no_newlines() -> None:
         j = i + rng.randint(1, 9)
         pieces.append(text[i:j])
         i = j
-    assert list(tok.encode_iterable(pieces)) == tok.encode(text)
+    assert tokenization.encode_iterable(tok, pieces) == tok.encode(text)
 
 
 @pytest.mark.parametrize("text", ["ǅemo ﬁne", "\u0301\u0301 combining", "\x00\x1f\x7f controls", "🏳️‍🌈 flag"])

@@ -200,10 +200,12 @@ def test_forwarding_adapter_passes_exactly_its_parameters(name):
 
 
 def files_calling(name: str) -> list[Path]:
+    """Test modules and the scenarios they run (tests/scenarios/, where tests drive your objects) naming ``name``."""
     pattern = re.compile(rf"\b{re.escape(name)}\b")
+    files = [*(ROOT / "tests").rglob("test_*.py"), *(ROOT / "tests" / "scenarios").glob("*.py")]
     return [
         p
-        for p in (ROOT / "tests").rglob("test_*.py")
+        for p in files
         if "staff" not in p.relative_to(ROOT / "tests").parts and pattern.search(p.read_text())
     ]
 

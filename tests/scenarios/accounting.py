@@ -1,0 +1,281 @@
+"""Scenarios of part 7, resource accounting: your counters and measurements run on a network.
+
+A network (or a plain torch function) is described by a ``Net``, plain data, so that both sides of
+the line build the same one: ``build(net)`` gives torch's version (for the test's oracle,
+``FlopCounterMode``), ``build(net, student=True)`` the same network with your ``models.Linear``
+and ``Cruncher`` where the description names them. The ``student_...`` functions run one of your
+counters (``count_flops``, ``FlopCounter``, ``activation_bytes``, ``optimizer_state_bytes``) or one
+of the given measurement helpers on such a network and return what it reported: numbers, dicts,
+tensors. ``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare that with torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import io
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+import adapters
+from tests.boundary import plain_data, student_side
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+@plain_data
+@dataclass(frozen=True)
+class Net:
+    """A network, or a torch function, described as data; ``build`` makes it.
+
+    ``kind``:
+        ``"linear"``         ``nn.Linear(*dims, bias=bias)``
+        ``"mlp"``            ``mlp(dims, activation, bias)``
+        ``"relu"``/``"gelu"``  the activation module
+        ``"sequential"``     ``nn.Sequential`` of ``parts``
+        ``"chain"``          a plain function applying ``parts`` (functions) in turn to one tensor
+        ``"models.Linear"``  your ``Linear(*dims)``; torch's twin is ``nn.Linear(*dims, bias=False)``
+        ``"Cruncher"``       your ``Cruncher(*dims)`` (dim, num_layers); torch's twin is ``Cruncher`` below
+        ``"torch.NAME"``     the function ``torch.NAME``, called as ``torch.NAME(*before, *tensors, *after)``
+    Modules are built with torch's RNG seeded with ``seed`` and cast to ``dtype``.
+    """
+
+    kind: str
+    dims: tuple[int, ...] = ()
+    activation: str = "relu"
+    bias: bool = False
+    dtype: torch.dtype = torch.float32
+    seed: int = 0
+    parts: tuple[Net, ...] = ()
+    before: tuple = ()
+    after: tuple = ()
+
+
+def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False) -> nn.Sequential:
+    """Linear layers dims[0] -> ... -> dims[-1] (bias-free unless `bias`) with `activation` between them."""
+    layers: list[nn.Module] = []
+    for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        if i:
+            layers.append(activation())
+        layers.append(nn.Linear(d_in, d_out, bias=bias))
+    return nn.Sequential(*layers)
+
+
+class Cruncher(nn.Module):
+    """torch's twin of your ``models.Cruncher``: the same module tree (``layers.i``, ``final``), of
+    bias-free ``nn.Linear``, and the same class name (FlopCounterMode names the root module by it)."""
+
+    def __init__(self, dim: int, num_layers: int, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [nn.Linear(dim, dim, bias=False, device=device, dtype=dtype) for _ in range(num_layers)]
+        )
+        self.final = nn.Linear(dim, 1, bias=False, device=device, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The composition tests/test_models.py checks yours against: each layers.i, then final, squeezed."""
+        out = x
+        for i in range(len(self.layers)):
+            out = self.layers[i](out)
+        return self.final(out).squeeze(-1)
+
+
+def _function(net: Net) -> Callable[..., torch.Tensor]:
+    fn = getattr(torch, net.kind.removeprefix("torch."))
+    if not net.before and not net.after:
+        return fn
+    return lambda *tensors: fn(*net.before, *tensors, *net.after)
+
+
+def build(net: Net, student: bool = False) -> Callable[..., Any]:
+    """The network (torch's, or with your modules if ``student``), or the function, ``net`` describes."""
+    if net.kind.startswith("torch."):
+        return _function(net)
+    if net.kind == "chain":
+        fns = [build(part, student) for part in net.parts]
+
+        def chain(x: torch.Tensor) -> torch.Tensor:
+            for fn in fns:
+                x = fn(x)
+            return x
+
+        return chain
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(net.seed)
+        if net.kind == "linear":
+            module: nn.Module = nn.Linear(*net.dims, bias=net.bias)
+        elif net.kind == "mlp":
+            module = mlp(list(net.dims), ACTIVATIONS[net.activation], net.bias)
+        elif net.kind in ACTIVATIONS:
+            module = ACTIVATIONS[net.kind]()
+        elif net.kind == "sequential":
+            module = nn.Sequential(*(build(part, student) for part in net.parts))
+        elif net.kind == "models.Linear":
+            module = adapters.get_linear_cls()(*net.dims) if student else nn.Linear(*net.dims, bias=False)
+        elif net.kind == "Cruncher":
+            cls = adapters.get_cruncher_cls() if student else Cruncher
+            return cls(*net.dims, dtype=net.dtype)
+        else:
+            raise ValueError(f"unknown kind of Net: {net.kind!r}")
+    return module.to(net.dtype)
+
+
+def num_params(net: Net) -> int:
+    """Parameters of the network (counted on torch's build, on the meta device: no memory, no init)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in build(net).parameters())
+
+
+# --------------------------------------------------------------------------------------------
+# FLOPs
+# --------------------------------------------------------------------------------------------
+
+
+@student_side
+def student_count_flops(net: Net, *args: torch.Tensor, backward: bool = True) -> int:
+    """``count_flops`` of the network (with your modules where ``net`` names them) on ``args``."""
+    return adapters.run_count_flops(build(net, student=True), *args, backward=backward)
+
+
+@student_side
+def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool]) -> list[dict[str, Any]]:
+    """Use a fresh ``FlopCounter`` once per entry of ``backward``, around ``model(x)`` (and the
+    backward of its sum if true); return each counter's ``by_module()`` and ``total``."""
+    model = build(net, student=True)
+    runs = []
+    for with_backward in backward:
+        with adapters.get_flop_counter_cls()() as counter:
+            out = model(x)
+            if with_backward:
+                out.sum().backward()
+        runs.append({"by_module": counter.by_module(), "total": counter.total})
+    return runs
+
+
+@student_side
+def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, iters: int) -> tuple[float, int]:
+    """``time_matmul(a, b, warmup, iters)`` run inside torch's ``FlopCounterMode``: (its seconds, the FLOPs it ran)."""
+    with FlopCounterMode(display=False) as mode:
+        seconds = adapters.run_time_matmul(a, b, warmup=warmup, iters=iters)
+    return seconds, mode.get_total_flops()
+
+
+# --------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------
+
+
+@student_side
+def student_activation_bytes(net: Net, *args: torch.Tensor) -> int:
+    """``activation_bytes`` of the network (with your modules where ``net`` names them) on ``args``."""
+    return adapters.run_activation_bytes(build(net, student=True), *args)
+
+
+#: torch's optimizers by the names the tests use ("momentum" is SGD with a momentum buffer).
+TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD, "momentum": torch.optim.SGD, "adagrad": torch.optim.Adagrad,
+    "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+}
+
+#: Your optimizers by the same names.
+STUDENT_OPTIMIZERS: dict[str, Callable[[], type[torch.optim.Optimizer]]] = {
+    "sgd": adapters.get_sgd_cls, "momentum": adapters.get_sgd_cls, "adagrad": adapters.get_adagrad_cls,
+    "rmsprop": adapters.get_rmsprop_cls, "adam": adapters.get_adam_cls, "adamw": adapters.get_adamw_cls,
+}
+
+
+@student_side
+def student_optimizer_state_bytes(net: Net, optimizer: str, impl: str, kwargs: dict[str, Any],
+                                  inputs: list[torch.Tensor]) -> int:
+    """Train the network one step per input (``model(x).sum()``) with optimizer ``optimizer`` from
+    torch (``impl="torch"``) or yours (``impl="ours"``); return ``optimizer_state_bytes`` of it."""
+    model = build(net, student=True)
+    cls = TORCH_OPTIMIZERS[optimizer] if impl == "torch" else STUDENT_OPTIMIZERS[optimizer]()
+    opt = cls(model.parameters(), **kwargs)
+    for x in inputs:
+        opt.zero_grad()
+        model(x).sum().backward()
+        opt.step()
+    return adapters.run_optimizer_state_bytes(opt)
+
+
+@plain_data
+@dataclass(frozen=True)
+class TrainingMemory:
+    """What ``measure_training_step`` reported (its fields and ``total``), and ``baseline``: the
+    CUDA memory allocated before the model was built (None on CPU)."""
+
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    peak: int | None
+    total: int
+    baseline: int | None = field(default=None)
+
+
+def prepare_cuda(device: torch.device) -> None:
+    """Empty the allocator's cache and warm up cuBLAS, so later allocator deltas are only our tensors."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    # Allocate the cuBLAS workspace (mm and bmm share it) before anyone takes a baseline.
+    torch.ones(64, 64, device=device) @ torch.ones(64, 64, device=device)
+    torch.ones(2, 64, 64, device=device) @ torch.ones(2, 64, 64, device=device)
+    torch.cuda.synchronize(device)
+
+
+@student_side
+def student_training_step_memory(dim: int, num_layers: int, batch: int, device: torch.device | str,
+                                 seed: int = 0) -> TrainingMemory:
+    """``measure_training_step`` of your ``Cruncher(dim, num_layers)`` with torch's AdamW (foreach=False:
+    the multi-tensor kernels would add a parameter-sized temporary) on a seeded ``(batch, dim)`` input."""
+    device_ = torch.device(device)
+    baseline = None
+    if device_.type == "cuda":
+        prepare_cuda(device_)
+        baseline = torch.cuda.memory_allocated(device_)
+    with torch.random.fork_rng(devices=[device_] if device_.type == "cuda" else []):
+        torch.manual_seed(seed)
+        model = adapters.get_cruncher_cls()(dim, num_layers, device=device_)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    x = torch.randn(batch, dim, generator=torch.Generator().manual_seed(seed)).to(device_)
+    m = adapters.run_measure_training_step(model, optimizer, x)
+    return TrainingMemory(m.parameters, m.gradients, m.optimizer_state, m.activations, m.peak, m.total, baseline)
+
+
+@student_side
+def student_measure_allocation(shape: tuple[int, ...], dtype: torch.dtype,
+                               device: torch.device | str) -> tuple[torch.Tensor, int]:
+    """``measure_allocation`` of ``torch.empty(shape, dtype, device)``: (the tensor, the bytes measured).
+
+    On CUDA the allocator's cache is emptied and cuBLAS warmed up first (``prepare_cuda``).
+    """
+    if torch.device(device).type == "cuda":
+        prepare_cuda(torch.device(device))
+    return adapters.run_measure_allocation(lambda: torch.empty(shape, dtype=dtype, device=device), device)
+
+
+# --------------------------------------------------------------------------------------------
+# The cs336 command
+# --------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        yield out, err
+
+
+@student_side
+def cs336(argv: list[str]) -> tuple[int, str, str]:
+    """Run ``cs336 ARGV`` in this process: (its exit status, what it printed to stdout, to stderr)."""
+    with _captured() as (out, err):
+        status = adapters.run_cs336(argv)
+    return status, out.getvalue(), err.getvalue()

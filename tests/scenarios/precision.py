@@ -1,0 +1,184 @@
+"""Scenarios of part 8, precision: your mixed-precision step and your loss scaler, driven over steps.
+
+``mixed_precision_steps`` builds a small GELU MLP from given weights and takes steps with a step
+function (yours: ``student_mixed_precision_steps``), recording what each step did. ``scaler_run``
+trains a chain of linear layers through a loss scaler as a ``ScalerRun`` describes, injecting
+inf/NaN into chosen gradients, and records the scale and the parameters after every step; the
+tests run it with yours (``student_scaler_run``) and with ``torch.amp.GradScaler`` and compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import adapters
+from tests.boundary import plain_data, student_side
+
+LOSSES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
+
+
+@contextmanager
+def no_tf32() -> Iterator[None]:
+    """fp32 matmuls in true fp32 (TF32 keeps only 10 mantissa bits, which would blur the reference)."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def mlp(sizes: Sequence[int]) -> nn.Sequential:
+    """nn.Linear layers sizes[0] -> ... -> sizes[-1] with a GELU between each two."""
+    layers: list[nn.Module] = []
+    for i, (d_in, d_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        if i:
+            layers.append(nn.GELU())
+        layers.append(nn.Linear(d_in, d_out))
+    return nn.Sequential(*layers)
+
+
+# --------------------------------------------------------------------------------------------
+# mixed_precision_step
+# --------------------------------------------------------------------------------------------
+
+
+@plain_data
+@dataclass
+class MixedStep:
+    """What one step did: the loss it returned, the dtypes of the Linear layers' outputs during its
+    forward, and each parameter after the step and its gradient (None if it has none), by name."""
+
+    loss: Tensor
+    linear_output_dtypes: list[torch.dtype]
+    params: dict[str, Tensor]
+    grads: dict[str, Tensor | None]
+
+
+def mixed_precision_steps(
+    step: Callable[..., Tensor], sizes: Sequence[int], weights: dict[str, Tensor], x: Tensor, y: Tensor, *,
+    loss: str, dtype: torch.dtype, optimizer: str, optimizer_kwargs: dict[str, Any], steps: int = 1,
+    param_dtype: torch.dtype = torch.float32,
+) -> list[MixedStep]:
+    """Load ``weights`` into ``mlp(sizes)`` (on their device, cast to ``param_dtype``), then call
+    ``step(model, optimizer, x, y, LOSSES[loss], dtype)`` ``steps`` times with torch's ``optimizer``
+    (TF32 off); return what each step did."""
+    device = next(iter(weights.values())).device
+    model = mlp(sizes).to(device)
+    model.load_state_dict(weights)
+    model.to(param_dtype)
+    opt = OPTIMIZERS[optimizer](model.parameters(), **optimizer_kwargs)
+    seen: list[torch.dtype] = []
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            module.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
+    records = []
+    with no_tf32():
+        for _ in range(steps):
+            seen.clear()
+            out = step(model, opt, x, y, LOSSES[loss], dtype)
+            records.append(MixedStep(
+                loss=out,
+                linear_output_dtypes=list(seen),
+                params={name: p.detach().clone() for name, p in model.named_parameters()},
+                grads={name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()},
+            ))
+    return records
+
+
+@student_side
+def student_mixed_precision_steps(
+    sizes: Sequence[int], weights: dict[str, Tensor], x: Tensor, y: Tensor, **options: Any
+) -> list[MixedStep]:
+    """``mixed_precision_steps`` with your ``mixed_precision_step``."""
+    return mixed_precision_steps(adapters.run_mixed_precision_step, sizes, weights, x, y, **options)
+
+
+# --------------------------------------------------------------------------------------------
+# DynamicLossScaler
+# --------------------------------------------------------------------------------------------
+
+
+@plain_data
+@dataclass(frozen=True)
+class ScalerRun:
+    """A small training run through a loss scaler, described as data.
+
+    The model is a chain of ``nn.Linear`` layers ``sizes[0] -> sizes[1] -> ...`` (no activation),
+    starting from ``weights`` (one state dict per layer), held in ``param_dtype``. ``optimizers`` are
+    (a name in ``OPTIMIZERS``, the indices of the layers it steps, its keyword arguments). Each of
+    the ``steps`` draws ``x`` (``batch`` x sizes[0]) and ``y`` (``batch`` x sizes[-1]) from N(0, 1)
+    with a generator seeded with ``seed``, then::
+
+        scaler.scale(mse(model(x), y)).backward()
+        inject[step] = (layer, "weight" or "bias", index, value): put value into that gradient
+        clip = (i, max_norm): scaler.unscale_(optimizer i), clip its layers' gradient norm
+        scaler.step(each optimizer); scaler.update(); zero every optimizer's gradients
+    """
+
+    sizes: tuple[int, ...]
+    weights: tuple[dict[str, Tensor], ...]
+    optimizers: tuple[tuple[str, tuple[int, ...], dict[str, Any]], ...]
+    steps: int
+    seed: int
+    batch: int = 16
+    inject: dict[int, tuple[int, str, tuple[int, ...], float]] = field(default_factory=dict)
+    clip: tuple[int, float] | None = None
+    param_dtype: torch.dtype = torch.float32
+
+
+def torch_grad_scaler(**kwargs: Any) -> torch.amp.GradScaler:
+    """The reference: ``torch.amp.GradScaler`` on the CPU."""
+    return torch.amp.GradScaler("cpu", **kwargs)
+
+
+def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
+    """Train as ``run`` says with ``make_scaler(**kwargs)``; return the scale after each ``update()``
+    and all the parameters (flattened, concatenated) after each step."""
+    scaler = make_scaler(**kwargs)
+    layers = []
+    for (d_in, d_out), weights in zip(pairwise(run.sizes), run.weights, strict=True):
+        layer = nn.Linear(d_in, d_out)
+        layer.load_state_dict(weights)
+        layers.append(layer.to(run.param_dtype))
+    model = nn.Sequential(*layers)
+    optimizers = [
+        OPTIMIZERS[name]([p for i in indices for p in layers[i].parameters()], **opt_kwargs)
+        for name, indices, opt_kwargs in run.optimizers
+    ]
+    g = torch.Generator().manual_seed(run.seed)
+    scales, params = [], []
+    for step in range(run.steps):
+        x, y = torch.randn(run.batch, run.sizes[0], generator=g), torch.randn(run.batch, run.sizes[-1], generator=g)
+        loss = F.mse_loss(model(x.to(run.param_dtype)).float(), y)
+        scaler.scale(loss).backward()
+        if step in run.inject:
+            layer, name, index, value = run.inject[step]
+            getattr(layers[layer], name).grad[index] = value
+        if run.clip is not None:
+            i, max_norm = run.clip
+            scaler.unscale_(optimizers[i])
+            torch.nn.utils.clip_grad_norm_([p for j in run.optimizers[i][1] for p in layers[j].parameters()], max_norm)
+        for optimizer in optimizers:
+            scaler.step(optimizer)
+        scaler.update()
+        for optimizer in optimizers:
+            optimizer.zero_grad()
+        scales.append(scaler.get_scale())
+        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    return scales, params
+
+
+@student_side
+def student_scaler_run(kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
+    """``scaler_run`` with your ``DynamicLossScaler``."""
+    return scaler_run(adapters.get_loss_scaler_cls(), kwargs, run)

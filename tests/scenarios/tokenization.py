@@ -1,0 +1,59 @@
+"""Scenarios of part 6, tokenization: your Tokenizer fed from a one-pass iterator or a file, and read back.
+
+Each takes a tokenizer you built with ``adapters.get_tokenizer`` (in grading it stays on your side
+of the line, and the test holds a handle to it) and plain inputs: text pieces, paths. What comes
+back is plain data (ids, counts, bytes of memory) or, for ``from_files``, another tokenizer.
+"""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from dataclasses import dataclass
+from typing import Any
+
+from tests.boundary import plain_data, student_side
+
+
+@student_side
+def encode_iterable(tokenizer: Any, pieces: list[str]) -> list[int]:
+    """``list(tokenizer.encode_iterable(iter(pieces)))``: the pieces as a one-pass iterator, all ids at once."""
+    return list(tokenizer.encode_iterable(iter(pieces)))
+
+
+@plain_data
+@dataclass
+class Streamed:
+    """What streaming a file through ``encode_iterable`` did: whether it returned a lazy iterator
+    (``iter(stream) is stream``; if not, nothing else was read), its first ids, how many ids it
+    gave in all, and the peak of the memory tracemalloc traced meanwhile, in bytes."""
+
+    lazy: bool
+    first: list[int] | None = None
+    count: int | None = None
+    peak: int | None = None
+
+
+@student_side
+def stream_file(tokenizer: Any, path: str | os.PathLike, first: int = 100) -> Streamed:
+    """Open ``path`` (UTF-8, newlines as they are) and encode it through ``tokenizer.encode_iterable(f)``
+    under tracemalloc, counting the ids as they come without keeping them."""
+    with open(path, encoding="utf-8", newline="") as f:
+        tracemalloc.start()
+        try:
+            stream = tokenizer.encode_iterable(f)
+            if iter(stream) is not stream:
+                return Streamed(lazy=False)
+            head = [next(stream) for _ in range(first)]
+            count = first + sum(1 for _ in stream)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    return Streamed(lazy=True, first=head, count=count, peak=peak)
+
+
+@student_side
+def from_files(tokenizer: Any, vocab_path: str | os.PathLike, merges_path: str | os.PathLike,
+               special_tokens: list[str] | None = None) -> Any:
+    """``type(tokenizer).from_files(vocab_path, merges_path, special_tokens)``: a tokenizer of your class, read from files."""
+    return type(tokenizer).from_files(vocab_path, merges_path, special_tokens)
