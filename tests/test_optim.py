@@ -64,7 +64,9 @@ def compare_with_torch(
     problem = Problem.make(seed, steps, dtype, shapes)
     checkpoints = {c for c in {1, 2, 10, steps} | set(range(every, steps, every)) if c <= steps}
     ours = scenario.student_trajectory(name, problem, kwargs, steps, checkpoints, groups, no_grad)
-    ref = scenario.trajectory(OPTIMIZERS[name][1], problem, kwargs, steps, checkpoints, groups, no_grad)
+    ref = scenario.trajectory(
+        OPTIMIZERS[name][1], problem, kwargs, steps, checkpoints, groups, no_grad
+    )
     tol = TOLERANCES[dtype]
     for step in sorted(checkpoints):
         for k in ref.params[step]:
@@ -161,9 +163,7 @@ def test_optimizer_state_matches_torch_names_values_and_memory(name, kwargs, ten
                     msg=lambda m, key=key, k=k: f"state[{key!r}] of {k!r}: {m}",
                 )
         big = [
-            key
-            for key, v in mine.items()
-            if isinstance(v, torch.Tensor) and v.shape == param.shape
+            key for key, v in mine.items() if isinstance(v, torch.Tensor) and v.shape == param.shape
         ]
         assert len(big) == tensors, (
             f"{describe(name, kwargs)} keeps {len(big)} tensors of the parameter's shape ({big}); "

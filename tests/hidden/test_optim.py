@@ -77,7 +77,9 @@ def test_optimizer_handles_all_zero_gradients_like_torch(name):
     init = torch.linspace(-1, 1, 6)
     zeros = {"p": torch.zeros(6)}
     # grad = 0 * (p - 0) + 0: exactly zero at every step
-    problem = Problem(init={"p": init}, target=zeros, curvature=zeros, noise={"p": torch.zeros(30, 6)})
+    problem = Problem(
+        init={"p": init}, target=zeros, curvature=zeros, noise={"p": torch.zeros(30, 6)}
+    )
     ours = scenario.student_trajectory(name, problem, FULL[name], 30, {30}).final["p"]
     ref = scenario.trajectory(OPTIMIZERS[name][1], problem, FULL[name], 30, {30}).final["p"]
     assert not ours.isnan().any(), (

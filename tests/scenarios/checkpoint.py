@@ -182,7 +182,9 @@ def resumed(setup: Setup, k: int, total: int, path: Path, how: str = "path") -> 
     where = Where(path, how)
     with where.opened("wb") as out:
         adapters.run_save_checkpoint(model, optimizer, k, out)
-    model, optimizer = setup.build(1)  # a different initialisation: everything must come from the checkpoint
+    model, optimizer = setup.build(
+        1
+    )  # a different initialisation: everything must come from the checkpoint
     with where.opened("rb") as src:
         start = adapters.run_load_checkpoint(src, model, optimizer)
     train(model, optimizer, range(start, total))

@@ -27,7 +27,9 @@ def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = No
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        layer = adapters.get_linear_cls()(d_in, d_out, **({} if dtype is None else {"dtype": dtype}))
+        layer = adapters.get_linear_cls()(
+            d_in, d_out, **({} if dtype is None else {"dtype": dtype})
+        )
     return layer.weight.detach()
 
 
@@ -42,7 +44,11 @@ class Gradients:
 
 @student_side
 def gradients(
-    module: str, args: tuple, weights: dict[str, torch.Tensor], x: torch.Tensor, upstream: torch.Tensor
+    module: str,
+    args: tuple,
+    weights: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    upstream: torch.Tensor,
 ) -> Gradients:
     """Build your ``module`` (``"linear"`` or ``"cruncher"``) from ``args``, load ``weights``, backpropagate.
 

@@ -72,8 +72,12 @@ class Problem:
 class Trajectory:
     """What one run leaves to compare: the parameters after chosen steps, and the final state."""
 
-    params: dict[int, dict[str, torch.Tensor]]  # step -> parameter name -> its value after that step
-    state: dict[str, dict[str, Any]]  # parameter name -> optimizer.state[parameter] after the last step
+    params: dict[
+        int, dict[str, torch.Tensor]
+    ]  # step -> parameter name -> its value after that step
+    state: dict[
+        str, dict[str, Any]
+    ]  # parameter name -> optimizer.state[parameter] after the last step
 
     @property
     def final(self) -> dict[str, torch.Tensor]:

@@ -50,19 +50,28 @@ def cs336(argv: list[str]) -> Run:
 
 
 @student_side
-def train_killed_at_random(argv: list[str], checkpoint: Path, log: Path, seed: int = 0) -> tuple[int, str]:
+def train_killed_at_random(
+    argv: list[str], checkpoint: Path, log: Path, seed: int = 0
+) -> tuple[int, str]:
     """Run ``cs336 ARGV`` in a child process; once ``checkpoint`` exists, SIGKILL it at a random moment.
 
     The child calls ``adapters.run_cs336`` too (the same door, from the folder that holds your
     ``adapters.py``). Returns its exit status and what it printed (also left in ``log``).
     """
     root = Path(adapters.__file__).resolve().parent
-    command = [sys.executable, "-c", "import sys, adapters; sys.exit(adapters.run_cs336(sys.argv[1:]))", *argv]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys, adapters; sys.exit(adapters.run_cs336(sys.argv[1:]))",
+        *argv,
+    ]
     env = {**os.environ, "PYTHONPATH": str(root)}
     with log.open("w") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=root, env=env)
         try:
-            while not checkpoint.exists() and proc.poll() is None:  # wait until training is under way
+            while (
+                not checkpoint.exists() and proc.poll() is None
+            ):  # wait until training is under way
                 time.sleep(0.01)
             # then kill it at an arbitrary step, quite possibly in the middle of a save
             time.sleep(random.Random(seed).uniform(0.0, 0.1))
