@@ -3,6 +3,8 @@
 Oracles: ``torch.nn.functional.linear`` for the forward pass, the closed-form statistics of a
 truncated normal for the initialisation, a composition of ``F.linear`` for the Cruncher, and one
 generated snapshot (``fixtures/snapshots/test_models/``) for the Cruncher's forward on fixed weights.
+Seeded initialisation and ``set_seed`` run in ``tests/scenarios/models.py`` (in grading, on your side
+of the line, where your code draws its random numbers: see ``tests/boundary.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import adapters
+from tests.scenarios import models as scenario
 
 TRUNC_STD_FACTOR = math.sqrt(
     1 - 2 * 3 * math.exp(-4.5) / math.sqrt(2 * math.pi) / math.erf(3 / math.sqrt(2))
@@ -103,9 +106,7 @@ def test_linear_honours_dtype_and_device():
 
 def check_init_statistics(d_in: int, d_out: int, seed: int) -> None:
     """Shared by the public and hidden tests: the init is TruncNormal(0, sigma, -3 sigma, 3 sigma)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        w = adapters.get_linear_cls()(d_in, d_out).weight.detach().double()
+    w = scenario.linear_init(d_in, d_out, seed).double()
     assert w.shape == (d_out, d_in)
     sigma = 1 / math.sqrt(d_in)
     expected_std = TRUNC_STD_FACTOR * sigma
@@ -207,23 +208,15 @@ def test_cruncher_rejects_bad_sizes(kwargs, bad):
         adapters.get_cruncher_cls()(**kwargs)
 
 
-def draw_from_every_generator() -> tuple[float, float, float]:
-    return random.random(), float(np.random.rand()), torch.rand(()).item()
-
-
 def test_set_seed_makes_random_numpy_and_torch_reproducible(restore_global_rngs):
     """After set_seed(s), random, numpy and torch draw the same numbers every time; other seeds differ."""
-    adapters.run_set_seed(1234)
-    first = draw_from_every_generator()
-    draw_from_every_generator()
-    adapters.run_set_seed(1234)
-    again = draw_from_every_generator()
+    first, _ = scenario.seeded_draws(1234, rounds=2)
+    (again,) = scenario.seeded_draws(1234, rounds=1)
     for name, a, b in zip(("random", "numpy", "torch"), first, again, strict=True):
         assert a == b, (
             f"set_seed(1234) twice gave different first draws from {name} ({a} vs {b}): seed {name} too"
         )
-    adapters.run_set_seed(4321)
-    other = draw_from_every_generator()
+    (other,) = scenario.seeded_draws(4321, rounds=1)
     for name, a, b in zip(("random", "numpy", "torch"), first, other, strict=True):
         assert a != b, (
             f"set_seed(1234) and set_seed(4321) gave the same draw from {name}: the seed must be used"

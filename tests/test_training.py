@@ -1,45 +1,43 @@
 """Public tests of the training loop, through the ``cs336 train`` command.
 
 ``cs336 train`` builds your ``Cruncher`` and ``AdamW`` and saves/loads with your checkpoint code,
-so these tests pass once models, optimizers, checkpointing and ``training.py`` all work.
+so these tests pass once models, optimizers, checkpointing and ``training.py`` all work. The commands
+run in ``tests/scenarios/training.py`` (in grading, on your side of the line: see ``tests/boundary.py``),
+which hands back what they printed.
 """
 
 from __future__ import annotations
 
-import os
-import random
 import re
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-import adapters
+from tests.scenarios import training as scenario
+from tests.scenarios.training import load_final_state
 from tests.test_checkpoint import assert_state_dicts_equal
-from tests.util import ROOT
 
 # A tiny run: D = 4, so the loss starts near sum(i^2 for i < 4) = 14 and AdamW fits it in ~100 steps.
 TINY = ["--dim", "4", "--layers", "2", "--batch-size", "8", "--lr", "0.01", "--seed", "3"]
 LOSS_LINE = re.compile(r"step\s+(\d+)/(\d+)\s+loss\s+(\S+)")
 
 
+def cs336(argv: list[str]) -> int:
+    """Run `cs336 ARGV` (your command, in the scenario); print here what it printed; return its exit status."""
+    run = scenario.cs336(argv)
+    sys.stdout.write(run.out)
+    sys.stderr.write(run.err)
+    return run.status
+
+
 def train(*args: str) -> None:
     """Run `cs336 train ARGS` in this process; fail with the exit status if it is not 0."""
-    status = adapters.run_cs336(["train", *args])
+    status = cs336(["train", *args])
     assert status == 0, f"`cs336 train {' '.join(args)}` exited with status {status}"
 
 
 def losses_printed(text: str) -> dict[int, float]:
     return {int(m.group(1)): float(m.group(3)) for m in LOSS_LINE.finditer(text)}
-
-
-def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, dict, dict]:
-    """Load a checkpoint of ``cs336 train`` into a fresh Cruncher + AdamW; return (iteration, states)."""
-    model = adapters.get_cruncher_cls()(dim, layers)
-    optimizer = adapters.get_adamw_cls()(model.parameters(), lr=0.01)
-    iteration = adapters.run_load_checkpoint(path, model, optimizer)
-    return iteration, model.state_dict(), optimizer.state_dict()
 
 
 def assert_same_final_state(actual: Path, expected: Path) -> None:
@@ -91,7 +89,7 @@ def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_pa
     train("--steps", "3", *TINY, "--checkpoint", str(path))
     before = path.read_bytes()
     capsys.readouterr()
-    status = adapters.run_cs336(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
+    status = cs336(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
     err = capsys.readouterr().err
     assert status != 0, "starting a new run over an existing checkpoint should fail"
     assert "--resume" in err, f"the error should suggest --resume, got: {err.strip()[-300:]}"
@@ -104,27 +102,12 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
     straight, killed = tmp_path / "straight.pt", tmp_path / "killed.pt"
     train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000")
 
-    log = tmp_path / "killed.log"
-    # The same door in a child process: adapters.run_cs336, so the graders can redirect it too.
-    command = [sys.executable, "-c", "import sys, adapters; sys.exit(adapters.run_cs336(sys.argv[1:]))", "train", *steps]
-    command += ["--checkpoint", str(killed), "--checkpoint-every", "1"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with log.open("w") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-        try:
-            while not killed.exists() and proc.poll() is None:  # wait until training is under way
-                time.sleep(0.01)
-            # then kill it at an arbitrary step, quite possibly in the middle of a save
-            time.sleep(random.Random(0).uniform(0.0, 0.1))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-    output = log.read_text()
+    returncode, output = scenario.train_killed_at_random(
+        ["train", *steps, "--checkpoint", str(killed), "--checkpoint-every", "1"], killed, tmp_path / "killed.log"
+    )
     if "NotImplementedError" in output:
         raise NotImplementedError(output.strip().splitlines()[-1])
-    assert proc.returncode in (0, -signal.SIGKILL), (
+    assert returncode in (0, -signal.SIGKILL), (
         f"the run failed before it was killed:\n{output[-3000:]}"
     )
     assert killed.exists(), f"no checkpoint was written before the kill:\n{output[-3000:]}"

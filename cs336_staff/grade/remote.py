@@ -60,11 +60,17 @@ class FromWorker(Exception):
     """Mixin of every exception rebuilt from the worker (``except FromWorker`` to tell them apart)."""
 
 
+def _worker_str(self: BaseException) -> str:
+    """``str(e)`` as the worker saw it, where the rebuilt args alone do not say it (see below)."""
+    said = self.__dict__.get("worker_str")
+    return said if said is not None else super(type(self), self).__str__()
+
+
 _REBUILT: dict[tuple[str, type], type] = {}
 
 
 def rebuild_exception(error: dict) -> BaseException:
-    """A local exception standing for one the submission raised: same builtin base, name and args."""
+    """A local exception standing for one the submission raised: same builtin base, name, args and str()."""
     types = [str(t) for t in error.get("types", [])]
     message = str(error.get("message", ""))
     base: type[BaseException] = WorkerError
@@ -79,7 +85,7 @@ def rebuild_exception(error: dict) -> BaseException:
     name = types[0].rpartition(".")[2] if types else base.__name__
     key = (name, base)
     if key not in _REBUILT:
-        _REBUILT[key] = type(name, (base, FromWorker), {"__module__": "worker"})
+        _REBUILT[key] = type(name, (base, FromWorker), {"__module__": "worker", "__str__": _worker_str})
     cls = _REBUILT[key]
     args = error.get("args")
     exc: BaseException
@@ -87,6 +93,10 @@ def rebuild_exception(error: dict) -> BaseException:
         exc = cls(*args) if isinstance(args, list) and base is not WorkerError else cls(message)
     except Exception:
         exc = cls(message)
+    if str(exc) != message and "[... cut ...]" not in message:
+        # args do not always make the message: an OSError keeps its filename outside them
+        # ("[Errno 2] No such file or directory: 'ckpt.pt'"), a class may define __str__
+        exc.worker_str = message
     tb = str(error.get("traceback", "")).strip()
     if tb:
         exc.add_note(f"Traceback in the submission's code (sandboxed worker):\n{tb}")

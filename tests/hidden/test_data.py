@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import adapters
+from tests.scenarios import data as scenario
 from tests.test_data import (
     DEVICES,
     assert_uniform_over_valid_starts,
@@ -94,12 +95,8 @@ def test_get_batch_advances_the_generator_between_calls():
 def test_get_batch_without_a_generator_uses_torchs_global_rng():
     """generator=None works, and is reproducible under torch.manual_seed."""
     dataset = np.arange(100_000)
-    torch.manual_seed(4)
-    np.random.seed(4)
-    a, _ = adapters.run_get_batch(dataset, 8, 4, "cpu")
-    torch.manual_seed(4)
-    np.random.seed(4)
-    b, _ = adapters.run_get_batch(dataset, 8, 4, "cpu")
+    a, _ = scenario.batch_under_global_seed(4, dataset, 8, 4)
+    b, _ = scenario.batch_under_global_seed(4, dataset, 8, 4)
     assert a.shape == (8, 4) and torch.equal(a, b), (
         "with generator=None, reseeding torch should reproduce the batch"
     )

@@ -9,10 +9,10 @@ import torch
 import torch.nn.functional as F
 
 import adapters
+from tests.scenarios import models as scenario
 from tests.test_models import (
     check_init_statistics,
     cruncher_with_fixed_weights,
-    draw_from_every_generator,
     linear_matches_functional,
     restore_global_rngs,  # noqa: F401  (fixture)
 )
@@ -44,9 +44,7 @@ def test_linear_init_statistics_other_shapes(d_in, d_out, seed):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
 def test_linear_init_in_other_dtypes_is_bounded(dtype):
     """A float64 or bfloat16 Linear has weights of that dtype, all within ±3/sqrt(d_in) (up to rounding)."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(3)
-        w = adapters.get_linear_cls()(256, 64, dtype=dtype).weight.detach()
+    w = scenario.linear_init(256, 64, seed=3, dtype=dtype)
     assert w.dtype == dtype
     slack = 1e-2 if dtype == torch.bfloat16 else 1e-9
     assert w.double().abs().max().item() <= 3 / math.sqrt(256) * (1 + slack)
@@ -55,20 +53,18 @@ def test_linear_init_in_other_dtypes_is_bounded(dtype):
 def test_linear_gradient_matches_functional_linear():
     """Backpropagating through Linear gives the same weight and input gradients as F.linear."""
     g = torch.Generator().manual_seed(6)
-    layer = adapters.get_linear_cls()(4, 3)
     w = torch.randn(3, 4, generator=g)
-    layer.load_state_dict({"weight": w})
-    x = torch.randn(2, 5, 4, generator=g, requires_grad=True)
-    x_ref = x.detach().clone().requires_grad_()
+    x = torch.randn(2, 5, 4, generator=g)
+    x_ref = x.clone().requires_grad_()
     w_ref = w.clone().requires_grad_()
     upstream = torch.randn(2, 5, 3, generator=g)
-    (layer(x) * upstream).sum().backward()
+    grads = scenario.gradients("linear", (4, 3), {"weight": w}, x, upstream)
     (F.linear(x_ref, w_ref) * upstream).sum().backward()
-    assert layer.weight.grad is not None, (
+    assert grads.params["weight"] is not None, (
         "Linear.weight got no gradient: it must be an nn.Parameter used in forward"
     )
-    torch.testing.assert_close(layer.weight.grad, w_ref.grad, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grads.params["weight"], w_ref.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(grads.input, x_ref.grad, rtol=1e-5, atol=1e-6)
 
 
 def test_linear_rejects_wrong_width_on_batched_input():
@@ -100,13 +96,15 @@ def test_cruncher_float64_is_a_composition_of_linears():
 
 def test_cruncher_gradients_reach_every_layer():
     """A backward pass through the Cruncher gives every parameter a gradient of its own shape."""
-    model, _, x = cruncher_with_fixed_weights(dim=4, num_layers=3, seed=9)
-    model(x).pow(2).sum().backward()
-    for name, p in model.named_parameters():
-        assert p.grad is not None and p.grad.shape == p.shape, (
-            f"{name} got no gradient of shape {tuple(p.shape)}"
+    _, weights, x = cruncher_with_fixed_weights(dim=4, num_layers=3, seed=9)
+    upstream = torch.randn(5, generator=torch.Generator().manual_seed(9))
+    grads = scenario.gradients("cruncher", (4, 3), weights, x, upstream)
+    for name, grad in grads.params.items():
+        shape = weights[name].shape
+        assert grad is not None and grad.shape == shape, (
+            f"{name} got no gradient of shape {tuple(shape)}"
         )
-        assert p.grad.abs().sum() > 0, f"{name}'s gradient is all zero"
+        assert grad.abs().sum() > 0, f"{name}'s gradient is all zero"
 
 
 def test_cruncher_forward_matches_snapshot_other_seed(snapshot):
@@ -120,10 +118,8 @@ def test_cruncher_forward_matches_snapshot_other_seed(snapshot):
 @pytest.mark.parametrize("seed", [0, 2**32 - 1])
 def test_set_seed_accepts_the_whole_numpy_range(seed, restore_global_rngs):  # noqa: F811
     """set_seed works at both ends of [0, 2**32) and is reproducible there."""
-    adapters.run_set_seed(seed)
-    first = draw_from_every_generator()
-    adapters.run_set_seed(seed)
-    assert draw_from_every_generator() == first
+    (first,) = scenario.seeded_draws(seed, rounds=1)
+    assert scenario.seeded_draws(seed, rounds=1) == [first]
 
 
 def test_set_seed_rejects_seed_beyond_numpy_range(restore_global_rngs):  # noqa: F811

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.test_optim import OPTIMIZERS, Problem, build, compare_with_torch, describe
+from tests.scenarios import optim as scenario
+from tests.scenarios.optim import Problem
+from tests.test_optim import OPTIMIZERS, compare_with_torch, describe
 
 NAMES = list(OPTIMIZERS)
 
@@ -60,11 +62,11 @@ def test_optimizer_honours_param_group_options(name):
 def test_optimizer_skips_parameters_without_gradient(name):
     """A parameter whose .grad stays None is left untouched, and the others still match torch."""
     shapes = {"weight": (4, 3), "frozen": (3,)}
-    ours_p, _, _, _ = compare_with_torch(
+    ours, _ = compare_with_torch(
         name, FULL[name], steps=20, seed=14, shapes=shapes, no_grad=frozenset({"frozen"})
     )
     initial = Problem.make(14, 20, torch.float32, shapes).init["frozen"]
-    assert torch.equal(ours_p["frozen"].detach(), initial), (
+    assert torch.equal(ours.final["frozen"], initial), (
         f"{describe(name, FULL[name])} changed a parameter whose grad is None; skip such parameters"
     )
 
@@ -72,40 +74,28 @@ def test_optimizer_skips_parameters_without_gradient(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_optimizer_handles_all_zero_gradients_like_torch(name):
     """A parameter whose gradient is exactly zero moves as torch moves it (weight decay only) and never becomes NaN."""
-    ours_cls, torch_cls = OPTIMIZERS[name][0](), OPTIMIZERS[name][1]
     init = torch.linspace(-1, 1, 6)
-    ours_p, torch_p = init.clone().requires_grad_(), init.clone().requires_grad_()
-    ours, ref = ours_cls([ours_p], **FULL[name]), torch_cls([torch_p], **FULL[name])
-    for _ in range(30):
-        for p, opt in ((ours_p, ours), (torch_p, ref)):
-            p.grad = torch.zeros_like(p)
-            opt.step()
-    assert not ours_p.isnan().any(), (
+    zeros = {"p": torch.zeros(6)}
+    # grad = 0 * (p - 0) + 0: exactly zero at every step
+    problem = Problem(
+        init={"p": init}, target=zeros, curvature=zeros, noise={"p": torch.zeros(30, 6)}
+    )
+    ours = scenario.student_trajectory(name, problem, FULL[name], 30, {30}).final["p"]
+    ref = scenario.trajectory(OPTIMIZERS[name][1], problem, FULL[name], 30, {30}).final["p"]
+    assert not ours.isnan().any(), (
         f"{describe(name, FULL[name])} produced NaN from zero gradients (0/0?)"
     )
-    torch.testing.assert_close(ours_p.detach(), torch_p.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_optimizer_step_with_closure_returns_its_loss(name):
     """step(closure) re-evaluates the loss with gradients enabled, steps, and returns that loss."""
-    ours_cls, torch_cls = OPTIMIZERS[name][0](), OPTIMIZERS[name][1]
     target = torch.tensor([1.0, -2.0, 3.0])
-    results = []
-    for cls in (ours_cls, torch_cls):
-        p = torch.zeros(3, requires_grad=True)
-        opt = cls([p], **FULL[name])
-
-        def closure(p=p, opt=opt):
-            opt.zero_grad()
-            loss = (p - target).pow(2).sum()
-            loss.backward()
-            return loss
-
-        with torch.no_grad():
-            losses = [opt.step(closure) for _ in range(5)]
-        results.append((p.detach(), [float(v.detach()) for v in losses]))
-    (ours_p, ours_losses), (torch_p, torch_losses) = results
+    ours_p, ours_returned = scenario.student_closure_run(name, FULL[name], target, 5)
+    torch_p, torch_returned = scenario.closure_run(OPTIMIZERS[name][1], FULL[name], target, 5)
+    ours_losses = [float(v.detach()) for v in ours_returned]
+    torch_losses = [float(v.detach()) for v in torch_returned]
     assert ours_losses == pytest.approx(torch_losses, rel=1e-5), (
         f"step(closure) returned {ours_losses}, torch {torch_losses}"
     )
@@ -115,22 +105,8 @@ def test_optimizer_step_with_closure_returns_its_loss(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_optimizer_state_dict_round_trip_resumes_exactly(name):
     """Saving state_dict after k steps and loading it into a fresh optimizer continues bit for bit."""
-    cls = OPTIMIZERS[name][0]()
     problem = Problem.make(seed=15, steps=20, dtype=torch.float32)
-    straight, resumed = problem.params(), problem.params()
-    opt = build(cls, straight, FULL[name], None)
-    for t in range(20):
-        problem.set_grads(straight, t)
-        opt.step()
-    opt_a = build(cls, resumed, FULL[name], None)
-    for t in range(10):
-        problem.set_grads(resumed, t)
-        opt_a.step()
-    opt_b = build(cls, resumed, FULL[name], None)
-    opt_b.load_state_dict(opt_a.state_dict())
-    for t in range(10, 20):
-        problem.set_grads(resumed, t)
-        opt_b.step()
+    straight, resumed = scenario.student_resumed_by_state_dict(name, problem, FULL[name], 10, 20)
     for k in straight:
         assert torch.equal(straight[k], resumed[k]), (
             f"{describe(name, FULL[name])}: {k!r} differs after resuming from state_dict"

@@ -143,8 +143,8 @@ class Worker:
                 self._ids.pop(id(obj), None)
         decoder = self.codec.Decoder(msg.get("storages", []), blobs, deref=self.deref)
         try:
-            if msg.get("op") == "call":  # import a scenario's module first: its @plain_data
-                self.resolve(str(msg.get("target")))  # classes must be registered to decode the arguments
+            if msg.get("op") == "call":  # import a scenario's module first: it registers its @plain_data classes
+                self.resolve(str(msg["target"]))
             args = decoder.decode(msg.get("args", []))
             kwargs = decoder.decode(msg.get("kwargs", {"$": "dict", "items": []}))
             if not isinstance(args, list) or not isinstance(kwargs, dict):

@@ -1,0 +1,218 @@
+"""Scenarios of checkpointing: torch's own models and optimizers, saved and loaded by your code.
+
+A ``Setup`` names a model and a ``torch.optim`` optimizer as plain data, so both sides of the line
+can build the same pair. ``straight`` trains one without any checkpoint (the reference, run by the
+test itself); the ``@student_side`` scenarios train, save and load with your
+``adapters.run_save_checkpoint`` / ``run_load_checkpoint`` and return what they observed: the
+iteration your load returned and the ``state_dict()`` of the model and optimizer (a ``State``).
+Errors your code raises propagate to the test.
+
+Every run here is single-threaded: some CPU kernels (BatchNorm's, say) sum in an order that depends
+on the number of threads, and a run on your side must be bit-identical to the same run in the test.
+
+Where a checkpoint goes (``how``): ``"path"`` (a ``pathlib.Path``), ``"str"`` (the path as a
+string), ``"open file"`` (the file at the path, opened ``"wb"`` / ``"rb"``) or ``"file object"``
+(an in-memory ``io.BytesIO``; the path is then unused).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+import adapters
+from tests.boundary import plain_data, student_side
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def single_threaded(fn: F) -> F:
+    """Run ``fn`` with one torch thread (the thread count is put back afterwards)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return run  # type: ignore[return-value]
+
+
+class _ExplodesWhenPickled:
+    def __reduce__(self):
+        raise OSError("simulated crash in the middle of writing the checkpoint")
+
+
+class CrashableModel(nn.Module):
+    """A model whose state cannot be serialised once ``crash`` is set, so saving it fails midway."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(3, 2)
+        self.crash = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+    def get_extra_state(self):
+        return _ExplodesWhenPickled() if self.crash else {}
+
+    def set_extra_state(self, state) -> None:
+        pass
+
+
+MODELS = {
+    "mlp": lambda: nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)),
+    "batchnorm": lambda: nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Linear(6, 1)),
+    "crashable": CrashableModel,
+}
+
+
+@plain_data
+@dataclass(frozen=True)
+class Setup:
+    """A model (a key of ``MODELS``) and a ``torch.optim`` class (by name) with its options."""
+
+    optimizer: str
+    options: dict[str, Any]
+    model: str = "mlp"
+
+    def build(self, seed: int) -> tuple[nn.Module, torch.optim.Optimizer]:
+        """The model initialised from ``seed`` (global RNGs left as they were), and its optimizer."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = MODELS[self.model]()
+        return model, getattr(torch.optim, self.optimizer)(model.parameters(), **self.options)
+
+
+@plain_data
+@dataclass
+class State:
+    """What a run leaves: an iteration and the ``state_dict()`` of its model and of its optimizer."""
+
+    iteration: int
+    model: dict[str, Any]
+    optimizer: dict[str, Any]
+
+
+def observe(iteration: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> State:
+    return State(iteration, model.state_dict(), optimizer.state_dict())
+
+
+def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch of step ``step``: a pure function of the step, independent of any global RNG."""
+    g = torch.Generator().manual_seed(1000 + step)
+    x = torch.randn(16, 4, generator=g)
+    return x, x.sum(dim=1, keepdim=True) ** 2
+
+
+def train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: range) -> None:
+    for step in steps:
+        x, y = batch(step)
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+@single_threaded
+def straight(setup: Setup, total: int) -> State:
+    """Train ``total`` steps from seed 0 without any checkpoint (the reference)."""
+    model, optimizer = setup.build(0)
+    train(model, optimizer, range(total))
+    return observe(total, model, optimizer)
+
+
+class Where:
+    """A checkpoint's place (``path``) and how it is handed to your code (``how``, see the module docstring)."""
+
+    def __init__(self, path: Path, how: str) -> None:
+        if how not in ("path", "str", "open file", "file object"):
+            raise ValueError(f"unknown way to give a checkpoint: {how!r}")
+        self.path, self.how, self.buffer = Path(path), how, io.BytesIO()
+
+    @contextmanager
+    def opened(self, mode: str) -> Iterator[Any]:
+        if self.how == "open file":
+            with self.path.open(mode) as f:
+                yield f
+        elif self.how == "file object":
+            self.buffer.seek(0)
+            yield self.buffer
+        else:
+            yield self.path if self.how == "path" else str(self.path)
+
+
+@student_side
+@single_threaded
+def save(setup: Setup, steps: int, iteration: int, path: Path, how: str = "path") -> None:
+    """Train ``steps`` steps from seed 0, then save with your code as iteration ``iteration``."""
+    model, optimizer = setup.build(0)
+    train(model, optimizer, range(steps))
+    with Where(path, how).opened("wb") as out:
+        adapters.run_save_checkpoint(model, optimizer, iteration, out)
+
+
+@student_side
+@single_threaded
+def load_into_fresh(setup: Setup, path: Path, how: str = "path") -> State:
+    """Build the setup from another seed (1), load the checkpoint into it with your code; observe."""
+    model, optimizer = setup.build(1)
+    with Where(path, how).opened("rb") as src:
+        iteration = adapters.run_load_checkpoint(src, model, optimizer)
+    return observe(iteration, model, optimizer)
+
+
+@student_side
+@single_threaded
+def resumed(setup: Setup, k: int, total: int, path: Path, how: str = "path") -> State:
+    """Train ``k`` steps, save, load into a fresh pair (seed 1), train from the loaded iteration to ``total``."""
+    model, optimizer = setup.build(0)
+    train(model, optimizer, range(k))
+    where = Where(path, how)
+    with where.opened("wb") as out:
+        adapters.run_save_checkpoint(model, optimizer, k, out)
+    model, optimizer = setup.build(
+        1
+    )  # a different initialisation: everything must come from the checkpoint
+    with where.opened("rb") as src:
+        start = adapters.run_load_checkpoint(src, model, optimizer)
+    train(model, optimizer, range(start, total))
+    return observe(start, model, optimizer)
+
+
+@student_side
+@single_threaded
+def saving_every_step(setup: Setup, total: int, path: Path) -> State:
+    """Train ``total`` steps from seed 0, saving with your code after each; observe the run itself."""
+    model, optimizer = setup.build(0)
+    for step in range(total):
+        train(model, optimizer, range(step, step + 1))
+        adapters.run_save_checkpoint(model, optimizer, step + 1, path)
+    return observe(total, model, optimizer)
+
+
+@student_side
+@single_threaded
+def save_crashable(path: Path, iteration: int, *, shift: float = 0.0, crash: bool = False) -> dict:
+    """Save a ``CrashableModel`` (seed 0, ``shift`` added to its weight) with an SGD optimizer.
+
+    With ``crash`` its state cannot be pickled, so your save fails midway with an OSError
+    ("simulated crash ..."). Returns the weights it saved (the model's tensors).
+    """
+    model, optimizer = Setup("SGD", {"lr": 0.1}, "crashable").build(0)
+    with torch.no_grad():
+        model.linear.weight.add_(shift)
+    model.crash = crash
+    adapters.run_save_checkpoint(model, optimizer, iteration, path)
+    return {k: v.clone() for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}

@@ -1,0 +1,111 @@
+"""Scenarios of part 4: your ``get_batch`` over many batches, under a global seed, counting its reads,
+and measuring its memory.
+
+Each runs your code (through ``adapters.run_get_batch``; in grading on your side of the line, see
+``tests/boundary.py``) where the thing observed happens: the global RNGs it may draw from, the
+dataset object it indexes, the process whose memory it uses. Each returns plain data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import adapters
+from tests.boundary import student_side
+
+
+@student_side
+def sampled_starts(
+    n: int, context_length: int, batch_size: int, num_batches: int, seed: int
+) -> np.ndarray:
+    """Start positions drawn by get_batch on ``arange(n)`` (where token value = position)."""
+    torch.manual_seed(seed)  # so even an implementation that ignores `generator` is deterministic
+    np.random.seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    dataset = np.arange(n, dtype=np.int64)
+    starts = []
+    for _ in range(num_batches):
+        x, _ = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", generator)
+        starts.append(x[:, 0].numpy())
+    return np.concatenate(starts)
+
+
+@student_side
+def batch_under_global_seed(
+    seed: int, dataset: np.ndarray, batch_size: int, context_length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.manual_seed(seed)`` and ``np.random.seed(seed)``, then get_batch with no generator (on cpu)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    return adapters.run_get_batch(dataset, batch_size, context_length, "cpu")
+
+
+class CountingArray(np.ndarray):
+    """An ndarray that counts how often it is indexed (class-level counter ``reads``)."""
+
+    reads = 0
+
+    def __getitem__(self, index):
+        CountingArray.reads += 1
+        return np.asarray(super().__getitem__(index))
+
+
+@student_side
+def batch_reads(dataset: np.ndarray, batch_size: int, context_length: int) -> int:
+    """How many times get_batch indexes ``dataset`` to sample one batch."""
+    CountingArray.reads = 0
+    adapters.run_get_batch(
+        dataset.view(CountingArray),
+        batch_size,
+        context_length,
+        "cpu",
+        torch.Generator().manual_seed(0),
+    )
+    return CountingArray.reads
+
+
+def _status_kb(key: str) -> int:
+    return int(
+        re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1)
+    )
+
+
+def peak_rss_growth_kb(fn: Callable[[], object]) -> int:
+    """How far the resident set's high-water mark rises while ``fn()`` runs (Linux only)."""
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current VmRSS
+    before = _status_kb("VmHWM")
+    fn()
+    return _status_kb("VmHWM") - before
+
+
+def can_measure_peak_rss() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        _status_kb("VmHWM")
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+@student_side
+def peak_rss_growth_kb_of_a_batch(
+    path: Path, dtype: str, batch_size: int, context_length: int
+) -> int | None:
+    """The peak-memory growth (kB) of this process while get_batch samples one batch from a
+    read-only ``np.memmap`` of the token file at ``path``; None where it cannot be measured."""
+    if not can_measure_peak_rss():
+        return None
+    adapters.run_get_batch(
+        np.arange(100, dtype=np.uint16), 2, 4, "cpu", torch.Generator()
+    )  # warm up
+    memmap = np.memmap(path, dtype=dtype, mode="r")  # mapped, nothing resident yet
+    return peak_rss_growth_kb(
+        lambda: adapters.run_get_batch(
+            memmap, batch_size, context_length, "cpu", torch.Generator().manual_seed(0)
+        )
+    )

@@ -1,0 +1,72 @@
+"""Scenarios of part 2: your ``Linear`` initialised under a seed, a backward pass, and ``set_seed``.
+
+Each runs your code (through ``adapters``; in grading on your side of the line, see
+``tests/boundary.py``) and returns plain data: weights, gradients, numbers drawn.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+import adapters
+from tests.boundary import plain_data, student_side
+
+#: Your modules, by the names the tests use.
+MODULES = {"linear": adapters.get_linear_cls, "cruncher": adapters.get_cruncher_cls}
+
+
+@student_side
+def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The weight of a ``Linear(d_in, d_out[, dtype=dtype])`` built right after ``torch.manual_seed(seed)``.
+
+    The global RNGs are put back afterwards.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layer = adapters.get_linear_cls()(
+            d_in, d_out, **({} if dtype is None else {"dtype": dtype})
+        )
+    return layer.weight.detach()
+
+
+@plain_data
+@dataclass
+class Gradients:
+    """The gradients of ``(module(x) * upstream).sum()``: of each parameter (None if it got none) and of x."""
+
+    params: dict[str, torch.Tensor | None]
+    input: torch.Tensor | None
+
+
+@student_side
+def gradients(
+    module: str,
+    args: tuple,
+    weights: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    upstream: torch.Tensor,
+) -> Gradients:
+    """Build your ``module`` (``"linear"`` or ``"cruncher"``) from ``args``, load ``weights``, backpropagate.
+
+    The loss is ``(module(x) * upstream).sum()``, so ``upstream`` is the gradient of the output.
+    """
+    model = MODULES[module]()(*args)
+    model.load_state_dict(weights)
+    x = x.detach().clone().requires_grad_()
+    (model(x) * upstream).sum().backward()
+    return Gradients({name: p.grad for name, p in model.named_parameters()}, x.grad)
+
+
+def draw_from_every_generator() -> tuple[float, float, float]:
+    return random.random(), float(np.random.rand()), torch.rand(()).item()
+
+
+@student_side
+def seeded_draws(seed: int, rounds: int) -> list[tuple[float, float, float]]:
+    """Call your ``set_seed(seed)``, then draw from ``random``, numpy and torch ``rounds`` times."""
+    adapters.run_set_seed(seed)
+    return [draw_from_every_generator() for _ in range(rounds)]

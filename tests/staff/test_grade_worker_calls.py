@@ -1,0 +1,96 @@
+"""One call across the judge/worker line, in this process (no sandbox, no subprocess): regressions.
+
+The worker's ``serve_one`` is driven over a pair of pipes with a request the judge would send, and
+the judge's ``rebuild_exception`` with the error the worker would describe.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+import tests.boundary as boundary
+import tests.scenarios
+from cs336_staff.grade.remote import rebuild_exception
+from cs336_staff.grade.worker import channel, codec
+from cs336_staff.grade.worker.main import Worker
+from tests.scenarios import optim
+
+pytestmark = pytest.mark.staff
+
+
+def request(head: dict, args: list, kwargs: dict) -> tuple[dict, codec.Encoder]:
+    """A request as the judge encodes it."""
+    encoder = codec.Encoder()
+    message = {**head, "args": encoder.encode(args), "kwargs": encoder.encode(kwargs)}
+    return {**message, "storages": encoder.storages}, encoder
+
+
+def serve(worker: Worker, message: dict, encoder: codec.Encoder):
+    """Send one request to ``worker``; return its decoded reply (or raise its error)."""
+    requests, replies = os.pipe(), os.pipe()
+    worker.requests, worker.replies = requests[0], replies[1]
+    try:
+        channel.send(requests[1], message, encoder.blobs)
+        assert worker.serve_one()
+        reply, blobs = channel.receive(replies[0], 1 << 26)
+    finally:
+        for fd in (*requests, *replies):
+            os.close(fd)
+    if "error" in reply:
+        raise rebuild_exception(reply["error"])
+    return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects).decode(reply["ok"])
+
+
+def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
+    """The worker imports a scenario's module before decoding the arguments, so its @plain_data classes are known."""
+    monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
+    problem = optim.Problem.make(seed=0, steps=3, dtype=torch.float64)
+    message = request({"op": "call", "target": "tests.scenarios.optim:student_trajectory"},
+                      ["sgd", problem, {"lr": 0.1}, 3, {3}], {})
+    # a fresh worker has imported neither the scenario module nor, so, its classes
+    monkeypatch.setattr(tests.scenarios, "optim", optim)
+    monkeypatch.delitem(sys.modules, "tests.scenarios.optim")
+    for registry in (boundary.DATA_TYPES, boundary.SCENARIOS):
+        for name in [n for n in registry if n.startswith("tests.scenarios.optim:")]:
+            monkeypatch.delitem(registry, name)
+    reply = serve(Worker(-1, -1), *message)
+    assert type(reply).__name__ == "Trajectory" and set(reply.params) == {3}
+
+
+def describe(e: BaseException) -> dict:
+    return Worker(-1, -1).describe(e)
+
+
+def test_a_rebuilt_os_error_still_names_its_file(tmp_path):
+    """open() keeps the file name outside an OSError's args; the rebuilt error's str still names it."""
+    try:
+        open(tmp_path / "never-saved.pt")
+    except OSError as e:
+        error = e
+    rebuilt = rebuild_exception(describe(error))
+    assert isinstance(rebuilt, FileNotFoundError) and rebuilt.args == error.args
+    assert str(rebuilt) == str(error) and "never-saved.pt" in str(rebuilt)
+    with pytest.raises(FileNotFoundError, match="never-saved"):
+        raise rebuilt
+
+
+def test_a_rebuilt_error_of_a_class_with_its_own_str_reads_as_it_did():
+    """An exception class that defines __str__ comes back with that text, not its bare args."""
+
+    class CheckpointError(ValueError):
+        def __str__(self) -> str:
+            return f"cannot read {self.args[0]}"
+
+    rebuilt = rebuild_exception(describe(CheckpointError("ckpt.pt")))
+    assert isinstance(rebuilt, ValueError) and type(rebuilt).__name__ == "CheckpointError"
+    assert str(rebuilt) == "cannot read ckpt.pt" and rebuilt.args == ("ckpt.pt",)
+
+
+def test_a_rebuilt_error_whose_args_make_its_message_is_unchanged():
+    """When the args alone say it (the usual case), the rebuilt error is just the class and args."""
+    rebuilt = rebuild_exception(describe(ValueError("d_in must be positive, got 0")))
+    assert str(rebuilt) == "d_in must be positive, got 0" and "worker_str" not in rebuilt.__dict__
