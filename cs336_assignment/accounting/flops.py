@@ -172,6 +172,8 @@ def six_nd_flops(num_params: float, num_tokens: float) -> float:
 
     >>> six_nd_flops(70e9, 15e12)
     6.3e+24
+
+    Graded through ``cs336 account``, which prints it ("= 6.3e+24 FLOPs").
     """
     # BEGIN SOLUTION
     if num_params < 0 or num_tokens < 0:

@@ -129,6 +129,8 @@ def optimizer_state_tensors(optimizer: str) -> int:
     >>> [optimizer_state_tensors(o) for o in OPTIMIZERS]
     [0, 1, 1, 1, 2, 2]
 
+    Graded through ``cs336 account``, which prints it in its breakdown ("+ 2 fp32 states x 4").
+
     Raises ``ValueError`` for a name not in ``OPTIMIZERS``.
     """
     # BEGIN SOLUTION
@@ -162,6 +164,8 @@ def bytes_per_param(optimizer: str, precision: str) -> int:
 
 def bytes_per_activation(precision: str) -> int:
     """Bytes of one saved activation: 4 in ``fp32``, 2 in ``mixed`` (bf16).
+
+    Graded through ``training_memory_bytes`` and ``cs336 account`` ("(2 bytes each)").
 
     Raises ``ValueError`` for an unknown precision.
     """
