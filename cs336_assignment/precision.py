@@ -56,7 +56,9 @@ def _dtype_name(dtype: Any) -> str:
 def dtype_info(dtype: torch.dtype) -> dict[str, float | int]:
     """Bits, range and resolution of a float format, derived from its exponent and mantissa bits.
 
-    With ``e`` exponent bits and ``m`` mantissa bits, the bias is ``2**(e - 1) - 1`` and::
+    Returns a dict of seven keys: ``bits``, ``exponent_bits``, ``mantissa_bits`` (ints) and
+    ``max``, ``smallest_normal``, ``smallest_subnormal``, ``eps`` (floats). With ``e`` exponent
+    bits and ``m`` mantissa bits, the bias is ``2**(e - 1) - 1`` and::
 
         bits               = 1 + e + m
         eps                = 2**-m                   # gap between 1.0 and the next float
