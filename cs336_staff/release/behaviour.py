@@ -53,8 +53,8 @@ class _Absent:  # stands for torch or numpy when no recording needed them
     Tensor = ndarray = type("Never", (), {})
 
 
-torch = sys.modules.get("torch", _Absent)
-np = sys.modules.get("numpy", _Absent)
+def _late(name):
+    return sys.modules.get(name, _Absent)
 
 targets = {}  # adapter -> the name its docstring says it calls ("See cs336_assignment.tensors.flat_index.")
 for node in ast.parse((root / "adapters.py").read_text()).body:
@@ -68,6 +68,13 @@ calls = {a: c[:8] for a, c in calls.items() if targets.get(a) in graded}
 def thaw(x):
     if isinstance(x, tuple) and len(x) == 2 and x[0] == "__path__":
         return root / x[1]
+    if isinstance(x, tuple) and len(x) == 4 and x[0] == "__tensor__":
+        import torch as _torch
+
+        dtype = getattr(_torch, x[1])
+        flat = _torch.frombuffer(bytearray(x[3]), dtype=_torch.uint8) if x[3] else _torch.empty(0, dtype=_torch.uint8)
+        return flat.view(dtype).reshape(x[2]).clone()
+    torch, np = _late("torch"), _late("numpy")
     if isinstance(x, torch.Tensor):
         return x.clone()
     if isinstance(x, np.ndarray):
@@ -80,6 +87,7 @@ def thaw(x):
 
 
 def same(a, b):
+    torch, np = _late("torch"), _late("numpy")
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
                 and a.dtype == b.dtype and bool(torch.allclose(a.double(), b.double(), rtol=1e-6, atol=1e-9, equal_nan=True)))
@@ -97,6 +105,7 @@ def same(a, b):
 
 
 def size(x):
+    torch, np = _late("torch"), _late("numpy")
     if isinstance(x, torch.Tensor):
         return x.numel()
     if isinstance(x, np.ndarray):
@@ -147,6 +156,7 @@ for cand, fn in candidates:
                 sig.bind(*args, **kwargs)
             except TypeError:
                 continue
+            result = thaw(result)
             signal.alarm(CALL_SECONDS)
             try:
                 with warnings.catch_warnings():
