@@ -53,7 +53,8 @@ def first_difference(ours: Merges, expected: Merges) -> str:
     """Where two merge lists first part ways (or how their lengths differ)."""
     for i, (a, b) in enumerate(zip(ours, expected, strict=False)):
         if a != b:
-            return f"merge {i} is {a!r}, expected {b!r} (the {i} merges before it agree)"
+            agree = f"the {i} merges before it agree" if i else "the very first merge"
+            return f"merge {i} is {a!r}, expected {b!r} ({agree})"
     return f"{len(ours)} merges, expected {len(expected)} (the first {min(len(ours), len(expected))} agree)"
 
 
