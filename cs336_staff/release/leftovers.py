@@ -7,7 +7,8 @@ Four classes of leftovers, each derived from the repository rather than listed b
 possible, each reported as ``file:line: what``:
 
     paths      a staff-only path: ``tests/hidden``, ``tests/staff``, ``fixtures/hidden``,
-               ``benchmarks/``, ``cs336_staff``, ``.ci/``, ``.github/``
+               ``benchmarks/``, ``cs336_staff``, ``.ci/``, ``.github/``; a line that is just
+               ``/grades/`` or ``/handout/`` (a .gitignore entry for staff tools' output)
     commands   ``cs336 <name>`` for a command the repository's cli.py has and the handout's lacks
                (grade, merge, release, snapshots, audit)
     options    a pytest option the repository's tests/conftest.py registers and the handout's
@@ -30,6 +31,7 @@ from pathlib import Path
 from cs336_staff.release.build import Handout
 
 STAFF_PATHS = ("tests/hidden", "tests/staff", "fixtures/hidden", "benchmarks/", "cs336_staff", ".ci/", ".github/")
+STAFF_OUTPUTS = ("/grades/", "/handout/")  # what `cs336 grade` and `cs336 release` write (.gitignore entries)
 SKIP = ("uv.lock",)
 
 
@@ -83,6 +85,7 @@ def find_leftovers(repo: Path, handout: Handout) -> list[str]:
     options = _options(repo / "tests" / "conftest.py") - _options(root / "tests" / "conftest.py")
     packages = staff_only_packages(repo, root)
     patterns = [(re.escape(p), f"names the staff-only path {p!r}") for p in STAFF_PATHS]
+    patterns += [(rf"^{re.escape(p)}$", f"ignores {p!r}, which only staff tools write") for p in STAFF_OUTPUTS]
     patterns += [(rf"cs336 {re.escape(c)}\b", f"names the staff command `cs336 {c}`, which the handout lacks") for c in sorted(commands)]
     patterns += [(rf"{re.escape(o)}\b", f"names the staff-only pytest option {o}") for o in sorted(options)]
     found = []

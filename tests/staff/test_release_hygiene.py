@@ -1,6 +1,6 @@
 """`release --check`'s leftovers and behaviour checks, each shown catching what it exists for.
 
-Both run on this repository's real handout: the leftovers check on four planted kinds of staff
+Both run on this repository's real handout: the leftovers check on five planted kinds of staff
 references, the behaviour check on the naive BPE trainer put back where it once shipped
 (``tests/bpe_naive.py``), replaying calls of the reference's train_bpe and flat_index.
 """
@@ -38,7 +38,8 @@ def append(path: Path, text: str) -> int:
 
 
 def test_leftovers_check_passes_the_handout_and_names_each_planted_leftover(handout, tmp_path) -> None:
-    """Clean as built; then a hidden path, a staff command, a staff pytest option and a staff-only import are each reported."""
+    """Clean as built; then a hidden path, a staff command, a staff pytest option, a staff-only import and a
+    .gitignore entry for staff output are each reported."""
     assert find_leftovers(ROOT, handout) == []
     root = tmp_path / "h"
     copy_tree(handout.root, root)
@@ -48,6 +49,7 @@ def test_leftovers_check_passes_the_handout_and_names_each_planted_leftover(hand
         append(root / "tests/snapshot.py", 'HINT = "regenerate with `uv run cs336 snapshots`"'): "tests/snapshot.py",
         append(root / "README.md", "Run `uv run pytest --snapshot-update` to refresh them."): "README.md",
         append(root / f"{PACKAGE}/files.py", "import tomlkit  # noqa: E402"): f"{PACKAGE}/files.py",
+        append(root / ".gitignore", "/grades/"): ".gitignore",
     }
     append(root / f"{PACKAGE}/data.py", "try:\n    import submitit\nexcept ImportError:\n    submitit = None")
     found = find_leftovers(ROOT, copy)
