@@ -55,6 +55,16 @@ def run_same_storage(x: Tensor, y: Tensor) -> bool:
     return tensors.same_storage(x, y)
 
 
+def run_is_view_of(y: Tensor, x: Tensor) -> bool:
+    """See cs336_assignment.tensors.is_view_of."""
+    return tensors.is_view_of(y, x)
+
+
+def run_contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """See cs336_assignment.tensors.contiguous_strides."""
+    return tensors.contiguous_strides(shape)
+
+
 def run_is_contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """See cs336_assignment.tensors.is_contiguous."""
     return tensors.is_contiguous(shape, strides)

@@ -113,12 +113,14 @@ def load_checkpoint(
         model, optimizer: built the same way as the ones that were saved; their state is replaced.
 
     Returns:
-        The ``iteration`` that was saved, so the loop resumes at the step after it.
+        The ``iteration`` that was saved, as an ``int`` (any non-negative value, 0 and 10**12
+        included), so the loop resumes at the step after it.
 
     Raises:
         FileNotFoundError: if the path does not exist.
-        ValueError: naming the file, if it is truncated, not a checkpoint, or does not fit
-            ``model`` / ``optimizer``.
+        ValueError: naming the file, if it is truncated, empty, not a checkpoint (another torch
+            file, or text), or does not fit ``model`` / ``optimizer``. The tests accept any
+            exception type here, as long as its message names the file.
     """
     # BEGIN SOLUTION
     is_path = isinstance(src, (str, os.PathLike))

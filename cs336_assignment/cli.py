@@ -1,8 +1,7 @@
 """The ``cs336`` command: one entry point, one module per subcommand.
 
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
-Modules are imported only when their subcommand runs, so ``cs336 --help`` stays instant and a
-student handout (which has no ``cs336_staff`` package) simply lacks the staff commands.
+Modules are imported only when their subcommand runs, so ``cs336 --help`` stays instant.
 
     $ uv run cs336 --help
     $ uv run cs336 train --steps 200
@@ -15,13 +14,14 @@ import importlib
 import importlib.util
 import sys
 
-# name -> (module, one-line help). Student-facing commands first, staff tooling after.
+# name -> (module, one-line help).
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("cs336_assignment.commands.train", "train the Cruncher on the synthetic regression task"),
     "train-bpe": ("cs336_assignment.commands.bpe", "train a byte-level BPE tokenizer on a corpus"),
     "encode": ("cs336_assignment.commands.encode", "encode a text file into a memmappable token array"),
     "account": ("cs336_assignment.commands.account", "napkin math: FLOPs, memory and training time"),
-    # STAFF-ONLY below (present only in the staff repository).
+    # BEGIN STAFF-ONLY
+    # Staff tooling: dropped from the handout (and from its `cs336 --help`) with this block.
     "grade": ("cs336_staff.grade.cli", "grade submissions (default: the bundled example)"),
     "merge": ("cs336_staff.grade.merge", "merge a CPU run and a GPU run of the same submissions"),
     "release": ("cs336_staff.release", "generate the student handout (or --check it)"),
@@ -29,11 +29,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("cs336_staff.audit", "run the bug zoo: every mutant must be caught by the public suite"),
     "parts": ("cs336_staff.parts_cli", "the parts and their points (one source); --check the copies, --write README.md"),
     "writeup": ("cs336_staff.writeup", "typeset assignment.pdf (and the staff answer key) with Typst"),
+    # END STAFF-ONLY
 }
 
 
 def _available() -> dict[str, tuple[str, str]]:
-    """Commands whose top-level package is importable in this tree."""
+    """Commands whose top-level package is importable in this tree (a staff checkout without its
+    staff dependencies still gets the student commands)."""
     out = {}
     for name, (module, help_) in COMMANDS.items():
         if importlib.util.find_spec(module.split(".")[0]) is not None:

@@ -40,16 +40,24 @@ def get_batch(
 ) -> tuple[Int[Tensor, " batch context"], Int[Tensor, " batch context"]]:
     """Sample ``batch_size`` random windows of ``dataset`` as (inputs, next-token targets).
 
+    Vectorised (graded): the whole batch is read from ``dataset`` with a number of indexing
+    operations that does not grow with ``batch_size`` or ``context_length`` (one fancy index,
+    ``dataset[starts[:, None] + np.arange(context_length + 1)]``, does it); the tests count the
+    reads. Never convert the whole dataset (``np.array(dataset)``, ``torch.tensor(dataset)``,
+    ``dataset.astype(...)``): on a memmap that reads the file into memory, and the tests measure
+    the memory a batch takes.
+
     Args:
-        dataset: 1-D integer array of token ids (an ``np.ndarray`` or a read-only ``np.memmap``).
-            It is never read whole: only the sampled windows are.
+        dataset: 1-D integer array of token ids of any integer dtype (an ``np.ndarray`` or a
+            read-only ``np.memmap``). It is never read whole: only the sampled windows are.
         batch_size: number of windows B, at least 1.
         context_length: tokens per window T, at least 1; ``len(dataset)`` must be at least T + 1.
         device: where the tensors go (``"cpu"``, ``"cuda:0"``, ...). An unknown device fails with
             torch's own error. On CUDA the batch is staged in pinned memory and copied with
             ``non_blocking=True``, so the copy overlaps with work already queued on the GPU.
         generator: the CPU ``torch.Generator`` that draws the start positions (for
-            reproducibility); ``None`` uses torch's global generator.
+            reproducibility): the same seed gives the same batch, and successive calls advance
+            it; ``None`` uses torch's global generator (so ``torch.manual_seed`` reproduces it).
 
     Returns:
         ``(x, y)``, both int64 of shape ``(B, T)`` on ``device``, with, for each row b and a start
@@ -58,9 +66,18 @@ def get_batch(
             x[b] = dataset[s_b     : s_b + T]
             y[b] = dataset[s_b + 1 : s_b + T + 1]        # y[b, i] is the token after x[b, i]
 
+    Token ids come back exactly (no overflow: a uint16 65535 or a uint32 2**32 - 1 stays itself).
+
     Raises:
-        ValueError: if the dataset is not 1-D integers, a size is below 1, or the dataset is
-            shorter than ``context_length + 1``.
+        ValueError: if ``batch_size`` or ``context_length`` is below 1, naming it:
+            "batch_size must be at least 1, got 0", "context_length must be at least 1, got 0".
+        ValueError: if the dataset is not 1-D: "dataset must be a 1-D array of token ids".
+        ValueError: if the dataset does not hold integers: "dataset must hold integer token
+            ids, got dtype float32".
+        ValueError: if the dataset is shorter than ``context_length + 1``; the message gives
+            both sizes and names ``context_length``: "dataset has 7 tokens but a window needs
+            context_length + 1 = 11".
+        RuntimeError: torch's own, for an unknown device or CUDA on a machine without it.
 
     >>> x, y = get_batch(np.arange(10), batch_size=2, context_length=4, device="cpu",
     ...                  generator=torch.Generator().manual_seed(0))

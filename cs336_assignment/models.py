@@ -51,8 +51,15 @@ class Linear(nn.Module):
     >>> layer(torch.ones(2, 5, 4)).shape
     torch.Size([2, 5, 3])
 
-    Raises ``ValueError`` if ``d_in`` or ``d_out`` is not a positive integer, and in ``forward``
-    if the last dimension of the input is not ``d_in``.
+    ``device`` and ``dtype`` place the weight (a float64 or bfloat16 layer has float64 or bfloat16
+    weights).
+
+    Raises:
+        ValueError: if ``d_in`` or ``d_out`` is not a positive integer, naming which: "d_in must
+            be a positive integer, got 0".
+        ValueError: in ``forward``, if the last dimension of the input is not ``d_in``; the
+            message names ``d_in`` and the input's shape: "Linear expects inputs whose last
+            dimension is d_in=4, got shape (2, 5)".
     """
 
     def __init__(
@@ -108,8 +115,12 @@ class Cruncher(nn.Module):
     >>> model(torch.ones(3, 4)).shape
     torch.Size([3])
 
-    Raises ``ValueError`` if ``dim`` is not positive or ``num_layers`` is negative
-    (``num_layers=0`` is allowed: the model is then just the final head).
+    ``num_layers=0`` is allowed: the model is then just the final head.
+
+    Raises:
+        ValueError: if ``dim`` is not a positive integer or ``num_layers`` not a non-negative
+            one, naming which: "dim must be a positive integer, got 0", "num_layers must be a
+            non-negative integer, got -1".
     """
 
     def __init__(
@@ -147,7 +158,9 @@ def set_seed(seed: int) -> None:
     model initialisation, which draws from torch's default generator) give the same values on
     every run. ``torch.manual_seed`` also seeds every CUDA device.
 
-    Raises ``ValueError`` unless ``0 <= seed < 2**32`` (the range NumPy accepts).
+    Raises:
+        ValueError: unless ``seed`` is an integer with ``0 <= seed < 2**32`` (the range NumPy
+            accepts); the message names the seed: "seed must be an integer in [0, 2**32), got -1".
     """
     # BEGIN SOLUTION
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:

@@ -17,7 +17,23 @@ Notation, for one parameter tensor ``p`` with gradient ``g`` at step ``t = 1, 2,
 
 State memory, counted in tensors of the parameter's shape: SGD 0 (1 with momentum), AdaGrad 1,
 RMSProp 1 (2 with momentum), Adam and AdamW 2. With fp32 state, Adam therefore needs
-``4 + 4 + 4 = 12`` bytes per parameter on top of the parameter and its gradient.
+``4 + 4 = 8`` bytes of state per parameter, on top of the parameter and its gradient (4 + 4):
+16 bytes per parameter in all, the figure ``accounting/memory.py`` uses for AdamW in fp32.
+
+What every class implements (the tests hold each one to its ``torch.optim`` counterpart):
+
+- ``__init__`` validates the hyperparameters *before* anything else (see the class's Raises),
+  then calls ``super().__init__(params, defaults)`` with ``defaults`` a dict of every
+  hyperparameter under torch's keyword name. ``torch.optim.Optimizer`` then builds
+  ``self.param_groups``, where a group's own options override the defaults.
+- ``step(closure=None)`` starts with ``loss = _evaluate(closure)`` (the helper above), reads each
+  hyperparameter from the parameter's group (not from ``__init__``'s arguments), skips
+  parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
+  torch's names, and returns ``loss`` (the closure's value, or None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
+  from a checkpoint continues bit for bit.
+- A hyperparameter error is a ``ValueError`` whose message names the keyword and its value the
+  way the reference writes it, ``f"{name}={value!r}"``: ``"lr must be >= 0, got lr=-0.1"``,
+  ``"betas[1] must be in [0, 1), got betas[1]=1.5"``. NaN is out of every range (``not nan >= 0``).
 
 Deliberately left out (torch has them, these do not): ``maximize``, ``amsgrad``, centered
 RMSProp, sparse gradients, complex parameters, tensor-valued learning rates, and the
@@ -72,9 +88,13 @@ class SGD(torch.optim.Optimizer):
 
     State memory: none without momentum; one tensor (``momentum_buffer``) with momentum.
 
-    Raises ``ValueError`` naming the hyperparameter if ``lr``, ``momentum`` or ``weight_decay`` is
-    negative, if ``dampening`` is outside ``[0, 1]``, or if ``nesterov`` is requested without
-    momentum or with dampening.
+    Raises:
+        ValueError: if ``lr``, ``momentum`` or ``weight_decay`` is negative or NaN, naming the
+            keyword and its value: "lr must be >= 0, got lr=-0.1".
+        ValueError: if ``dampening`` is outside ``[0, 1]``: "dampening must be in [0, 1], got
+            dampening=1.5".
+        ValueError: if ``nesterov`` is requested without momentum or with dampening; the message
+            names ``nesterov``: "nesterov=True needs momentum > 0 and dampening == 0".
     """
 
     def __init__(
@@ -95,7 +115,6 @@ class SGD(torch.optim.Optimizer):
                 f"nesterov=True needs momentum > 0 and dampening == 0, got momentum={momentum!r}, "
                 f"dampening={dampening!r}"
             )
-        # END SOLUTION
         defaults = dict(
             lr=lr,
             momentum=momentum,
@@ -104,12 +123,13 @@ class SGD(torch.optim.Optimizer):
             nesterov=nesterov,
         )
         super().__init__(params, defaults)
+        # END SOLUTION
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
         """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
-        loss = _evaluate(closure)
         # BEGIN SOLUTION
+        loss = _evaluate(closure)
         for group in self.param_groups:
             lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
             weight_decay, nesterov = group["weight_decay"], group["nesterov"]
@@ -128,8 +148,8 @@ class SGD(torch.optim.Optimizer):
                         buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                     grad = grad.add(buf, alpha=momentum) if nesterov else buf
                 p.add_(grad, alpha=-lr)
-        # END SOLUTION
         return loss
+        # END SOLUTION
 
 
 class AdaGrad(torch.optim.Optimizer):
@@ -147,8 +167,10 @@ class AdaGrad(torch.optim.Optimizer):
 
     State memory: one tensor (``sum``, the accumulator ``G``), plus the integer ``step``.
 
-    Raises ``ValueError`` naming the hyperparameter if ``lr``, ``lr_decay``, ``weight_decay``,
-    ``initial_accumulator_value`` or ``eps`` is negative.
+    Raises:
+        ValueError: if ``lr``, ``lr_decay``, ``weight_decay``, ``initial_accumulator_value`` or
+            ``eps`` is negative or NaN, naming the keyword and its value: "lr_decay must be >= 0,
+            got lr_decay=-0.5".
     """
 
     def __init__(
@@ -168,7 +190,6 @@ class AdaGrad(torch.optim.Optimizer):
             initial_accumulator_value=initial_accumulator_value,
             eps=eps,
         )
-        # END SOLUTION
         defaults = dict(
             lr=lr,
             lr_decay=lr_decay,
@@ -177,12 +198,13 @@ class AdaGrad(torch.optim.Optimizer):
             eps=eps,
         )
         super().__init__(params, defaults)
+        # END SOLUTION
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
         """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
-        loss = _evaluate(closure)
         # BEGIN SOLUTION
+        loss = _evaluate(closure)
         for group in self.param_groups:
             lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
             weight_decay = group["weight_decay"]
@@ -201,8 +223,8 @@ class AdaGrad(torch.optim.Optimizer):
                 state["sum"].addcmul_(grad, grad, value=1)
                 std = state["sum"].sqrt().add_(eps)
                 p.addcdiv_(grad, std, value=-clr)
-        # END SOLUTION
         return loss
+        # END SOLUTION
 
 
 class RMSProp(torch.optim.Optimizer):
@@ -223,8 +245,11 @@ class RMSProp(torch.optim.Optimizer):
     State memory: one tensor (``square_avg``), two with momentum (plus ``momentum_buffer``),
     plus the integer ``step``.
 
-    Raises ``ValueError`` naming the hyperparameter if ``lr``, ``eps``, ``weight_decay`` or
-    ``momentum`` is negative, or if ``alpha`` is outside ``[0, 1)``.
+    Raises:
+        ValueError: if ``lr``, ``eps``, ``weight_decay`` or ``momentum`` is negative or NaN,
+            naming the keyword and its value: "eps must be >= 0, got eps=-1e-08".
+        ValueError: if ``alpha`` is outside ``[0, 1)`` (or NaN): "alpha must be in [0, 1), got
+            alpha=1.0".
     """
 
     def __init__(
@@ -239,15 +264,15 @@ class RMSProp(torch.optim.Optimizer):
         # BEGIN SOLUTION
         _nonnegative(lr=lr, eps=eps, weight_decay=weight_decay, momentum=momentum)
         _in_unit_interval("alpha", alpha)
-        # END SOLUTION
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
         super().__init__(params, defaults)
+        # END SOLUTION
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
         """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
-        loss = _evaluate(closure)
         # BEGIN SOLUTION
+        loss = _evaluate(closure)
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
             weight_decay, momentum = group["weight_decay"], group["momentum"]
@@ -273,8 +298,8 @@ class RMSProp(torch.optim.Optimizer):
                     p.add_(buf, alpha=-lr)
                 else:
                     p.addcdiv_(grad, avg, value=-lr)
-        # END SOLUTION
         return loss
+        # END SOLUTION
 
 
 class Adam(torch.optim.Optimizer):
@@ -296,10 +321,13 @@ class Adam(torch.optim.Optimizer):
     ``m`` and use a ``sqrt(1 - b2) ~ 0.03`` times too small ``sqrt(v)``.
 
     State memory: two tensors (``exp_avg`` = ``m``, ``exp_avg_sq`` = ``v``), plus the integer
-    ``step``: 8 bytes per fp32 parameter.
+    ``step``: 8 bytes of state per fp32 parameter (16 with the parameter and its gradient).
 
-    Raises ``ValueError`` naming the hyperparameter if ``lr``, ``eps`` or ``weight_decay`` is
-    negative, or if either of ``betas`` is outside ``[0, 1)``.
+    Raises:
+        ValueError: if ``lr``, ``eps`` or ``weight_decay`` is negative or NaN, naming the keyword
+            and its value: "weight_decay must be >= 0, got weight_decay=-0.01".
+        ValueError: if either of ``betas`` is outside ``[0, 1)`` (or NaN), naming which beta and
+            its value: "betas[1] must be in [0, 1), got betas[1]=1.5".
 
     ``AdamW`` below reuses this class with ``decoupled_weight_decay = True``: when that flag is
     set, ``step`` applies AdamW's decoupled decay instead of the L2 penalty.
@@ -321,15 +349,15 @@ class Adam(torch.optim.Optimizer):
             raise ValueError(f"betas must be a pair (beta1, beta2), got betas={betas!r}")
         _in_unit_interval("betas[0]", betas[0])
         _in_unit_interval("betas[1]", betas[1])
-        # END SOLUTION
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults)
+        # END SOLUTION
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
         """Update every parameter that has a gradient; parameters whose ``grad`` is None are skipped."""
-        loss = _evaluate(closure)
         # BEGIN SOLUTION
+        loss = _evaluate(closure)
         for group in self.param_groups:
             lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
             weight_decay = group["weight_decay"]
@@ -355,8 +383,8 @@ class Adam(torch.optim.Optimizer):
                 step_size = lr / (1 - beta1**t)
                 denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
                 p.addcdiv_(exp_avg, denom, value=-step_size)
-        # END SOLUTION
         return loss
+        # END SOLUTION
 
 
 class AdamW(Adam):
@@ -375,7 +403,10 @@ class AdamW(Adam):
 
     State memory: two tensors (``exp_avg``, ``exp_avg_sq``), plus the integer ``step``.
 
-    Raises ``ValueError`` like ``Adam``.
+    Raises:
+        ValueError: exactly as ``Adam``: if ``lr``, ``eps`` or ``weight_decay`` is negative or NaN
+            ("lr must be >= 0, got lr=-0.001"), or if either of ``betas`` is outside ``[0, 1)``
+            ("betas[0] must be in [0, 1), got betas[0]=1.2").
     """
 
     decoupled_weight_decay = True

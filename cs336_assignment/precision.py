@@ -56,7 +56,9 @@ def _dtype_name(dtype: Any) -> str:
 def dtype_info(dtype: torch.dtype) -> dict[str, float | int]:
     """Bits, range and resolution of a float format, derived from its exponent and mantissa bits.
 
-    With ``e`` exponent bits and ``m`` mantissa bits, the bias is ``2**(e - 1) - 1`` and::
+    Returns a dict of seven keys: ``bits``, ``exponent_bits``, ``mantissa_bits`` (ints) and
+    ``max``, ``smallest_normal``, ``smallest_subnormal``, ``eps`` (floats). With ``e`` exponent
+    bits and ``m`` mantissa bits, the bias is ``2**(e - 1) - 1`` and::
 
         bits               = 1 + e + m
         eps                = 2**-m                   # gap between 1.0 and the next float
@@ -73,6 +75,12 @@ def dtype_info(dtype: torch.dtype) -> dict[str, float | int]:
 
     The values agree with ``torch.finfo`` (whose ``tiny`` is ``smallest_normal``). Supported: float32,
     float16, bfloat16, float8_e4m3fn, float8_e5m2; anything else is a ValueError.
+
+    Raises:
+        ValueError: for any other dtype (float64, int32, float8_e4m3fnuz, a string such as
+            ``"float16"``); the message names it and lists the supported formats: "dtype_info got
+            torch.float64; supported formats are float32, float16, bfloat16, float8_e4m3fn,
+            float8_e5m2".
     """
     # BEGIN SOLUTION
     if dtype not in FORMAT_BITS:
@@ -147,6 +155,23 @@ def to_fp8(
     >>> x_fp8, scale = to_fp8(torch.tensor([[0.5, -448.0, 3.3], [1.0, 2.0, 0.0]]), torch.float8_e4m3fn, "row")
     >>> x_fp8[1].float().tolist(), scale.shape   # row 1 has its own scale, 2 / 448
     ([224.0, 448.0, 0.0], torch.Size([2, 1]))
+
+    Raises:
+        ValueError: if ``dtype`` is not an fp8 format; the message names both:
+            "to_fp8 got dtype torch.bfloat16; use torch.float8_e4m3fn ... or torch.float8_e5m2".
+        ValueError: for a ``granularity`` other than "tensor" or "row", naming it: "to_fp8 got
+            granularity='column'; use 'tensor' or 'row'".
+        ValueError: if ``x`` is not a high-precision float tensor (integers, or already fp8):
+            "to_fp8 needs a high-precision float tensor, got dtype torch.int64".
+        ValueError: for ``granularity="row"`` on a tensor that is not 2-D: "to_fp8(granularity=
+            'row') needs a 2-D tensor (rows, cols), got shape (2, 4, 16)".
+        ValueError: if ``x`` contains inf or NaN (its scale would not be finite): "to_fp8 got a
+            tensor containing inf or NaN".
+        ValueError: if a given ``scale`` has the wrong number of elements for the granularity
+            (one, or one per row), naming the scale and the shapes: "to_fp8(granularity='row')
+            needs a scale of shape (4, 1), got (3, 1)".
+        ValueError: if a given ``scale`` is not finite and positive: "to_fp8: scale must be
+            finite and positive, got values such as [nan]".
     """
     # BEGIN SOLUTION
     _check_fp8_dtype(dtype, "to_fp8")
@@ -194,6 +219,15 @@ def from_fp8(
 
     ``scale`` is a 0-dim (per-tensor) scale or one that broadcasts against ``x_fp8`` (per row:
     (rows, 1); per column: (1, cols)); it must be finite and positive.
+
+    Raises:
+        ValueError: if ``x_fp8`` is not an fp8 tensor: "from_fp8 needs an fp8 tensor (from
+            to_fp8), got dtype torch.float32".
+        ValueError: if ``dtype`` is not float32, float16 or bfloat16.
+        ValueError: if ``scale`` does not broadcast against ``x_fp8``, naming both shapes:
+            "from_fp8: a scale of shape (3, 1) does not broadcast against x_fp8 of shape (4, 16)".
+        ValueError: if ``scale`` is not finite and positive: "from_fp8: scale must be finite
+            and positive, got values such as [inf]".
     """
     # BEGIN SOLUTION
     if x_fp8.dtype not in FP8_DTYPES:
@@ -237,6 +271,21 @@ def fp8_matmul(
 
     >>> fp8_matmul(torch.ones(16, 32), torch.ones(32, 16))[0, 0].item()
     32.0
+
+    Raises:
+        ValueError: for a ``granularity`` other than "tensor" or "row", naming it: "fp8_matmul
+            got granularity='block'; use 'tensor' or 'row'".
+        ValueError: if an operand is not 2-D, naming both shapes: "fp8_matmul needs 2-D
+            operands, got a of shape (4, 16, 16) and b of shape (16, 16)".
+        ValueError: if the inner dimensions differ: "fp8_matmul: inner dimensions differ, a is
+            8x32 but b is 16x16".
+        ValueError: if K or N is not a multiple of 16: "fp8_matmul needs K and N to be
+            multiples of 16 (fp8 tensor-core layout), got K=24, N=16".
+        ValueError: if ``out_dtype`` is not bfloat16, float16 or float32, naming ``out_dtype``:
+            "fp8_matmul: out_dtype must be bfloat16, float16 or float32, got torch.float8_e4m3fn".
+        ValueError: if ``a`` and ``b`` are on different devices.
+        ValueError: if an operand is not a high-precision float tensor (as ``to_fp8``, which
+            quantises them): "to_fp8 needs a high-precision float tensor, got dtype torch.int64".
     """
     # BEGIN SOLUTION
     if granularity not in GRANULARITIES:
@@ -293,6 +342,14 @@ def mixed_precision_step(
 
     ``dtype`` is bfloat16 or float16; float16 has bf16's precision advantage but a far smaller range,
     so real fp16 training also needs a ``DynamicLossScaler``.
+
+    Raises:
+        ValueError: if ``dtype`` is neither, naming both allowed dtypes: "mixed_precision_step:
+            dtype must be torch.bfloat16 or torch.float16, got torch.float32".
+        ValueError: if the model has no parameters.
+        ValueError: if a parameter is not fp32, since the step needs fp32 master weights:
+            "mixed_precision_step needs fp32 master weights, found parameters in
+            ['torch.bfloat16']".
     """
     # BEGIN SOLUTION
     if dtype not in (torch.bfloat16, torch.float16):
@@ -341,6 +398,15 @@ class DynamicLossScaler:
         scaler.update()
 
     Gradients must be fp32 (fp32 master weights); unscaling fp16 gradients is a ValueError.
+
+    Raises:
+        ValueError: from ``__init__``, for a hyperparameter out of range, naming it:
+            "init_scale must be a finite positive number, got 0.0", "growth_factor must be > 1.0",
+            "backoff_factor must be in (0, 1)", "growth_interval must be a positive int, got 0".
+        ValueError: from ``unscale_`` (and so ``step``), if a gradient is fp16: "Attempting to
+            unscale fp16 gradients: keep fp32 master weights (model.float())".
+        RuntimeError: on misuse, as GradScaler: ``unscale_`` twice or after ``step`` before the
+            next ``update``, ``step`` twice, ``update`` before any ``step``.
     """
 
     def __init__(

@@ -56,12 +56,21 @@ def flat_index(index: Sequence[int], strides: Sequence[int], storage_offset: int
     """The storage position of the element at ``index``: ``storage_offset + sum_d index[d] * strides[d]``.
 
     ``index`` must be non-negative (without a shape there is nothing to count a negative index
-    from) and have one entry per stride.
+    from) and have one entry per stride. ``flat_index((), (), k)`` is ``k``: a 0-d tensor's only
+    element sits at its offset.
 
     >>> flat_index((1, 2), strides=(3, 1))          # x = arange(6).view(2, 3); x[1, 2]
     5
     >>> flat_index((0, 1), strides=(3, 2), storage_offset=3)   # x[1:, ::2][0, 1]
     5
+
+    Raises:
+        ValueError: if ``index`` and ``strides`` differ in length; the message shows both as
+            tuples: "index (1, 2) has 2 entries but strides (3, 1, 1) has 3".
+        ValueError: if an entry of ``index`` is negative; the message says "negative" and shows
+            the index.
+        ValueError: if ``storage_offset`` is negative; the message names its value
+            ("storage_offset must be non-negative, got -3").
     """
     # BEGIN SOLUTION
     if len(index) != len(strides):
@@ -101,9 +110,20 @@ def element_at(x: Shaped[Tensor, " *dims"], index: Sequence[int]) -> Shaped[Tens
     view's own ``x.stride()`` and ``x.storage_offset()``. Negative entries count from the end of
     their dimension, as in ``x[index]``; use ``storage_view`` to see the storage.
 
+    The result has ``x``'s dtype and shape ``()``. Any dtype works (bool, int8, bfloat16, ...):
+    ``storage_view`` views the storage in ``x.dtype``.
+
     >>> x = torch.arange(6).view(2, 3)
     >>> element_at(x.t(), (2, 1))
     tensor(5)
+
+    Raises:
+        ValueError: if ``index`` does not have one entry per dimension; the message shows the
+            index and ``x``'s shape as tuples: "index (1,) has 1 entries but x has 2 dimensions
+            (shape (2, 3))".
+        ValueError: if an entry is outside ``-size..size-1`` of its dimension (a dimension of
+            size 0 has no valid index); the message names the entry and the size:
+            "index 3 is out of range for dimension 1 of size 3".
     """
     # BEGIN SOLUTION
     if len(index) != x.ndim:
@@ -194,8 +214,16 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     (their stride is never used to step), a stride-0 (expanded) dimension of size > 1 is not
     contiguous (it reads the same elements again), and a tensor with no elements is contiguous.
 
+    ``shape`` may be a ``torch.Size`` and ``strides`` the tuple ``x.stride()`` returns.
+
     >>> is_contiguous((3, 2), (2, 1)), is_contiguous((2, 3), (1, 2)), is_contiguous((3, 1), (1, 7))
     (True, False, True)
+
+    Raises:
+        ValueError: if ``shape`` and ``strides`` differ in length; the message shows both as
+            tuples: "shape (2, 3) has 2 dimensions but strides (1,) has 1".
+        ValueError: if a size is negative; the message shows the shape: "shape (2, -1) has a
+            negative size".
     """
     # BEGIN SOLUTION
     if len(shape) != len(strides):
@@ -223,9 +251,21 @@ def view_or_copy(x: Tensor, shape: Sequence[int]) -> tuple[Tensor, bool]:
     ``is_view`` is True exactly when ``x.view(shape)`` would succeed. One entry of ``shape`` may
     be -1, inferred from the others as in ``view``; the number of elements must not change.
 
+    A view shares ``x``'s storage (writing to it changes ``x``); a copy is contiguous and has a
+    storage of its own. The values always equal ``x.reshape(shape)``.
+
     >>> x = torch.arange(6).view(2, 3)
     >>> view_or_copy(x, (3, 2))[1], view_or_copy(x.t(), (6,))[1]
     (True, False)
+
+    Raises:
+        ValueError: if ``shape`` has a size below -1 or more than one -1; the message shows the
+            shape as a tuple: "shape (3, -5) is invalid".
+        ValueError: if ``shape`` holds another number of elements than ``x`` (``x.numel()``, not
+            its storage's size); the message shows the shape and both counts: "shape (4, 2) holds
+            8 elements but x (shape (2, 3)) has 6".
+        ValueError: if the -1 cannot be inferred; the message shows the shape and ``x``'s count:
+            "cannot infer the -1 in shape (4, -1): 6 elements of x".
     """
     # BEGIN SOLUTION
     shape = tuple(shape)
@@ -274,8 +314,17 @@ def split_heads(
     Head ``h`` gets features ``h * d_head`` to ``(h + 1) * d_head - 1``, with
     ``d_head = d_model / num_heads``, which must be a whole number.
 
+    ``x`` may have any number of batch dimensions (none too) and need not be contiguous.
+
     >>> split_heads(torch.zeros(2, 5, 12), num_heads=3).shape
     torch.Size([2, 3, 5, 4])
+
+    Raises:
+        ValueError: if ``x`` has fewer than 2 dimensions; the message shows its shape as a tuple
+            ("got shape (12,)").
+        ValueError: if ``num_heads`` is not a positive divisor of ``d_model``; the message names
+            both as ``name=value``: "num_heads=5 must be a positive divisor of the width
+            d_model=12".
     """
     # BEGIN SOLUTION
     if x.ndim < 2:
@@ -297,6 +346,10 @@ def merge_heads(x: Float[Tensor, "... heads seq d_head"]) -> Float[Tensor, "... 
 
     >>> merge_heads(torch.zeros(2, 3, 5, 4)).shape
     torch.Size([2, 5, 12])
+
+    Raises:
+        ValueError: if ``x`` has fewer than 3 dimensions; the message shows its shape as a tuple
+            ("got shape (4, 3)").
     """
     # BEGIN SOLUTION
     if x.ndim < 3:
@@ -318,6 +371,12 @@ def attention_scores(
     >>> attention_scores(torch.ones(1, 2, 4), torch.ones(1, 3, 4))
     tensor([[[2., 2., 2.],
              [2., 2., 2.]]])
+
+    Raises:
+        ValueError: if ``q`` or ``k`` has fewer than 3 dimensions; the message shows both shapes
+            as tuples ("got shapes (3, 4) and (2, 3, 4)").
+        ValueError: if ``q`` and ``k`` have different head dimensions; the message names both as
+            ``d=value``: "q has head dimension d=8 but k has d=4".
     """
     # BEGIN SOLUTION
     if q.ndim < 3 or k.ndim < 3:

@@ -169,6 +169,11 @@ def start_or_resume(
     Resuming when the checkpoint does not exist yet (the run was killed before its first save)
     starts afresh. A fresh run refuses to overwrite an existing checkpoint: that is another run's
     work, to be resumed or moved away deliberately.
+
+    Raises:
+        ValueError: for a fresh run (``config.resume`` False) whose checkpoint exists; ``cs336
+            train`` prints the message, which must suggest "--resume" (its test looks for it):
+            "checkpoint run.pt already exists; pass --resume to continue that run, or ...".
     """
     # BEGIN SOLUTION
     path = config.checkpoint

@@ -24,7 +24,11 @@ and line when broken:
   no statement starts before a marker and ends after it;
 - the region holds at least one statement, and not the docstring (the contract stays visible);
 - code after the region does not use a name only the region defines (after stripping it would
-  be an undefined name).
+  be an undefined name);
+- nothing follows a function's last region in its body: in the handout that code would sit after
+  the stub's ``raise``, unreachable, reading as solution left behind (a half-stub). Code students
+  are given goes before the region; code they write goes inside it. Code between two regions of
+  one function (parts 1 and 2) is fine: it runs once part 1 is written.
 
 Staff-only text uses two more comment conventions (see ``strip_staff_only``): a file whose first
 lines hold a ``# STAFF-ONLY`` comment is left out of the handout, and lines between
@@ -196,6 +200,21 @@ def _check_names_after(regions: list[Region], owners: list, tree: ast.Module, pa
                 )
 
 
+def _check_nothing_after_last(regions: list[Region], owners: list, path: str) -> None:
+    """No statement of a function body may follow its last region (it would follow the stub's raise)."""
+    last: dict[int, tuple[Region, ast.AST]] = {}
+    for r, owner in zip(regions, owners, strict=True):
+        last[id(owner)] = (r, owner)
+    for r, owner in last.values():
+        after = [s for s in owner.body if s.lineno > r.end]
+        if after:
+            raise MarkerError(
+                path, after[0].lineno, f"code after the last region of {r.qualname} (which ends at line {r.end}) "
+                "would follow the stub's `raise NotImplementedError` in the handout, unreachable, and read as "
+                "solution left behind; move it into the region (students write it) or above it (given)"
+            )
+
+
 def find_regions(source: str, path: str = "<string>") -> list[Region]:
     """Every solution region of ``source``, validated (see the module docstring for the rules)."""
     pairs = _pair(_marker_comments(source, path), path)
@@ -250,6 +269,7 @@ def find_regions(source: str, path: str = "<string>") -> list[Region]:
         regions.append(Region(begin, end, " " * col, _qualname(owner, parents), top))
         owners.append(owner)
     _check_names_after(regions, owners, tree, path)
+    _check_nothing_after_last(regions, owners, path)
     by_function: dict[str, list[Region]] = {}
     for r in regions:
         by_function.setdefault(r.qualname, []).append(r)

@@ -19,6 +19,9 @@ from tests.devices import skip_reason
 from tests.snapshot import Snapshot
 
 
+# BEGIN STAFF-ONLY
+# Staff regenerate the snapshots from the reference with `uv run cs336 snapshots`, which runs the
+# snapshot tests with this option; the handout has neither, so students cannot overwrite them.
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--snapshot-update",
@@ -26,6 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="(staff) rewrite the .npz snapshots under fixtures/ from the reference instead of comparing",
     )
+
+
+# END STAFF-ONLY
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -56,8 +62,12 @@ def keep_global_rngs() -> Iterator[None]:
 
 @pytest.fixture
 def snapshot(request: pytest.FixtureRequest) -> Snapshot:
-    """Compare arrays with ``fixtures/.../<name>.npz``; ``--snapshot-update`` rewrites them instead."""
-    return Snapshot(Path(str(request.node.fspath)), request.config.getoption("--snapshot-update"))
+    """Compare arrays with ``fixtures/.../<name>.npz``, the reference's outputs stored with the tests."""
+    update = False
+    # BEGIN STAFF-ONLY
+    update = request.config.getoption("--snapshot-update")
+    # END STAFF-ONLY
+    return Snapshot(Path(str(request.node.fspath)), update)
 
 
 @pytest.fixture

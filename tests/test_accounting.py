@@ -92,7 +92,12 @@ def test_matmul_flops_matches_flop_counter_mode(seed: int) -> None:
     """matmul_flops(m, k, n) is what FlopCounterMode counts for an (m, k) @ (k, n) matmul."""
     m, k, n = random_dims(seed, 3)
     a, b = torch.randn(m, k), torch.randn(k, n)
-    assert adapters.run_matmul_flops(m, k, n) == torch_flops(torch.matmul, a, b, backward=False), (m, k, n)
+    got, want = adapters.run_matmul_flops(m, k, n), torch_flops(torch.matmul, a, b, backward=False)
+    hint = (
+        ": you counted m*k*n multiply-adds, but a FLOP is one multiply OR one add, so each term costs 2"
+        if got * 2 == want else ""
+    )
+    assert got == want, f"matmul_flops({m}, {k}, {n}) = {got}, FlopCounterMode counts {want} = 2*m*k*n{hint}"
 
 
 #: q k^T per batch and head: an einsum that lowers to a bmm over batch x heads.
@@ -162,8 +167,12 @@ def test_two_layer_mlp_trains_at_two_and_a_half_forwards() -> None:
     dims, tokens = [16, 16, 16], 8
     forward = adapters.run_linear_chain_flops(tokens, dims, backward=False)
     train = adapters.run_linear_chain_flops(tokens, dims, backward=True, input_requires_grad=False)
-    assert train == 2.5 * forward
-    assert accounting.student_count_flops(Net("mlp", tuple(dims)), torch.randn(tokens, dims[0])) == train
+    assert train == 2.5 * forward, (
+        f"training costs {train / forward:.2f} forwards, expected 2.5: each layer's dW costs a forward, and so does "
+        "each dx except the first layer's (its input is data: no gradient)"
+    )
+    measured = accounting.student_count_flops(Net("mlp", tuple(dims)), torch.randn(tokens, dims[0]))
+    assert measured == train, f"count_flops measured {measured}, the analytic count is {train}"
 
 
 def test_six_nd_rule_overcounts_exactly_the_first_input_gradient() -> None:
@@ -173,8 +182,11 @@ def test_six_nd_rule_overcounts_exactly_the_first_input_gradient() -> None:
     rule = 6 * tokens * accounting.num_params(net)
     with_grad = accounting.student_count_flops(net, torch.randn(tokens, dims[0], requires_grad=True))
     without = accounting.student_count_flops(net, torch.randn(tokens, dims[0]))
-    assert with_grad == rule
-    assert rule - without == 2 * tokens * dims[0] * dims[1]
+    assert with_grad == rule, f"with an input gradient count_flops gives {with_grad}, the 6ND rule {rule}"
+    assert rule - without == 2 * tokens * dims[0] * dims[1], (
+        f"without an input gradient count_flops gives {without}: {rule - without} below 6ND, expected "
+        f"{2 * tokens * dims[0] * dims[1]} (the first layer's dx, 2 * tokens * d0 * d1, is not computed)"
+    )
 
 
 @pytest.mark.parametrize("sizes", [(-1, 2, 3), (2, -3, 4), (2, 3, -1)])
@@ -236,7 +248,15 @@ def test_training_memory_bytes_breakdown(optimizer: str, precision: str) -> None
     """Training bytes = params x (param + grad [+ master] + states) + activations x element size."""
     per_param, per_activation = LECTURE_BYTES[optimizer, precision]
     got = adapters.run_training_memory_bytes(1000, 300, optimizer, precision)
-    assert got == 1000 * per_param + 300 * per_activation, f"{optimizer} in {precision}"
+    parts = (
+        "fp32: param 4 + grad 4 + 4 per state tensor" if precision == "fp32"
+        else "mixed: bf16 param 2 + bf16 grad 2 + fp32 master weight 4 + 4 per fp32 state tensor"
+    )
+    assert got == 1000 * per_param + 300 * per_activation, (
+        f"training_memory_bytes(1000 params, 300 activations, {optimizer!r}, {precision!r}) = {got}, expected "
+        f"1000 x {per_param} + 300 x {per_activation} = {1000 * per_param + 300 * per_activation} (per parameter, {parts}; "
+        f"per activation {per_activation} bytes)"
+    )
 
 
 def test_training_step_memory_matches_training_memory_bytes() -> None:
@@ -272,18 +292,26 @@ def test_training_days_lecture_example() -> None:
     peak = adapters.run_peak_flops("H100-SXM", "bf16")
     assert peak == 1979e12 / 2, "the H100 SXM's dense bf16 peak is half the 1979 TFLOP/s 'with sparsity'"
     days = adapters.run_training_days(70e9, 15e12, 1024, peak, 0.5)
-    assert days == pytest.approx(6 * 70e9 * 15e12 / (1024 * peak * 0.5 * 86400), rel=1e-12)
+    want = 6 * 70e9 * 15e12 / (1024 * peak * 0.5 * 86400)
+    hint = {3.0: ": a run costs 6ND FLOPs (forward 2ND + backward 4ND), not 2ND"}
+    ratio = round(want / days, 3) if days else 0
+    assert days == pytest.approx(want, rel=1e-12), (
+        f"training_days(70e9 params, 15e12 tokens, 1024 GPUs, {peak:g} FLOP/s, MFU 0.5) = {days:.4g} days, expected "
+        f"6 * N * D / (GPUs * peak * MFU * 86400) = {want:.4g}{hint.get(ratio, '')}"
+    )
     assert round(days) == 144
 
 
 def test_max_trainable_params_lecture_example() -> None:
     """8 H100s of 80 GB at 16 bytes per parameter (AdamW) hold 40B parameters."""
-    assert adapters.run_max_trainable_params(8, 80e9, 16) == pytest.approx(40e9)
+    got = adapters.run_max_trainable_params(8, 80e9, 16)
+    assert got == pytest.approx(40e9), f"max_trainable_params(8 GPUs, 80e9 bytes, 16 bytes/param) = {got:.4g}, expected 8 * 80e9 / 16 = 4e10"
 
 
 def test_mfu_is_achieved_flops_over_peak() -> None:
     """MFU = flops / seconds / peak."""
-    assert adapters.run_mfu(6e15, 10.0, 1e15) == pytest.approx(0.6)
+    got = adapters.run_mfu(6e15, 10.0, 1e15)
+    assert got == pytest.approx(0.6), f"mfu(6e15 FLOPs, 10 s, peak 1e15 FLOP/s) = {got}, expected 6e15 / 10 / 1e15 = 0.6"
 
 
 @pytest.mark.parametrize(
@@ -326,12 +354,18 @@ def test_matmul_throughput_code_path_on_cpu() -> None:
 
 
 def test_account_prints_the_lecture_answers() -> None:
-    """With no arguments, `cs336 account` answers 143.9 days and 40B parameters."""
+    """With no arguments, `cs336 account` answers 143.9 days and 40B parameters, and shows its working."""
     status, out, _ = accounting.cs336(["account"])
     assert status == 0
-    assert "143.9 days" in out
-    assert "40B params" in out
-    assert "16 bytes/param" in out
+    for line, source in [
+        ("= 6.3e+24 FLOPs", "six_nd_flops(70e9, 15e12): 6 * params * tokens"),
+        ("143.9 days", "training_days"),
+        ("40B params", "max_trainable_params"),
+        ("16 bytes/param", "bytes_per_param('adamw', 'mixed')"),
+        ("+ 2 fp32 states x 4)", "optimizer_state_tensors('adamw')"),
+        ("(2 bytes each)", "bytes_per_activation('mixed')"),
+    ]:
+        assert line in out, f"`cs336 account` should print {line!r} (from {source}); it printed:\n{out}"
 
 
 def test_account_answers_the_question_asked() -> None:
@@ -341,8 +375,15 @@ def test_account_answers_the_question_asked() -> None:
     status, out, _ = accounting.cs336(argv)
     assert status == 0
     days = 6 * 8e9 * 1e12 / (64 * 312e12 * 0.4 * 86400)
-    assert f"{days:.1f} days" in out
-    assert "8 bytes/param" in out and "10B params" in out
+    for line, source in [
+        ("= 4.8e+22 FLOPs", "six_nd_flops(8e9, 1e12)"),
+        (f"{days:.1f} days", "training_days"),
+        ("8 bytes/param", "bytes_per_param('sgd', 'fp32')"),
+        ("+ 0 states x 4)", "optimizer_state_tensors('sgd')"),
+        ("10B params", "max_trainable_params"),
+        ("(4 bytes each)", "bytes_per_activation('fp32')"),
+    ]:
+        assert line in out, f"`cs336 account` should print {line!r} (from {source}); it printed:\n{out}"
 
 
 def test_account_reports_bad_mfu() -> None:

@@ -1,39 +1,38 @@
-"""BPE training: exact merges by hand, agreement with a naive trainer, special tokens, bad input, speed.
+"""BPE training: exact merges by hand, stored results on fixed corpora, special tokens, bad input, speed.
 
-The oracle is ``tests/bpe_naive.py``: a full-recount trainer written for the tests. The corpora
-in ``fixtures/corpora/`` come from ``fixtures/make_corpora.py`` (a dozen scripts, emoji, code,
-``<|endoftext|>`` between documents and sometimes inside one).
+Merges worked out by hand pin the rule down on tiny texts. On the corpora in ``fixtures/corpora/``
+(from ``fixtures/make_corpora.py``: a dozen scripts, emoji, code, ``<|endoftext|>`` between
+documents and sometimes inside one) and on seeded random texts, the expected merges and vocab are
+snapshots: the reference's results, which staff check against an independent trainer. No trainer
+ships with the tests; to compare with one on your own texts, write ``train_bpe_slow`` first.
 """
 
 from __future__ import annotations
 
+import random
+import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+import regex
 
 import adapters
-from tests.bpe_naive import naive_train_bpe
+from tests.bpe_snapshots import bpe_arrays, explain_bpe, first_difference
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 EOT = "<|endoftext|>"
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+RANDOM_ALPHABET = [*"aab bc\n  é🙂'", "'s", EOT]
+RANDOM_SEEDS = range(10)
 
 
-def _first_difference(ours: list, expected: list) -> str:
-    for i, (a, b) in enumerate(zip(ours, expected, strict=False)):
-        if a != b:
-            return f"merge {i} is {a!r}, expected {b!r} (merges before it agree)"
-    return f"{len(ours)} merges, expected {len(expected)}"
-
-
-@pytest.fixture(scope="module")
-def naive_mini() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], float]:
-    """The naive trainer's result on mini.txt at vocab 400, and how long it took."""
-    start = time.perf_counter()
-    vocab, merges = naive_train_bpe(CORPORA / "mini.txt", 400, [EOT])
-    return vocab, merges, time.perf_counter() - start
+def random_case(seed: int) -> tuple[str, int]:
+    """A seeded random text over a tiny alphabet (many ties, runs like "aaa", emoji, special tokens) and a vocab size."""
+    rng = random.Random(seed)
+    text = "".join(rng.choice(RANDOM_ALPHABET) for _ in range(rng.randint(20, 120)))
+    return text, 257 + rng.randint(0, 40)
 
 
 def test_train_bpe_learns_hand_computed_merges(tmp_path: Path) -> None:
@@ -53,7 +52,7 @@ def test_train_bpe_learns_hand_computed_merges(tmp_path: Path) -> None:
     path.write_text(f"low low low lower lowest{EOT} low", encoding="utf-8")
     vocab, merges = adapters.run_train_bpe(path, 300, [EOT])
     expected = [(b"o", b"w"), (b"l", b"ow"), (b" ", b"low"), (b" low", b"e"), (b"s", b"t"), (b" lowe", b"st"), (b" lowe", b"r")]
-    assert merges == expected, _first_difference(merges, expected)
+    assert merges == expected, first_difference(merges, expected)
     assert vocab == {i: bytes([i]) for i in range(256)} | {256 + i: a + b for i, (a, b) in enumerate(expected)} | {263: EOT.encode()}, (
         "vocab must be: ids 0-255 the bytes, then one id per merge in order, then the special tokens"
     )
@@ -69,35 +68,28 @@ def test_train_bpe_breaks_ties_toward_the_greater_pair(tmp_path: Path) -> None:
     )
 
 
-def test_train_bpe_matches_naive_trainer_on_mini_corpus(naive_mini) -> None:
-    """mini.txt (multilingual, emoji, special tokens) at vocab 400: the same merges and vocab as the naive trainer."""
-    expected_vocab, expected_merges, _ = naive_mini
+def test_train_bpe_matches_stored_merges_on_mini_corpus(snapshot) -> None:
+    """mini.txt (multilingual, emoji, special tokens) at vocab 400: the stored merges and vocab."""
     vocab, merges = adapters.run_train_bpe(CORPORA / "mini.txt", 400, [EOT])
-    assert merges == expected_merges, _first_difference(merges, expected_merges)
-    assert vocab == expected_vocab
+    snapshot.assert_match("train_bpe_mini_400", bpe_arrays(vocab, merges), explain=explain_bpe)
 
 
-def test_train_bpe_matches_naive_trainer_on_multilingual_corpus() -> None:
-    """multilingual.txt (~135 KB) at vocab 300, split over two processes: same merges as the naive trainer."""
-    expected_vocab, expected_merges = naive_train_bpe(CORPORA / "multilingual.txt", 300, [EOT])
+def test_train_bpe_matches_stored_merges_on_multilingual_corpus_in_two_processes(snapshot) -> None:
+    """multilingual.txt (~135 KB) at vocab 300, split over two processes: the stored merges and vocab."""
     vocab, merges = adapters.run_train_bpe(CORPORA / "multilingual.txt", 300, [EOT], num_processes=2)
-    assert merges == expected_merges, _first_difference(merges, expected_merges)
-    assert vocab == expected_vocab
+    snapshot.assert_match("train_bpe_multilingual_300", bpe_arrays(vocab, merges), explain=explain_bpe)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    text=st.lists(st.sampled_from([*"aab bc\n  é🙂'", "'s", EOT]), max_size=120).map("".join),
-    extra=st.integers(min_value=0, max_value=40),
-)
-def test_train_bpe_matches_naive_trainer_on_random_text(tmp_path_factory, text: str, extra: int) -> None:
-    """Random text over a tiny alphabet (many ties, repeats like "aaa", emoji, special tokens): same merges as naive."""
-    path = tmp_path_factory.mktemp("random") / "random.txt"  # under pytest's basetemp, which your side can read
+@pytest.mark.parametrize("seed", RANDOM_SEEDS)
+def test_train_bpe_matches_stored_merges_on_random_text(snapshot, tmp_path: Path, seed: int) -> None:
+    """Seeded random text over a tiny alphabet (many ties, repeats like "aaa", emoji, special tokens): the stored merges."""
+    text, vocab_size = random_case(seed)
+    path = tmp_path / "random.txt"
     path.write_bytes(text.encode("utf-8"))
-    expected = naive_train_bpe(path, 257 + extra, [EOT])
-    got = adapters.run_train_bpe(path, 257 + extra, [EOT])
-    assert got[1] == expected[1], f"text={text!r}: " + _first_difference(got[1], expected[1])
-    assert got[0] == expected[0]
+    vocab, merges = adapters.run_train_bpe(path, vocab_size, [EOT])
+    snapshot.assert_match(
+        f"train_bpe_random_{seed}", bpe_arrays(vocab, merges), explain=lambda got, want: f"text={text!r}: " + explain_bpe(got, want)
+    )
 
 
 def test_train_bpe_never_merges_special_tokens() -> None:
@@ -138,19 +130,48 @@ def test_train_bpe_rejects_bad_input(tmp_path: Path, vocab_size, special_tokens,
         adapters.run_train_bpe(path, vocab_size, special_tokens)
 
 
-def test_train_bpe_is_several_times_faster_than_naive_recount(naive_mini) -> None:
-    """train_bpe beats a trainer that recounts every pair after every merge by at least 5x (same corpus, same run).
+def pair_table(path: Path, special_tokens: list[str]) -> Counter[bytes]:
+    """The pre-tokens of a file and their counts, as UTF-8 byte strings (the table BPE training merges over)."""
+    text = path.read_bytes().decode("utf-8")
+    pieces = re.split("|".join(map(re.escape, special_tokens)), text) if special_tokens else [text]
+    return Counter(token.encode("utf-8") for piece in pieces for token in regex.findall(GPT2_PATTERN, piece))
 
-    The only clock-reading test of the part: both trainers are timed here, on this machine, now.
+
+def seconds_per_recount(table: Counter[bytes], repeats: int = 5) -> float:
+    """The time to count every adjacent byte pair of the table once (best of ``repeats``).
+
+    A trainer that recounts after every merge pays this (and more: it also rewrites every word)
+    once per merge. This is a yardstick for the machine, not a trainer: it learns nothing."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        pairs: Counter[tuple[int, int]] = Counter()
+        for word, count in table.items():
+            for pair in zip(word, word[1:], strict=False):
+                pairs[pair] += count
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def test_train_bpe_is_several_times_faster_than_recounting_after_every_merge() -> None:
+    """train_bpe(mini.txt, 400) takes under a quarter of the time of one full pair recount per merge (timed now).
+
+    A naive trainer costs about 1.3 recounts per merge (it also rewrites every word), so this is the
+    docstring's "5x faster than a naive trainer", measured without shipping one; the hidden test
+    times a naive trainer itself.
     """
-    _, _, naive_seconds = naive_mini
+    num_merges = 400 - 256 - 1
+    recount = seconds_per_recount(pair_table(CORPORA / "mini.txt", [EOT]))
     times = []
     for _ in range(3):  # best of three: a hiccup of the machine should not fail the student
         start = time.perf_counter()
         adapters.run_train_bpe(CORPORA / "mini.txt", 400, [EOT])
         times.append(time.perf_counter() - start)
-    ratio = naive_seconds / min(times)
-    assert ratio >= 5, (
-        f"train_bpe took {min(times):.3f} s, the naive full recount {naive_seconds:.3f} s: only {ratio:.1f}x faster. "
-        "Update pair counts incrementally (only the words that contain the merged pair) instead of recounting"
+    naive_floor = num_merges * recount
+    budget = naive_floor / 4
+    assert min(times) <= budget, (
+        f"train_bpe took {min(times):.3f} s for {num_merges} merges; recounting every pair after every merge would "
+        f"take at least {naive_floor:.3f} s ({num_merges} x {recount * 1e3:.2f} ms, timed now), and train_bpe must be "
+        f"4x faster than that: {budget:.3f} s. Update pair counts incrementally (only the words that contain the "
+        "merged pair change) instead of recounting"
     )

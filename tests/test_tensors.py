@@ -98,11 +98,12 @@ def some_indices(x: torch.Tensor, rng: random.Random, k: int = 24) -> list[tuple
 
 def test_flat_index_worked_example():
     """x = arange(6).view(2, 3): x[1, 2] is at 1*3 + 2*1 = 5, and an offset of 4 shifts it to 9."""
-    assert adapters.run_flat_index((1, 2), (3, 1)) == 5
-    assert adapters.run_flat_index((1, 2), (3, 1), 4) == 9
-    assert adapters.run_flat_index((), (), 7) == 7, (
-        "a 0-d tensor's only element sits at its storage_offset"
-    )
+    got = adapters.run_flat_index((1, 2), (3, 1))
+    assert got == 5, f"flat_index((1, 2), strides=(3, 1)) = {got}, expected 1*3 + 2*1 = 5"
+    got = adapters.run_flat_index((1, 2), (3, 1), 4)
+    assert got == 9, f"flat_index((1, 2), strides=(3, 1), storage_offset=4) = {got}, expected 4 + 1*3 + 2*1 = 9 (add the offset)"
+    got = adapters.run_flat_index((), (), 7)
+    assert got == 7, f"flat_index((), (), storage_offset=7) = {got}: a 0-d tensor's only element sits at its storage_offset"
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -162,9 +163,19 @@ def test_element_at_reads_the_storage_not_the_tensor(make, index):
                 "element_at must read x's storage at flat_index, not index x itself"
             )
 
+        def __repr__(self, *args, **kwargs):  # torch's repr indexes the tensor
+            return f"NoIndexing({describe(self.as_subclass(torch.Tensor))})"
+
     view = make(torch.arange(6.0).view(2, 3))
     x = view.as_subclass(NoIndexing)  # same storage, strides and offset; indexing it fails
-    assert torch.equal(adapters.run_element_at(x, index).as_subclass(torch.Tensor), view[index])
+    got = adapters.run_element_at(x, index).as_subclass(torch.Tensor)
+    want = view[index]
+    assert torch.equal(got, want), (
+        f"element_at(x, {index}) with x of {describe(view)} returned {got.item():g}, but x{list(index)} is "
+        f"{want.item():g}. The storage is arange(6), so each value is its own storage position: you read "
+        f"position {got.item():g} instead of {want.item():g} = storage_offset + sum(index[d] * strides[d]) "
+        "(negative indices first resolved against the shape); check the offset and the strides"
+    )
 
 
 def test_element_at_rejects_index_out_of_range():
@@ -210,8 +221,69 @@ def test_same_storage_sees_through_storage_offset():
 
 
 # --------------------------------------------------------------------------------------------
-# is_contiguous
+# is_view_of
 # --------------------------------------------------------------------------------------------
+
+
+def bytes_read(x: torch.Tensor) -> set[int]:
+    """Oracle: the address of every byte x reads, from torch's own indexing (x[i].data_ptr())."""
+    size = x.element_size()
+    every = itertools.product(*(range(n) for n in x.shape))
+    return {x[i].data_ptr() + b for i in every for b in range(size)}
+
+
+def oracle_is_view_of(y: torch.Tensor, x: torch.Tensor) -> bool:
+    shares = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    return shares and bytes_read(y) <= bytes_read(x)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_is_view_of_agrees_with_the_bytes_each_tensor_reads(seed):
+    """y is a view of x iff they share a storage and y reads no byte x does not read; clones never are."""
+    base, x, chain = random_view(seed)
+    cases = {
+        "x of base": (x, base),
+        "base of x": (base, x),
+        "x of itself": (x, x),
+        "x[1:] of x": (x[1:], x) if x.ndim else (x, x),
+        "x of x[1:]": (x, x[1:]) if x.ndim else (x, x),
+        "a clone of x": (x.clone(), x),
+    }
+    for what, (y, of) in cases.items():
+        want = oracle_is_view_of(y, of)
+        got = adapters.run_is_view_of(y, of)
+        assert got == want, (
+            f"x = {chain} ({describe(x)}): is_view_of({what}) should be {want}, got {got}; "
+            "same storage is not enough: every byte y reads must be one x reads"
+        )
+
+
+def test_is_view_of_siblings_share_a_storage_but_are_not_views():
+    """base[0] and base[1] share base's storage, yet neither reads the other's elements."""
+    base = torch.arange(6.0).view(2, 3)
+    assert adapters.run_is_view_of(base.t()[1:], base)
+    assert not adapters.run_is_view_of(base[1], base[0]), (
+        "base[1] and base[0] share a storage but no element: not a view (compare the bytes read, not only the storage)"
+    )
+    assert not adapters.run_is_view_of(base, base[0]), "base reads more than base[0]: not a view of it"
+
+
+# --------------------------------------------------------------------------------------------
+# contiguous_strides and is_contiguous
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape", [(2, 3, 4), (5,), (), (1, 1), (3, 1, 2), (2, 0, 3), (0,), (4, 5, 0, 2)], ids=str
+)
+def test_contiguous_strides_match_a_fresh_tensor(shape):
+    """contiguous_strides(shape) are the strides torch.empty(shape) gets (a size-0 dimension counts as 1)."""
+    want = torch.empty(shape).stride()
+    got = adapters.run_contiguous_strides(shape)
+    assert tuple(got) == want, (
+        f"contiguous_strides({shape}) = {tuple(got)}, torch.empty({shape}).stride() = {want}: stride_d is the "
+        "product of the sizes after d (row-major; the last dimension moves fastest), with a size 0 counted as 1"
+    )
 
 
 @pytest.mark.parametrize("seed", SEEDS)

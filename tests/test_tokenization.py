@@ -59,16 +59,28 @@ def test_byte_decode_rejects_ids_above_255() -> None:
         adapters.get_byte_tokenizer().decode([104, 256])
 
 
+def explain_ratio(text: str, ids: list[int], got: float) -> str:
+    """What a wrong compression ratio most likely computed, by comparing it with the usual mistakes."""
+    n_bytes, n_chars, n = len(text.encode("utf-8")), len(text), len(ids)
+    want = n_bytes / n
+    head = f"compression_ratio({text!r}, {n} ids) = {got!r}; expected {n_bytes} UTF-8 bytes / {n} tokens = {want:.6g}"
+    mistakes = {
+        "len(text) / len(ids): characters per token, but the ratio counts UTF-8 bytes (len(text.encode('utf-8')))": n_chars / n,
+        "len(ids) / len(UTF-8 bytes): tokens per byte, the ratio upside down (higher must mean shorter sequences)": n / n_bytes,
+        "len(ids) / len(text): tokens per character, upside down and in characters": n / n_chars,
+    }
+    for what, value in mistakes.items():
+        if value == pytest.approx(got) and value != pytest.approx(want):
+            return f"{head}. You computed {what}"
+    return head
+
+
 @pytest.mark.parametrize("text", [t for t in TEXTS if t])
 def test_compression_ratio_is_utf8_bytes_per_token(text: str) -> None:
     """compression_ratio = len(UTF-8 bytes) / len(ids): 1 for bytes, bytes-per-char for characters."""
-    byte_ids = adapters.get_byte_tokenizer().encode(text)
-    char_ids = adapters.get_character_tokenizer().encode(text)
-    assert adapters.run_compression_ratio(text, byte_ids) == pytest.approx(1.0)
-    expected = len(text.encode("utf-8")) / len(text)
-    assert adapters.run_compression_ratio(text, char_ids) == pytest.approx(expected), (
-        "compression ratio is bytes per token (higher is better), not tokens per byte"
-    )
+    for ids in (adapters.get_byte_tokenizer().encode(text), adapters.get_character_tokenizer().encode(text)):
+        got = adapters.run_compression_ratio(text, ids)
+        assert got == pytest.approx(len(text.encode("utf-8")) / len(ids)), explain_ratio(text, ids, got)
 
 
 def test_compression_ratio_of_no_tokens_is_an_error() -> None:

@@ -1,7 +1,8 @@
 """The BPE Tokenizer: tiktoken as the oracle for encode, round trips, streaming, special tokens, files, CLI.
 
-The oracle is a ``tiktoken.Encoding`` built here from the merges our trainer learned on
-``fixtures/corpora/multilingual.txt``: mergeable ranks ``{token bytes: id}``, GPT-2's pattern,
+The oracle is a ``tiktoken.Encoding`` built here from the merges BPE training learns on
+``fixtures/corpora/multilingual.txt`` at vocab 600 (stored as a snapshot, so the Tokenizer is
+graded even before ``train_bpe`` works): mergeable ranks ``{token bytes: id}``, GPT-2's pattern,
 the same special tokens. tiktoken applies the lowest-rank merge first, as BPE encoding must.
 Streaming and loading run in the scenarios of ``tests/scenarios/tokenization.py``.
 """
@@ -18,12 +19,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adapters
-from tests.bpe_naive import GPT2_PATTERN, naive_train_bpe
+from tests.bpe_snapshots import bpe_arrays, bpe_from_arrays, explain_bpe
 from tests.scenarios import tokenization
+from tests.snapshot import read_npz, snapshot_dir
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 EOT = "<|endoftext|>"
 VOCAB_SIZE = 600
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+TRAINED = "train_bpe_multilingual_600"
 
 
 def _read(path: Path) -> str:
@@ -33,8 +37,14 @@ def _read(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def trained() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Vocab and merges from the tests' own trainer, so the Tokenizer is graded even before train_bpe works."""
-    return naive_train_bpe(CORPORA / "multilingual.txt", VOCAB_SIZE, [EOT])
+    """Vocab and merges of multilingual.txt at vocab 600, from the stored snapshot (not from your train_bpe)."""
+    return bpe_from_arrays(read_npz(snapshot_dir(Path(__file__)) / f"{TRAINED}.npz"))
+
+
+def test_train_bpe_matches_stored_merges_on_multilingual_corpus_at_600(snapshot) -> None:
+    """train_bpe on multilingual.txt at vocab 600 learns the stored merges the other tests here encode with."""
+    vocab, merges = adapters.run_train_bpe(CORPORA / "multilingual.txt", VOCAB_SIZE, [EOT])
+    snapshot.assert_match(TRAINED, bpe_arrays(vocab, merges), explain=explain_bpe)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +59,18 @@ def oracle(trained) -> tiktoken.Encoding:
     special = {EOT: VOCAB_SIZE - 1}
     ranks = {token: i for i, token in vocab.items() if i not in special.values()}
     return tiktoken.Encoding(name="ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
+
+
+def id_difference(got: list[int], want: list[int], decode) -> str:
+    """Where two id sequences first differ, with the text the ids around there stand for."""
+    n = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+    if n == len(got) == len(want):
+        return "the ids are equal"
+    return (
+        f"{len(got)} ids, expected {len(want)}; first difference at position {n}: got {got[n:n + 5]} "
+        f"({decode(got[n:n + 5])!r}), expected {want[n:n + 5]} ({decode(want[n:n + 5])!r}), "
+        f"after the text {decode(want[max(0, n - 8):n])!r}"
+    )
 
 
 STRINGS = [
@@ -89,8 +111,9 @@ def test_encode_corpus_round_trips_and_compresses(tokenizer, oracle) -> None:
     """The whole training corpus: same ids as tiktoken, exact round trip, and well over 1 byte per token (many scripts: ~1.9 at vocab 600)."""
     text = _read(CORPORA / "multilingual.txt")
     ids = tokenizer.encode(text)
-    assert ids == oracle.encode(text, allowed_special="all")
-    assert tokenizer.decode(ids) == text
+    want = oracle.encode(text, allowed_special="all")
+    assert ids == want, "encode of the corpus differs from tiktoken: " + id_difference(ids, want, oracle.decode)
+    assert tokenizer.decode(ids) == text, "decode(encode(corpus)) is not the corpus"
     assert adapters.run_compression_ratio(text, ids) > 1.5
 
 
@@ -162,7 +185,11 @@ def test_encode_iterable_of_file_lines_equals_encode(tokenizer) -> None:
     """Streaming a file line by line ("a\\n" then "  b": whitespace crosses lines) gives encode(whole file)."""
     text = _read(CORPORA / "multilingual.txt")
     lines = text.splitlines(keepends=True)
-    assert tokenization.encode_iterable(tokenizer, lines) == tokenizer.encode(text)
+    got, want = tokenization.encode_iterable(tokenizer, lines), tokenizer.encode(text)
+    assert got == want, (
+        "encode_iterable(lines) differs from encode(text): " + id_difference(got, want, tokenizer.decode)
+        + "; a pre-token may continue across a line break (whitespace runs), so hold back the end of each piece"
+    )
 
 
 def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, tmp_path: Path) -> None:

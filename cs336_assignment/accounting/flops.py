@@ -66,7 +66,11 @@ def matmul_flops(m: int, k: int, n: int) -> int:
     >>> matmul_flops(2, 3, 4)
     48
 
-    Raises ``ValueError`` if a size is negative or not an integer.
+    A size of 0 is allowed (an empty matmul costs 0 FLOPs).
+
+    Raises:
+        ValueError: if a size is negative or not an integer (``2.5``, ``True``); the message names
+            the size and says what it must be: "m must be a non-negative integer, got 2.5".
     """
     # BEGIN SOLUTION
     _check_sizes(m=m, k=k, n=n)
@@ -79,6 +83,8 @@ def linear_forward_flops(num_tokens: int, d_in: int, d_out: int) -> int:
 
     >>> linear_forward_flops(num_tokens=8, d_in=4, d_out=2)
     128
+
+    Optional helper, not graded: ``linear_chain_flops`` (graded) counts the same layers.
     """
     # BEGIN SOLUTION
     _check_sizes(num_tokens=num_tokens, d_in=d_in, d_out=d_out)
@@ -98,6 +104,8 @@ def linear_backward_flops(num_tokens: int, d_in: int, d_out: int, input_requires
 
     >>> linear_backward_flops(8, 4, 2), linear_backward_flops(8, 4, 2, input_requires_grad=False)
     (256, 128)
+
+    Optional helper, not graded: ``linear_chain_flops`` (graded) counts the same layers.
     """
     # BEGIN SOLUTION
     _check_sizes(num_tokens=num_tokens, d_in=d_in, d_out=d_out)
@@ -112,6 +120,8 @@ def linear_train_flops(num_tokens: int, d_in: int, d_out: int, input_requires_gr
 
     >>> linear_train_flops(8, 4, 2) == 3 * linear_forward_flops(8, 4, 2)
     True
+
+    Optional helper, not graded: ``linear_chain_flops`` (graded) counts the same layers.
     """
     # BEGIN SOLUTION
     return linear_forward_flops(num_tokens, d_in, d_out) + linear_backward_flops(
@@ -136,7 +146,10 @@ def linear_chain_flops(
     >>> linear_chain_flops(num_tokens=1, dims=[2, 2, 2])                   # 2.5 forwards
     40
 
-    Raises ``ValueError`` if ``dims`` has fewer than 2 entries or a size is negative.
+    Raises:
+        ValueError: if ``dims`` has fewer than 2 entries; the message names ``dims``: "dims must
+            list at least an input and an output size, got [8]".
+        ValueError: if a size is negative or not an integer (as ``matmul_flops``).
     """
     # BEGIN SOLUTION
     if len(dims) < 2:
@@ -159,6 +172,8 @@ def six_nd_flops(num_params: float, num_tokens: float) -> float:
 
     >>> six_nd_flops(70e9, 15e12)
     6.3e+24
+
+    Graded through ``cs336 account``, which prints it ("= 6.3e+24 FLOPs").
     """
     # BEGIN SOLUTION
     if num_params < 0 or num_tokens < 0:
@@ -181,6 +196,9 @@ def matmul_family_flops(func: torch._ops.OpOverload, args: Sequence[Any]) -> int
         addmm(self, a, b)         a (m, k)     b (k, n)        2 m k n   (the add is not counted)
         bmm(a, b)                 a (B, m, k)  b (B, k, n)     2 B m k n
         baddbmm(self, a, b)       a (B, m, k)  b (B, k, n)     2 B m k n
+
+    Optional helper, not graded: ``FlopCounter`` and ``count_flops`` (graded against ``FlopCounterMode``) need these
+    counts, however you compute them.
     """
     # BEGIN SOLUTION
     packet = func._overloadpacket
@@ -210,6 +228,8 @@ class FlopCounter(TorchDispatchMode):
     96
     >>> counter.by_module()
     {'Global': 96, 'Linear': 96}
+
+    Each ``with`` block starts from zero: entering the counter again forgets the previous counts.
     """
 
     def __init__(self) -> None:
@@ -263,7 +283,10 @@ def count_flops(fn: Callable[..., Tensor], *args: Any, backward: bool = True) ->
     >>> count_flops(layer, torch.ones(2, 4)), count_flops(layer, torch.ones(2, 4), backward=False)
     (96, 48)
 
-    Raises ``ValueError`` if ``backward`` is asked for but the output does not require grad.
+    Raises:
+        ValueError: if ``backward`` is True but the output does not require grad (nothing to
+            differentiate); the message points to the fix: "backward=True needs fn(*args) to
+            return a tensor that requires grad; pass backward=False to count the forward only".
     """
     # BEGIN SOLUTION
     with FlopCounter() as counter:

@@ -85,7 +85,11 @@ def bytes_per_element(dtype: torch.dtype | str) -> int:
     >>> bytes_per_element("bf16"), bytes_per_element(torch.float8_e4m3fn)
     (2, 1)
 
-    Raises ``ValueError`` for a name not in ``DTYPES`` or something that is not a dtype.
+    Raises:
+        ValueError: for a name not in ``DTYPES`` ("tf32" is a compute mode, not a storage dtype)
+            or anything that is neither a name nor a ``torch.dtype`` (``None``, a ``torch.Size``);
+            the message names the value and says "dtype": "unknown dtype 'fp33'; use one of
+            [...] or a torch.dtype".
     """
     # BEGIN SOLUTION
     if isinstance(dtype, str):
@@ -125,6 +129,8 @@ def optimizer_state_tensors(optimizer: str) -> int:
     >>> [optimizer_state_tensors(o) for o in OPTIMIZERS]
     [0, 1, 1, 1, 2, 2]
 
+    Graded through ``cs336 account``, which prints it in its breakdown ("+ 2 fp32 states x 4").
+
     Raises ``ValueError`` for a name not in ``OPTIMIZERS``.
     """
     # BEGIN SOLUTION
@@ -159,6 +165,8 @@ def bytes_per_param(optimizer: str, precision: str) -> int:
 def bytes_per_activation(precision: str) -> int:
     """Bytes of one saved activation: 4 in ``fp32``, 2 in ``mixed`` (bf16).
 
+    Graded through ``training_memory_bytes`` and ``cs336 account`` ("(2 bytes each)").
+
     Raises ``ValueError`` for an unknown precision.
     """
     # BEGIN SOLUTION
@@ -176,7 +184,11 @@ def training_memory_bytes(num_params: int, num_activations: int, optimizer: str,
     >>> training_memory_bytes(num_params=10, num_activations=100, optimizer="adamw", precision="mixed")
     360
 
-    Raises ``ValueError`` for a negative count or an unknown optimizer or precision.
+    Raises:
+        ValueError: for a negative count, naming it ("num_params must be a non-negative integer,
+            got -1"; likewise "num_activations").
+        ValueError: for an unknown optimizer or precision, naming which: "unknown optimizer
+            'adamz'; use one of [...]", "unknown precision 'fp16'; use one of ['fp32', 'mixed']".
     """
     # BEGIN SOLUTION
     _check_count(num_params=num_params, num_activations=num_activations)
@@ -189,6 +201,8 @@ def cruncher_params(dim: int, num_layers: int) -> int:
 
     >>> cruncher_params(dim=4, num_layers=2)
     36
+
+    Optional helper, not graded: napkin math to check your understanding (``sum(p.numel() for p in model.parameters())``).
     """
     # BEGIN SOLUTION
     _check_count(dim=dim, num_layers=num_layers)
@@ -209,7 +223,10 @@ def linear_chain_activations(batch: int, dims: Sequence[int]) -> int:
     >>> linear_chain_activations(batch=3, dims=[4, 5, 6, 1])
     33
 
-    Raises ``ValueError`` if ``dims`` has fewer than 2 entries or a size is negative.
+    Optional helper, not graded: ``cruncher_activations`` (graded) is this chain's count for the Cruncher.
+
+    Raises:
+        ValueError: if ``dims`` has fewer than 2 entries or a size is negative.
     """
     # BEGIN SOLUTION
     if len(dims) < 2:
@@ -269,8 +286,8 @@ class SavedTensorBytes(torch.autograd.graph.saved_tensors_hooks):
         key = _storage_key(t)
         if not (base.is_leaf and base.requires_grad) and key not in self._excluded:
             self.storages[key] = t.untyped_storage().nbytes()
-        # END SOLUTION
         return t
+        # END SOLUTION
 
     @staticmethod
     def _unpack(t: Tensor) -> Tensor:

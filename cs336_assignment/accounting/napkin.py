@@ -97,7 +97,12 @@ def peak_flops(gpu: str, dtype: str | torch.dtype) -> float:
     >>> peak_flops("H100-SXM", "bf16")
     989500000000000.0
 
-    Raises ``ValueError`` for an unknown GPU, or a dtype the GPU has no figure for (fp8 on A100).
+    Names are case-sensitive, as in ``PEAK_FLOPS`` (``"h100-sxm"`` is unknown).
+
+    Raises:
+        ValueError: for an unknown GPU: "unknown GPU 'H200'; use one of [...]".
+        ValueError: for a dtype the GPU has no figure for, naming the dtype and the GPU: "no peak
+            figure for dtype 'fp8' on A100-SXM; use one of [...]".
     """
     # BEGIN SOLUTION
     if gpu not in PEAK_FLOPS:
@@ -118,7 +123,10 @@ def mfu(flops: float, seconds: float, peak_flops_per_sec: float) -> float:
     >>> mfu(flops=4e12, seconds=2.0, peak_flops_per_sec=4e12)
     0.5
 
-    Raises ``ValueError`` if ``flops`` is negative or ``seconds`` or the peak is not positive.
+    Raises:
+        ValueError: if ``seconds`` or ``peak_flops_per_sec`` is not a positive number, naming it:
+            "seconds must be a positive number, got 0.0".
+        ValueError: if ``flops`` is negative: "flops must be non-negative, got -1.0".
     """
     # BEGIN SOLUTION
     _check_positive(seconds=seconds, peak_flops_per_sec=peak_flops_per_sec)
@@ -136,7 +144,11 @@ def training_days(
     >>> round(training_days(70e9, 15e12, num_gpus=1024, peak_flops_per_gpu=989.5e12, mfu=0.5), 1)
     143.9
 
-    Raises ``ValueError`` unless every argument is positive and ``mfu`` is in (0, 1].
+    Raises:
+        ValueError: if ``num_params``, ``num_tokens``, ``num_gpus`` or ``peak_flops_per_gpu`` is
+            not a positive number, naming it: "num_gpus must be a positive number, got -8".
+        ValueError: if ``mfu`` is not in (0, 1]; ``cs336 account`` prints this message, and its
+            test looks for it: "mfu must be in (0, 1] (a fraction of peak; 0.5 is good), got 1.5".
     """
     # BEGIN SOLUTION
     _check_positive(num_params=num_params, num_tokens=num_tokens, num_gpus=num_gpus,
@@ -155,7 +167,9 @@ def max_trainable_params(num_gpus: int, bytes_per_gpu: float, bytes_per_param: f
     >>> max_trainable_params(num_gpus=8, bytes_per_gpu=80e9, bytes_per_param=16)
     40000000000.0
 
-    Raises ``ValueError`` unless every argument is positive.
+    Raises:
+        ValueError: if an argument is not a positive number, naming it: "bytes_per_param must be
+            a positive number, got 0".
     """
     # BEGIN SOLUTION
     _check_positive(num_gpus=num_gpus, bytes_per_gpu=bytes_per_gpu, bytes_per_param=bytes_per_param)
@@ -172,8 +186,12 @@ def time_matmul(
     asynchronously: a host clock read right after ``a @ b`` measures only the launch. So on CUDA,
     synchronise before starting, then time with CUDA events recorded on the stream around the
     calls and wait for the last one; on CPU, ``time.perf_counter`` around the calls is right.
+    Exactly ``warmup + iters`` matmuls run (the tests count them).
 
-    Raises ``ValueError`` if the tensors are on different devices, ``warmup < 0`` or ``iters < 1``.
+    Raises:
+        ValueError: if the tensors are on different devices, ``warmup`` is not a non-negative
+            integer or ``iters`` not a positive one, naming which: "iters must be a positive
+            integer, got 0".
     """
     # BEGIN SOLUTION
     if a.device != b.device:

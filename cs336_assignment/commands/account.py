@@ -144,7 +144,7 @@ def _plot(results: dict[str, list[tuple[int, float]]], path: Path, where: str, k
     try:
         import matplotlib
     except ImportError:
-        raise ValueError("--plot needs matplotlib, which is not installed: `uv pip install matplotlib`") from None
+        raise ValueError("--plot needs matplotlib (a dev dependency of this project), which is not installed: run `uv sync`") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -32,7 +32,7 @@ from cs336_assignment.tokenization.pretokenize import find_chunk_boundaries, rea
 #: With ``--num-processes N`` > 1 the file is cut into about CHUNKS_PER_PROCESS * N chunks of at
 #: most CHUNK_BYTES, the last round of them half-size (``pair_up``). Fewer, bigger chunks let the
 #: tokenizer batch more new pre-tokens at once; about four per process keep every worker busy to
-#: the end (with two per process one worker idled 0.17 s of 0.87 s; benchmarks/README.md).
+#: the end (with two per process one worker idled 0.17 s of 0.87 s in the staff's measurements).
 CHUNK_BYTES = 1 << 22
 CHUNKS_PER_PROCESS = 4
 #: Ids are written to disk in blocks of this many.
@@ -87,7 +87,7 @@ def pair_up(cuts: list[int], workers: int) -> list[int]:
 
     Workers take chunks in file order as they free up; small chunks at the end let them finish
     together (with equal chunks one idled 76 ms on average at the end of a 0.78 s run, with the
-    small last round 24 ms: benchmarks/README.md).
+    small last round 24 ms, in the staff's measurements).
 
     >>> pair_up([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], workers=2)   # 10 pieces -> 3 chunks of 2, 4 of 1
     [0, 2, 4, 6, 7, 8, 9, 10]

@@ -121,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = train_regression(config, on_start=on_start, on_step=on_step)
     except ValueError as err:
-        bar.close()
         print(f"cs336 train: error: {err}", file=sys.stderr)
         return 2
-    bar.close()
+    finally:  # whatever happens (NotImplementedError included): no bar left to print at exit
+        bar.close()
     if result.losses:
         print(f"done: {config.steps} steps, final loss {result.losses[-1]:.6g}")
     else:

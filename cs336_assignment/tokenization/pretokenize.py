@@ -91,7 +91,11 @@ def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
 
 
 def special_tokens_regex(special_tokens: list[str]) -> regex.Pattern[str] | None:
-    """A regex matching any special token, longest first (so overlapping tokens resolve to the longer)."""
+    """A regex matching any special token, longest first (so overlapping tokens resolve to the longer).
+
+    None when there are no special tokens. Optional helper, not graded: a building block of ``train_bpe`` and
+    ``Tokenizer`` (both graded); ``split_on_special_tokens`` below calls it.
+    """
     # BEGIN SOLUTION
     if not special_tokens:
         return None
@@ -122,7 +126,10 @@ def split_on_special_tokens(text: str, special_tokens: list[str]) -> list[str]:
 
 
 def count_pretokens(text: str, special_tokens: list[str]) -> Counter[str]:
-    """How often each pre-token occurs in ``text``; special tokens only separate, they are not counted."""
+    """How often each pre-token occurs in ``text``; special tokens only separate, they are not counted.
+
+    Optional helper, not graded: a building block of ``train_bpe`` (graded).
+    """
     # BEGIN SOLUTION
     counts: Counter[str] = Counter()
     pattern = special_tokens_regex(special_tokens)

@@ -24,7 +24,12 @@ class CharacterTokenizer:
         # END SOLUTION
 
     def decode(self, ids: list[int]) -> str:
-        """The inverse of ``encode``; an id that is no code point (outside 0..0x10FFFF) is a ValueError."""
+        """The inverse of ``encode``.
+
+        Raises:
+            ValueError: for an id that is no code point (outside 0..0x10FFFF); the message names
+                the id in decimal: "id 1114112 is not a Unicode code point (0..0x10FFFF)".
+        """
         # BEGIN SOLUTION
         for i in ids:
             if not 0 <= i <= 0x10FFFF:
@@ -45,8 +50,11 @@ class ByteTokenizer:
     def decode(self, ids: list[int]) -> str:
         """Bytes back to text; byte sequences that are not UTF-8 become U+FFFD (``errors="replace"``).
 
-        A model can emit any sequence of byte ids, so decoding must never fail on its output; an id
-        outside 0..255 is a ValueError.
+        A model can emit any sequence of byte ids, so decoding must never fail on its output.
+
+        Raises:
+            ValueError: for an id outside 0..255; the message names the id: "id 256 is not a byte
+                (0..255)".
         """
         # BEGIN SOLUTION
         for i in ids:
@@ -59,7 +67,12 @@ class ByteTokenizer:
 def compression_ratio(text: str, ids: list[int]) -> float:
     """UTF-8 bytes per token, ``len(text.encode("utf-8")) / len(ids)``: higher means shorter sequences.
 
-    A byte tokenizer scores exactly 1; GPT-2's BPE about 4 on English. ``ids`` must not be empty.
+    A byte tokenizer scores exactly 1; GPT-2's BPE about 4 on English. Count the *bytes* of the
+    UTF-8 encoding, not the characters: "hé" is 3 bytes.
+
+    Raises:
+        ValueError: if ``ids`` is empty (bytes per token is undefined); the message says "empty":
+            "ids is empty, so bytes per token is undefined".
     """
     # BEGIN SOLUTION
     if len(ids) == 0:

@@ -96,8 +96,17 @@ class Tokenizer:
     """A byte-level BPE tokenizer from a vocabulary ``{id: bytes}`` and merges ``[(a, b), ...]``.
 
     ``vocab`` must hold every single byte and, for each merge ``(a, b)``, the tokens ``a``, ``b``
-    and ``a + b``. Special tokens missing from ``vocab`` get new ids after the largest one.
-    Overlapping special tokens match longest first.
+    and ``a + b``; its ids may come in any order (a vocabulary from another trainer). Special tokens
+    missing from ``vocab`` get new ids after the largest one. Overlapping special tokens match
+    longest first.
+
+    Raises:
+        ValueError: from ``__init__``, if ``vocab`` lacks a single byte; the message says a
+            byte-level vocab "must contain all 256 bytes".
+        ValueError: from ``__init__``, if a merge's parts or result are not in ``vocab``, naming
+            the merge: "merge 0 (b'a', b'b'): b'a', b'b' and b'ab' must all be in vocab".
+        ValueError: from ``decode``, for an id not in the vocabulary, naming it: "id 999 is not
+            in the vocabulary".
     """
 
     def __init__(
@@ -174,6 +183,8 @@ class Tokenizer:
         pairs next to it; the other occurrences of that pair follow in the next rounds, left to
         right, exactly as "merge every occurrence, left to right" would do them. ``min`` and
         ``index`` scan the list in C, so a round costs a few Python operations.
+
+        Optional helper, not graded: ``encode`` (graded) may encode pre-tokens any way that gives the same ids.
         """
         # BEGIN SOLUTION
         ranks, no_merge = self._ranks, len(self._merged_ids)
@@ -195,7 +206,10 @@ class Tokenizer:
         # END SOLUTION
 
     def _encode_ordinary(self, pretokens: Iterable[str], out: list[int]) -> None:
-        """Append the ids of ``pretokens`` to ``out``, through the cache (a loop that runs in C)."""
+        """Append the ids of ``pretokens`` to ``out``, through the cache (a loop that runs in C).
+
+        Optional helper, not graded: a helper of ``encode`` and ``encode_iterable`` (both graded).
+        """
         # BEGIN SOLUTION
         out.extend(chain.from_iterable(map(self._cache.__getitem__, pretokens)))
         # END SOLUTION
@@ -237,6 +251,8 @@ class Tokenizer:
         that could start there has been tried). After the last settled one, the ordinary text
         runs at least to ``len(text) - longest + 1``; of its pre-tokens, all but the last two are
         settled: a GPT-2 match looks at most two characters past its end (``'ll``, ``\\s+(?!\\S)``).
+
+        Optional helper, not graded: a helper of ``encode_iterable`` (graded).
         """
         # BEGIN SOLUTION
         out: list[int] = []

@@ -48,6 +48,8 @@ def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[byte
 
     >>> merge_word((b"a", b"a", b"a"), (b"a", b"a"))
     (b'aa', b'a')
+
+    Optional helper, not graded: a step of ``train_bpe_slow``.
     """
     # BEGIN SOLUTION
     out: list[bytes] = []
@@ -66,7 +68,12 @@ def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[byte
 def train_bpe_slow(
     input_path: str | os.PathLike, vocab_size: int, special_tokens: list[str]
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Train byte-level BPE on a UTF-8 file; same contract as ``train.train_bpe`` (see its docstring)."""
+    """Train byte-level BPE on a UTF-8 file; same contract as ``train.train_bpe`` (see its docstring).
+
+    Optional helper, not graded, and recommended: write it first. It is the obviously correct trainer to compare your
+    fast ``train_bpe`` with on any text you like (the tests compare with stored results instead),
+    and the slow baseline its speed is measured against.
+    """
     # BEGIN SOLUTION
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)

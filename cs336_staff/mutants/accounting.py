@@ -109,4 +109,12 @@ MUTANTS = [
         why="times the first, cold calls (kernel selection, workspace allocation) along with the steady state",
         tests=TESTS,
     ),
+    Mutant(
+        name="accounting-six-nd-forward-only",
+        file=FLOPS,
+        old="    return 6 * num_params * num_tokens",
+        new="    return 2 * num_params * num_tokens",
+        why="counts the forward pass only (2ND) in the rule of thumb that cs336 account prints",
+        tests=TESTS,
+    ),
 ]

@@ -104,4 +104,28 @@ MUTANTS = [
         why="scales by 1/d instead of 1/sqrt(d) (the variance of a sum of d unit products is d, its std sqrt(d))",
         tests=TESTS,
     ),
+    Mutant(
+        name="tensors-contiguous-strides-zero-size",
+        file=FILE,
+        old="        step *= max(size, 1)",
+        new="        step *= size",
+        why="multiplies by a size of 0, so every dimension before an empty one gets stride 0 (torch counts 0 as 1)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-contiguous-strides-column-major",
+        file=FILE,
+        old="    for size in reversed(shape):\n        strides.append(step)\n        step *= max(size, 1)\n    return tuple(reversed(strides))",
+        new="    for size in shape:\n        strides.append(step)\n        step *= max(size, 1)\n    return tuple(strides)",
+        why="makes the first dimension move fastest (Fortran order) instead of the last",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-is-view-of-same-storage-only",
+        file=FILE,
+        old="    return bool(torch.isin(_byte_addresses(y), _byte_addresses(x)).all())",
+        new="    return True",
+        why="takes sharing a storage for being a view, so base[1] counts as a view of base[0]",
+        tests=TESTS,
+    ),
 ]

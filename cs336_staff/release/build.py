@@ -21,7 +21,7 @@ The handout is an allowlist, so anything new in the repository stays out until s
 
 Left out whatever the allowlist says: ``cs336_staff/``, ``benchmarks/``, ``.ci/``, ``.github/``,
 ``grades/``, hidden tests and fixtures, plus every file whose first lines hold a ``# STAFF-ONLY``
-comment and every ``# BEGIN STAFF-ONLY`` ... ``# END STAFF-ONLY`` block of a .py or .sh file.
+comment and every ``# BEGIN STAFF-ONLY`` ... ``# END STAFF-ONLY`` block of a .py or .sh file or .gitignore.
 Stripping can leave imports that only the solution used; ``ruff check --select F401 --fix`` drops
 them from the stripped files (``release --check`` then proves no unused name is left).
 
@@ -64,7 +64,7 @@ SHIPPED_FILES = ("adapters.py", "make_submission.sh", ".gitignore")
 REQUIRED_FILES = ("adapters.py", "pyproject.toml")
 JUNK_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", ".mypy_cache"}
 JUNK_SUFFIXES = (".pyc", ".pyo")
-STAFF_BLOCK_SUFFIXES = (".py", ".sh")
+STAFF_BLOCK_SUFFIXES = (".py", ".sh", ".gitignore")
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 

@@ -1,6 +1,6 @@
 """Prove a built handout is what students should get: ``cs336 release --check``.
 
-Eight checks, each a line of the report, each failure naming the file, test or line:
+Ten checks, each a line of the report, each failure naming the file, test or line:
 
     contents   the handout has the files students need (make_submission.sh, README, ...)
     imports    ``cs336_assignment``, every module in it, and ``adapters`` import from the handout
@@ -19,6 +19,10 @@ Eight checks, each a line of the report, each failure naming the file, test or l
                survived stripping, sits in a helper outside the regions, or in a test's oracle;
                pieces that read only imported modules, builtins and their own names are
                library boilerplate, not solution (see ``_library_only``)
+    behaviour  no function the handout ships reproduces a graded adapter's recorded calls: a
+               solution written independently of the reference (see ``behaviour.py``)
+    leftovers  no staff path, staff command, staff pytest option or staff-only import in the
+               handout (see ``leftovers.py``)
 
 The test runs reuse this repository's Python environment (the handout's dependencies are a subset
 of it, since its pyproject.toml only drops entries) and run on scratch copies, so the handout
@@ -45,8 +49,10 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cs336_staff.release import behaviour
 from cs336_staff.release.build import PACKAGE, Handout
 from cs336_staff.release.handout_parts import check_parts
+from cs336_staff.release.leftovers import check_leftovers
 from cs336_staff.release.runner import PytestRun, copy_tree, hide_installed, merge_runs
 from cs336_staff.release.warm import WarmPool
 
@@ -305,6 +311,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
         stub_tree, ref_tree = scratch / "stubs", scratch / "reference"
         copy_tree(handout.root, stub_tree)
         copy_tree(handout.root, ref_tree)
+        behaviour.prepare_reference_tree(ref_tree)  # records the adapters' calls for the behaviour check
         # Drop the reference modules in, file by file, with the staff-only ones the handout left out
         # (the reference may use them, e.g. its numpy fast path for BPE encoding).
         for rel in [*handout.files, *handout.left_out]:
@@ -317,14 +324,22 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             stub_job = warm.submit(stub_tree, ["-q"], hide=hide, env=threads)
             # the reference run is the long one: split it across the cores (every child collects
             # everything, then keeps every n-th test), so it does not run on one core at the end
-            ref_jobs = [warm.submit(ref_tree, ["-q"], hide=hide, env={**threads, "CS336_PROBE_SHARD": f"{k}/{shards}"})
+            recordings = [scratch / f"io-{k}.pt" for k in range(shards)]
+            ref_jobs = [warm.submit(ref_tree, ["-q", "-p", behaviour.PROBE_MODULE], hide=hide,
+                                    env={**threads, "CS336_PROBE_SHARD": f"{k}/{shards}", "CS336_IO_OUT": str(recordings[k])})
                         for k in range(shards)]
             imports_job = warm.submit(stub_tree, [str(stub_tree)], hide=hide, code=_IMPORT_SCRIPT.format(package=PACKAGE), timeout=300)
             checks.append(check_ruff(repo, handout))
             checks.append(check_leaks(repo, handout))
             checks.append(check_parts(repo, handout))
+            checks.append(check_leftovers(repo, handout))
             checks.append(check_imports(imports_job.result()))
             stub, ref = stub_job.result(), merge_runs([j.result() for j in ref_jobs])
+            graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
+            py = [f for f in handout.files if f.endswith(".py")]
+            judge_job = warm.submit(stub_tree, behaviour.judge_args([r for r in recordings if r.exists()], py, graded),
+                                    hide=hide, code=behaviour.JUDGE, timeout=600)
+            checks.append(behaviour.judge(judge_job.result()))
         checks.append(check_collect(stub, ref))
         checks.append(check_stubs(stub, ref))
         checks.append(check_reference(ref))
@@ -333,5 +348,5 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             print(f"kept the scratch trees in {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    order = ["contents", "imports", "ruff", "collect", "stubs", "reference", "leaks", "parts"]
+    order = ["contents", "imports", "ruff", "collect", "stubs", "reference", "leaks", "behaviour", "leftovers", "parts"]
     return sorted(checks, key=lambda c: order.index(c.name))

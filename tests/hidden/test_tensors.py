@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import adapters
 from tests.test_tensors import (
     assert_view_or_copy_agrees_with_torch,
+    oracle_is_view_of,
     storage_position,
     torch_can_view,
 )
@@ -227,6 +228,48 @@ def test_same_storage_of_disjoint_halves():
     """Two halves that share no element still share the storage."""
     x = torch.arange(10)
     assert adapters.run_same_storage(x[:5], x[5:])
+
+
+# --------------------------------------------------------------------------------------------
+# is_view_of and contiguous_strides
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_is_view_of_agrees_with_bytes_read_on_long_chains(seed):
+    """For longer chains, sub-views and slices of the base, is_view_of agrees with the bytes each reads."""
+    base, x, chain = random_view(seed)
+    flat = base.view(-1)
+    for y, of in [(x, base), (base, x), (flat[:3], x), (x, flat[1:]), (x.contiguous(), base)]:
+        want = oracle_is_view_of(y, of)
+        assert adapters.run_is_view_of(y, of) == want, f"x = {chain}: want {want} for {describe(y)} of {describe(of)}"
+
+
+def test_is_view_of_counts_bytes_across_dtype_views():
+    """A dtype view reads the same bytes (a view both ways); half of each element is a view, not the reverse."""
+    x = torch.arange(6.0)
+    as_int = x.view(torch.int32)
+    assert adapters.run_is_view_of(as_int, x) and adapters.run_is_view_of(x, as_int)
+    low_halves = x.view(torch.int16)[::2]
+    assert adapters.run_is_view_of(low_halves, x)
+    assert not adapters.run_is_view_of(x, low_halves), "x reads both halves of every element, low_halves only one"
+
+
+def test_is_view_of_an_empty_slice_and_an_expanded_view():
+    """An empty slice reads nothing (a view); an expanded row reads only that row."""
+    base = torch.arange(12.0).view(3, 4)
+    assert adapters.run_is_view_of(base[2:2], base)
+    assert adapters.run_is_view_of(base[1:2].expand(5, 4), base[1])
+    assert not adapters.run_is_view_of(base[1:2].expand(5, 4), base[0])
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.integers(0, 5), max_size=5))
+def test_contiguous_strides_match_torch_for_any_shape(shape):
+    """For any shape (zeros and ones included, given as a list or torch.Size), the strides of torch.empty."""
+    want = torch.empty(shape).stride()
+    assert tuple(adapters.run_contiguous_strides(shape)) == want
+    assert tuple(adapters.run_contiguous_strides(torch.Size(shape))) == want
 
 
 # --------------------------------------------------------------------------------------------

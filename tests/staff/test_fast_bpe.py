@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from cs336_assignment.tokenization import Tokenizer, fast_bpe
 from cs336_assignment.tokenization.fast_bpe import BatchBPE, fill_cache, length_buckets
 from cs336_assignment.tokenization.pretokenize import GPT2_REGEX
-from tests.bpe_naive import GPT2_PATTERN, naive_train_bpe
+from tests.hidden.bpe_naive import GPT2_PATTERN, naive_train_bpe
 
 pytestmark = pytest.mark.staff
 

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -61,6 +62,7 @@ def tree(tmp_path: Path) -> Path:
     write(tmp_path / "cs336_assignment/.ipynb_checkpoints/core-checkpoint.py", "VALUE = 0\n")
     write(tmp_path / "cs336_assignment/data/tokens.txt", "some corpus\n")
     write(tmp_path / "cs336_assignment/checkpoints/step100.txt", "x\n")
+    write(tmp_path / "cs336_assignment/venv/pyvenv.cfg", "home = /usr/bin\n")
     write(tmp_path / "cs336_assignment/venv/lib/site.py", "x\n")
     write(tmp_path / "cs336_assignment/model.pt", b"\x00" * 100)
     write(tmp_path / "cs336_assignment/train_tokens.bin", b"\x00" * 100)
@@ -104,12 +106,16 @@ def test_zip_holds_only_the_package_adapters_and_writeup(tree):
         assert zf.read("cs336_assignment/core.py") == b"VALUE = 1\n"
 
 
-def test_zip_without_a_writeup_is_built_and_says_so(tree):
-    """writeup.pdf is optional: without it the zip is built and the output mentions it is absent."""
+def test_zip_without_a_writeup_is_built_with_a_warning(tree):
+    """Without writeup.pdf the zip is still built (exit 0), and a warning on stderr says the written answers get no points."""
     proc = run_script(tree)
     assert proc.returncode == 0, proc.stderr
     assert "writeup.pdf" not in zipfile.ZipFile(tree / ZIP).namelist()
-    assert "no writeup.pdf" in proc.stdout
+    assert "WARNING: no writeup.pdf" in proc.stderr and "no points" in proc.stderr, proc.stderr
+    with_writeup = write(tree / "writeup.pdf", b"%PDF-1.4 fake")
+    proc = run_script(tree)
+    assert proc.returncode == 0 and "WARNING" not in proc.stderr, proc.stderr
+    assert with_writeup.name in zipfile.ZipFile(tree / ZIP).namelist()
 
 
 def test_refuses_when_the_package_does_not_import(tree):
@@ -121,16 +127,49 @@ def test_refuses_when_the_package_does_not_import(tree):
     assert proc.returncode != 0
     assert "does not import" in proc.stderr and "SyntaxError" in proc.stderr, proc.stderr
     assert not (tree / ZIP).exists(), "a zip was written although the package does not import"
+    assert "no zip was written" in proc.stderr, proc.stderr
 
 
-def test_refusal_keeps_a_previous_zip_intact(tree):
-    """When the script refuses, a zip left by an earlier successful run is not touched."""
+def test_refusal_renames_a_previous_zip_so_it_cannot_pass_for_current(tree):
+    """When the script refuses, an earlier zip is kept, byte for byte, but as .zip.stale, and the message says so."""
     assert run_script(tree).returncode == 0
     before = (tree / ZIP).read_bytes()
     write(tree / "cs336_assignment/core.py", "raise ImportError('missing dependency')\n")
     proc = run_script(tree)
     assert proc.returncode != 0 and "ImportError" in proc.stderr, proc.stderr
-    assert (tree / ZIP).read_bytes() == before, "the previous zip was modified by a refused run"
+    assert not (tree / ZIP).exists(), "after a refusal a zip of older code still looks like the current submission"
+    assert (tree / f"{ZIP}.stale").read_bytes() == before, "the previous zip must be kept, renamed"
+    assert f"renamed to {ZIP}.stale" in proc.stderr and "do not upload it" in proc.stderr, proc.stderr
+    write(tree / "cs336_assignment/core.py", "VALUE = 1\n")
+    assert run_script(tree).returncode == 0
+    assert (tree / ZIP).exists() and not (tree / f"{ZIP}.stale").exists(), "a good run removes the stale zip"
+
+
+def test_import_check_runs_on_the_zip_not_the_working_tree(tree):
+    """A module left out of the zip (over 1 MB) but imported by adapters.py makes the zip unimportable: refused, and the message names the module."""
+    write(tree / "cs336_assignment/tables.py", "TABLE = " + repr("x" * (1100 * 1024)) + "\n")
+    write(tree / "adapters.py", "from cs336_assignment import core, tables\n")
+    proc = run_script(tree)
+    assert proc.returncode != 0, f"the zip lacks tables.py, which adapters.py imports, yet the script succeeded:\n{proc.stdout}"
+    assert "does not import" in proc.stderr and "cs336_assignment/tables.py is not in the zip" in proc.stderr, proc.stderr
+    assert not (tree / ZIP).exists()
+
+
+def test_virtualenvs_are_found_by_pyvenv_cfg_not_by_name(tree):
+    """A virtualenv named myenv (it has pyvenv.cfg) is left out and reported; a subpackage named env is code and ships."""
+    write(tree / "cs336_assignment/myenv/pyvenv.cfg", "home = /usr/bin\n")
+    for i in range(50):
+        write(tree / f"cs336_assignment/myenv/lib/python3.11/site-packages/pkg/mod{i}.py", "x = 1\n")
+    write(tree / "cs336_assignment/condaenv/conda-meta/history", "x\n")
+    write(tree / "cs336_assignment/env/__init__.py", "")
+    write(tree / "cs336_assignment/env/rewards.py", "REWARD = 1\n")
+    proc = run_script(tree)
+    assert proc.returncode == 0, proc.stderr
+    names = zipfile.ZipFile(tree / ZIP).namelist()
+    assert not [n for n in names if "myenv" in n or "condaenv" in n or "/venv/" in n], names
+    assert {"cs336_assignment/env/__init__.py", "cs336_assignment/env/rewards.py"} <= set(names), names
+    for env in ("myenv", "condaenv", "venv"):
+        assert f"cs336_assignment/{env}  (a virtualenv" in proc.stdout, proc.stdout
 
 
 def test_refuses_a_zip_over_ten_megabytes(tree):
@@ -139,10 +178,11 @@ def test_refuses_a_zip_over_ten_megabytes(tree):
     proc = run_script(tree)
     assert proc.returncode != 0
     assert "over the 10.00 MiB limit" in proc.stderr and "writeup.pdf" in proc.stderr, proc.stderr
-    leftovers = sorted(p.name for p in tree.glob("*.zip")) + sorted(
+    leftovers = sorted(p.name for p in tree.glob("*.zip*")) + sorted(
         p.name for p in tree.glob(".submission.*")
     )
     assert leftovers == [], f"a refused run left {leftovers} behind"
+    assert not list(Path(tempfile.gettempdir()).glob("cs336-submission-check-*")), "the unpacked copy was left behind"
 
 
 def test_refuses_without_adapters_py(tree):

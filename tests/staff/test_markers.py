@@ -180,6 +180,9 @@ BAD = {
     "region_spans_two_functions": (
         "def f():\n    # BEGIN SOLUTION\n    return 1\n\ndef g():\n    return 2\n    # END SOLUTION\n", 7, "runs out of its body",
     ),
+    "code_after_the_last_region": (
+        "def f(x):\n    # BEGIN SOLUTION\n    y = x\n    # END SOLUTION\n    return x\n", 5, "would follow the stub's",
+    ),
     "name_defined_only_in_region_used_after": (
         "def f(x):\n    # BEGIN SOLUTION\n    out = x + 1\n    # END SOLUTION\n    return out\n", 5, "'out' is defined only inside the region",
     ),
@@ -197,9 +200,20 @@ def test_bad_markers_fail_loudly_with_file_and_line(case):
 
 
 def test_name_used_after_region_is_fine_when_also_defined_outside():
-    """A name the region assigns but the kept code also defines (or the module does) is no error."""
-    text = "import os\n\ndef f(x):\n    out = 0\n    # BEGIN SOLUTION\n    out = x\n    path = os.sep\n    # END SOLUTION\n    return out, os\n"
-    assert len(find_regions(text, "m.py")) == 1
+    """A name the region assigns but the kept code between two regions also defines (or the module does) is no error."""
+    text = (
+        "import os\n\ndef f(x):\n    out = 0\n    # BEGIN SOLUTION\n    out = x\n    path = os.sep\n    # END SOLUTION\n"
+        "    pair = out, os\n    # BEGIN SOLUTION\n    return pair\n    # END SOLUTION\n"
+    )
+    assert len(find_regions(text, "m.py")) == 2
+
+
+def test_code_between_two_regions_is_fine_but_not_after_the_last():
+    """Given code may sit between part 1 and part 2 (it runs once part 1 is written), not after the last stub."""
+    ok = "def f(x):\n    # BEGIN SOLUTION\n    y = x\n    # END SOLUTION\n    z = 1\n    # BEGIN SOLUTION\n    return y + z\n    # END SOLUTION\n"
+    assert len(find_regions(ok, "m.py")) == 2
+    with pytest.raises(MarkerError, match=r"code after the last region of f .*move it into the region .* or above it"):
+        find_regions(ok.replace("    return y + z\n    # END SOLUTION\n", "    w = y + z\n    # END SOLUTION\n    return x\n"), "m.py")
 
 
 def test_staff_only_file_detection_looks_at_the_first_lines_only():

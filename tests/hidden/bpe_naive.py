@@ -1,8 +1,10 @@
 """A naive byte-level BPE trainer, written for the tests and independent of ``cs336_assignment``.
 
 It recounts every pair of every pre-token after every merge: obviously correct, and slow. The
-tests use it twice: as the oracle the student's trainer must agree with (same merges, same
-vocab), and as the baseline the student's trainer must beat by a wide margin on time.
+hidden tests use it twice: as the oracle the student's trainer must agree with (same merges, same
+vocab), and as the baseline the student's trainer must beat by a wide margin on time; staff tests
+use it to check the stored BPE snapshots the public tests compare with. It is a working solution
+of ``train_bpe``, so it lives here, under ``tests/hidden/``, which the handout leaves out.
 """
 
 from __future__ import annotations

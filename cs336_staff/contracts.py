@@ -1,0 +1,336 @@
+"""Contracts a student can read: what the tests demand must be written in the docstrings.
+
+Two checks, each run by ``tests/staff/test_contracts.py``:
+
+**Error wording.** A test that matches an error message (``pytest.raises(ValueError, match=...)``)
+demands wording; the student only sees the docstring. ``raises_probe.py`` runs every public and
+hidden test that uses ``pytest.raises`` against the reference and records, for each raised
+exception, the test's pattern, the exception's type and the *target*: the outermost frame of the
+traceback inside ``cs336_assignment/``, i.e. the function the test called through an adapter
+(for ``Adam(params, lr=-1)`` it is ``Adam.__init__``). ``check_record`` then requires:
+
+- the target's docstring (for a method: the method's and its class's) has a Google-style
+  ``Raises:`` section with an entry for the exception's type (or a base class of it);
+- the *wording* of the pattern appears in one such entry, verbatim (``required_words``): each
+  literal run of the regex, cut at its numbers and trimmed of punctuation (``non-negative``,
+  ``inf or NaN``, ``num_heads=``, ``2-D``), case-sensitive unless the pattern says ``(?i)``; for
+  an alternation (``dataset|1-D|dimension``) one branch is enough. Numbers are values, not
+  wording, and so is a phrase that is a token of the repr of an argument value of the call
+  (``nan`` for ``lr=float("nan")``): the entry says in prose which values the message names.
+
+An exception raised by the test's own code (a simulated crash inside a model the test built)
+demands nothing of the wording and is not checked. What this does not check: that the values a
+message must name are stated (prose, for a reviewer), and tests that catch errors without
+``pytest.raises`` (``error_raised_by`` in ``tests/test_data.py`` checks torch's own errors).
+
+**Graded or optional.** Every function with a solution region is either *graded* (reachable
+from ``adapters.py`` through code students are given, so the tests can call it whatever the
+student writes elsewhere) or says in its docstring that it is optional and not graded
+(``OPTIONAL``). ``graded_names`` computes reachability by name over the given code (regions
+excluded); a class that is reached brings its public and dunder methods (what callers and torch
+call). Resolution is by bare name, so it errs towards "graded".
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:  # Python 3.11+: the regex parser, to find a pattern's literal text exactly
+    import re._constants as sre_constants  # type: ignore[import-not-found]
+    import re._parser as sre_parse  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover
+    import sre_constants  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
+
+from cs336_staff.markers import find_regions
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = "cs336_assignment"
+OPTIONAL = "Optional helper, not graded"
+"""The phrase a docstring carries when its function has a solution region but no test reaches it."""
+
+
+
+# ------------------------------------------------------------------------------------------------
+# Raises sections
+# ------------------------------------------------------------------------------------------------
+
+
+def raises_entries(doc: str) -> list[tuple[str, str]]:
+    """``(exception name, entry text)`` of every entry of every ``Raises:`` section of ``doc``.
+
+    An entry starts with ``Name:`` one indentation level below ``Raises:``; deeper lines continue
+    it; the section ends at a blank line followed by text at or above the header's indentation,
+    or at a line at or above it.
+    """
+    lines = doc.expandtabs().splitlines()
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(lines):
+        header = lines[i]
+        if header.strip() != "Raises:":
+            i += 1
+            continue
+        base = len(header) - len(header.lstrip())
+        i += 1
+        entry_indent = None
+        while i < len(lines):
+            line = lines[i]
+            if not line.strip():
+                i += 1
+                continue
+            indent = len(line) - len(line.lstrip())
+            if indent <= base:
+                break
+            m = re.match(r"\s*([A-Z]\w*(?:\s*,\s*[A-Z]\w*)*)\s*:\s*(.*)$", line)
+            if m and (entry_indent is None or indent == entry_indent):
+                entry_indent = indent
+                for name in re.split(r"\s*,\s*", m.group(1)):
+                    out.append((name, m.group(2).strip()))
+                names = len(re.split(r"\s*,\s*", m.group(1)))
+            elif out:
+                for k in range(1, names + 1):
+                    out[-k] = (out[-k][0], f"{out[-k][1]} {line.strip()}")
+            i += 1
+    return out
+
+
+def _literal_runs(items, flags: int) -> list:
+    """A requirement tree from a parsed regex: a list of strings (literal runs, all needed) and
+    ``("any", [branch, ...])`` alternations (one branch needed)."""
+    out: list = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            out.append("".join(run))
+            run.clear()
+
+    for op, arg in items:
+        if op is sre_constants.LITERAL:
+            run.append(chr(arg))
+            continue
+        flush()
+        if op is sre_constants.SUBPATTERN:
+            out.extend(_literal_runs(arg[-1], flags))
+        elif op is sre_constants.BRANCH:
+            out.append(("any", [_literal_runs(b, flags) for b in arg[1]]))
+        elif op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", None)):
+            low, _, sub = arg
+            if low >= 1:  # x+ still demands one x
+                out.extend(_literal_runs(sub, flags))
+        elif op in (sre_constants.ASSERT,):
+            out.extend(_literal_runs(arg[1], flags))
+        # IN (character classes), ANY, AT, ASSERT_NOT, GROUPREF: no literal text demanded
+    flush()
+    return out
+
+
+_NUMBER = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?:e-?\d+)?(?![\w.]|-[A-Za-z])")
+_EDGE = " \t\n,;:()[]{}'\"."
+
+
+def _pieces(run: str) -> list[str]:
+    """The wording of one literal run: the text between its numbers, trimmed of punctuation."""
+    return [p.strip(_EDGE) for p in _NUMBER.split(run) if re.search("[A-Za-z]", p)]
+
+
+def required_words(pattern: str) -> tuple[list, bool]:
+    """The wording a message matching ``pattern`` must contain, and whether case is ignored.
+
+    ``(tree, ignorecase)``: ``tree`` lists phrases (each literal run of the regex, cut at its
+    numbers, trimmed of punctuation: ``index 3 .*size 3`` needs "index" and "size",
+    ``inf or NaN`` needs "inf or NaN") and ``("any", [subtree, ...])`` nodes for alternations."""
+    parsed = sre_parse.parse(pattern)
+    ignorecase = bool(parsed.state.flags & re.IGNORECASE)
+
+    def words(tree: list) -> list:
+        out: list = []
+        for node in tree:
+            if isinstance(node, tuple):
+                out.append(("any", [words(b) for b in node[1]]))
+            else:
+                out.extend(_pieces(node))
+        return out
+
+    return words(_literal_runs(list(parsed), parsed.state.flags)), ignorecase
+
+
+def _contains(piece: str, text: str, ignorecase: bool) -> bool:
+    """``piece`` occurs in ``text``, whitespace runs counting as one space."""
+    norm = lambda t: " ".join(t.split())  # noqa: E731
+    a, b = norm(piece), norm(text)
+    return (a.lower() in b.lower()) if ignorecase else (a in b)
+
+
+def _is_value(piece: str, values: str, ignorecase: bool) -> bool:
+    """``piece`` is (a whole token of) the repr of an argument: an offending value, not wording."""
+    flags = re.IGNORECASE if ignorecase else 0
+    return re.search(rf"(?<![\w]){re.escape(piece)}(?![\w])", values, flags) is not None
+
+
+def missing_words(tree: list, text: str, values: str, ignorecase: bool) -> list[str]:
+    """Phrases of ``tree`` found neither in ``text`` (the docstring entry) nor among ``values``
+    (the reprs of the call's arguments); for an alternation, the shortest list among its branches."""
+    missing: list[str] = []
+    for node in tree:
+        if isinstance(node, tuple):
+            options = [missing_words(b, text, values, ignorecase) for b in node[1]]
+            missing.extend(min(options, key=len) if options else [])
+        elif not _is_value(node, values, ignorecase) and not _contains(node, text, ignorecase):
+            missing.append(node)
+    return missing
+
+
+@dataclass
+class RaisesRecord:
+    """One exception a test caught with ``pytest.raises``, as ``raises_probe`` records it."""
+
+    test: str
+    pattern: str | None
+    exception: list[str]  # the raised type's MRO names, most derived first
+    message: str
+    target: str | None  # "module:qualname" of the outermost frame in cs336_assignment/, or None
+    raised_in: str  # "package", "tests" or "library": where the innermost frame is
+    values: str = ""  # repr of the target call's arguments
+
+
+@dataclass
+class Finding:
+    test: str
+    target: str
+    problem: str
+    details: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.test}: {self.target}: {self.problem}"
+
+
+def check_record(record: RaisesRecord, docstrings: str) -> str | None:
+    """None if ``docstrings`` (the target's, and its class's) state what the test demands; else why not."""
+    entries = [(name, text) for name, text in raises_entries(docstrings) if name in record.exception]
+    if not entries:
+        have = sorted({name for name, _ in raises_entries(docstrings)}) or "no Raises: section"
+        return (
+            f"raises {record.exception[0]} ({record.message[:120]!r}) but its docstring's Raises: section has no "
+            f"{record.exception[0]} entry (it has: {have})"
+        )
+    if record.pattern is None:
+        return None
+    tree, ignorecase = required_words(record.pattern)
+    best = min((missing_words(tree, text, record.values, ignorecase) for _, text in entries), key=len)
+    if best:
+        return (
+            f"the test matches {record.pattern!r}, but no {record.exception[0]} entry of its Raises: section "
+            f"says {', '.join(repr(w) for w in best)}; state the wording there (message: {record.message[:160]!r})"
+        )
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Graded or optional
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Definition:
+    module: str  # "cs336_assignment.tensors"
+    qualname: str  # "Adam.step"
+    node: ast.AST
+    given_refs: set[str]  # names referenced outside solution regions (body and decorators)
+    has_region: bool
+
+
+def _refs(nodes) -> set[str]:
+    out: set[str] = set()
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name):
+                out.add(sub.id)
+            elif isinstance(sub, ast.Attribute):
+                out.add(sub.attr)
+            elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and re.fullmatch(rf"{PACKAGE}(\.\w+)+", sub.value):
+                out.add(sub.value)  # a module named by string (cli.py's command table)
+            elif isinstance(sub, ast.ImportFrom) and sub.module:
+                out.update(a.name for a in sub.names)
+    return out
+
+
+def _visit(body, prefix: str, module: str, in_region, defs: list[Definition]) -> None:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            kept = [s for s in node.body if not in_region(s)]
+            has = len(kept) != len(node.body)
+            defs.append(Definition(module, prefix + node.name, node, _refs([*kept, *node.decorator_list, node.args]), has))
+            _visit(node.body, f"{prefix}{node.name}.", module, in_region, defs)
+        elif isinstance(node, ast.ClassDef):
+            header = [s for s in node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            defs.append(Definition(module, prefix + node.name, node, _refs([*node.bases, *node.decorator_list, *header]), False))
+            _visit(node.body, f"{prefix}{node.name}.", module, in_region, defs)
+
+
+def definitions(repo: Path = REPO) -> tuple[list[Definition], dict[str, set[str]]]:
+    """Every function, method and class of the package, with the names its given code references;
+    and, per module, the names its module-level code references."""
+    defs: list[Definition] = []
+    module_refs: dict[str, set[str]] = {}
+    for path in sorted((repo / PACKAGE).rglob("*.py")):
+        rel = path.relative_to(repo).as_posix()
+        source = path.read_text()
+        module = rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        tree = ast.parse(source)
+        spans = [(r.begin, r.end) for r in find_regions(source, rel)]
+
+        def in_region(s: ast.stmt, spans=spans) -> bool:
+            return any(begin < s.lineno and s.end_lineno < end for begin, end in spans)
+
+        module_refs[module] = _refs([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))])
+        _visit(tree.body, "", module, in_region, defs)
+    return defs, module_refs
+
+
+def graded_names(repo: Path = REPO) -> set[str]:
+    """``module:qualname`` of every definition reachable from adapters.py through given code."""
+    defs, module_refs = definitions(repo)
+    by_name: dict[str, list[Definition]] = {}
+    for d in defs:
+        by_name.setdefault(d.qualname.split(".")[-1], []).append(d)
+    todo = list(_refs(ast.parse((repo / "adapters.py").read_text()).body))
+    seen_names: set[str] = set()
+    reached: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen_names:
+            continue
+        seen_names.add(name)
+        if name.startswith(PACKAGE + "."):  # a module: its module-level code runs
+            todo.extend(module_refs.get(name, ()))
+            continue
+        for d in by_name.get(name, []):
+            key = f"{d.module}:{d.qualname}"
+            if key in reached:
+                continue
+            reached.add(key)
+            todo.extend(d.given_refs)
+            if isinstance(d.node, ast.ClassDef):
+                for m in defs:
+                    if m.module == d.module and m.qualname.startswith(d.qualname + ".") and m.qualname.count(".") == d.qualname.count(".") + 1:
+                        last = m.qualname.split(".")[-1]
+                        if not last.startswith("_") or (last.startswith("__") and last.endswith("__")):
+                            todo.append(last)
+    return reached
+
+
+def ungraded_regions(repo: Path = REPO) -> list[tuple[Definition, bool]]:
+    """Every function with a solution region that no test can reach, and whether it says it is optional."""
+    defs, _ = definitions(repo)
+    graded = graded_names(repo)
+    out = []
+    for d in defs:
+        if d.has_region and f"{d.module}:{d.qualname}" not in graded:
+            doc = ast.get_docstring(d.node) or ""
+            out.append((d, OPTIONAL in " ".join(doc.split())))
+    return out
