@@ -5,7 +5,7 @@
     h100   needs an H100-class GPU: compute capability >= 9.0
 
 Every such test has a CPU twin, named in its docstring, that runs the same code path everywhere.
-The graders run the marked tests on GPU runners (``cs336 grade --device gpu``).
+The staff grade the marked tests on GPU runners.
 """
 
 from __future__ import annotations

@@ -14,10 +14,9 @@ passed, among those that ran: skipped tests (GPU tests on a machine without one)
 since staff grade them on GPU runners. This is an estimate: your grade also counts the hidden
 tests (other seeds, shapes and dtypes) and, separately, the written problems of assignment.pdf.
 
-Where the points come from: ``tests/points.json``, which ``cs336 release`` generates into the
-handout from the rubric; in the staff repository, ``rubric.toml`` itself. Only public tests
-(``tests/test_*.py``) are counted; in the staff repository the hidden (``tests/hidden/``) and
-staff (``tests/staff/``) tests that ran are named in one line under the table and not counted.
+Where the points come from: ``tests/points.json``, generated from the course rubric (never edit
+it by hand). Only public tests (``tests/test_*.py``) are counted; any other tests that ran (the
+staff have more) are counted in one line under the table, not scored.
 Nothing is printed when no public test ran, or with ``--collect-only``; ``-p no:cs336_progress``
 turns the summary off.
 """
@@ -113,14 +112,12 @@ class Progress:
     def __init__(self, data: dict) -> None:
         self.data = data
         self.outcomes: dict[str, str] = {}
-        self.others = {"hidden": set(), "staff": set()}
+        self.others: set[str] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
         if not nodeid.startswith(PUBLIC_PREFIX):
-            kind = "hidden" if nodeid.startswith("tests/hidden/") else "staff" if nodeid.startswith("tests/staff/") else None
-            if kind:
-                self.others[kind].add(nodeid)
+            self.others.add(nodeid)
             return
         if report.failed:
             self.outcomes[nodeid] = "failed"
@@ -175,9 +172,8 @@ class Progress:
             "those that ran; skipped tests (GPU tests without a GPU) are graded on staff GPU runners. "
             "Your grade also counts hidden tests, and the written problems of assignment.pdf."
         )
-        others = [f"{len(v)} {k}" for k, v in self.others.items() if v]
-        if others:
-            notes.append(f"Not counted above: {' and '.join(others)} tests (only tests/test_*.py are public).")
+        if self.others:
+            notes.append(f"Not counted above: {len(self.others)} other tests (only tests/test_*.py are public).")
         if unscored:
             notes.append(f"{len(unscored)} public tests belong to no part of the rubric, e.g. {unscored[0]}.")
         for note in notes:

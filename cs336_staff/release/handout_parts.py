@@ -53,7 +53,7 @@ def points_json(repo: Path) -> str:
     """``tests/points.json`` for the handout of ``repo``: generated from its rubric, never by hand."""
     rubric = tomllib.loads((Path(repo) / "rubric.toml").read_text(encoding="utf-8"))
     data = _progress_module().points_from_rubric(rubric)
-    data = {"generated": "by `cs336 release` from rubric.toml; do not edit", **data}
+    data = {"generated": "from the course rubric when the handout was built; do not edit", **data}
     return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
 

@@ -103,7 +103,7 @@ def test_table_per_part_with_weighted_points_from_the_rubric(tmp_path):
     assert alpha.split() == ["1.", "Alpha", "1/3", "1", "1", "5.0/10"]  # the skipped test is not counted
     assert beta.split() == ["2.", "Beta", "1/2", "1", "0", "2.0/6"]  # test_heavy weighs 2 of 3
     assert next(line for line in lines if line.startswith("total")).split() == ["total", "7.0/16"]
-    assert "Not counted above: 1 hidden tests" in out
+    assert "Not counted above: 1 other tests" in out
     assert out.index("public progress by part") < out.index("short test summary") or "short test summary" not in out
 
 
