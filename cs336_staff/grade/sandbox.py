@@ -150,9 +150,10 @@ def bwrap_command(bwrap: str, *, root: Path, scratch: Path, readonly: list[Path]
            "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "worker", "--clearenv"]
     for k, v in env.items():
         cmd += ["--setenv", k, v]
-    cmd += _system_mounts() + _python_mounts()
+    # The private filesystems first: binds that follow may land inside them (a venv under /tmp).
     cmd += ["--proc", "/proc", "--dev", "/dev", "--size", tmpfs, "--tmpfs", "/tmp",
             "--size", tmpfs, "--tmpfs", "/dev/shm"]
+    cmd += _system_mounts() + _python_mounts()
     if gpu:
         cmd += _gpu_mounts()
     cmd += ["--ro-bind", str(root), INSIDE_ROOT]
