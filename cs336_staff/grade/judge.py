@@ -153,13 +153,15 @@ class Judge:
     def pytest_runtestloop(self, session: pytest.Session) -> None:
         if not session.config.option.collectonly and session.items:
             try:
-                self.remote.start()
+                self.remote.start()  # the worker prepared while the tests were collected
             except remote_mod.WorkerError as e:  # every test will say so too
                 self._emit({"event": "note", "text": str(e)})
+            if self._first_hidden is not None:
+                self.remote.prepare_spare()  # the hidden tests' fresh worker starts while visible ones run
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if item.nodeid == self._first_hidden:
-            self.remote.restart()  # a fresh worker for hidden tests
+            self.remote.restart()  # a fresh worker for hidden tests: the spare, which has answered no call
             try:
                 self.remote.start()
             except remote_mod.WorkerError as e:
@@ -252,6 +254,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     judge = Judge(config, spec)
     judge.install(Path(spec["staff_root"]))
+    if not config.option.collectonly:
+        judge.remote.prepare_spare()  # the first worker starts while the judge collects the tests
     # the judge's own temporary files (tempfile.mkdtemp in a test) go where the worker can read them
     shared_tmp = Path(spec["scratch"]) / "judge-tmp"
     shared_tmp.mkdir(exist_ok=True)

@@ -30,6 +30,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,20 +269,15 @@ class Remote:
         self.isolation: dict[str, str] = {}
         self.last_crash: str | None = None
         self._pending_release: list[int] = []
+        self._spare: Future[WorkerProcess] | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-ready")
 
     # -- lifecycle -----------------------------------------------------------------------
-    def start(self) -> WorkerProcess:
-        """Start a worker now (a call starts one when none is running)."""
-        if self.starts >= self.max_starts:
-            raise WorkerUnavailable(
-                f"the worker was started {self.starts} times already (it crashed or timed out each time); "
-                "the remaining calls are not run"
-            )
-        self.starts += 1
-        self.generation += 1
-        self._pending_release = []
-        worker = self._launch()
-        self.isolation = worker.isolation
+    def _spawn(self) -> WorkerProcess:
+        """Launch a worker and wait for its 'ready' (sent once its preloads are imported)."""
+        return self._wait_ready(self._launch())
+
+    def _wait_ready(self, worker: WorkerProcess) -> WorkerProcess:
         try:
             msg, _ = channel.receive(worker.replies, 1 << 16, time.monotonic() + self.startup_timeout)
         except (channel.ChannelClosed, channel.ChannelError, channel.ChannelTimeout) as e:
@@ -292,6 +288,39 @@ class Remote:
         if "ready" not in msg:
             worker.kill()
             raise WorkerUnavailable(f"the worker's first message was not 'ready': {str(msg)[:200]}")
+        return worker
+
+    def prepare_spare(self) -> None:
+        """Start a worker now and let it get ready in the background for the next ``start``.
+
+        A spare has answered no call, so it is as fresh as one started later: the judge uses one
+        for the hidden tests, started while the visible tests run. The process is launched from
+        the calling thread (bubblewrap's --die-with-parent follows the thread that forked it);
+        only the wait for 'ready' runs in a helper thread.
+        """
+        if self._spare is None:
+            try:
+                worker = self._launch()
+            except Exception as e:  # noqa: BLE001 - reported when the spare is used
+                failed: Future[WorkerProcess] = Future()
+                failed.set_exception(WorkerUnavailable(f"the worker did not start: {e}"))
+                self._spare = failed
+                return
+            self._spare = self._pool.submit(self._wait_ready, worker)
+
+    def start(self) -> WorkerProcess:
+        """Make a worker current: the spare if one was prepared, else a new one (a call starts one when none is)."""
+        if self.starts >= self.max_starts:
+            raise WorkerUnavailable(
+                f"the worker was started {self.starts} times already (it crashed or timed out each time); "
+                "the remaining calls are not run"
+            )
+        self.starts += 1
+        self.generation += 1
+        self._pending_release = []
+        spare, self._spare = self._spare, None
+        worker = spare.result() if spare is not None else self._spawn()
+        self.isolation = worker.isolation
         self.worker = worker
         return worker
 
@@ -309,6 +338,12 @@ class Remote:
 
     def close(self) -> None:
         self.restart()
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            with contextlib.suppress(Exception):
+                worker = spare.result()
+                worker.kill()
+                self._keep_console(worker)
 
     def take_output(self) -> str:
         return self.worker.output.take() if self.worker is not None else ""
