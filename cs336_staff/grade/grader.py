@@ -58,7 +58,7 @@ class Plan:
     jobs: int = 1
     fingerprint: str = ""
     insecure: bool = False  # grade without bubblewrap (every result says so)
-    preload: tuple[str, ...] = ("torch",)  # imported by each worker before its first call
+    preload: tuple[str, ...] = ()  # imported by each worker before it says ready
 
     def runs_here(self, nodeid: str) -> bool:
         return self.device == "all" or self.needs_gpu[nodeid] == (self.device == "gpu")
@@ -105,7 +105,7 @@ def _judge_env(gpu: bool) -> dict[str, str]:
 
 def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[str] | None, limits: Limits,
               gpu: bool, jobs: int = 1, insecure: bool = False, collect_only: bool = False,
-              preload: tuple[str, ...] = ("torch",)) -> JudgeRun:
+              preload: tuple[str, ...] = ()) -> JudgeRun:
     """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only)."""
     base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
     base.chmod(0o700)
@@ -193,6 +193,14 @@ def collect_expected(staff_root: Path, cache_dir: Path | None = None,
     return collected, run.collect_errors
 
 
+def worker_preload(staff_root: Path) -> tuple[str, ...]:
+    """Modules each worker imports before it says ready: ``[tool.cs336] grade-worker-preload``."""
+    import tomllib
+
+    data = tomllib.loads((staff_root / "pyproject.toml").read_text())
+    return tuple(data.get("tool", {}).get("cs336", {}).get("grade-worker-preload", []))
+
+
 def gpu_available() -> bool:
     """A cheap check that does not import torch: an NVIDIA driver and device node exist."""
     return shutil.which("nvidia-smi") is not None and Path("/dev/nvidiactl").exists()
@@ -227,8 +235,7 @@ def make_plan(staff_root: Path, *, rubric_path: Path | None = None, device: str 
     for n in sorted(items):
         h.update(f"{n}|{items[n].points}|{items[n].visibility}|{items[n].concept}|{needs_gpu[n]}\n".encode())
     h.update(f"{tree_fingerprint(staff_root)}|{device}|{insecure}|{GRADER_VERSION}".encode())
-    # torch is preloaded (its import is not charged to the first test) where the adapters use it
-    preload = ("torch",) if "import torch" in (staff_root / "adapters.py").read_text() else ()
+    preload = worker_preload(staff_root)
     return Plan(staff_root, items, needs_gpu, {c.name: c.title for c in rubric.concepts.values()},
                 device, limits, jobs, h.hexdigest(), insecure, preload)
 

@@ -17,7 +17,7 @@ module is imported it
 The spec (JSON): ``root`` (the staged worker root), ``scratch`` (pytest's basetemp, shared with
 the worker), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
 ``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
-``preload`` (modules the worker imports before it says ready; default torch).
+``preload`` (modules the worker imports before it says ready; see ``grader.worker_preload``).
 
 Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
 """
@@ -113,7 +113,7 @@ class Judge:
             root=Path(spec["root"]), scratch=Path(spec["scratch"]), staff_root=Path(spec["staff_root"]),
             readonly=[Path(p) for p in spec.get("readonly", [])], limits=limits, gpu=bool(spec.get("gpu")),
             jobs=int(spec.get("jobs", 1)), insecure=bool(spec.get("insecure")),
-            preload=tuple(spec.get("preload", ["torch"])),
+            preload=tuple(spec.get("preload", [])),
         )
         self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes)
         self._phases: dict[str, list[pytest.TestReport]] = {}
@@ -232,7 +232,9 @@ def split_spec(config: pytest.Config) -> dict:
              if "__pycache__" not in p.parts}
     stage(root, staff, files)
     config.option.basetemp = str(scratch / "tmp")  # inside the folder the worker sees
-    return {"root": str(root), "scratch": str(scratch), "staff_root": str(staff),
+    from cs336_staff.grade.grader import worker_preload
+
+    return {"root": str(root), "scratch": str(scratch), "staff_root": str(staff), "preload": list(worker_preload(staff)),
             "readonly": [str(p) for p in public_fixtures(staff)], "results": str(base / "results.jsonl"),
             "insecure": bool(config.getoption("--split-insecure")), "gpu": True}
 

@@ -200,7 +200,7 @@ class WorkerSpec:
     gpu: bool = False
     jobs: int = 1
     insecure: bool = False  # run without bubblewrap (refused unless asked for)
-    preload: tuple[str, ...] = ("torch",)  # imported before the worker says ready
+    preload: tuple[str, ...] = ()  # imported before the worker says ready
 
 
 def _preexec(limits: Limits, gpu: bool, cgroup: Path | None):
