@@ -18,7 +18,7 @@ here. A failure still prints the largest difference, so staff can tell drift fro
 A committed file that no test writes any more is reported as an orphan (``--prune`` deletes it);
 while some snapshot test is skipped (e.g. it needs a GPU) orphans are only warnings, because the
 skipped test may be the one that writes them. Deliberately left out: partial regeneration of one
-test file (run ``uv run pytest tests/test_x.py --snapshot-update`` for that).
+test file (run ``uv run pytest tests/test_<part>.py --snapshot-update`` for that).
 """
 
 from __future__ import annotations

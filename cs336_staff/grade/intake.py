@@ -233,9 +233,9 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
 def _drop_file_folder_clashes(intake: Intake) -> None:
     """A path that is both a file and a folder (``a.py`` and ``a.py/b.py``) cannot be laid out: drop the file.
 
-    >>> i = Intake("s", "s", files={"cs336_assignment/x.py": b"", "cs336_assignment/x.py/y.py": b""})
+    >>> i = Intake("s", "s", files={"cs336_assignment/data.py": b"", "cs336_assignment/data.py/y.py": b""})
     >>> _drop_file_folder_clashes(i); sorted(i.files), i.ignored
-    (['cs336_assignment/x.py/y.py'], ['cs336_assignment/x.py: both a file and a folder in the submission; the file was ignored'])
+    (['cs336_assignment/data.py/y.py'], ['cs336_assignment/data.py: both a file and a folder in the submission; the file was ignored'])
     """
     folders = {rel.rsplit("/", i)[0] for rel in intake.files for i in range(1, rel.count("/") + 1)}
     for rel in sorted(set(intake.files) & folders):

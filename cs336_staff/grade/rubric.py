@@ -1,7 +1,7 @@
 """The rubric: which graded test is worth how many points, under which concept, visible to whom.
 
-The rubric is a TOML file (``rubric.toml`` at the repository root, else
-``cs336_staff/grade/rubric.toml``)::
+The rubric is a TOML file (``rubric.toml`` at the repository root, else one of that name beside
+this module)::
 
     [concepts.optim]                      # every concept is declared once
     title = "Optimizers"

@@ -2,7 +2,7 @@
 
 The AST leak check (``check.check_leaks``) finds solution code copied out of the regions; it
 cannot see a solution written independently, such as the full-recount BPE trainer that once
-shipped in ``tests/bpe_naive.py`` as the tests' oracle. This check asks what a student would
+shipped in ``tests/`` as the tests' oracle (it now lives in ``tests/hidden/bpe_naive.py``). This check asks what a student would
 ask: is there a function in the handout I could call instead of writing mine?
 
 1. Record. The reference runs of the public tests load ``io_probe.py``, which keeps, for each

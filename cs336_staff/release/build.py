@@ -32,7 +32,6 @@ git history (the handout is a fresh tree; staff commit it wherever students clon
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -42,6 +41,8 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomlkit
 
 from cs336_staff.markers import (
     MarkerError,
@@ -117,71 +118,75 @@ def _write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _parses(chunk: str) -> bool:
-    try:
-        tomllib.loads(chunk)
-    except tomllib.TOMLDecodeError:
-        return False
-    return True
+def _staff_only_entries(text: str) -> list[tuple[str, str, list[int]]]:
+    """(table, key, comment line numbers) of each ``# STAFF-ONLY`` marked entry of a TOML text.
+
+    The marker is a comment line starting with ``# STAFF-ONLY``; the comment lines right after it
+    belong to it, and the first ``key = ...`` line after them is the entry it marks.
+    """
+    lines = text.splitlines()
+    entries, table, i = [], "", 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        header = re.match(r"^\[\[?([^\]]+)\]\]?", stripped)
+        if header:
+            table = header.group(1).strip()
+        if stripped.startswith("# STAFF-ONLY"):
+            j = i + 1
+            while j < len(lines) and lines[j].strip().startswith("#"):
+                j += 1
+            key = re.match(r"^\s*([A-Za-z0-9_\-\"]+)\s*=", lines[j]) if j < len(lines) else None
+            if key is None:
+                raise ReleaseError(f"pyproject.toml:{i + 1}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
+            entries.append((table, key.group(1).strip('"'), list(range(i, j))))
+            i = j
+        i += 1
+    return entries
 
 
-def _rewrite_list(lines: list[str], key: str, keep) -> list[str]:
-    """Filter the single-line TOML string array ``key = [...]`` through ``keep``."""
-    pattern = re.compile(rf"^(\s*{re.escape(key)}\s*=\s*)(\[.*?\])(\s*(#.*)?)$")
-    out = []
-    for line in lines:
-        m = pattern.match(line.rstrip("\n"))
-        if m:
-            values = tomllib.loads(f"x = {m.group(2)}")["x"]
-            line = f"{m.group(1)}[{', '.join(json.dumps(v) for v in values if keep(v))}]{m.group(3)}\n"
-        out.append(line)
-    return out
+def _table(doc: tomlkit.TOMLDocument, dotted: str):
+    node = doc
+    for part in dotted.split(".") if dotted else []:
+        node = node[part]
+    return node
 
 
 def handout_pyproject(text: str) -> str:
     """The repository's pyproject.toml without its STAFF-ONLY entries and what they leave dangling.
 
-    A comment line starting with ``# STAFF-ONLY`` drops itself and the TOML entry after it (a
-    ``key = value`` that may span lines, like the ``staff = [...]`` dependency group). Dependency
-    groups so dropped disappear from ``[tool.uv] default-groups``, and wheel packages the handout
-    lacks (``cs336_staff``) from ``[tool.hatch.build.targets.wheel] packages``.
+    Edited with tomlkit (comments and layout kept). A comment starting with ``# STAFF-ONLY`` drops
+    itself, the comment lines right after it and the ``key = value`` entry they mark (like the
+    ``staff = [...]`` dependency group). Dependency groups so dropped disappear from ``[tool.uv]
+    default-groups``, wheel packages the handout lacks (``cs336_staff``) from ``[tool.hatch.build.
+    targets.wheel] packages``, and a table left empty disappears.
     """
-    lines = text.splitlines(keepends=True)
-    out: list[str] = []
-    dropped: list[tuple[str, str]] = []
-    table, i = "", 0
-    while i < len(lines):
-        stripped = lines[i].strip()
-        if re.match(r"^\[\[?([^\]]+)\]\]?$", stripped):
-            table = stripped.strip("[]").strip()
-        if stripped.startswith("# STAFF-ONLY"):
-            j = i + 1
-            while j < len(lines) and (not lines[j].strip() or lines[j].strip().startswith("#")):
-                j += 1
-            if j == len(lines) or "=" not in lines[j]:
-                raise ReleaseError(f"pyproject.toml:{i + 1}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
-            chunk, k = lines[j], j
-            while not _parses(chunk):
-                k += 1
-                if k == len(lines):
-                    raise ReleaseError(f"pyproject.toml:{j + 1}: cannot find the end of the STAFF-ONLY entry")
-                chunk += lines[k]
-            dropped.append((table, lines[j].split("=")[0].strip().strip('"')))
-            i = k + 1
-            continue
-        out.append(lines[i])
-        i += 1
-    groups = {key for t, key in dropped if t == "dependency-groups"}
-    out = _rewrite_list(out, "default-groups", lambda g: g not in groups)
-    out = _rewrite_list(out, "packages", lambda p: p == PACKAGE or not p.startswith("cs336_staff"))
-    result = "".join(out)
+    entries = _staff_only_entries(text)
+    marker_lines = {n for _, _, numbers in entries for n in numbers}
+    doc = tomlkit.parse("\n".join(line for n, line in enumerate(text.splitlines()) if n not in marker_lines) + "\n")
+    groups = set()
+    for table, key, _ in entries:
+        del _table(doc, table)[key]
+        if table == "dependency-groups":
+            groups.add(key)
+    uv = doc.get("tool", {}).get("uv", {})
+    if "default-groups" in uv:
+        kept = [g for g in uv["default-groups"] if g not in groups]
+        uv["default-groups"].clear()
+        uv["default-groups"].extend(kept)
+    wheel = doc.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {})
+    if "packages" in wheel:
+        kept = [p for p in wheel["packages"] if p == PACKAGE or not p.startswith("cs336_staff")]
+        wheel["packages"].clear()
+        wheel["packages"].extend(kept)
+    for table, _, _ in entries:  # a table the entries emptied goes too (e.g. [tool.cs336])
+        parent, _, name = table.rpartition(".")
+        if table and len(_table(doc, table)) == 0:
+            del _table(doc, parent)[name]
+    result = tomlkit.dumps(doc)
     data = tomllib.loads(result)
     left = set(data.get("tool", {}).get("uv", {}).get("default-groups", [])) - set(data.get("dependency-groups", {}))
     if left:
         raise ReleaseError(f"handout pyproject.toml: default-groups names {sorted(left)}, which it does not define")
-    packages = data.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {}).get("packages", [])
-    if any(p.startswith("cs336_staff") for p in packages):
-        raise ReleaseError("handout pyproject.toml still packages cs336_staff; keep the `packages = [...]` list on one line")
     return result
 
 

@@ -306,10 +306,13 @@ def _kill(pid: int, *, group_only: bool = False) -> None:
 
 
 class WarmJob:
-    """A pytest session (or script) running in a child of the server; ``result()`` waits for it."""
+    """A pytest session (or script) running in a child of the server; ``result()`` waits for it.
 
-    def __init__(self, future: Future, timeout: float):
-        self._future, self._timeout = future, timeout
+    Its timeout is enforced in the child (the job's ``timeout``), which reports the run as timed out.
+    """
+
+    def __init__(self, future: Future):
+        self._future = future
 
     def result(self) -> PytestRun:
         return self._future.result()
@@ -414,7 +417,7 @@ class WarmPool:
             assert self._proc.stdin is not None
             self._proc.stdin.write((json.dumps(job) + "\n").encode())
             self._proc.stdin.flush()
-        return WarmJob(future, timeout)
+        return WarmJob(future)
 
     def run(self, cwd: Path, args: list[str], **kwargs) -> PytestRun:
         return self.submit(cwd, args, **kwargs).result()

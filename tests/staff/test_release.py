@@ -232,6 +232,41 @@ def test_pyproject_staff_only_entry_without_value_fails_loudly():
         handout_pyproject("[x]\n# STAFF-ONLY\n")
 
 
+def test_pyproject_edits_keep_layout_and_handle_multiline_lists_and_emptied_tables():
+    """tomlkit edits: a packages list over several lines loses cs336_staff, a table left empty goes, comments stay."""
+    text = """[project]
+name = "x"  # kept comment
+
+[dependency-groups]
+dev = ["pytest"]
+# STAFF-ONLY: two comment lines
+# belong to the marker
+staff = [
+    "ruff",
+]
+
+[tool.uv]
+default-groups = ["dev", "staff"]
+
+[tool.hatch.build.targets.wheel]
+packages = [
+    "cs336_assignment",
+    "cs336_staff",
+]
+
+[tool.extra]
+# STAFF-ONLY
+only = 1
+"""
+    out = handout_pyproject(text)
+    data = tomllib.loads(out)
+    assert data["dependency-groups"] == {"dev": ["pytest"]}
+    assert data["tool"]["uv"]["default-groups"] == ["dev"]
+    assert data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["cs336_assignment"]
+    assert "extra" not in data["tool"] and "STAFF-ONLY" not in out and "belong to the marker" not in out
+    assert 'name = "x"  # kept comment' in out
+
+
 def test_two_releases_are_byte_identical(sample, tmp_path):
     """Deterministic: two runs give the same files with the same bytes and modes."""
     a = build(sample, tmp_path / "a", lock=False).root
