@@ -388,3 +388,18 @@ def test_cli_writes_handout_and_reports_marker_errors(sample, tmp_path, capsys):
     (sample / "cs336_assignment/bad.py").write_text("# BEGIN SOLUTION\nX = 1\n# END SOLUTION\n")
     assert run(parser.parse_args([str(tmp_path / "out2"), "--repo", str(sample), "--no-lock"])) == 1
     assert "cs336_assignment/bad.py:1: misplaced region at module level" in capsys.readouterr().out
+
+
+def test_check_docstring_lists_exactly_the_checks_it_runs():
+    """release --check's docstring says how many checks there are and lists each one the report orders."""
+    import re
+
+    from cs336_staff.release import check
+
+    doc = check.__doc__ or ""
+    words = {"Six": 6, "Seven": 7, "Eight": 8, "Nine": 9, "Ten": 10, "Eleven": 11, "Twelve": 12}
+    said = re.search(r"^(\w+) checks, each a line", doc, re.M)
+    listed = re.findall(r"^    (\w+)\s{2,}\S", doc, re.M)
+    order = re.findall(r'"(\w+)"', re.search(r"order = \[(.*?)\]", Path(check.__file__).read_text()).group(1))
+    assert said and words.get(said.group(1)) == len(listed), f"the docstring says {said and said.group(1)!r} checks and lists {listed}"
+    assert sorted(listed) == sorted(order), f"documented {sorted(listed)}, reported {sorted(order)}"
