@@ -141,6 +141,40 @@ def test_get_batch_is_reproducible_with_a_seeded_generator():
     )
 
 
+def test_get_batch_without_a_generator_draws_from_torchs_global_rng():
+    """generator=None draws from torch's global generator: successive calls differ, torch.manual_seed replays them."""
+    dataset = np.arange(100_000)
+    first = scenario.batches_without_a_generator(4, dataset, 8, 4, calls=3)
+    replay = scenario.batches_without_a_generator(4, dataset, 8, 4, calls=3)
+    other = scenario.batches_without_a_generator(5, dataset, 8, 4, calls=1)
+    assert not torch.equal(first[0], first[1]), (
+        "two successive calls with generator=None returned the same batch: draw from torch's global generator "
+        "(torch.randint(..., generator=None)), which advances, instead of a new torch.Generator() per call"
+    )
+    for call, (a, b) in enumerate(zip(first, replay, strict=True)):
+        assert torch.equal(a, b), (
+            f"after torch.manual_seed(4), call {call} with generator=None gave another batch than the first time: "
+            "with no generator, draw from torch's global generator (not NumPy's or Python's), so torch.manual_seed "
+            "reproduces the batches"
+        )
+    assert not torch.equal(first[0], other[0]), (
+        "torch.manual_seed(4) and torch.manual_seed(5) gave the same batch with generator=None: the batch must come "
+        "from torch's global generator"
+    )
+
+
+def test_get_batch_returns_x_and_y_that_share_no_memory():
+    """x and y are new tensors: writing into x changes neither y nor the dataset (no views of one window array)."""
+    written = scenario.write_into_x(np.arange(1000, dtype=np.int64), 8, 16)
+    assert not written.y_changed, (
+        "adding 1 to x in place changed y: x and y are views of one (B, T + 1) array; copy them apart "
+        "(x = torch.from_numpy(windows[:, :-1].copy()), and y likewise)"
+    )
+    assert not written.dataset_changed, (
+        "adding 1 to x in place changed the dataset: x is a view of it; the batch must be a copy of the windows"
+    )
+
+
 def test_get_batch_reads_from_a_read_only_memmap(tmp_path, generator):
     """A read-only np.memmap of uint16 tokens works and gives the batch an in-memory array gives."""
     tokens = (np.arange(5000) * 7919 % 65536).astype(

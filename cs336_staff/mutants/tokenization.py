@@ -97,4 +97,98 @@ MUTANTS = [
         why="the byte tokenizer's decode crashes on byte sequences that are not UTF-8",
         tests=("tests/test_tokenization.py",),
     ),
+    Mutant(
+        name="bpe-reads-the-corpus-in-text-mode",
+        file=f"{PKG}/train.py",
+        old="""    if num_processes == 1 or len(jobs) <= 1:
+        for job in jobs:
+            counts.update(_count_chunk(job))
+            bar.update(job[2] - job[1])
+""",
+        new="""    if num_processes == 1 or len(jobs) <= 1:
+        with open(input_path, encoding="utf-8") as f:
+            counts.update(count_pretokens(f.read(), special_tokens))
+""",
+        why="opens the corpus with open(path, encoding='utf-8'): universal newlines turn every \\r\\n and lone \\r "
+        "into \\n, so the merges of a Windows-edited file never contain a \\r",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="bpe-parallel-chunks-cut-at-fixed-offsets",
+        file=f"{PKG}/train.py",
+        old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
+        new="    bounds = [*range(0, size, target), size]\n",
+        why="splits the file for the workers every `target` bytes, wherever that falls: inside a word (one "
+        "pre-token counted as two) or inside a multi-byte character",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="bpe-parallel-chunks-cut-after-any-newline",
+        file=f"{PKG}/train.py",
+        old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
+        new="""    with open(input_path, "rb") as f:
+        data = f.read()
+    bounds = [0]
+    while bounds[-1] < size:
+        cut = data.find(b"\\n", bounds[-1] + target)
+        bounds.append(size if cut == -1 else cut + 1)
+""",
+        why="cuts the file for the workers just after a newline, as if no pre-token crossed one: GPT-2's "
+        "whitespace runs (\\n\\n, \\n   ) do, so a blank line at a cut is counted as two pre-tokens",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="bpe-contractions-ignore-case",
+        file=f"{PKG}/pretokenize.py",
+        old="        counts.update(GPT2_REGEX.findall(segment))  # Counter.update on a list runs in C\n",
+        new="        counts.update(regex.findall(GPT2_PATTERN, segment, flags=regex.IGNORECASE))\n",
+        why="compiles GPT-2's pattern with IGNORECASE (GPT-4's cl100k pattern is case-insensitive), so the "
+        "trainer splits \"DON'T\" as DON + 'T where GPT-2 has DON + ' + T",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="encode-contractions-ignore-case",
+        file=f"{PKG}/pretokenize.py",
+        old='rf"""\'(?:[sdmt]|ll|ve|re)| ?[{_L}]+',
+        new='rf"""(?i:\'[sdmt]|\'ll|\'ve|\'re)| ?[{_L}]+',
+        why="writes the contraction rule case-insensitively, (?i:'s|'t|...) as GPT-4's pattern does: \"DON'T\" "
+        "encodes as DON + 'T where GPT-2 (and tiktoken with its pattern) has DON + ' + T",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="encode-iterable-holds-back-only-the-shortest-special-token",
+        file=f"{PKG}/tokenizer.py",
+        old="self._longest_special = max((len(t) for t in self.special_tokens), default=0)",
+        new="self._longest_special = min((len(t) for t in self.special_tokens), default=0)",
+        why="holds back only as many characters as the shortest special token: when a piece ends between "
+        "<|endoftext|> and <|endoftext|>, a special <|endoftext|><|endoftext|> is emitted as two tokens",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-new-special-token-id-is-len-vocab",
+        file=f"{PKG}/tokenizer.py",
+        old="self._special_ids[token] = max(self.vocab, default=-1) + 1",
+        new="self._special_ids[token] = len(self.vocab)",
+        why="gives a new special token the id len(vocab), which is already taken when the vocabulary's ids "
+        "have gaps (a vocab from another trainer, or one with tokens removed)",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-mutates-the-callers-vocab",
+        file=f"{PKG}/tokenizer.py",
+        old="        self.vocab = dict(vocab)\n",
+        new="        self.vocab = vocab\n",
+        why="keeps the caller's vocab dict and adds the new special tokens to it: the caller's vocabulary grows "
+        "behind its back, and a second tokenizer built from it sees the first one's special tokens",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="bpe-special-token-ids-longest-first",
+        file=f"{PKG}/train.py",
+        old="    special_tokens = check_special_tokens(special_tokens)\n    check_vocab_size(",
+        new="    special_tokens = sorted(check_special_tokens(special_tokens), key=len, reverse=True)\n    check_vocab_size(",
+        why="sorts the special tokens longest first (as matching needs) and numbers them in that order, "
+        "instead of in the order given",
+        tests=TRAIN_TESTS,
+    ),
 ]

@@ -92,13 +92,29 @@ def test_get_batch_advances_the_generator_between_calls():
     )
 
 
-def test_get_batch_without_a_generator_uses_torchs_global_rng():
-    """generator=None works, and is reproducible under torch.manual_seed."""
-    dataset = np.arange(100_000)
-    a, _ = scenario.batch_under_global_seed(4, dataset, 8, 4)
-    b, _ = scenario.batch_under_global_seed(4, dataset, 8, 4)
-    assert a.shape == (8, 4) and torch.equal(a, b), (
-        "with generator=None, reseeding torch should reproduce the batch"
+@pytest.mark.parametrize(("n", "batch_size", "context_length", "seed"), [(5_000, 1, 1, 11), (300, 32, 50, 12)])
+def test_get_batch_without_a_generator_follows_torchs_global_rng_for_other_sizes(
+    n, batch_size, context_length, seed
+):
+    """generator=None, other sizes and seeds: torch.manual_seed replays the batches, and they do not repeat."""
+    dataset = np.arange(n)
+    first = scenario.batches_without_a_generator(seed, dataset, batch_size, context_length, calls=4)
+    replay = scenario.batches_without_a_generator(seed, dataset, batch_size, context_length, calls=4)
+    assert all(torch.equal(a, b) for a, b in zip(first, replay, strict=True)), (
+        f"torch.manual_seed({seed}) did not replay the batches drawn with generator=None"
+    )
+    assert len({tuple(x.flatten().tolist()) for x in first}) == len(first), (
+        "successive calls with generator=None repeated a batch: draw from torch's global generator"
+    )
+
+
+@pytest.mark.parametrize(("n", "batch_size", "context_length"), [(9, 1, 8), (50, 1, 3), (20, 64, 1)])
+def test_get_batch_x_and_y_share_no_memory_for_other_sizes(n, batch_size, context_length):
+    """A single window, a single row, one-token contexts: writing into x changes neither y nor the dataset."""
+    written = scenario.write_into_x(np.arange(n, dtype=np.int64), batch_size, context_length)
+    assert not written.y_changed and not written.dataset_changed, (
+        f"B={batch_size}, T={context_length}: writing into x changed "
+        + " and ".join(w for w, c in (("y", written.y_changed), ("the dataset", written.dataset_changed)) if c)
     )
 
 
