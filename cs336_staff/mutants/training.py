@@ -34,4 +34,13 @@ MUTANTS = [
         "one step later, so two \"independent\" runs share almost all their data",
         tests=TESTS,
     ),
+    Mutant(
+        name="training-batches-ignore-the-seed",
+        file=FILE,
+        old="x = torch.randn(batch_size, dim, generator=step_generator(seed, step))",
+        new="x = torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(step))",
+        why="seeds the batch of step t with t alone: --seed changes the initialisation but every run trains "
+        "on the same batches",
+        tests=TESTS,
+    ),
 ]
