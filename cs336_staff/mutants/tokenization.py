@@ -106,11 +106,11 @@ MUTANTS = [
             bar.update(job[2] - job[1])
 """,
         new="""    if num_processes == 1 or len(jobs) <= 1:
-        with open(input_path, encoding="utf-8") as f:
-            counts.update(count_pretokens(f.read(), special_tokens))
+        text = read_utf8(input_path).replace("\\r\\n", "\\n").replace("\\r", "\\n")
+        counts.update(count_pretokens(text, special_tokens))
 """,
-        why="opens the corpus with open(path, encoding='utf-8'): universal newlines turn every \\r\\n and lone \\r "
-        "into \\n, so the merges of a Windows-edited file never contain a \\r",
+        why="reads the corpus as open(path, encoding='utf-8') does (here with read_utf8's errors): universal "
+        "newlines turn every \\r\\n and lone \\r into \\n, so the merges of a Windows-edited file never hold a \\r",
         tests=TRAIN_TESTS,
     ),
     Mutant(
@@ -120,6 +120,25 @@ MUTANTS = [
         new="    bounds = [*range(0, size, target), size]\n",
         why="splits the file for the workers every `target` bytes, wherever that falls: inside a word (one "
         "pre-token counted as two) or inside a multi-byte character",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="bpe-parallel-chunks-cut-anywhere-without-special-tokens",
+        file=f"{PKG}/train.py",
+        old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
+        new="""    bounds = find_chunk_boundaries(input_path, special_tokens, target)
+    if not special_tokens:
+        with open(input_path, "rb") as f:
+            data = f.read()
+        bounds = [0]
+        while bounds[-1] < size:
+            cut = min(bounds[-1] + target, size)
+            while cut < size and 0x80 <= data[cut] < 0xC0:  # not inside a UTF-8 character
+                cut += 1
+            bounds.append(cut)
+""",
+        why="with no special token to cut before, cuts the file every `target` bytes (moved to the next "
+        "character, so it still decodes): the cuts fall inside words, which are then counted as two pre-tokens",
         tests=TRAIN_TESTS,
     ),
     Mutant(

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import adapters
 from tests.hidden.bpe_naive import naive_train_bpe
 from tests.scenarios import tokenization
+from tests.test_bpe_train import PARALLEL_KINDS, parallel_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 EOT = "<|endoftext|>"
@@ -99,6 +100,43 @@ def test_train_bpe_matches_naive_on_random_text(tmp_path_factory, text: str, ext
     path = tmp_path_factory.mktemp("random") / "r.txt"
     path.write_bytes(text.encode("utf-8"))
     assert adapters.run_train_bpe(path, 257 + extra, [EOT]) == naive_train_bpe(path, 257 + extra, [EOT])
+
+
+@pytest.mark.parametrize("num_processes", [2, 4])
+@pytest.mark.parametrize("kind", list(PARALLEL_KINDS))
+def test_train_bpe_in_parallel_equals_one_process_on_other_corpora(tmp_path: Path, kind: str, num_processes: int) -> None:
+    """Other seeds and sizes of the parallel corpora, in 2 or 4 processes: exactly the single-process result."""
+    path = tmp_path / f"{kind}.txt"
+    path.write_bytes(parallel_corpus(kind, seed=num_processes, size=9_000).encode("utf-8"))
+    expected = adapters.run_train_bpe(path, 10_000, [], num_processes=1)
+    got = adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes)
+    assert got[1] == expected[1], f"{kind}, {num_processes} processes: merges differ from one process"
+    assert got[0] == expected[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["a", "B", "\r", "\n", "\r\n", " ", "'", "'T", "'s", "'LL", "'Ve", "DON", "é", EOT]), max_size=120
+    ).map("".join),
+    extra=st.integers(min_value=0, max_value=40),
+)
+def test_train_bpe_matches_naive_on_text_with_carriage_returns_and_capital_contractions(
+    tmp_path_factory, text: str, extra: int
+) -> None:
+    """Random text with \\r\\n, lone \\r and upper-case contractions ('T, 'LL): same merges and vocab as the naive trainer."""
+    path = tmp_path_factory.mktemp("crlf") / "r.txt"
+    path.write_bytes(text.encode("utf-8"))
+    assert adapters.run_train_bpe(path, 257 + extra, [EOT]) == naive_train_bpe(path, 257 + extra, [EOT]), f"text={text!r}"
+
+
+def test_train_bpe_numbers_three_special_tokens_in_the_order_given(tmp_path: Path) -> None:
+    """Three special tokens given shortest, longest, middle: they take the last three ids in that order."""
+    specials = ["<|a|>", "<|a|><|longest|>", "<|mid|>"]
+    path = tmp_path / "specials.txt"
+    path.write_text("x<|a|>y<|a|><|longest|>z<|mid|>xy xy", encoding="utf-8")
+    vocab, _ = adapters.run_train_bpe(path, 300, specials)
+    assert [vocab[i] for i in sorted(vocab)[-3:]] == [t.encode() for t in specials]
 
 
 def test_train_bpe_is_five_times_faster_than_a_naive_trainer() -> None:
