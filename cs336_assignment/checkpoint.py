@@ -78,7 +78,9 @@ def save_checkpoint(
 
     The RNG states are those of torch's, NumPy's and Python's ``random`` global generators
     (``capture_rng_state`` gathers them): ``load_checkpoint`` restores them, so that a resumed run
-    draws what the uninterrupted run would have drawn.
+    draws what the uninterrupted run would have drawn. Saving changes nothing in the run it saves:
+    the model (its train/eval mode included) and the optimizer are left as they are, and nothing
+    is drawn from the global RNGs (``atomic_write`` names its temporary file without them).
 
     Args:
         model: its ``state_dict()`` is saved.

@@ -67,7 +67,7 @@ def resumed_and_uninterrupted(
     return resumed, scenario.straight(setup, total)
 
 
-RNG_NAMES = ("torch's", "NumPy's", "Python's random's")
+RNG_NAMES = ("torch's global RNG", "NumPy's global RNG", "the global RNG of Python's random")
 
 
 def assert_same_random_draws(resumed: RandomRun, straight: RandomRun) -> None:
@@ -80,7 +80,7 @@ def assert_same_random_draws(resumed: RandomRun, straight: RandomRun) -> None:
     for i, (got, want) in enumerate(zip(resumed.draws, expected, strict=True)):
         for name, g, w in zip(RNG_NAMES, got, want, strict=True):
             assert g == w, (
-                f"step {resumed.first_step + i} after resuming: {name} global RNG gave {g!r}, the uninterrupted run "
+                f"step {resumed.first_step + i} after resuming: {name} gave {g!r}, the uninterrupted run "
                 f"{w!r}. save_checkpoint must save the global RNG states of torch, NumPy and Python's random, and "
                 "load_checkpoint restore them, or a resumed run draws other batches (dropout masks, shuffles)"
             )
@@ -169,6 +169,26 @@ def test_resuming_restores_the_global_rngs_so_random_batches_continue_exactly(tm
     assert resumed.first_step == 4, f"load_checkpoint returned {resumed.first_step}, the checkpoint was saved at 4"
     assert_same_random_draws(resumed, straight)
     assert_state_dicts_equal(resumed.model, straight.model, "resumed vs uninterrupted parameters")
+
+
+def test_saving_every_step_leaves_the_run_as_it_would_be_without_saves(tmp_path):
+    """Saving changes nothing in the run it saves: a BatchNorm model on batches from the global RNGs,
+    saved after every step, draws the same numbers and ends bit-identical to the run without saves."""
+    setup = Setup("AdamW", {"lr": 1e-2}, model="batchnorm")
+    saving = scenario.saving_every_step_on_random_batches(setup, 6, tmp_path / "ckpt.pt")
+    straight = scenario.straight_on_random_batches(setup, 6)
+    for step, (got, want) in enumerate(zip(saving.draws, straight.draws, strict=True)):
+        for name, g, w in zip(RNG_NAMES, got, want, strict=True):
+            assert g == w, (
+                f"step {step} of a run saved after every step: {name} gave {g!r}, {w!r} without saves. "
+                "Saving must not draw from the global RNGs (a temporary file name from random.getrandbits, say): "
+                "cs336_assignment.files.atomic_write names its file without them"
+            )
+    assert_state_dicts_equal(
+        saving.model, straight.model,
+        "parameters and BatchNorm statistics after saving every step vs without saves (did saving call "
+        "model.eval() or otherwise change the model?)",
+    )
 
 
 def test_loading_a_checkpoint_whose_keys_differ_from_the_model_fails_naming_them(tmp_path):

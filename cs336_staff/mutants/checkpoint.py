@@ -75,5 +75,32 @@ MUTANTS = [
         "differs after a resume",
         tests=TESTS,
     ),
+    Mutant(
+        name="checkpoint-save-switches-the-model-to-eval",
+        file=FILE,
+        old='    state = {\n        "model": model.state_dict(),',
+        new='    model.eval()  # "a saved model is for inference"\n    state = {\n        "model": model.state_dict(),',
+        why="calls model.eval() before saving and never switches back: training goes on with BatchNorm's "
+        "running statistics and no dropout, so saving changes the run it saves",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="checkpoint-temporary-name-from-the-global-rng",
+        file=FILE,
+        old="    with atomic_write(out) as f:\n        torch.save(state, f)\n",
+        new="""    tmp = Path(f"{os.fspath(out)}.{random.getrandbits(32):08x}.tmp")  # a fresh temporary name
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+""",
+        why="writes its own atomic save with a temporary name drawn from Python's global random: every save "
+        "advances the RNG the run's shuffles draw from, so a run with checkpoints differs from one without",
+        tests=TESTS,
+    ),
 ]
 

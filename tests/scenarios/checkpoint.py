@@ -297,6 +297,20 @@ def saving_every_step(setup: Setup, total: int, path: Path) -> State:
 
 @student_side
 @single_threaded
+def saving_every_step_on_random_batches(setup: Setup, total: int, path: Path, seed: int = 0) -> RandomRun:
+    """Seed the global RNGs, train ``total`` steps on ``random_batch``, saving with your code after
+    each; observe the run itself (its draws and final model), to compare with a run without saves."""
+    draws: list[list[float]] = []
+    with global_rngs_seeded(seed):
+        model, optimizer = setup.build(0)
+        for step in range(total):
+            train(model, optimizer, range(step, step + 1), draws)
+            adapters.run_save_checkpoint(model, optimizer, step + 1, path)
+    return RandomRun(0, draws, model.state_dict())
+
+
+@student_side
+@single_threaded
 def save_crashable(path: Path, iteration: int, *, shift: float = 0.0, crash: bool = False) -> dict:
     """Save a ``CrashableModel`` (seed 0, ``shift`` added to its weight) with an SGD optimizer.
 
