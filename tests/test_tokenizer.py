@@ -287,6 +287,27 @@ def test_encode_iterable_of_file_lines_equals_encode(tokenizer) -> None:
     )
 
 
+def test_encode_iterable_streams_are_independent(tokenizer) -> None:
+    """Each encode_iterable call has its own buffer: a stream abandoned midway leaves nothing behind for the
+    next one, and two streams advanced in turns each give encode() of their own text."""
+    text = _read(CORPORA / "multilingual.txt")
+    first, second = text[:40_000], text[40_000:80_000]
+    streams = tokenization.abandoned_and_interleaved_streams(
+        tokenizer, first.splitlines(keepends=True), second.splitlines(keepends=True), taken=10
+    )
+    want_first, want_second = tokenizer.encode(first), tokenizer.encode(second)
+    hint = "; keep a stream's unsettled text in a local variable of encode_iterable, not on the tokenizer (self)"
+    assert streams.after_abandoned == want_second, (
+        "after a stream was abandoned midway, a new stream over another text gave other ids than encode: "
+        + id_difference(streams.after_abandoned, want_second, tokenizer.decode) + hint
+    )
+    assert streams.first == want_first and streams.second == want_second, (
+        "two streams advanced in turns gave other ids than encode: "
+        + id_difference(*((streams.first, want_first) if streams.first != want_first else (streams.second, want_second)),
+                        tokenizer.decode) + hint
+    )
+
+
 def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, tmp_path: Path) -> None:
     """Encoding a 3 MB file through encode_iterable never holds more than 1 MB (tracemalloc peak).
 

@@ -283,6 +283,8 @@ class Tokenizer:
         characters of text, however the text is cut into pieces: also when a piece ends inside a
         special token, or between the halves of one that another special token starts
         (``<|endoftext|>`` then ``<|endoftext|>``, with ``<|endoftext|><|endoftext|>`` special too).
+        Each call has its own buffer: streams may be advanced in turns, or dropped midway without
+        affecting the next one.
         """
         # BEGIN SOLUTION
         pieces: list[str] = []

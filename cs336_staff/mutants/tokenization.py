@@ -210,4 +210,34 @@ MUTANTS = [
         "instead of in the order given",
         tests=TRAIN_TESTS,
     ),
+    Mutant(
+        name="encode-iterable-keeps-its-buffer-on-the-tokenizer",
+        file=f"{PKG}/tokenizer.py",
+        old="""        pieces: list[str] = []
+        size = 0
+        threshold = STREAM_BLOCK
+        for piece in iterable:
+            pieces.append(piece)
+            size += len(piece)
+            if size >= threshold:
+                ids, rest = self._encode_settled("".join(pieces))
+                yield from ids
+                pieces, size = [rest], len(rest)
+                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
+        yield from self.encode("".join(pieces))
+""",
+        new="""        self._buffer = getattr(self, "_buffer", "")  # the unsettled text, kept on the tokenizer
+        for piece in iterable:
+            self._buffer += piece
+            if len(self._buffer) >= STREAM_BLOCK:
+                ids, self._buffer = self._encode_settled(self._buffer)
+                yield from ids
+        ids, self._buffer = self.encode(self._buffer), ""
+        yield from ids
+""",
+        why="keeps the stream's unsettled text in self._buffer: two streams advanced in turns mix their texts, "
+        "and a stream dropped midway leaves its tail to be prepended to the next one",
+        tests=TOKENIZER_TESTS,
+    ),
 ]
+
