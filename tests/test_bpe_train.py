@@ -164,6 +164,23 @@ def test_train_bpe_in_several_processes_equals_one_process(tmp_path: Path, kind:
         )
 
 
+def test_train_bpe_reads_the_file_afresh_each_time(tmp_path: Path) -> None:
+    """Training, rewriting the file at the same path, training again: the second result is the new file's.
+
+    "ab ab ab" learns (a,b)=3 then ( ,ab)=2; "cd cd cd" learns (c,d) then ( ,cd).
+    """
+    path = tmp_path / "corpus.txt"
+    path.write_text("ab ab ab", encoding="utf-8")
+    first = adapters.run_train_bpe(path, 300, [])[1]
+    path.write_text("cd cd cd", encoding="utf-8")
+    second = adapters.run_train_bpe(path, 300, [])[1]
+    assert first == [(b"a", b"b"), (b" ", b"ab")], first_difference(first, [(b"a", b"b"), (b" ", b"ab")])
+    assert second == [(b"c", b"d"), (b" ", b"cd")], (
+        f"after the file was rewritten, training on it again learned {second}: train_bpe must read the file "
+        "each time it is called (no cache of the pre-token counts keyed by the path)"
+    )
+
+
 def test_train_bpe_numbers_special_tokens_in_the_order_given(tmp_path: Path) -> None:
     """Special tokens take the last ids in the order given, even when a later one is longer."""
     path = tmp_path / "pad.txt"

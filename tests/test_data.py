@@ -120,6 +120,18 @@ def test_get_batch_windows_are_consecutive_tokens_and_y_is_x_shifted_by_one(gene
         )
 
 
+def test_get_batch_advances_the_generator_it_is_given():
+    """Successive calls with one generator give different batches: get_batch draws from it, advancing it."""
+    generator = torch.Generator().manual_seed(9)
+    dataset = np.arange(100_000)
+    first, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
+    second, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
+    assert not torch.equal(first, second), (
+        "two calls with the same generator gave the same batch: draw from the generator itself (not from a "
+        "copy of it, and without re-seeding it), so that it advances"
+    )
+
+
 def test_get_batch_samples_every_valid_start_uniformly_and_no_other():
     """Starts cover exactly {0, ..., len - context_length - 1}, uniformly (chi-square bound, fixed seed)."""
     n, context_length = 40, 8

@@ -221,7 +221,8 @@ def train_bpe(
     (fewer if the corpus runs out of pairs: an empty corpus gives none). ``merges[i] = (a, b)``
     created token ``256 + i = a + b``.
 
-    The corpus is read as bytes and decoded as UTF-8, with no newline translation: ``\\r\\n`` and a
+    The corpus is read (on every call: nothing is cached across calls, so a file rewritten at the
+    same path trains afresh) as bytes and decoded as UTF-8, with no newline translation: ``\\r\\n`` and a
     lone ``\\r`` take part in merges like any other bytes (``open(path, encoding="utf-8")`` would
     turn both into ``\\n``). Pre-tokenization is GPT-2's regex, after splitting the text on the
     special tokens (which therefore never take part in a merge); the regex is case-sensitive, so

@@ -106,4 +106,15 @@ MUTANTS = [
         "say) silently changes y, and neither is contiguous",
         tests=TESTS,
     ),
+    Mutant(
+        name="data-draws-from-a-copy-of-the-generator",
+        file=FILE,
+        old=DRAW,
+        new="local = None if generator is None else torch.Generator().set_state(generator.get_state())\n    "
+        + DRAW.replace("generator=generator", "generator=local"),
+        why="draws from a copy of the generator (so as not to disturb the caller's): the caller's generator "
+        "never advances, so successive calls return the same batch",
+        tests=TESTS,
+    ),
 ]
+

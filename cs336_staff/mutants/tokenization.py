@@ -239,5 +239,23 @@ MUTANTS = [
         "and a stream dropped midway leaves its tail to be prepended to the next one",
         tests=TOKENIZER_TESTS,
     ),
+    Mutant(
+        name="bpe-caches-pretoken-counts-by-path",
+        file=f"{PKG}/train.py",
+        old="    # BEGIN SOLUTION\n    size = os.path.getsize(input_path)\n",
+        new="""    # BEGIN SOLUTION
+    cache = globals().setdefault("_COUNTS_BY_PATH", {})  # pre-tokenizing is slow: do it once per file
+    key = (os.fspath(input_path), tuple(special_tokens))
+    if key not in cache:
+        cache[key] = None
+        cache[key] = count_file_pretokens(input_path, special_tokens, num_processes, progress)
+    if cache[key] is not None:
+        return Counter(cache[key])
+    size = os.path.getsize(input_path)
+""",
+        why="memoizes the pre-token counts by file name to make repeated training fast: training again on "
+        "a file rewritten at the same path returns the old file's merges",
+        tests=TRAIN_TESTS,
+    ),
 ]
 
