@@ -284,7 +284,7 @@ class Tokenizer:
         special token, or between the halves of one that another special token starts
         (``<|endoftext|>`` then ``<|endoftext|>``, with ``<|endoftext|><|endoftext|>`` special too).
         Each call has its own buffer: streams may be advanced in turns, or dropped midway without
-        affecting the next one.
+        affecting the next one. Empty pieces add nothing; only the end of ``iterable`` ends the text.
         """
         # BEGIN SOLUTION
         pieces: list[str] = []

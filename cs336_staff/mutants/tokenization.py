@@ -257,5 +257,14 @@ MUTANTS = [
         "a file rewritten at the same path returns the old file's merges",
         tests=TRAIN_TESTS,
     ),
+    Mutant(
+        name="encode-iterable-stops-at-an-empty-piece",
+        file=f"{PKG}/tokenizer.py",
+        old="        for piece in iterable:\n            pieces.append(piece)\n",
+        new="        for piece in iterable:\n            if not piece:\n                break  # end of input\n            pieces.append(piece)\n",
+        why="treats an empty piece as the end of the input (as file.readline() signals EOF): a stream with an "
+        "empty chunk in the middle loses everything after it",
+        tests=TOKENIZER_TESTS,
+    ),
 ]
 
