@@ -76,6 +76,12 @@ def save_checkpoint(
 ) -> None:
     """Save the model, optimizer, iteration and global RNG states to ``out``.
 
+    The RNG states are those of torch's, NumPy's and Python's ``random`` global generators
+    (``capture_rng_state`` gathers them): ``load_checkpoint`` restores them, so that a resumed run
+    draws what the uninterrupted run would have drawn. Saving changes nothing in the run it saves:
+    the model (its train/eval mode included) and the optimizer are left as they are, and nothing
+    is drawn from the global RNGs (``atomic_write`` names its temporary file without them).
+
     Args:
         model: its ``state_dict()`` is saved.
         optimizer: its ``state_dict()`` is saved (per-parameter state and hyperparameters).
@@ -107,6 +113,10 @@ def load_checkpoint(
 ) -> int:
     """Restore ``model`` and ``optimizer`` (and the global RNGs, if saved) from ``src``.
 
+    The RNG states ``save_checkpoint`` saved (torch's, NumPy's and Python's ``random``) are
+    restored, so a run whose batches draw from those global RNGs (dropout masks, shuffles)
+    continues after a resume with exactly the numbers the uninterrupted run draws.
+
     Args:
         src: a path, or a binary file object positioned at the start of a checkpoint written by
             ``save_checkpoint``. It is loaded with ``weights_only=True``, so it cannot run code.
@@ -119,8 +129,11 @@ def load_checkpoint(
     Raises:
         FileNotFoundError: if the path does not exist.
         ValueError: naming the file, if it is truncated, empty, not a checkpoint (another torch
-            file, or text), or does not fit ``model`` / ``optimizer``. The tests accept any
-            exception type here, as long as its message names the file.
+            file, or text), or does not fit ``model`` / ``optimizer``. Loading is strict: a
+            checkpoint whose parameter or buffer names differ from the model's does not fit (even
+            with the same shapes), and the message then also names the missing or unexpected
+            keys. The tests accept any exception type here, as long as its message names the file
+            (and, for mismatched keys, a key).
     """
     # BEGIN SOLUTION
     is_path = isinstance(src, (str, os.PathLike))

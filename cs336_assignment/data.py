@@ -57,7 +57,9 @@ def get_batch(
             ``non_blocking=True``, so the copy overlaps with work already queued on the GPU.
         generator: the CPU ``torch.Generator`` that draws the start positions (for
             reproducibility): the same seed gives the same batch, and successive calls advance
-            it; ``None`` uses torch's global generator (so ``torch.manual_seed`` reproduces it).
+            it. ``None`` draws from torch's global generator (``torch.randint(...,
+            generator=None)``), never NumPy's or a new ``torch.Generator()``: successive calls
+            give different batches, and ``torch.manual_seed`` replays them.
 
     Returns:
         ``(x, y)``, both int64 of shape ``(B, T)`` on ``device``, with, for each row b and a start
@@ -67,6 +69,8 @@ def get_batch(
             y[b] = dataset[s_b + 1 : s_b + T + 1]        # y[b, i] is the token after x[b, i]
 
     Token ids come back exactly (no overflow: a uint16 65535 or a uint32 2**32 - 1 stays itself).
+    ``x`` and ``y`` are new tensors: they share memory neither with each other nor with
+    ``dataset``, so writing into ``x`` in place changes nothing else.
 
     Raises:
         ValueError: if ``batch_size`` or ``context_length`` is below 1, naming it:

@@ -111,6 +111,11 @@ def regression_batch(
 ) -> tuple[Float[Tensor, " batch dim"], Float[Tensor, " batch"]]:
     """The lecture's synthetic data: ``x ~ N(0, I_dim)``, ``y = x @ true_w``, ``true_w = arange(dim)``.
 
+    The batch of step ``step`` is a function of ``(seed, step)`` alone: draw ``x`` from
+    ``step_generator(seed, step)``. Runs with different seeds then train on unrelated batches;
+    seeding with ``seed + step`` instead would give ``--seed 4`` the batches of ``--seed 3`` one
+    step later (and seeding with ``step`` alone, the same batches).
+
     >>> x, y = regression_batch(step=0, batch_size=3, dim=4, seed=0)
     >>> x.shape, y.shape, bool(torch.allclose(y, x @ torch.tensor([0., 1., 2., 3.])))
     (torch.Size([3, 4]), torch.Size([3]), True)

@@ -28,6 +28,37 @@ RANDOM_ALPHABET = [*"aab bc\n  é🙂'", "'s", EOT]
 RANDOM_SEEDS = range(10)
 
 
+#: Corpora for parallel training, by what a careless cut of the file would break (see ``parallel_corpus``).
+PARALLEL_KINDS = {
+    "no-special-tokens": "ASCII words and punctuation, lines ending in '.\\n', no special token to cut before",
+    "whitespace-runs": "words between runs of spaces, tabs and newlines ('\\n \\t\\n'): a cut after a newline splits a pre-token",
+    "multi-byte-words": "words of 2-4 byte characters and single spaces, no newline: a fixed cut falls inside a character",
+}
+
+
+def parallel_corpus(kind: str, seed: int, size: int = 6_000) -> str:
+    """About ``size`` bytes of seeded random words and separators of one of the ``PARALLEL_KINDS``.
+
+    Almost every word and whitespace run occurs once, and training runs until no pair is left, so
+    every pre-token count shows in the merges: a pre-token split in two by a cut changes them.
+    """
+    rng = random.Random(f"{kind}-{seed}")
+    multi_byte = kind == "multi-byte-words"
+    alphabet = "猫犬鳥魚馬牛羊яблокоñéüß🙂🌍" if multi_byte else "abcdefghijklmnopqrstuvwxyz"
+    parts, length = [], 0
+    while length < size:
+        word = "".join(rng.choice(alphabet) for _ in range(rng.randint(2, 9)))
+        if kind == "whitespace-runs" and rng.random() < 0.3:
+            separator = "".join(rng.choice(" \n\t") for _ in range(rng.randint(2, 7)))
+        elif kind == "multi-byte-words":
+            separator = " "
+        else:
+            separator = rng.choice([" "] * 6 + [", ", ".\n"])
+        parts += [word, separator]
+        length += len(word.encode("utf-8")) + len(separator)
+    return "".join(parts)
+
+
 def random_case(seed: int) -> tuple[str, int]:
     """A seeded random text over a tiny alphabet (many ties, runs like "aaa", emoji, special tokens) and a vocab size."""
     rng = random.Random(seed)
@@ -65,6 +96,101 @@ def test_train_bpe_breaks_ties_toward_the_greater_pair(tmp_path: Path) -> None:
     _, merges = adapters.run_train_bpe(path, 259, [])
     assert merges == [(b"b", b"a"), (b"a", b"b"), (b" ", b"ab")], (
         f"got {merges}: among pairs of equal count the lexicographically GREATER pair of bytes wins"
+    )
+
+
+def test_train_bpe_keeps_carriage_returns(tmp_path: Path) -> None:
+    """The corpus is read as bytes: "\\r\\n" and a lone "\\r" survive into the merges (no newline translation).
+
+    "hi\\r\\n\\r\\nhi\\r\\n\\r\\nhi\\r\\r": pre-tokens "hi" x3, "\\r\\n\\r" x2 (a whitespace run leaves its last
+    character to what follows), "\\n" x2, "\\r\\r" x1 (at the end).
+      1. (h,i)=3                                                        -> (h, i)
+      2. (\\r,\\n)=2 and (\\n,\\r)=2 tie; b"\\r" > b"\\n"                        -> (\\r, \\n)
+      3. (\\r\\n,\\r)=2                                                     -> (\\r\\n, \\r)
+      4. (\\r,\\r)=1                                                      -> (\\r, \\r)
+    """
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(b"hi\r\n\r\nhi\r\n\r\nhi\r\r")
+    _, merges = adapters.run_train_bpe(path, 300, [])
+    expected = [(b"h", b"i"), (b"\r", b"\n"), (b"\r\n", b"\r"), (b"\r", b"\r")]
+    assert merges == expected, (
+        f"{first_difference(merges, expected)}. Read the corpus as bytes and decode them (or open it with "
+        "newline=''): open(path, encoding='utf-8') translates \\r\\n and \\r into \\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("DON'T DON'T DON'T", [(b"O", b"N"), (b"D", b"ON"), (b" ", b"DON")]),
+        ("IT'S IT'S IT'S", [(b"I", b"T"), (b" ", b"IT")]),
+    ],
+)
+def test_train_bpe_contractions_are_lowercase_only(tmp_path: Path, text: str, expected) -> None:
+    """GPT-2's contraction rule is case-sensitive: "DON'T" pre-tokenizes as DON + ' + T, so (', T) never merges.
+
+    "DON'T DON'T DON'T": pre-tokens "DON" x1, " DON" x2, "'" x3, "T" x3: (D,O)=(O,N)=3 tie, b"O" > b"D"
+    -> (O, N); then (D,ON)=3; then ( ,DON)=2; nothing is left. A case-insensitive rule (GPT-4's
+    pattern has one) would make "'T" a pre-token and learn (', T).
+    """
+    path = tmp_path / "shout.txt"
+    path.write_bytes(text.encode("utf-8"))
+    _, merges = adapters.run_train_bpe(path, 300, [])
+    assert merges == expected, (
+        f"on {text!r}: {first_difference(merges, expected)}. GPT-2's contractions ('s 't 're 've 'm 'll 'd) "
+        "match lowercase only: use the pattern as given, without IGNORECASE"
+    )
+
+
+@pytest.mark.parametrize("kind", list(PARALLEL_KINDS))
+def test_train_bpe_in_several_processes_equals_one_process(tmp_path: Path, kind: str) -> None:
+    """Training in 2 or 3 processes gives exactly the single-process vocab and merges, wherever the file is cut.
+
+    Corpora without special tokens, with long whitespace runs, and of multi-byte words without
+    newlines (see ``PARALLEL_KINDS``); training runs until no pair is left, so a pre-token split by a
+    cut shows up in the merges.
+    """
+    path = tmp_path / f"{kind}.txt"
+    path.write_bytes(parallel_corpus(kind, seed=0).encode("utf-8"))
+    vocab, merges = adapters.run_train_bpe(path, 10_000, [], num_processes=1)
+    for num_processes in (2, 3):
+        got_vocab, got_merges = adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes)
+        assert got_merges == merges and got_vocab == vocab, (
+            f"{kind} ({PARALLEL_KINDS[kind]}): with num_processes={num_processes}, "
+            f"{first_difference(got_merges, merges) if got_merges != merges else 'the vocab differs'} "
+            "(expected: the single-process result). Cut the file only where no pre-token can cross the cut: "
+            "before a special token, or at a newline between two visible ASCII characters "
+            "(pretokenize.find_chunk_boundaries does this)"
+        )
+
+
+def test_train_bpe_reads_the_file_afresh_each_time(tmp_path: Path) -> None:
+    """Training, rewriting the file at the same path, training again: the second result is the new file's.
+
+    "ab ab ab" learns (a,b)=3 then ( ,ab)=2; "cd cd cd" learns (c,d) then ( ,cd).
+    """
+    path = tmp_path / "corpus.txt"
+    path.write_text("ab ab ab", encoding="utf-8")
+    first = adapters.run_train_bpe(path, 300, [])[1]
+    path.write_text("cd cd cd", encoding="utf-8")
+    second = adapters.run_train_bpe(path, 300, [])[1]
+    assert first == [(b"a", b"b"), (b" ", b"ab")], first_difference(first, [(b"a", b"b"), (b" ", b"ab")])
+    assert second == [(b"c", b"d"), (b" ", b"cd")], (
+        f"after the file was rewritten, training on it again learned {second}: train_bpe must read the file "
+        "each time it is called (no cache of the pre-token counts keyed by the path)"
+    )
+
+
+def test_train_bpe_numbers_special_tokens_in_the_order_given(tmp_path: Path) -> None:
+    """Special tokens take the last ids in the order given, even when a later one is longer."""
+    path = tmp_path / "pad.txt"
+    path.write_text(f"a b<|pad|>ab{EOT}ba", encoding="utf-8")
+    vocab, merges = adapters.run_train_bpe(path, 300, ["<|pad|>", EOT])
+    ids = sorted(vocab)[-2:]
+    last = [vocab[i] for i in ids]
+    assert last == [b"<|pad|>", EOT.encode()], (
+        f"ids {ids} are {last}; the special tokens get the last ids in the order given (['<|pad|>', EOT]), "
+        "whatever order matching them needs"
     )
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests.scenarios import checkpoint as scenario
-from tests.scenarios.checkpoint import Setup, State
+from tests.scenarios.checkpoint import RandomRun, Setup, State
 from tests.test_data import error_raised_by
 
 # ----------------------------------------------------------------------------------------------
@@ -65,6 +65,45 @@ def resumed_and_uninterrupted(
         f"load_checkpoint returned iteration {resumed.iteration}, but the checkpoint was saved at {k}"
     )
     return resumed, scenario.straight(setup, total)
+
+
+RNG_NAMES = ("torch's global RNG", "NumPy's global RNG", "the global RNG of Python's random")
+
+
+def assert_same_random_draws(resumed: RandomRun, straight: RandomRun) -> None:
+    """After the load, every global RNG gives what it gives in the uninterrupted run, step by step."""
+    expected = straight.draws[resumed.first_step :]
+    assert len(resumed.draws) == len(expected), (
+        f"the resumed run drew {len(resumed.draws)} batches after loading, the uninterrupted run "
+        f"{len(expected)} from step {resumed.first_step} on"
+    )
+    for i, (got, want) in enumerate(zip(resumed.draws, expected, strict=True)):
+        for name, g, w in zip(RNG_NAMES, got, want, strict=True):
+            assert g == w, (
+                f"step {resumed.first_step + i} after resuming: {name} gave {g!r}, the uninterrupted run "
+                f"{w!r}. save_checkpoint must save the global RNG states of torch, NumPy and Python's random, and "
+                "load_checkpoint restore them, or a resumed run draws other batches (dropout masks, shuffles)"
+            )
+
+
+def assert_load_refused_naming_keys(call: Callable[[], object], path: Path, keys: list[str]) -> None:
+    """``call()`` (loading ``path`` into a model whose state dict keys differ) raises an error naming
+    the file and at least one of ``keys``, the keys the checkpoint and the model disagree on."""
+    try:
+        call()
+    except NotImplementedError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any type, the message is what is checked
+        assert path.name in str(err) and any(k in str(err) for k in keys), (
+            f"the error should name the file {path.name} and the keys that do not match (any of {keys}), "
+            f"got {type(err).__name__}: {err}"
+        )
+        return
+    pytest.fail(
+        f"loading {path.name} into a model whose state dict keys differ (any of {keys} is missing on one "
+        "side) succeeded: load strictly (model.load_state_dict's default strict=True), or the weights the "
+        "checkpoint does not name silently keep their initial values"
+    )
 
 
 def assert_error_names_file(call: Callable[[], object], path: Path) -> None:
@@ -119,6 +158,46 @@ def test_resuming_from_a_checkpoint_matches_uninterrupted_training_exactly(
         straight.model,
         f"resumed ({optimizer}) vs uninterrupted parameters",
     )
+
+
+def test_resuming_restores_the_global_rngs_so_random_batches_continue_exactly(tmp_path):
+    """Batches drawn from the global RNGs (torch, NumPy, random): after save, restart and load, each RNG
+    continues exactly where the uninterrupted run's does, and the weights end bit-identical."""
+    setup = OPTIMIZERS["adamw"]
+    resumed = scenario.resumed_on_random_batches(setup, k=4, total=9, path=tmp_path / "ckpt.pt")
+    straight = scenario.straight_on_random_batches(setup, total=9)
+    assert resumed.first_step == 4, f"load_checkpoint returned {resumed.first_step}, the checkpoint was saved at 4"
+    assert_same_random_draws(resumed, straight)
+    assert_state_dicts_equal(resumed.model, straight.model, "resumed vs uninterrupted parameters")
+
+
+def test_saving_every_step_leaves_the_run_as_it_would_be_without_saves(tmp_path):
+    """Saving changes nothing in the run it saves: a BatchNorm model on batches from the global RNGs,
+    saved after every step, draws the same numbers and ends bit-identical to the run without saves."""
+    setup = Setup("AdamW", {"lr": 1e-2}, model="batchnorm")
+    saving = scenario.saving_every_step_on_random_batches(setup, 6, tmp_path / "ckpt.pt")
+    straight = scenario.straight_on_random_batches(setup, 6)
+    for step, (got, want) in enumerate(zip(saving.draws, straight.draws, strict=True)):
+        for name, g, w in zip(RNG_NAMES, got, want, strict=True):
+            assert g == w, (
+                f"step {step} of a run saved after every step: {name} gave {g!r}, {w!r} without saves. "
+                "Saving must not draw from the global RNGs (a temporary file name from random.getrandbits, say): "
+                "cs336_assignment.files.atomic_write names its file without them"
+            )
+    assert_state_dicts_equal(
+        saving.model, straight.model,
+        "parameters and BatchNorm statistics after saving every step vs without saves (did saving call "
+        "model.eval() or otherwise change the model?)",
+    )
+
+
+def test_loading_a_checkpoint_whose_keys_differ_from_the_model_fails_naming_them(tmp_path):
+    """Loading is strict: the same layers under other names (inp.weight, not 0.weight) is an error naming the keys."""
+    path = tmp_path / "mlp-ckpt.pt"
+    scenario.save(OPTIMIZERS["adamw"], 1, 1, path)  # keys 0.weight, 0.bias, 2.weight, 2.bias
+    renamed = Setup("AdamW", {"lr": 1e-2, "weight_decay": 0.1}, model="mlp_renamed")
+    keys = ["0.weight", "0.bias", "2.weight", "2.bias", "inp.weight", "inp.bias", "out.weight", "out.bias"]
+    assert_load_refused_naming_keys(lambda: scenario.load_into_fresh(renamed, path), path, keys)
 
 
 def test_saving_again_replaces_the_previous_checkpoint(tmp_path):

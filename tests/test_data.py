@@ -120,6 +120,18 @@ def test_get_batch_windows_are_consecutive_tokens_and_y_is_x_shifted_by_one(gene
         )
 
 
+def test_get_batch_advances_the_generator_it_is_given():
+    """Successive calls with one generator give different batches: get_batch draws from it, advancing it."""
+    generator = torch.Generator().manual_seed(9)
+    dataset = np.arange(100_000)
+    first, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
+    second, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
+    assert not torch.equal(first, second), (
+        "two calls with the same generator gave the same batch: draw from the generator itself (not from a "
+        "copy of it, and without re-seeding it), so that it advances"
+    )
+
+
 def test_get_batch_samples_every_valid_start_uniformly_and_no_other():
     """Starts cover exactly {0, ..., len - context_length - 1}, uniformly (chi-square bound, fixed seed)."""
     n, context_length = 40, 8
@@ -138,6 +150,40 @@ def test_get_batch_is_reproducible_with_a_seeded_generator():
     )
     assert not torch.equal(a[0], c[0]), (
         "different generator seeds gave the same batch: use `generator` to sample starts"
+    )
+
+
+def test_get_batch_without_a_generator_draws_from_torchs_global_rng():
+    """generator=None draws from torch's global generator: successive calls differ, torch.manual_seed replays them."""
+    dataset = np.arange(100_000)
+    first = scenario.batches_without_a_generator(4, dataset, 8, 4, calls=3)
+    replay = scenario.batches_without_a_generator(4, dataset, 8, 4, calls=3)
+    other = scenario.batches_without_a_generator(5, dataset, 8, 4, calls=1)
+    assert not torch.equal(first[0], first[1]), (
+        "two successive calls with generator=None returned the same batch: draw from torch's global generator "
+        "(torch.randint(..., generator=None)), which advances, instead of a new torch.Generator() per call"
+    )
+    for call, (a, b) in enumerate(zip(first, replay, strict=True)):
+        assert torch.equal(a, b), (
+            f"after torch.manual_seed(4), call {call} with generator=None gave another batch than the first time: "
+            "with no generator, draw from torch's global generator (not NumPy's or Python's), so torch.manual_seed "
+            "reproduces the batches"
+        )
+    assert not torch.equal(first[0], other[0]), (
+        "torch.manual_seed(4) and torch.manual_seed(5) gave the same batch with generator=None: the batch must come "
+        "from torch's global generator"
+    )
+
+
+def test_get_batch_returns_x_and_y_that_share_no_memory():
+    """x and y are new tensors: writing into x changes neither y nor the dataset (no views of one window array)."""
+    written = scenario.write_into_x(np.arange(1000, dtype=np.int64), 8, 16)
+    assert not written.y_changed, (
+        "adding 1 to x in place changed y: x and y are views of one (B, T + 1) array; copy them apart "
+        "(x = torch.from_numpy(windows[:, :-1].copy()), and y likewise)"
+    )
+    assert not written.dataset_changed, (
+        "adding 1 to x in place changed the dataset: x is a view of it; the batch must be a copy of the windows"
     )
 
 

@@ -86,6 +86,7 @@ STRINGS = [
     "numbers 1234567890 3.14159 #497497",
     "def f(x):\n    return x ** 2 + 1",
     "unseen words: xylophone zygote qwertyuiop",
+    "DON'T SHOUT: IT'S LOUD, WE'LL HEAR, YOU'RE, I'VE, I'M, HE'D. Don'T mIx 'S",
 ]
 
 
@@ -94,7 +95,7 @@ def test_encode_matches_tiktoken(tokenizer, oracle, text: str) -> None:
     """encode gives the same ids as tiktoken built from our merges, and decode gives the text back."""
     ids = tokenizer.encode(text)
     expected = oracle.encode(text, allowed_special="all")
-    assert ids == expected, f"encode({text!r}) = {ids}, tiktoken gives {expected}"
+    assert ids == expected, f"encode({text!r}) = {ids}, tiktoken gives {expected}: " + id_difference(ids, expected, oracle.decode)
     assert tokenizer.decode(ids) == text
 
 
@@ -115,6 +116,26 @@ def test_encode_corpus_round_trips_and_compresses(tokenizer, oracle) -> None:
     assert ids == want, "encode of the corpus differs from tiktoken: " + id_difference(ids, want, oracle.decode)
     assert tokenizer.decode(ids) == text, "decode(encode(corpus)) is not the corpus"
     assert adapters.run_compression_ratio(text, ids) > 1.5
+
+
+@pytest.mark.parametrize("text", ["DON'T", "IT'S LOUD", "WE'LL, YOU'RE", "Don'T it's", "don't", "I'M 'Sun'"])
+def test_contractions_are_lowercase_only_as_in_tiktoken(text: str) -> None:
+    """GPT-2's pattern is case-sensitive: with merges (', T), (', t), ... in the vocab, "DON'T" still encodes as
+    DON + ' + T (the merge (', T) cannot apply across pre-tokens), as tiktoken does; "don't" uses (', t)."""
+    pairs = [(b"'", b"T"), (b"'", b"t"), (b"'", b"S"), (b"'", b"s"), (b"'", b"L"), (b"'L", b"L"), (b"'", b"R"), (b"'R", b"E")]
+    vocab = {i: bytes([i]) for i in range(256)}
+    for a, b in pairs:
+        vocab[len(vocab)] = a + b
+    tok = adapters.get_tokenizer(vocab, pairs)
+    oracle = tiktoken.Encoding(
+        name="contractions", pat_str=GPT2_PATTERN, mergeable_ranks={t: i for i, t in vocab.items()}, special_tokens={}
+    )
+    ids, expected = tok.encode(text), oracle.encode(text)
+    assert ids == expected, (
+        f"encode({text!r}) = {[vocab[i] for i in ids]}, tiktoken gives {[vocab[i] for i in expected]}: GPT-2's "
+        "contractions ('s 't 're 've 'm 'll 'd) match lowercase only, so \"'T\" is two pre-tokens; use the pattern "
+        "as given, without IGNORECASE"
+    )
 
 
 def test_merges_apply_by_rank_not_left_to_right() -> None:
@@ -181,6 +202,80 @@ def test_encode_iterable_equals_encode_however_the_text_is_cut(tokenizer, text: 
     assert got == tokenizer.encode(text), f"pieces={pieces!r}"
 
 
+#: Special tokens of which one is a prefix of another, and where to end pieces: between the two halves.
+NESTED_SPECIALS = {
+    "double-endoftext": ([EOT, EOT + EOT], EOT, EOT),
+    "endoftext-then-bang": (["<|s|>", "<|s|>!", EOT], "<|s|>", "!"),
+}
+
+
+def pieces_ending_between(left: str, right: str, blocks: int, seed: int) -> list[str]:
+    """Seeded text cut into pieces that each end with ``left`` and (but the first) start with ``right``.
+
+    Every piece boundary falls between the halves of ``left + right``, so wherever a streaming encoder
+    settles its buffer (after any number of pieces), it holds ``left`` with ``right`` still to come.
+    """
+    rng = random.Random(seed)
+    fillers = ["the cat sat", " on the mat", "\n\n  it's", " 猫 🙂", f" lone {left} here", "'ll  ", "12 34"]
+    pieces = ["start " + left]
+    for _ in range(blocks):
+        pieces.append(right + "".join(rng.choice(fillers) for _ in range(rng.randint(1, 4))) + left)
+    pieces.append(right + " end")
+    return pieces
+
+
+@pytest.mark.parametrize("case", list(NESTED_SPECIALS))
+def test_encode_iterable_equals_encode_when_pieces_end_between_nested_special_tokens(trained, case: str) -> None:
+    """With one special token a prefix of another (<|endoftext|>, <|endoftext|><|endoftext|>), pieces that end
+    between the halves of the longer one still give exactly encode(whole text), over ~100 KB of text."""
+    specials, left, right = NESTED_SPECIALS[case]
+    vocab, merges = trained
+    tok = adapters.get_tokenizer(vocab, merges, specials)
+    pieces = pieces_ending_between(left, right, blocks=3000, seed=0)
+    text = "".join(pieces)
+    got, want = tokenization.encode_iterable(tok, pieces), tok.encode(text)
+    assert got == want, (
+        f"special tokens {specials}, pieces ending between {left!r} and {right!r}: encode_iterable differs from "
+        f"encode: {id_difference(got, want, tok.decode)}. A special token at the end of the buffer may be the start "
+        "of a longer one: hold back as many characters as the LONGEST special token before settling it"
+    )
+
+
+def test_new_special_tokens_get_ids_that_collide_with_none_when_vocab_ids_have_gaps() -> None:
+    """Special tokens missing from vocab get fresh ids, distinct and unused, also when the ids are not 0..n-1.
+
+    The vocab has ids 0-255 and 257-259 (256 is missing, as when a token was removed), so len(vocab)
+    is 259: the id of b"abc", not a free one.
+    """
+    vocab = {i: bytes([i]) for i in range(256)} | {257: b"ab", 258: b" ab", 259: b"abc"}
+    merges = [(b"a", b"b"), (b" ", b"ab"), (b"ab", b"c")]
+    specials, existing = ["<|a|>", "<|b|>"], set(vocab)
+    tok = adapters.get_tokenizer(vocab, merges, specials)
+    special_ids = [tok.encode(t) for t in specials]
+    assert all(len(ids) == 1 for ids in special_ids), f"each special token must encode to one id, got {special_ids}"
+    (a_id,), (b_id,) = special_ids
+    taken = sorted({a_id, b_id} & existing)
+    assert a_id != b_id and not taken, (
+        f"new special tokens got ids {a_id} and {b_id}; {taken or 'they'} "
+        f"{'are already taken in vocab' if taken else 'are the same id'}. Give each new special token an id after "
+        "the LARGEST id (max(vocab) + 1, then the next), not len(vocab): ids may have gaps"
+    )
+    assert tok.encode("abc ab") == [259, 258], "the ordinary tokens keep their ids when special tokens are added"
+    assert tok.decode([259, a_id, b_id]) == "abc<|a|><|b|>"
+
+
+def test_building_a_tokenizer_leaves_the_callers_vocab_alone(trained) -> None:
+    """Adding special tokens that are not in vocab changes the tokenizer's own vocab, not the dict it was given."""
+    vocab, merges = trained
+    before = dict(vocab)
+    after = tokenization.vocab_after_building(dict(vocab), merges, [EOT, "<|new|>"])
+    added = {i: after[i] for i in set(after) - set(before)}
+    assert after == before, (
+        f"building a tokenizer changed the vocab dict it was given (added {added}): copy it "
+        "(self.vocab = dict(vocab)) before adding special tokens"
+    )
+
+
 def test_encode_iterable_of_file_lines_equals_encode(tokenizer) -> None:
     """Streaming a file line by line ("a\\n" then "  b": whitespace crosses lines) gives encode(whole file)."""
     text = _read(CORPORA / "multilingual.txt")
@@ -189,6 +284,27 @@ def test_encode_iterable_of_file_lines_equals_encode(tokenizer) -> None:
     assert got == want, (
         "encode_iterable(lines) differs from encode(text): " + id_difference(got, want, tokenizer.decode)
         + "; a pre-token may continue across a line break (whitespace runs), so hold back the end of each piece"
+    )
+
+
+def test_encode_iterable_streams_are_independent(tokenizer) -> None:
+    """Each encode_iterable call has its own buffer: a stream abandoned midway leaves nothing behind for the
+    next one, and two streams advanced in turns each give encode() of their own text."""
+    text = _read(CORPORA / "multilingual.txt")
+    first, second = text[:40_000], text[40_000:80_000]
+    streams = tokenization.abandoned_and_interleaved_streams(
+        tokenizer, first.splitlines(keepends=True), second.splitlines(keepends=True), taken=10
+    )
+    want_first, want_second = tokenizer.encode(first), tokenizer.encode(second)
+    hint = "; keep a stream's unsettled text in a local variable of encode_iterable, not on the tokenizer (self)"
+    assert streams.after_abandoned == want_second, (
+        "after a stream was abandoned midway, a new stream over another text gave other ids than encode: "
+        + id_difference(streams.after_abandoned, want_second, tokenizer.decode) + hint
+    )
+    assert streams.first == want_first and streams.second == want_second, (
+        "two streams advanced in turns gave other ids than encode: "
+        + id_difference(*((streams.first, want_first) if streams.first != want_first else (streams.second, want_second)),
+                        tokenizer.decode) + hint
     )
 
 

@@ -8,6 +8,7 @@ which hands back what they printed.
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import sys
@@ -40,6 +41,34 @@ def losses_printed(text: str) -> dict[int, float]:
     return {int(m.group(1)): float(m.group(3)) for m in LOSS_LINE.finditer(text)}
 
 
+def losses_at_a_negligible_lr(seed: int, steps: int, dim: int, capsys) -> list[float]:
+    """The step losses of `cs336 train --seed SEED` with a linear model (--layers 0) at --lr 1e-6.
+
+    The weights barely move, and with D = dim the targets (~ ||arange(D)||) dwarf the model's output, so
+    the loss of step t is, to within a few percent, a function of the batch of step t alone."""
+    capsys.readouterr()
+    train("--steps", str(steps), "--dim", str(dim), "--layers", "0", "--batch-size", "4", "--lr", "1e-6",
+          "--seed", str(seed), "--log-every", "1")
+    losses = losses_printed(capsys.readouterr().out)
+    assert sorted(losses) == list(range(1, steps + 1)), f"expected a loss line for every step 1..{steps}, got {sorted(losses)}"
+    return [losses[t] for t in range(1, steps + 1)]
+
+
+def assert_batches_unrelated(a: list[float], b: list[float], seeds: tuple[int, int], max_shift: int = 3) -> None:
+    """For no shift s in -max_shift..max_shift do the losses b[t] follow a[t + s] within 20% at every step."""
+    for s in range(-max_shift, max_shift + 1):
+        pairs = [(a[t + s], b[t]) for t in range(len(b)) if 0 <= t + s < len(a)]
+        worst = max(abs(math.log(x / y)) for x, y in pairs)
+        when = f"{abs(s)} step(s) {'later' if s > 0 else 'earlier'}" if s else "at the same step"
+        assert worst > 0.2, (
+            f"with the weights held still (--lr 1e-6), every step loss of --seed {seeds[1]} is within "
+            f"{math.expm1(worst):.1%} of the loss of --seed {seeds[0]} {when}: the two runs train on the same "
+            f"batches{'' if s == 0 else ', shifted'}. "
+            "The batch of step t must be a well-mixed function of (seed, t), e.g. drawn from "
+            "step_generator(seed, t); seeding it with seed + t (or t alone) makes runs share their data"
+        )
+
+
 def assert_same_final_state(actual: Path, expected: Path) -> None:
     """The two checkpoints hold the same iteration, bit-identical parameters and optimizer state."""
     it_a, model_a, opt_a = load_final_state(actual)
@@ -59,6 +88,17 @@ def test_train_command_prints_a_falling_loss(capsys):
     assert losses[150] < losses[1] / 100, (
         f"loss went from {losses[1]:.4g} (step 1) to {losses[150]:.4g} (step 150): it should fall by over 100x"
     )
+
+
+def test_train_with_another_seed_draws_other_batches_not_the_same_ones_shifted(capsys):
+    """--seed 3 and --seed 4 train on unrelated batches, not on one sequence shifted by a few steps.
+
+    Observed through the printed losses at a learning rate too small to move the weights: then a
+    step's loss measures its batch, and shared batches show up as losses that follow each other.
+    """
+    a = losses_at_a_negligible_lr(3, 12, 64, capsys)
+    b = losses_at_a_negligible_lr(4, 12, 64, capsys)
+    assert_batches_unrelated(a, b, (3, 4))
 
 
 def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run_ends(tmp_path):

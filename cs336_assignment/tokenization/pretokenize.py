@@ -30,7 +30,8 @@ from collections.abc import Iterable, Iterator
 
 import regex
 
-#: GPT-2's pre-tokenization pattern: contractions, letters, numbers, punctuation (each optionally
+#: GPT-2's pre-tokenization pattern: contractions (lowercase only: it is case-sensitive, so "DON'T" is
+#: DON + ' + T), letters, numbers, punctuation (each optionally
 #: after one space), then whitespace runs, keeping the last space of a run for the next word.
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 

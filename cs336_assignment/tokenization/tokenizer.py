@@ -96,9 +96,12 @@ class Tokenizer:
     """A byte-level BPE tokenizer from a vocabulary ``{id: bytes}`` and merges ``[(a, b), ...]``.
 
     ``vocab`` must hold every single byte and, for each merge ``(a, b)``, the tokens ``a``, ``b``
-    and ``a + b``; its ids may come in any order (a vocabulary from another trainer). Special tokens
-    missing from ``vocab`` get new ids after the largest one. Overlapping special tokens match
-    longest first.
+    and ``a + b``; its ids may come in any order and with gaps (a vocabulary from another trainer,
+    or one with tokens removed). Special tokens missing from ``vocab`` get new ids after the largest
+    one (``max(vocab) + 1``, then the next: never ``len(vocab)``, which a vocabulary with gaps
+    already uses), each its own. The tokenizer keeps its own copy of ``vocab``: the dict passed in
+    is left as it was. Overlapping special tokens match longest first. Pre-tokenization uses GPT-2's
+    pattern as given, case-sensitive: ``"DON'T"`` is ``DON + ' + T`` (as in tiktoken).
 
     Raises:
         ValueError: from ``__init__``, if ``vocab`` lacks a single byte; the message says a
@@ -277,7 +280,11 @@ class Tokenizer:
         """Lazily yield the ids of ``"".join(iterable)`` (e.g. an open file, line by line).
 
         Gives exactly ``encode("".join(iterable))`` while holding only about ``STREAM_BLOCK``
-        characters of text, however the text is cut into pieces.
+        characters of text, however the text is cut into pieces: also when a piece ends inside a
+        special token, or between the halves of one that another special token starts
+        (``<|endoftext|>`` then ``<|endoftext|>``, with ``<|endoftext|><|endoftext|>`` special too).
+        Each call has its own buffer: streams may be advanced in turns, or dropped midway without
+        affecting the next one. Empty pieces add nothing; only the end of ``iterable`` ends the text.
         """
         # BEGIN SOLUTION
         pieces: list[str] = []

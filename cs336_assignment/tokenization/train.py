@@ -221,12 +221,22 @@ def train_bpe(
     (fewer if the corpus runs out of pairs: an empty corpus gives none). ``merges[i] = (a, b)``
     created token ``256 + i = a + b``.
 
-    Pre-tokenization is GPT-2's regex, after splitting the text on the special tokens (which
-    therefore never take part in a merge). Each merge takes the most frequent adjacent pair of
-    tokens, counted over all pre-tokens; ties go to the lexicographically greater ``(a, b)``.
+    The corpus is read (on every call: nothing is cached across calls, so a file rewritten at the
+    same path trains afresh) as bytes and decoded as UTF-8, with no newline translation: ``\\r\\n`` and a
+    lone ``\\r`` take part in merges like any other bytes (``open(path, encoding="utf-8")`` would
+    turn both into ``\\n``). Pre-tokenization is GPT-2's regex, after splitting the text on the
+    special tokens (which therefore never take part in a merge); the regex is case-sensitive, so
+    its contractions (``'s 't 're 've 'm 'll 'd``) match lowercase only and ``"DON'T"`` is
+    ``DON + ' + T``. Each merge takes the most frequent adjacent pair of tokens, counted over all
+    pre-tokens; ties go to the lexicographically greater ``(a, b)``.
 
     ``num_processes``: pre-tokenization workers (``None``: one per core for large files, in-process
-    for small ones); the result is the same for any number. ``progress``: show progress bars.
+    for small ones); the result is exactly the same for any number, on any corpus (with or without
+    special tokens, long whitespace runs, multi-byte characters). So the file may only be cut where
+    no pre-token crosses the cut: before a special token, or at a newline between two visible
+    ASCII characters (``pretokenize.find_chunk_boundaries`` finds such cuts); never at a fixed
+    offset, which falls inside a word or a character, nor after any newline, which can split a
+    whitespace run. ``progress``: show progress bars.
 
     Speed (graded): training must be at least 5x faster than a trainer that recounts every pair
     after every merge, so update the pair counts incrementally (only the words that contain the

@@ -1,4 +1,4 @@
-"""Mutants of part 5 (``cs336_assignment/checkpoint.py``) and of resuming in ``training.py``."""
+"""Mutants of part 5 (``cs336_assignment/checkpoint.py``): lost state, unsafe or lenient loads, non-atomic saves."""
 
 from __future__ import annotations
 
@@ -49,19 +49,58 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
-        name="training-resume-forgets-the-loaded-step",
-        file="cs336_assignment/training.py",
-        old="    return load_checkpoint(path, model, optimizer)\n",
-        new="    load_checkpoint(path, model, optimizer)\n    return 0\n",
-        why="loads the checkpoint but restarts the loop at step 0, training past --steps on replayed batches",
-        tests=("tests/test_training.py",),
+        name="checkpoint-loads-non-strictly",
+        file=FILE,
+        old='        model.load_state_dict(state["model"])\n',
+        new='        model.load_state_dict(state["model"], strict=False)\n',
+        why="loads with strict=False to get past a key error: a checkpoint of another model loads without "
+        "complaint and leaves the weights it does not name at their initial values",
+        tests=TESTS,
     ),
     Mutant(
-        name="training-resume-replays-the-first-batches",
-        file="cs336_assignment/training.py",
-        old="        x, y = get_batch(step)\n",
-        new="        x, y = get_batch(step - start_step)\n",
-        why="indexes batches from the start of this process, so a resumed run sees batches 0, 1, ... again",
-        tests=("tests/test_training.py",),
+        name="checkpoint-rng-not-saved",
+        file=FILE,
+        old='        "rng": capture_rng_state(),\n',
+        new="",
+        why="saves weights, optimizer and iteration but not the RNG states: a resumed run draws other "
+        "random batches (dropout masks, shuffles) than the uninterrupted run",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="checkpoint-restores-only-torchs-rng",
+        file=FILE,
+        old='        restore_rng_state(state["rng"])\n',
+        new='        torch.set_rng_state(state["rng"]["torch"])\n',
+        why="restores torch's global RNG but not NumPy's or Python's, so whatever a run draws from those "
+        "differs after a resume",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="checkpoint-save-switches-the-model-to-eval",
+        file=FILE,
+        old='    state = {\n        "model": model.state_dict(),',
+        new='    model.eval()  # "a saved model is for inference"\n    state = {\n        "model": model.state_dict(),',
+        why="calls model.eval() before saving and never switches back: training goes on with BatchNorm's "
+        "running statistics and no dropout, so saving changes the run it saves",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="checkpoint-temporary-name-from-the-global-rng",
+        file=FILE,
+        old="    with atomic_write(out) as f:\n        torch.save(state, f)\n",
+        new="""    tmp = Path(f"{os.fspath(out)}.{random.getrandbits(32):08x}.tmp")  # a fresh temporary name
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+""",
+        why="writes its own atomic save with a temporary name drawn from Python's global random: every save "
+        "advances the RNG the run's shuffles draw from, so a run with checkpoints differs from one without",
+        tests=TESTS,
     ),
 ]
+

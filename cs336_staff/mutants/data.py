@@ -1,4 +1,5 @@
-"""Mutants of part 4 (``cs336_assignment/data.py``): wrong windows, wrong ranges, unvectorised reads."""
+"""Mutants of part 4 (``cs336_assignment/data.py``): wrong windows, wrong ranges, unvectorised reads,
+the wrong RNG when no generator is given, and a batch whose inputs and targets share memory."""
 
 from __future__ import annotations
 
@@ -76,4 +77,44 @@ MUTANTS = [
         why="lets a dataset of exactly context_length tokens through, failing later inside randint",
         tests=TESTS,
     ),
+    Mutant(
+        name="data-no-generator-means-a-fresh-generator",
+        file=FILE,
+        old=DRAW,
+        new=DRAW.replace(
+            "generator=generator)", "generator=generator if generator is not None else torch.Generator())"
+        ),
+        why="with generator=None builds a new torch.Generator(), which always starts from the same default seed: "
+        "every call without a generator returns the same batch, and torch.manual_seed changes nothing",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-no-generator-draws-from-numpy",
+        file=FILE,
+        old=DRAW,
+        new="starts = (torch.randint(0, num_starts, (batch_size,), generator=generator).numpy() "
+        "if generator is not None else np.random.randint(0, num_starts, batch_size))",
+        why="with generator=None falls back to NumPy's global RNG, so torch.manual_seed does not reproduce the batch",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-x-and-y-share-memory",
+        file=FILE,
+        old="x = torch.from_numpy(windows[:, :-1].copy())\n    y = torch.from_numpy(windows[:, 1:].copy())",
+        new="x = torch.from_numpy(windows)[:, :-1]\n    y = torch.from_numpy(windows)[:, 1:]",
+        why="returns x and y as overlapping views of one (B, T + 1) array: writing x in place (masking a token, "
+        "say) silently changes y, and neither is contiguous",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-draws-from-a-copy-of-the-generator",
+        file=FILE,
+        old=DRAW,
+        new="local = None if generator is None else torch.Generator().set_state(generator.get_state())\n    "
+        + DRAW.replace("generator=generator", "generator=local"),
+        why="draws from a copy of the generator (so as not to disturb the caller's): the caller's generator "
+        "never advances, so successive calls return the same batch",
+        tests=TESTS,
+    ),
 ]
+

@@ -97,4 +97,174 @@ MUTANTS = [
         why="the byte tokenizer's decode crashes on byte sequences that are not UTF-8",
         tests=("tests/test_tokenization.py",),
     ),
+    Mutant(
+        name="bpe-reads-the-corpus-in-text-mode",
+        file=f"{PKG}/train.py",
+        old="""    if num_processes == 1 or len(jobs) <= 1:
+        for job in jobs:
+            counts.update(_count_chunk(job))
+            bar.update(job[2] - job[1])
+""",
+        new="""    if num_processes == 1 or len(jobs) <= 1:
+        text = read_utf8(input_path).replace("\\r\\n", "\\n").replace("\\r", "\\n")
+        counts.update(count_pretokens(text, special_tokens))
+""",
+        why="reads the corpus as open(path, encoding='utf-8') does (here with read_utf8's errors): universal "
+        "newlines turn every \\r\\n and lone \\r into \\n, so the merges of a Windows-edited file never hold a \\r",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="bpe-parallel-chunks-cut-at-fixed-offsets",
+        file=f"{PKG}/train.py",
+        old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
+        new="    bounds = [*range(0, size, target), size]\n",
+        why="splits the file for the workers every `target` bytes, wherever that falls: inside a word (one "
+        "pre-token counted as two) or inside a multi-byte character",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="bpe-parallel-chunks-cut-anywhere-without-special-tokens",
+        file=f"{PKG}/train.py",
+        old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
+        new="""    bounds = find_chunk_boundaries(input_path, special_tokens, target)
+    if not special_tokens:
+        with open(input_path, "rb") as f:
+            data = f.read()
+        bounds = [0]
+        while bounds[-1] < size:
+            cut = min(bounds[-1] + target, size)
+            while cut < size and 0x80 <= data[cut] < 0xC0:  # not inside a UTF-8 character
+                cut += 1
+            bounds.append(cut)
+""",
+        why="with no special token to cut before, cuts the file every `target` bytes (moved to the next "
+        "character, so it still decodes): the cuts fall inside words, which are then counted as two pre-tokens",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="bpe-parallel-chunks-cut-after-any-newline",
+        file=f"{PKG}/train.py",
+        old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
+        new="""    with open(input_path, "rb") as f:
+        data = f.read()
+    bounds = [0]
+    while bounds[-1] < size:
+        cut = data.find(b"\\n", bounds[-1] + target)
+        bounds.append(size if cut == -1 else cut + 1)
+""",
+        why="cuts the file for the workers just after a newline, as if no pre-token crossed one: GPT-2's "
+        "whitespace runs (\\n\\n, \\n   ) do, so a blank line at a cut is counted as two pre-tokens",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="bpe-contractions-ignore-case",
+        file=f"{PKG}/pretokenize.py",
+        old="        counts.update(GPT2_REGEX.findall(segment))  # Counter.update on a list runs in C\n",
+        new="        counts.update(regex.findall(GPT2_PATTERN, segment, flags=regex.IGNORECASE))\n",
+        why="compiles GPT-2's pattern with IGNORECASE (GPT-4's cl100k pattern is case-insensitive), so the "
+        "trainer splits \"DON'T\" as DON + 'T where GPT-2 has DON + ' + T",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="encode-contractions-ignore-case",
+        file=f"{PKG}/pretokenize.py",
+        old='rf"""\'(?:[sdmt]|ll|ve|re)| ?[{_L}]+',
+        new='rf"""(?i:\'[sdmt]|\'ll|\'ve|\'re)| ?[{_L}]+',
+        why="writes the contraction rule case-insensitively, (?i:'s|'t|...) as GPT-4's pattern does: \"DON'T\" "
+        "encodes as DON + 'T where GPT-2 (and tiktoken with its pattern) has DON + ' + T",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="encode-iterable-holds-back-only-the-shortest-special-token",
+        file=f"{PKG}/tokenizer.py",
+        old="self._longest_special = max((len(t) for t in self.special_tokens), default=0)",
+        new="self._longest_special = min((len(t) for t in self.special_tokens), default=0)",
+        why="holds back only as many characters as the shortest special token: when a piece ends between "
+        "<|endoftext|> and <|endoftext|>, a special <|endoftext|><|endoftext|> is emitted as two tokens",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-new-special-token-id-is-len-vocab",
+        file=f"{PKG}/tokenizer.py",
+        old="self._special_ids[token] = max(self.vocab, default=-1) + 1",
+        new="self._special_ids[token] = len(self.vocab)",
+        why="gives a new special token the id len(vocab), which is already taken when the vocabulary's ids "
+        "have gaps (a vocab from another trainer, or one with tokens removed)",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-mutates-the-callers-vocab",
+        file=f"{PKG}/tokenizer.py",
+        old="        self.vocab = dict(vocab)\n",
+        new="        self.vocab = vocab\n",
+        why="keeps the caller's vocab dict and adds the new special tokens to it: the caller's vocabulary grows "
+        "behind its back, and a second tokenizer built from it sees the first one's special tokens",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="bpe-special-token-ids-longest-first",
+        file=f"{PKG}/train.py",
+        old="    special_tokens = check_special_tokens(special_tokens)\n    check_vocab_size(",
+        new="    special_tokens = sorted(check_special_tokens(special_tokens), key=len, reverse=True)\n    check_vocab_size(",
+        why="sorts the special tokens longest first (as matching needs) and numbers them in that order, "
+        "instead of in the order given",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="encode-iterable-keeps-its-buffer-on-the-tokenizer",
+        file=f"{PKG}/tokenizer.py",
+        old="""        pieces: list[str] = []
+        size = 0
+        threshold = STREAM_BLOCK
+        for piece in iterable:
+            pieces.append(piece)
+            size += len(piece)
+            if size >= threshold:
+                ids, rest = self._encode_settled("".join(pieces))
+                yield from ids
+                pieces, size = [rest], len(rest)
+                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
+        yield from self.encode("".join(pieces))
+""",
+        new="""        self._buffer = getattr(self, "_buffer", "")  # the unsettled text, kept on the tokenizer
+        for piece in iterable:
+            self._buffer += piece
+            if len(self._buffer) >= STREAM_BLOCK:
+                ids, self._buffer = self._encode_settled(self._buffer)
+                yield from ids
+        ids, self._buffer = self.encode(self._buffer), ""
+        yield from ids
+""",
+        why="keeps the stream's unsettled text in self._buffer: two streams advanced in turns mix their texts, "
+        "and a stream dropped midway leaves its tail to be prepended to the next one",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="bpe-caches-pretoken-counts-by-path",
+        file=f"{PKG}/train.py",
+        old="    # BEGIN SOLUTION\n    size = os.path.getsize(input_path)\n",
+        new="""    # BEGIN SOLUTION
+    cache = globals().setdefault("_COUNTS_BY_PATH", {})  # pre-tokenizing is slow: do it once per file
+    key = (os.fspath(input_path), tuple(special_tokens))
+    if key not in cache:
+        cache[key] = None
+        cache[key] = count_file_pretokens(input_path, special_tokens, num_processes, progress)
+    if cache[key] is not None:
+        return Counter(cache[key])
+    size = os.path.getsize(input_path)
+""",
+        why="memoizes the pre-token counts by file name to make repeated training fast: training again on "
+        "a file rewritten at the same path returns the old file's merges",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="encode-iterable-stops-at-an-empty-piece",
+        file=f"{PKG}/tokenizer.py",
+        old="        for piece in iterable:\n            pieces.append(piece)\n",
+        new="        for piece in iterable:\n            if not piece:\n                break  # end of input\n            pieces.append(piece)\n",
+        why="treats an empty piece as the end of the input (as file.readline() signals EOF): a stream with an "
+        "empty chunk in the middle loses everything after it",
+        tests=TOKENIZER_TESTS,
+    ),
 ]
+

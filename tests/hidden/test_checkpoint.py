@@ -10,6 +10,8 @@ from tests.scenarios.checkpoint import Setup
 from tests.test_checkpoint import (
     OPTIMIZERS,
     assert_error_names_file,
+    assert_load_refused_naming_keys,
+    assert_same_random_draws,
     assert_state_dicts_equal,
     resumed_and_uninterrupted,
 )
@@ -122,4 +124,29 @@ def test_checkpoint_keeps_buffers_as_well_as_parameters(tmp_path):
     fresh, saved = resumed_and_uninterrupted(setup, k=3, total=3, path=tmp_path / "ckpt.pt")
     assert_state_dicts_equal(
         fresh.model, saved.model, "model.state_dict() with BatchNorm buffers"
+    )
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "k", "total", "how"),
+    [("sgd_momentum", 1, 6, "file object"), ("adam_amsgrad", 5, 7, "open file"), ("adagrad", 3, 4, "str")],
+)
+def test_resume_continues_the_global_rngs_for_other_optimizers_and_targets(optimizer, k, total, how, tmp_path):
+    """Other optimizers, split points and targets (file objects, str paths): the global RNGs resume exactly."""
+    setup = ALL_OPTIMIZERS[optimizer]
+    resumed = scenario.resumed_on_random_batches(setup, k, total, tmp_path / "ckpt.pt", how, seed=7)
+    straight = scenario.straight_on_random_batches(setup, total, seed=7)
+    assert_same_random_draws(resumed, straight)
+    assert_state_dicts_equal(resumed.model, straight.model, f"resumed ({optimizer}, k={k}) parameters")
+
+
+@pytest.mark.parametrize(
+    ("saved", "loaded"), [("mlp", "mlp_with_buffer"), ("mlp_with_buffer", "mlp")], ids=["missing-key", "unexpected-key"]
+)
+def test_loading_is_strict_about_a_missing_or_an_extra_buffer(saved, loaded, tmp_path):
+    """A checkpoint without a buffer the model has, or with one it lacks (same parameters): an error naming `scale`."""
+    path = tmp_path / "buffer-ckpt.pt"
+    scenario.save(Setup("SGD", {"lr": 0.1}, model=saved), 1, 1, path)
+    assert_load_refused_naming_keys(
+        lambda: scenario.load_into_fresh(Setup("SGD", {"lr": 0.1}, model=loaded), path), path, ["scale"]
     )

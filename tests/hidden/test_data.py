@@ -81,24 +81,36 @@ def test_get_batch_on_cuda_gives_the_cpu_batch():
     assert torch.equal(x_gpu.cpu(), x_cpu) and torch.equal(y_gpu.cpu(), y_cpu)
 
 
-def test_get_batch_advances_the_generator_between_calls():
-    """Two calls with the same generator object give different batches (it is not re-seeded)."""
-    generator = torch.Generator().manual_seed(9)
-    dataset = np.arange(100_000)
-    first, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
-    second, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
-    assert not torch.equal(first, second), (
-        "the same generator gave the same batch twice: draw from it, do not re-seed it"
+def test_get_batch_advances_the_generator_over_many_single_row_calls():
+    """Ten calls of batch size 1 with one generator: the generator advances each time (starts not all equal)."""
+    generator = torch.Generator().manual_seed(21)
+    starts = [int(adapters.run_get_batch(np.arange(5_000), 1, 3, "cpu", generator)[0][0, 0]) for _ in range(10)]
+    assert len(set(starts)) > 1, f"ten calls with one generator all started at {starts[0]}: the generator must advance"
+
+
+@pytest.mark.parametrize(("n", "batch_size", "context_length", "seed"), [(5_000, 1, 1, 11), (300, 32, 50, 12)])
+def test_get_batch_without_a_generator_follows_torchs_global_rng_for_other_sizes(
+    n, batch_size, context_length, seed
+):
+    """generator=None, other sizes and seeds: torch.manual_seed replays the batches, and they do not repeat."""
+    dataset = np.arange(n)
+    first = scenario.batches_without_a_generator(seed, dataset, batch_size, context_length, calls=4)
+    replay = scenario.batches_without_a_generator(seed, dataset, batch_size, context_length, calls=4)
+    assert all(torch.equal(a, b) for a, b in zip(first, replay, strict=True)), (
+        f"torch.manual_seed({seed}) did not replay the batches drawn with generator=None"
+    )
+    assert len({tuple(x.flatten().tolist()) for x in first}) == len(first), (
+        "successive calls with generator=None repeated a batch: draw from torch's global generator"
     )
 
 
-def test_get_batch_without_a_generator_uses_torchs_global_rng():
-    """generator=None works, and is reproducible under torch.manual_seed."""
-    dataset = np.arange(100_000)
-    a, _ = scenario.batch_under_global_seed(4, dataset, 8, 4)
-    b, _ = scenario.batch_under_global_seed(4, dataset, 8, 4)
-    assert a.shape == (8, 4) and torch.equal(a, b), (
-        "with generator=None, reseeding torch should reproduce the batch"
+@pytest.mark.parametrize(("n", "batch_size", "context_length"), [(9, 1, 8), (50, 1, 3), (20, 64, 1)])
+def test_get_batch_x_and_y_share_no_memory_for_other_sizes(n, batch_size, context_length):
+    """A single window, a single row, one-token contexts: writing into x changes neither y nor the dataset."""
+    written = scenario.write_into_x(np.arange(n, dtype=np.int64), batch_size, context_length)
+    assert not written.y_changed and not written.dataset_changed, (
+        f"B={batch_size}, T={context_length}: writing into x changed "
+        + " and ".join(w for w, c in (("y", written.y_changed), ("the dataset", written.dataset_changed)) if c)
     )
 
 

@@ -9,12 +9,15 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+import tiktoken
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import adapters
 from tests.hidden.bpe_naive import naive_train_bpe
 from tests.scenarios import tokenization
+from tests.test_bpe_train import PARALLEL_KINDS, parallel_corpus
+from tests.test_tokenizer import GPT2_PATTERN
 
 ROOT = Path(__file__).resolve().parents[2]
 EOT = "<|endoftext|>"
@@ -101,6 +104,43 @@ def test_train_bpe_matches_naive_on_random_text(tmp_path_factory, text: str, ext
     assert adapters.run_train_bpe(path, 257 + extra, [EOT]) == naive_train_bpe(path, 257 + extra, [EOT])
 
 
+@pytest.mark.parametrize("num_processes", [2, 4])
+@pytest.mark.parametrize("kind", list(PARALLEL_KINDS))
+def test_train_bpe_in_parallel_equals_one_process_on_other_corpora(tmp_path: Path, kind: str, num_processes: int) -> None:
+    """Other seeds and sizes of the parallel corpora, in 2 or 4 processes: exactly the single-process result."""
+    path = tmp_path / f"{kind}.txt"
+    path.write_bytes(parallel_corpus(kind, seed=num_processes, size=9_000).encode("utf-8"))
+    expected = adapters.run_train_bpe(path, 10_000, [], num_processes=1)
+    got = adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes)
+    assert got[1] == expected[1], f"{kind}, {num_processes} processes: merges differ from one process"
+    assert got[0] == expected[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    text=st.lists(
+        st.sampled_from(["a", "B", "\r", "\n", "\r\n", " ", "'", "'T", "'s", "'LL", "'Ve", "DON", "é", EOT]), max_size=120
+    ).map("".join),
+    extra=st.integers(min_value=0, max_value=40),
+)
+def test_train_bpe_matches_naive_on_text_with_carriage_returns_and_capital_contractions(
+    tmp_path_factory, text: str, extra: int
+) -> None:
+    """Random text with \\r\\n, lone \\r and upper-case contractions ('T, 'LL): same merges and vocab as the naive trainer."""
+    path = tmp_path_factory.mktemp("crlf") / "r.txt"
+    path.write_bytes(text.encode("utf-8"))
+    assert adapters.run_train_bpe(path, 257 + extra, [EOT]) == naive_train_bpe(path, 257 + extra, [EOT]), f"text={text!r}"
+
+
+def test_train_bpe_numbers_three_special_tokens_in_the_order_given(tmp_path: Path) -> None:
+    """Three special tokens given shortest, longest, middle: they take the last three ids in that order."""
+    specials = ["<|a|>", "<|a|><|longest|>", "<|mid|>"]
+    path = tmp_path / "specials.txt"
+    path.write_text("x<|a|>y<|a|><|longest|>z<|mid|>xy xy", encoding="utf-8")
+    vocab, _ = adapters.run_train_bpe(path, 300, specials)
+    assert [vocab[i] for i in sorted(vocab)[-3:]] == [t.encode() for t in specials]
+
+
 def test_train_bpe_is_five_times_faster_than_a_naive_trainer() -> None:
     """train_bpe beats a trainer that recounts every pair after every merge by at least 5x (same corpus, same run)."""
     corpus = ROOT / "fixtures" / "corpora" / "mini.txt"
@@ -183,3 +223,62 @@ def test_character_and_byte_tokenizers_round_trip_odd_text(text: str) -> None:
     """Combining marks, ligatures, control characters and ZWJ emoji survive both simple tokenizers."""
     for tok in (adapters.get_character_tokenizer(), adapters.get_byte_tokenizer()):
         assert tok.decode(tok.encode(text)) == text
+
+
+@settings(max_examples=8, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: ~60 KB per example
+@given(
+    seed=st.integers(0, 2**16),
+    offsets=st.lists(st.integers(-3, 3), min_size=1, max_size=5),
+)
+def test_encode_iterable_with_three_nested_special_tokens_and_pieces_ending_near_them(seed: int, offsets: list[int]) -> None:
+    """<|x|>, <|x|><|x|> and <|x|><|x|><|x|> all special; ~60 KB in pieces that end between, just before or
+    just after the halves of the nested tokens: exactly encode(whole text)."""
+    x = "<|x|>"
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b" ab"}
+    tok = adapters.get_tokenizer(vocab, [(b"a", b"b"), (b" ", b"ab")], [x, x * 2, x * 3])
+    rng = random.Random(seed)
+    text = "".join(rng.choice(["ab ", x, x * 2, x * 3, " ab\n", "  ", "'ll"]) for _ in range(6000))
+    cuts, at = [], 0
+    for i in range(len(text)):  # after each "<|x|>" that is followed by another, shifted by an offset
+        if text.startswith(x, i) and text.startswith(x, i + len(x)):
+            cut = i + len(x) + offsets[len(cuts) % len(offsets)]
+            if cut > at:
+                cuts.append(cut)
+                at = cut
+    pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    assert tokenization.encode_iterable(tok, pieces) == tok.encode(text)
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [1000 + i for i in range(259)],  # bytes at 1000-1255: ids do not start at 0
+        [7 * i for i in range(259)],  # spread out: len(vocab) and max + 1 are far apart
+        list(range(258, -1, -1)),  # reversed: the merged tokens have the smallest ids
+    ],
+    ids=["offset", "spread", "reversed"],
+)
+def test_new_special_tokens_get_fresh_ids_in_vocabularies_numbered_otherwise(ids: list[int]) -> None:
+    """Three new special tokens in vocabularies numbered from 1000, every 7th id, or backwards: distinct unused ids."""
+    tokens = [bytes([b]) for b in range(256)] + [b"ab", b" ab", b"abc"]
+    vocab = dict(zip(ids, tokens, strict=True))
+    specials = ["<|a|>", "<|b|>", "<|c|>"]
+    tok = adapters.get_tokenizer(vocab, [(b"a", b"b"), (b" ", b"ab"), (b"ab", b"c")], specials)
+    new = [tok.encode(t) for t in specials]
+    assert all(len(n) == 1 for n in new) and len({n[0] for n in new}) == 3, f"special ids {new}"
+    assert not {n[0] for n in new} & set(ids), f"special ids {new} collide with existing ids"
+    assert tok.decode(tok.encode("abc ab<|a|><|c|>")) == "abc ab<|a|><|c|>"
+    assert tok.encode("abc") == [ids[258]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(text=st.lists(st.sampled_from(["'", "T", "t", "S", "s", "LL", "ll", "RE", "re", "VE", "M", "D", " ", "DON", "\n"]), max_size=40).map("".join))
+def test_contractions_match_tiktoken_on_random_mixed_case_text(text: str) -> None:
+    """Random mixes of apostrophes and upper/lower-case contraction letters: the same ids as tiktoken."""
+    pairs = [(b"'", b"T"), (b"'", b"t"), (b"'", b"S"), (b"'", b"s"), (b"L", b"L"), (b"'", b"LL"), (b"'", b"D"), (b"'", b"M")]
+    vocab = {i: bytes([i]) for i in range(256)}
+    for a, b in pairs:
+        vocab[len(vocab)] = a + b
+    tok = adapters.get_tokenizer(vocab, pairs)
+    oracle = tiktoken.Encoding(name="c", pat_str=GPT2_PATTERN, mergeable_ranks={t: i for i, t in vocab.items()}, special_tokens={})
+    assert tok.encode(text) == oracle.encode(text), f"text={text!r}"

@@ -6,8 +6,10 @@ import pytest
 
 from tests.test_training import (
     TINY,
+    assert_batches_unrelated,
     assert_same_final_state,
     load_final_state,
+    losses_at_a_negligible_lr,
     losses_printed,
     train,
 )
@@ -74,3 +76,11 @@ def test_train_resume_with_more_steps_extends_the_run_exactly(tmp_path):
         "--steps", "70", *TINY, "--checkpoint", str(extended), "--checkpoint-every", "7", "--resume"
     )
     assert_same_final_state(extended, straight)
+
+
+@pytest.mark.parametrize(("seeds", "dim"), [((10, 12), 48), ((0, 1), 80), ((7, 5), 64)])
+def test_train_with_other_seeds_draws_unrelated_batches(seeds, dim, capsys):
+    """Other pairs of seeds (two apart, 0 and 1, a larger one first) and widths: no shared batches at any shift up to 4."""
+    a = losses_at_a_negligible_lr(seeds[0], 14, dim, capsys)
+    b = losses_at_a_negligible_lr(seeds[1], 14, dim, capsys)
+    assert_batches_unrelated(a, b, seeds, max_shift=4)

@@ -5,7 +5,9 @@ can build the same pair. ``straight`` trains one without any checkpoint (the ref
 test itself); the ``@student_side`` scenarios train, save and load with your
 ``adapters.run_save_checkpoint`` / ``run_load_checkpoint`` and return what they observed: the
 iteration your load returned and the ``state_dict()`` of the model and optimizer (a ``State``).
-Errors your code raises propagate to the test.
+Errors your code raises propagate to the test. The ``*_on_random_batches`` pair does the same on
+batches drawn from the global RNGs of torch, NumPy and Python (a ``RandomRun``), so a resumed run
+continues exactly only if the checkpoint carries those RNGs' states.
 
 Every run here is single-threaded: some CPU kernels (BatchNorm's, say) sum in an order that depends
 on the number of threads, and a run on your side must be bit-identical to the same run in the test.
@@ -19,12 +21,15 @@ from __future__ import annotations
 
 import functools
 import io
+import random
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -72,8 +77,21 @@ class CrashableModel(nn.Module):
         pass
 
 
+class MlpWithBuffer(nn.Sequential):
+    """The ``mlp`` with one more entry in its state dict, a buffer ``scale`` (no parameter)."""
+
+    def __init__(self) -> None:
+        super().__init__(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        self.register_buffer("scale", torch.full((1,), 2.0))
+
+
 MODELS = {
     "mlp": lambda: nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)),
+    # The same layers under other names: state dict keys inp.weight, ..., out.bias instead of 0.weight, ...
+    "mlp_renamed": lambda: nn.Sequential(
+        OrderedDict(inp=nn.Linear(4, 8), act=nn.Tanh(), out=nn.Linear(8, 1))
+    ),
+    "mlp_with_buffer": MlpWithBuffer,
     "batchnorm": lambda: nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Linear(6, 1)),
     "crashable": CrashableModel,
 }
@@ -117,12 +135,53 @@ def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, x.sum(dim=1, keepdim=True) ** 2
 
 
-def train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: range) -> None:
+def random_batch(draws: list[list[float]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch drawn from the global RNGs of torch, NumPy and Python's ``random`` (as dropout masks,
+    shuffles and augmentations are); what each RNG gave is appended to ``draws``."""
+    noise, scale, shift = torch.randn(16, 4), float(np.random.rand()), random.random()
+    draws.append([float(noise.sum()), scale, shift])
+    x = noise * (1 + scale) + shift
+    return x, x.sum(dim=1, keepdim=True) ** 2
+
+
+def train(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    steps: range,
+    draws: list[list[float]] | None = None,
+) -> None:
+    """Train on ``batch(step)`` for each step; or, given ``draws``, on ``random_batch(draws)``."""
     for step in steps:
-        x, y = batch(step)
+        x, y = batch(step) if draws is None else random_batch(draws)
         nn.functional.mse_loss(model(x), y).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
+
+@contextmanager
+def global_rngs_seeded(seed: int) -> Iterator[None]:
+    """Seed the global RNGs of torch, NumPy and Python's ``random``; put their states back afterwards."""
+    states = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        torch.set_rng_state(states[0])
+        np.random.set_state(states[1])
+        random.setstate(states[2])
+
+
+@plain_data
+@dataclass
+class RandomRun:
+    """A run on ``random_batch``: what the global RNGs gave at each step (``[torch, numpy, python]``),
+    from ``first_step`` on, and the ``state_dict()`` of the model at the end."""
+
+    first_step: int
+    draws: list[list[float]]
+    model: dict[str, Any]
 
 
 @single_threaded
@@ -131,6 +190,16 @@ def straight(setup: Setup, total: int) -> State:
     model, optimizer = setup.build(0)
     train(model, optimizer, range(total))
     return observe(total, model, optimizer)
+
+
+@single_threaded
+def straight_on_random_batches(setup: Setup, total: int, seed: int = 0) -> RandomRun:
+    """Seed the global RNGs with ``seed``, train ``total`` steps on ``random_batch`` (the reference)."""
+    draws: list[list[float]] = []
+    with global_rngs_seeded(seed):
+        model, optimizer = setup.build(0)
+        train(model, optimizer, range(total), draws)
+    return RandomRun(0, draws, model.state_dict())
 
 
 class Where:
@@ -193,6 +262,30 @@ def resumed(setup: Setup, k: int, total: int, path: Path, how: str = "path") -> 
 
 @student_side
 @single_threaded
+def resumed_on_random_batches(
+    setup: Setup, k: int, total: int, path: Path, how: str = "path", seed: int = 0
+) -> RandomRun:
+    """Seed the global RNGs, train ``k`` steps on ``random_batch``, save; then restart as a new process
+    would (the global RNGs seeded with ``seed`` again, a fresh pair from seed 1), load, train to ``total``.
+
+    Returns the draws of the steps after the load, and the final model state.
+    """
+    where, draws = Where(path, how), []
+    with global_rngs_seeded(seed):
+        model, optimizer = setup.build(0)
+        train(model, optimizer, range(k), [])
+        with where.opened("wb") as out:
+            adapters.run_save_checkpoint(model, optimizer, k, out)
+    with global_rngs_seeded(seed):  # a restarted run seeds its RNGs first, then loads the checkpoint
+        model, optimizer = setup.build(1)
+        with where.opened("rb") as src:
+            start = adapters.run_load_checkpoint(src, model, optimizer)
+        train(model, optimizer, range(start, total), draws)
+    return RandomRun(start, draws, model.state_dict())
+
+
+@student_side
+@single_threaded
 def saving_every_step(setup: Setup, total: int, path: Path) -> State:
     """Train ``total`` steps from seed 0, saving with your code after each; observe the run itself."""
     model, optimizer = setup.build(0)
@@ -200,6 +293,20 @@ def saving_every_step(setup: Setup, total: int, path: Path) -> State:
         train(model, optimizer, range(step, step + 1))
         adapters.run_save_checkpoint(model, optimizer, step + 1, path)
     return observe(total, model, optimizer)
+
+
+@student_side
+@single_threaded
+def saving_every_step_on_random_batches(setup: Setup, total: int, path: Path, seed: int = 0) -> RandomRun:
+    """Seed the global RNGs, train ``total`` steps on ``random_batch``, saving with your code after
+    each; observe the run itself (its draws and final model), to compare with a run without saves."""
+    draws: list[list[float]] = []
+    with global_rngs_seeded(seed):
+        model, optimizer = setup.build(0)
+        for step in range(total):
+            train(model, optimizer, range(step, step + 1), draws)
+            adapters.run_save_checkpoint(model, optimizer, step + 1, path)
+    return RandomRun(0, draws, model.state_dict())
 
 
 @student_side

@@ -1,5 +1,5 @@
 """Scenarios of part 4: your ``get_batch`` over many batches, under a global seed, counting its reads,
-and measuring its memory.
+measuring its memory, and written into.
 
 Each runs your code (through ``adapters.run_get_batch``; in grading on your side of the line, see
 ``tests/boundary.py``) where the thing observed happens: the global RNGs it may draw from, the
@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 import adapters
-from tests.boundary import student_side
+from tests.boundary import plain_data, student_side
 
 
 @student_side
@@ -36,13 +37,32 @@ def sampled_starts(
 
 
 @student_side
-def batch_under_global_seed(
-    seed: int, dataset: np.ndarray, batch_size: int, context_length: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.manual_seed(seed)`` and ``np.random.seed(seed)``, then get_batch with no generator (on cpu)."""
+def batches_without_a_generator(
+    seed: int, dataset: np.ndarray, batch_size: int, context_length: int, calls: int
+) -> list[torch.Tensor]:
+    """``torch.manual_seed(seed)`` (torch's alone), then ``calls`` successive get_batch calls with
+    ``generator=None`` (on cpu); the x of each."""
     torch.manual_seed(seed)
-    np.random.seed(seed)
-    return adapters.run_get_batch(dataset, batch_size, context_length, "cpu")
+    return [adapters.run_get_batch(dataset, batch_size, context_length, "cpu")[0] for _ in range(calls)]
+
+
+@plain_data
+@dataclass
+class Written:
+    """What writing into a batch's ``x`` changed: ``y`` (compared with before the write) and the dataset."""
+
+    y_changed: bool
+    dataset_changed: bool
+
+
+@student_side
+def write_into_x(dataset: np.ndarray, batch_size: int, context_length: int) -> Written:
+    """Sample a batch (seeded generator), add 1 to every entry of ``x`` in place, and report what else changed."""
+    before = dataset.copy()
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(0))
+    y_before = y.clone()
+    x += 1
+    return Written(y_changed=not torch.equal(y, y_before), dataset_changed=not np.array_equal(dataset, before))
 
 
 class CountingArray(np.ndarray):

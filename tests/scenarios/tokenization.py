@@ -1,7 +1,8 @@
-"""Scenarios of part 6, tokenization: your Tokenizer fed from a one-pass iterator or a file, and read back.
+"""Scenarios of part 6, tokenization: your Tokenizer fed from a one-pass iterator or a file, read back,
+and what building one does to the caller's vocabulary.
 
 Each takes a tokenizer you built with ``adapters.get_tokenizer`` (in grading it stays on your side
-of the line, and the test holds a handle to it) and plain inputs: text pieces, paths. What comes
+of the line, and the test holds a handle to it), or builds one, and plain inputs: text pieces, paths. What comes
 back is plain data (ids, counts, bytes of memory) or, for ``from_files``, another tokenizer.
 """
 
@@ -12,6 +13,7 @@ import tracemalloc
 from dataclasses import dataclass
 from typing import Any
 
+import adapters
 from tests.boundary import plain_data, student_side
 
 
@@ -50,6 +52,48 @@ def stream_file(tokenizer: Any, path: str | os.PathLike, first: int = 100) -> St
         finally:
             tracemalloc.stop()
     return Streamed(lazy=True, first=head, count=count, peak=peak)
+
+
+@plain_data
+@dataclass
+class TwoStreams:
+    """Ids of two ``encode_iterable`` streams: ``after_abandoned``, the second text's stream run to the
+    end after a stream over the first was abandoned midway; ``first`` and ``second``, fresh streams
+    over the two texts advanced in turns, one id each."""
+
+    after_abandoned: list[int]
+    first: list[int]
+    second: list[int]
+
+
+@student_side
+def abandoned_and_interleaved_streams(tokenizer: Any, first: list[str], second: list[str], taken: int) -> TwoStreams:
+    """Take ``taken`` ids from ``tokenizer.encode_iterable(iter(first))`` and drop the stream; encode
+    ``second`` through a new stream to the end; then advance fresh streams over both in turns."""
+    abandoned = tokenizer.encode_iterable(iter(first))
+    for _ in range(taken):
+        next(abandoned)
+    after = list(tokenizer.encode_iterable(iter(second)))
+    streams = [tokenizer.encode_iterable(iter(first)), tokenizer.encode_iterable(iter(second))]
+    out: list[list[int]] = [[], []]
+    running = [True, True]
+    while any(running):
+        for i, stream in enumerate(streams):
+            if running[i]:
+                try:
+                    out[i].append(next(stream))
+                except StopIteration:
+                    running[i] = False
+    return TwoStreams(after, out[0], out[1])
+
+
+@student_side
+def vocab_after_building(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]],
+                         special_tokens: list[str] | None = None) -> dict[int, bytes]:
+    """Build ``adapters.get_tokenizer(vocab, merges, special_tokens)``; return the ``vocab`` dict the
+    caller passed, as it is afterwards (building a tokenizer must leave it alone)."""
+    adapters.get_tokenizer(vocab, merges, special_tokens)
+    return vocab
 
 
 @student_side
