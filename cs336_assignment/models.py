@@ -87,7 +87,11 @@ class Linear(nn.Module):
         # END SOLUTION
 
     def forward(self, x: Float[Tensor, " ... d_in"]) -> Float[Tensor, " ... d_out"]:
-        """Apply the layer to the last dimension of ``x``; leading dimensions are batch dimensions."""
+        """Apply the layer to the last dimension of ``x``; leading dimensions are batch dimensions.
+
+        ``x`` may have any strides (a transposed or sliced activation is not contiguous), so
+        flattening it takes ``reshape``, not ``view``; ``einsum`` and ``@`` need neither.
+        """
         # BEGIN SOLUTION
         d_in = self.weight.shape[1]
         if x.shape[-1:] != (d_in,):

@@ -44,13 +44,40 @@ def restore_global_rngs() -> Iterator[None]:
 
 
 def linear_matches_functional(
-    d_in: int, d_out: int, batch_shape: tuple[int, ...], dtype: torch.dtype, seed: int
+    d_in: int,
+    d_out: int,
+    batch_shape: tuple[int, ...],
+    dtype: torch.dtype,
+    seed: int,
+    transposed: bool = False,
 ) -> None:
-    """Shared by the public and hidden tests: run_linear(weights, x) == F.linear(x, weights)."""
+    """Shared by the public and hidden tests: run_linear(weights, x) == F.linear(x, weights).
+
+    With ``transposed``, x is the transpose of a contiguous (..., d_in, batch_shape[-1]) tensor:
+    the same shape, but not contiguous (as a transposed or sliced activation is).
+    """
     g = torch.Generator().manual_seed(seed)
     weights = torch.randn(d_out, d_in, generator=g, dtype=torch.float64).to(dtype)
-    x = torch.randn(*batch_shape, d_in, generator=g, dtype=torch.float64).to(dtype)
-    out = adapters.run_linear(d_in, d_out, weights, x)
+    if transposed:
+        *outer, last = batch_shape
+        x = (
+            torch.randn(*outer, d_in, last, generator=g, dtype=torch.float64)
+            .to(dtype)
+            .transpose(-1, -2)
+        )
+    else:
+        x = torch.randn(*batch_shape, d_in, generator=g, dtype=torch.float64).to(dtype)
+    try:
+        out = adapters.run_linear(d_in, d_out, weights, x)
+    except RuntimeError as e:
+        if not transposed:
+            raise
+        pytest.fail(
+            f"Linear({d_in}, {d_out}) on a non-contiguous input of shape {tuple(x.shape)} (strides "
+            f"{x.stride()}) raised RuntimeError: {e}. Inputs may have any strides (a transposed or sliced "
+            "activation): flatten with reshape() or use einsum/matmul, not view()",
+            pytrace=False,
+        )
     expected = F.linear(x, weights)
     assert out.shape == expected.shape, (
         f"Linear({d_in}, {d_out}) on input {tuple(x.shape)} returned shape {tuple(out.shape)}, "
@@ -68,17 +95,18 @@ def linear_matches_functional(
 
 
 @pytest.mark.parametrize(
-    "d_in, d_out, batch_shape, dtype",
+    "d_in, d_out, batch_shape, dtype, transposed",
     [
-        (3, 5, (), torch.float32),
-        (16, 8, (4,), torch.float32),
-        (7, 3, (2, 5), torch.float32),
-        (8, 16, (3,), torch.float64),
+        (3, 5, (), torch.float32, False),
+        (16, 8, (4,), torch.float32, False),
+        (7, 3, (2, 5), torch.float32, False),
+        (8, 16, (3,), torch.float64, False),
+        (6, 4, (3, 5), torch.float32, True),
     ],
 )
-def test_linear_matches_functional_linear(d_in, d_out, batch_shape, dtype):
-    """Linear with loaded weights computes F.linear(x, W) for any leading batch dimensions."""
-    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed=0)
+def test_linear_matches_functional_linear(d_in, d_out, batch_shape, dtype, transposed):
+    """Linear with loaded weights computes F.linear(x, W) for any leading batch dimensions, and inputs of any strides."""
+    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed=0, transposed=transposed)
 
 
 def test_linear_has_one_weight_of_shape_d_out_by_d_in():

@@ -102,4 +102,15 @@ MUTANTS = [
         why="passes device and dtype to the hidden layers but forgets the final head",
         tests=TESTS,
     ),
+    Mutant(
+        name="linear-forward-views-input",
+        file=FILE,
+        old='return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")',
+        new="return (x.view(-1, d_in) @ self.weight.t()).view(*x.shape[:-1], self.weight.shape[0])",
+        why=(
+            "flattens the batch dimensions with view(), which fails on a non-contiguous input (a transposed or "
+            "sliced activation); reshape() or einsum handles any strides"
+        ),
+        tests=TESTS,
+    ),
 ]

@@ -36,6 +36,21 @@ def test_linear_matches_functional_linear_other_shapes_and_dtypes(
     linear_matches_functional(d_in, d_out, batch_shape, dtype, seed)
 
 
+@pytest.mark.parametrize(
+    "d_in, d_out, batch_shape, dtype, seed",
+    [
+        (5, 2, (7,), torch.float64, 11),
+        (9, 4, (2, 3, 6), torch.bfloat16, 12),
+        (1, 3, (4,), torch.float32, 13),
+    ],
+)
+def test_linear_matches_functional_linear_on_transposed_inputs(
+    d_in, d_out, batch_shape, dtype, seed
+):
+    """Non-contiguous (transposed) inputs of other shapes and dtypes give F.linear's result."""
+    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed, transposed=True)
+
+
 @pytest.mark.parametrize("d_in, d_out, seed", [(300, 1200, 1), (2000, 100, 2)])
 def test_linear_init_statistics_other_shapes(d_in, d_out, seed):
     """The init is TruncNormal(0, 1/sqrt(d_in), ±3 std) for wide and tall layers alike."""
