@@ -30,7 +30,8 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   hyperparameter from the parameter's group at every step (not from ``__init__``'s arguments:
   a learning-rate scheduler changes ``group["lr"]`` between steps), skips
   parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
-  torch's names, and returns ``loss`` (the closure's value, or None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
+  torch's names (its step count ``t`` is its own, ``state["step"]``: a parameter whose gradients
+  start late, a layer unfrozen mid-run, starts at ``t = 1``), and returns ``loss`` (the closure's value, or None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
   from a checkpoint continues bit for bit.
 - State tensors are made like the parameter (``torch.zeros_like(p)``): its shape, dtype and
   device, a 0-d parameter's included (``torch.zeros(*p.shape)`` fails on those, and

@@ -74,7 +74,7 @@ def linear_matches_functional(
             raise
         pytest.fail(
             f"Linear({d_in}, {d_out}) on a non-contiguous input of shape {tuple(x.shape)} (strides "
-            f"{x.stride()}) raised RuntimeError: {e}. Inputs may have any strides (a transposed or sliced "
+            f"{x.stride()}) raised RuntimeError ({e}); inputs may have any strides (a transposed or sliced "
             "activation): flatten with reshape() or use einsum/matmul, not view()",
             pytrace=False,
         )

@@ -62,17 +62,27 @@ def compare_with_torch(
     every: int = 100,
     zero_grad_in_place: bool = False,
     lr_schedule: list[float] | None = None,
+    first_grad: dict[str, int] | None = None,
     hint: str = "Compare your update with the formula in the class docstring, term by term.",
 ) -> tuple[Trajectory, Trajectory]:
     """Run ours and torch's optimizer on the same problem; fail at the first checkpoint where they differ.
 
     Parameters named in ``no_grad`` never get a gradient (their ``.grad`` stays None);
-    ``zero_grad_in_place`` and ``lr_schedule`` drive both as ``scenario.trajectory`` says. ``hint``
-    ends the failure message. Returns both trajectories (ours, torch's) for further checks.
+    ``zero_grad_in_place``, ``lr_schedule`` and ``first_grad`` drive both as
+    ``scenario.trajectory`` says. ``hint`` ends the failure message. Returns both trajectories
+    (ours, torch's) for further checks.
     """
     problem = Problem.make(seed, steps, dtype, shapes)
     checkpoints = {c for c in {1, 2, 10, steps} | set(range(every, steps, every)) if c <= steps}
-    driving = dict(zero_grad_in_place=zero_grad_in_place, lr_schedule=lr_schedule)
+    if (
+        first_grad
+    ):  # right after each late parameter's first steps, where a wrong step count shows most
+        checkpoints |= {
+            c for first in first_grad.values() for c in (first + 1, first + 2) if c <= steps
+        }
+    driving = dict(
+        zero_grad_in_place=zero_grad_in_place, lr_schedule=lr_schedule, first_grad=first_grad
+    )
     ours = scenario.student_trajectory(
         name, problem, kwargs, steps, checkpoints, groups, no_grad, **driving
     )
@@ -194,7 +204,10 @@ IN_PLACE_CASES = [
     ("sgd", {"lr": 0.05, "momentum": 0.9}),
     ("sgd", {"lr": 0.02, "momentum": 0.9, "nesterov": True}),
     ("sgd", {"lr": 0.05, "momentum": 0.9, "dampening": 0.3, "weight_decay": 0.1}),
-    ("adagrad", {"lr": 0.1, "initial_accumulator_value": 0.5, "weight_decay": 0.05}),
+    (
+        "adagrad",
+        {"lr": 0.1, "lr_decay": 0.05, "initial_accumulator_value": 0.5, "weight_decay": 0.05},
+    ),
     ("rmsprop", {"lr": 0.003, "momentum": 0.9, "weight_decay": 0.05}),
     ("adam", {"lr": 0.01, "weight_decay": 0.1}),
     ("adamw", {"lr": 0.05, "weight_decay": 0.2}),
@@ -299,6 +312,22 @@ def test_optimizer_follows_a_learning_rate_schedule_set_on_its_param_groups(name
             'Here group["lr"] was changed before every step (warm-up, then cosine decay), as '
             "torch.optim.lr_scheduler does. Read lr, and every hyperparameter, from the parameter's group "
             "inside step(), not from values saved in __init__ (self.lr, self.defaults)."
+        ),
+    )
+
+
+@pytest.mark.parametrize("name, kwargs", IN_PLACE_CASES, ids=IN_PLACE_IDS)
+def test_optimizer_counts_steps_per_parameter_from_its_first_gradient(name, kwargs):
+    """A parameter that first gets a gradient at step 16 (a layer unfrozen mid-run) starts its state there, as in torch."""
+    compare_with_torch(
+        name,
+        kwargs,
+        steps=30,
+        first_grad={"bias": 15},
+        hint=(
+            "Here 'bias' got no gradient (grad None) during the first 15 steps. Its state, and its step "
+            "count t (Adam's bias correction 1 - b^t, AdaGrad's lr_decay), start at its own first gradient: "
+            "keep t per parameter in state['step'], not one count for the whole optimizer."
         ),
     )
 

@@ -239,4 +239,25 @@ MUTANTS = [
         why="assigns a new tensor to p.data instead of updating p in place: the values match, but the parameter moves to new memory (views, tied weights and anything holding the old storage go stale)",
         tests=TESTS,
     ),
+    Mutant(
+        name="adam-one-step-count-for-all-parameters",
+        file=FILE,
+        old="""                state["step"] += 1
+                t = state["step"]""",
+        new="""                state["step"] += 1
+                t = max(s["step"] for s in self.state.values())""",
+        why=(
+            "uses one step count for every parameter (the steps taken so far), so a parameter whose gradients "
+            "start late (unfrozen mid-run) gets the bias correction of an old one and its first steps are far too small"
+        ),
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adagrad-lr-decay-counts-optimizer-steps",
+        file=FILE,
+        old='clr = lr / (1 + (state["step"] - 1) * lr_decay)',
+        new='clr = lr / (1 + (max(s["step"] for s in self.state.values()) - 1) * lr_decay)',
+        why="decays the learning rate by the optimizer's step count instead of the parameter's own",
+        tests=TESTS,
+    ),
 ]

@@ -135,6 +135,20 @@ def test_optimizer_matches_torch_with_in_place_zeroing_in_float64_on_odd_shapes(
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_optimizer_counts_steps_per_parameter_in_float64_on_odd_shapes(name):
+    """A scalar joining at step 4 and a 3-D parameter at step 21, float64: each state starts at its first gradient."""
+    compare_with_torch(
+        name,
+        FULL[name],
+        steps=40,
+        seed=19,
+        dtype=torch.float64,
+        shapes=ODD_SHAPES,
+        first_grad={"scalar": 3, "cube": 20},
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_optimizer_follows_a_schedule_on_each_param_group(name):
     """A warm-up-then-cosine schedule applied to two param groups with their own options matches torch."""
     first, second = GROUP_OPTIONS[name]

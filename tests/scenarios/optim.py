@@ -122,11 +122,13 @@ def trajectory(
     no_grad: frozenset[str] = frozenset(),
     zero_grad_in_place: bool = False,
     lr_schedule: list[float] | None = None,
+    first_grad: dict[str, int] | None = None,
 ) -> Trajectory:
     """Run ``cls`` for ``steps`` steps on ``problem``; keep the parameters after each step in ``checkpoints``.
 
     At step t every parameter not named in ``no_grad`` gets the gradient of the problem at its own
-    current value (the others keep ``.grad`` None). With ``zero_grad_in_place``, each step starts
+    current value (the others keep ``.grad`` None); a parameter named in ``first_grad`` gets none
+    before step ``first_grad[name]`` (counted from 0: a layer unfrozen mid-run). With ``zero_grad_in_place``, each step starts
     with ``optimizer.zero_grad(set_to_none=False)`` and the gradient is added into the zeroed
     ``.grad`` tensor (a training loop's ``zero_grad`` then ``backward``), so ``.grad`` is the same
     tensor at every step. ``lr_schedule[t]`` multiplies each group's initial ``lr`` before step t
@@ -142,7 +144,8 @@ def trajectory(
     for t in range(steps):
         if zero_grad_in_place:
             opt.zero_grad(set_to_none=False)
-        problem.set_grads(params, t, no_grad, accumulate=zero_grad_in_place)
+        late = {k for k, first in (first_grad or {}).items() if t < first}
+        problem.set_grads(params, t, no_grad | late, accumulate=zero_grad_in_place)
         if lr_schedule is not None:
             for group, base in zip(opt.param_groups, base_lrs, strict=True):
                 group["lr"] = base * lr_schedule[t]
@@ -171,6 +174,7 @@ def student_trajectory(
     no_grad: frozenset[str] = frozenset(),
     zero_grad_in_place: bool = False,
     lr_schedule: list[float] | None = None,
+    first_grad: dict[str, int] | None = None,
 ) -> Trajectory:
     """``trajectory`` of your optimizer ``name`` (``"sgd"``, ..., ``"adamw"``)."""
     return trajectory(
@@ -183,6 +187,7 @@ def student_trajectory(
         no_grad,
         zero_grad_in_place,
         lr_schedule,
+        first_grad,
     )
 
 
