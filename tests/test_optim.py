@@ -236,7 +236,7 @@ def test_optimizer_matches_torch_when_gradients_are_zeroed_in_place(name, kwargs
 def test_optimizer_step_leaves_the_gradient_unchanged(name, kwargs):
     """step() reads p.grad but never writes into it, weight decay and Nesterov momentum included."""
     problem = Problem.make(0, 3, torch.float32)
-    ours = scenario.student_trajectory(name, problem, kwargs, 3, {3})
+    ours = scenario.student_trajectory(name, problem, kwargs, 3, {3}, watch=True)
     assert not ours.grad_changed, (
         f"{describe(name, kwargs)}: step() changed p.grad of {ours.grad_changed[0][1]!r} at step "
         f"{ours.grad_changed[0][0]}. Compute terms such as grad + weight_decay * p out of place "
@@ -249,7 +249,7 @@ def test_optimizer_step_leaves_the_gradient_unchanged(name, kwargs):
 def test_optimizer_updates_each_parameter_in_place(name, kwargs):
     """step() updates every parameter in place: its data stays in the same memory."""
     problem = Problem.make(0, 3, torch.float32)
-    ours = scenario.student_trajectory(name, problem, kwargs, 3, {3})
+    ours = scenario.student_trajectory(name, problem, kwargs, 3, {3}, watch=True)
     assert not ours.moved, (
         f"{describe(name, kwargs)}: after step {ours.moved[0][0]}, the data of {ours.moved[0][1]!r} lives in "
         "new memory. Update parameters in place (p.add_, p.addcdiv_, under torch.no_grad()), not with "

@@ -162,7 +162,9 @@ def test_optimizer_follows_a_schedule_on_each_param_group(name):
 def test_optimizer_step_leaves_odd_shaped_gradients_and_storage_alone(name):
     """With every term on (FULL settings) and scalar/3-D/row parameters, step() neither writes p.grad nor moves p."""
     problem = Problem.make(18, 4, torch.float64, ODD_SHAPES)
-    ours = scenario.student_trajectory(name, problem, FULL[name], 4, {4}, zero_grad_in_place=True)
+    ours = scenario.student_trajectory(
+        name, problem, FULL[name], 4, {4}, zero_grad_in_place=True, watch=True
+    )
     assert not ours.grad_changed, (
         f"{describe(name, FULL[name])} changed p.grad: {ours.grad_changed}"
     )

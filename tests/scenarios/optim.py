@@ -90,9 +90,9 @@ class Trajectory:
         str, dict[str, Any]
     ]  # parameter name -> optimizer.state[parameter] after the last step
     grad_changed: list[tuple[int, str]] = field(default_factory=list)
-    """(step, parameter name) for each step() that changed the parameter's ``.grad``."""
+    """(step, parameter name) for each step() that changed the parameter's ``.grad`` (if watched)."""
     moved: list[tuple[int, str]] = field(default_factory=list)
-    """(step, parameter name) for each step() after which the parameter's data lives elsewhere."""
+    """(step, parameter name) for each step() after which the parameter's data lives elsewhere (if watched)."""
 
     @property
     def final(self) -> dict[str, torch.Tensor]:
@@ -123,6 +123,7 @@ def trajectory(
     zero_grad_in_place: bool = False,
     lr_schedule: list[float] | None = None,
     first_grad: dict[str, int] | None = None,
+    watch: bool = False,
 ) -> Trajectory:
     """Run ``cls`` for ``steps`` steps on ``problem``; keep the parameters after each step in ``checkpoints``.
 
@@ -132,8 +133,8 @@ def trajectory(
     with ``optimizer.zero_grad(set_to_none=False)`` and the gradient is added into the zeroed
     ``.grad`` tensor (a training loop's ``zero_grad`` then ``backward``), so ``.grad`` is the same
     tensor at every step. ``lr_schedule[t]`` multiplies each group's initial ``lr`` before step t
-    (as ``torch.optim.lr_scheduler.LambdaLR`` sets ``group["lr"]``). The last step is always kept;
-    every step also records whether it changed a ``.grad`` or moved a parameter's data.
+    (as ``torch.optim.lr_scheduler.LambdaLR`` sets ``group["lr"]``). The last step is always kept.
+    With ``watch``, every step also records whether it changed a ``.grad`` or moved a parameter's data.
     """
     params = problem.params()
     opt = build(cls, params, kwargs, groups)
@@ -149,14 +150,17 @@ def trajectory(
         if lr_schedule is not None:
             for group, base in zip(opt.param_groups, base_lrs, strict=True):
                 group["lr"] = base * lr_schedule[t]
-        grads = {k: p.grad.clone() for k, p in params.items() if p.grad is not None}
-        where = {k: p.data_ptr() for k, p in params.items()}
-        opt.step()
-        for k, p in params.items():
-            if k in grads and (p.grad is None or not torch.equal(p.grad, grads[k])):
-                grad_changed.append((t + 1, k))
-            if p.data_ptr() != where[k]:
-                moved.append((t + 1, k))
+        if not watch:
+            opt.step()
+        else:
+            grads = {k: p.grad.clone() for k, p in params.items() if p.grad is not None}
+            where = {k: p.data_ptr() for k, p in params.items()}
+            opt.step()
+            for k, p in params.items():
+                if k in grads and (p.grad is None or not torch.equal(p.grad, grads[k])):
+                    grad_changed.append((t + 1, k))
+                if p.data_ptr() != where[k]:
+                    moved.append((t + 1, k))
         if t + 1 in checkpoints or t + 1 == steps:
             seen[t + 1] = {k: p.detach().clone() for k, p in params.items()}
     state = {k: dict(opt.state[p]) for k, p in params.items()}
@@ -175,6 +179,7 @@ def student_trajectory(
     zero_grad_in_place: bool = False,
     lr_schedule: list[float] | None = None,
     first_grad: dict[str, int] | None = None,
+    watch: bool = False,
 ) -> Trajectory:
     """``trajectory`` of your optimizer ``name`` (``"sgd"``, ..., ``"adamw"``)."""
     return trajectory(
@@ -188,6 +193,7 @@ def student_trajectory(
         zero_grad_in_place,
         lr_schedule,
         first_grad,
+        watch,
     )
 
 
