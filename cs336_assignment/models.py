@@ -43,7 +43,9 @@ class Linear(nn.Module):
     The weight is a single ``nn.Parameter`` named ``weight`` (so ``state_dict()`` has exactly one
     key, ``"weight"``), initialised from a normal with std ``1 / sqrt(d_in)`` truncated at ±3 std.
     Note that ``nn.init.trunc_normal_(w, std=s, a=..., b=...)`` takes *absolute* bounds ``a``, ``b``,
-    not multiples of ``std``: pass ``a=-3 * s, b=3 * s``.
+    not multiples of ``std``: pass ``a=-3 * s, b=3 * s``. Truncating means draws beyond the bounds
+    are redrawn (or, equivalently, sampled by inverse CDF, as ``trunc_normal_`` does), not clamped:
+    clamping would put the 0.27% of a normal's mass beyond ±3 std exactly on the bounds.
 
     >>> layer = Linear(4, 3)
     >>> layer.weight.shape
@@ -52,7 +54,9 @@ class Linear(nn.Module):
     torch.Size([2, 5, 3])
 
     ``device`` and ``dtype`` place the weight (a float64 or bfloat16 layer has float64 or bfloat16
-    weights).
+    weights; ``device="meta"`` allocates nothing). The init fills that weight itself, in its own
+    dtype: ``weight.float()`` or ``weight.to(...)`` of a non-fp32 tensor is a copy, and initialising
+    a copy leaves the weight as ``torch.empty`` made it.
 
     Raises:
         ValueError: if ``d_in`` or ``d_out`` is not a positive integer, naming which: "d_in must
@@ -83,7 +87,11 @@ class Linear(nn.Module):
         # END SOLUTION
 
     def forward(self, x: Float[Tensor, " ... d_in"]) -> Float[Tensor, " ... d_out"]:
-        """Apply the layer to the last dimension of ``x``; leading dimensions are batch dimensions."""
+        """Apply the layer to the last dimension of ``x``; leading dimensions are batch dimensions.
+
+        ``x`` may have any strides (a transposed or sliced activation is not contiguous), so
+        flattening it takes ``reshape``, not ``view``; ``einsum`` and ``@`` need neither.
+        """
         # BEGIN SOLUTION
         d_in = self.weight.shape[1]
         if x.shape[-1:] != (d_in,):
@@ -115,7 +123,8 @@ class Cruncher(nn.Module):
     >>> model(torch.ones(3, 4)).shape
     torch.Size([3])
 
-    ``num_layers=0`` is allowed: the model is then just the final head.
+    ``num_layers=0`` is allowed: the model is then just the final head. ``device`` and ``dtype`` are
+    passed on to every layer, the head included: every parameter is created there, in that dtype.
 
     Raises:
         ValueError: if ``dim`` is not a positive integer or ``num_layers`` not a non-negative

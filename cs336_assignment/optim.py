@@ -27,10 +27,21 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   hyperparameter under torch's keyword name. ``torch.optim.Optimizer`` then builds
   ``self.param_groups``, where a group's own options override the defaults.
 - ``step(closure=None)`` starts with ``loss = _evaluate(closure)`` (the helper above), reads each
-  hyperparameter from the parameter's group (not from ``__init__``'s arguments), skips
+  hyperparameter from the parameter's group at every step (not from ``__init__``'s arguments:
+  a learning-rate scheduler changes ``group["lr"]`` between steps), skips
   parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
-  torch's names, and returns ``loss`` (the closure's value, or None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
+  torch's names (its step count ``t`` is its own, ``state["step"]``: a parameter whose gradients
+  start late, a layer unfrozen mid-run, starts at ``t = 1``), and returns ``loss`` (the closure's value, or None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
   from a checkpoint continues bit for bit.
+- State tensors are made like the parameter (``torch.zeros_like(p)``): its shape, dtype and
+  device, a 0-d parameter's included (``torch.zeros(*p.shape)`` fails on those, and
+  ``torch.zeros(p.shape)`` is fp32 on the CPU whatever ``p`` is).
+- ``step`` updates each parameter in place (``p.add_``, ``p.addcdiv_``, never ``p.data = ...``),
+  so it keeps its memory; it reads ``p.grad`` but never writes into it (``grad.add(p, alpha=wd)``,
+  not ``grad.add_``: the caller may still use the gradient); and the state keeps no reference to
+  ``p.grad``: a buffer that starts as the gradient starts as a copy (``grad.clone()``), because
+  ``zero_grad(set_to_none=False)`` zeroes ``p.grad`` in place and the next ``backward()``
+  accumulates into that same tensor.
 - A hyperparameter error is a ``ValueError`` whose message names the keyword and its value the
   way the reference writes it, ``f"{name}={value!r}"``: ``"lr must be >= 0, got lr=-0.1"``,
   ``"betas[1] must be in [0, 1), got betas[1]=1.5"``. NaN is out of every range (``not nan >= 0``).
@@ -81,7 +92,7 @@ class SGD(torch.optim.Optimizer):
 
         g = g + weight_decay * p
         if momentum != 0:
-            b = g                                       at the first step
+            b = g.clone()                               at the first step (a copy, not p.grad)
             b = momentum * b + (1 - dampening) * g      afterwards
             g = g + momentum * b   if nesterov else   b
         p = p - lr * g

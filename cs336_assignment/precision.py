@@ -148,6 +148,7 @@ def to_fp8(
     e5m2 overflows to inf, older versions gave NaN).
 
     Arithmetic is in fp32 (fp8 tensors support few ops on CPU). ``x_fp8`` is contiguous (row-major).
+    ``x`` is only read: for an fp32 tensor ``x.float()`` is ``x`` itself, so scale it out of place.
 
     >>> x_fp8, scale = to_fp8(torch.tensor([[0.5, -448.0, 3.3], [1.0, 2.0, 0.0]]), torch.float8_e4m3fn)
     >>> scale.item(), x_fp8.float().tolist()      # 3.3 rounds to 3.25: 3 mantissa bits
@@ -265,7 +266,11 @@ def fp8_matmul(
       shape (M, 1), and B one per column, shape (1, N), i.e. amax is always taken along K.
 
     ``_scaled_mm`` accumulates in fp32 and returns ``(a_fp8 * scale_a) @ (b_fp8 * scale_b)`` in
-    ``out_dtype``. With 3 mantissa bits each operand carries a relative error up to 2**-4 = 6.25%,
+    ``out_dtype``. The product is that one call, on the fp8 operands with both scales, returned as
+    is: never a matmul of dequantised copies (``from_fp8(a_fp8, scale_a) @ ...``), which gives the
+    same numbers on a CPU but runs no fp8 kernel, and never scales applied to its output afterwards
+    (the kernel applies them to its fp32 accumulator before the one rounding to ``out_dtype``). So
+    the result equals ``torch._scaled_mm`` on the ``to_fp8`` operands bit for bit. With 3 mantissa bits each operand carries a relative error up to 2**-4 = 6.25%,
     but the errors are independent, so over a sum of K products they average out: for random normal
     inputs the relative error of the product is about 3-4%.
 
@@ -335,10 +340,13 @@ def mixed_precision_step(
         loss = loss_fn(out.float(), y)                 # the loss in fp32, outside autocast
         loss.backward()                                # gradients arrive in fp32 (params are fp32)
         optimizer.step()                               # updates the fp32 master weights
+        return loss.detach()                           # no graph: a caller may keep every loss
 
     The parameters stay fp32 ("master weights"): autocast casts a bf16 copy for each matmul, so an
     update far smaller than the weight (``lr * g < w * 2**-8``) is not rounded away as it would be
-    in bf16 weights. The gradients are left on the parameters after the step for inspection.
+    in bf16 weights. The gradients are left on the parameters after the step for inspection; each
+    step zeroes them first, so they are this batch's alone. The loss is returned detached: a loop
+    that keeps every step's loss (to plot it) must not keep every step's graph and activations.
 
     ``dtype`` is bfloat16 or float16; float16 has bf16's precision advantage but a far smaller range,
     so real fp16 training also needs a ``DynamicLossScaler``.

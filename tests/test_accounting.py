@@ -146,6 +146,35 @@ def test_flop_counter_breakdown_matches_flop_counter_mode() -> None:
     assert counter["total"] == expected["Global"]
 
 
+def torch_flops_by_module(net: Net, x: torch.Tensor, backward: bool) -> dict[str, int]:
+    """The oracle per module: FlopCounterMode's counts of one block, model(x) (and its backward)."""
+    model = accounting.build(net)
+    with FlopCounterMode(display=False) as mode:
+        out = model(x)
+        if backward:
+            out.sum().backward()
+    return {name: sum(ops.values()) for name, ops in mode.get_flop_counts().items()}
+
+
+def test_flop_counter_counts_only_its_own_block_on_every_entry() -> None:
+    """One FlopCounter entered three times, with the model also trained outside it: each block's counts are that block's alone."""
+    net, x = Net("Cruncher", (6, 2)), torch.randn(4, 6, generator=torch.Generator().manual_seed(1))
+    passes = [True, False, True]
+    runs = accounting.student_flop_counter(net, x, backward=passes, same_counter=True)
+    for i, (run, with_backward) in enumerate(zip(runs, passes, strict=True), 1):
+        expected = torch_flops_by_module(net, x, with_backward)
+        what = "forward+backward" if with_backward else "forward only"
+        hint = (
+            "more than the block ran: reset the counts when the counter is entered (each with block starts "
+            "from zero) and stop counting, and tracking modules, when it exits"
+            if run["total"] > expected["Global"] else "compare with the per-module test above"
+        )
+        assert run["by_module"] == expected, (
+            f"entry {i} of the same counter ({what}), read after the model trained again outside it: counted "
+            f"{run['by_module']}, FlopCounterMode counts {expected} for that block alone; {hint}"
+        )
+
+
 @pytest.mark.parametrize("input_requires_grad", [False, True])
 @pytest.mark.parametrize("backward", [False, True], ids=["forward", "forward+backward"])
 @pytest.mark.parametrize("seed", range(3))
@@ -219,6 +248,36 @@ def test_activation_bytes_count_a_shared_storage_once() -> None:
     assert got == 4 * batch * (10 + 10), f"measured {got} bytes; each hidden activation is {4 * batch * 10}"
 
 
+#: name -> (chain, hidden width): slices of the output of nn.Linear(6, 10) that autograd saves.
+SAVED_VIEWS = {
+    # relu saves its output h; sin saves its input, the view h[:, 4:9], at another offset of h's storage
+    "relu output and a slice of it": (Net("chain", parts=(
+        Net("linear", (6, 10)), Net("relu"), Net("torch.narrow", after=(1, 4, 5)), Net("torch.sin"))), 10),
+    # only the slice is saved, yet it keeps all of the linear layer's output alive
+    "only a slice": (Net("chain", parts=(
+        Net("linear", (6, 10)), Net("torch.narrow", after=(1, 4, 5)), Net("torch.sin"))), 10),
+}
+
+
+@pytest.mark.parametrize("case", SAVED_VIEWS)
+def test_activation_bytes_count_a_storage_once_whatever_views_of_it_are_saved(case: str) -> None:
+    """A saved view keeps its whole storage alive: views of one activation cost its storage, once, whatever their offsets."""
+    net, width = SAVED_VIEWS[case]
+    batch = 4
+    got = accounting.student_activation_bytes(net, torch.randn(batch, 6))
+    storage = 4 * batch * width
+    hint = {
+        2 * storage: ": the same storage was counted twice; views at different offsets have different data_ptr()s, "
+                     "key saved tensors by their storage (t.untyped_storage().data_ptr())",
+        storage // 2: ": only the view's own elements were counted; a view keeps its whole storage alive "
+                      "(t.untyped_storage().nbytes())",
+    }
+    assert got == storage, (
+        f"{case}: measured {got} bytes; the saved tensors are views of one fp32 storage of {batch} x {width} "
+        f"= {storage} bytes{hint.get(got, '')}"
+    )
+
+
 def test_activation_bytes_exclude_parameters_and_inputs() -> None:
     """A single linear layer saves only its weight and its input, neither of which is an activation."""
     assert accounting.student_activation_bytes(Net("linear", (5, 3), bias=True), torch.randn(4, 5)) == 0
@@ -235,6 +294,42 @@ def test_optimizer_state_bytes_match_the_analytic_count(name: str, impl: str) ->
     assert measured == 4 * OPTIMIZER_STATES[name] * num_params
     analytic = adapters.run_training_memory_bytes(num_params, 0, name, "fp32") - 8 * num_params
     assert analytic == measured, f"{name}: analytic state {analytic} bytes, optimizer.state holds {measured}"
+
+
+@pytest.mark.parametrize("impl", ["torch", "ours"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_state_bytes_count_a_scalar_parameters_state_but_no_step(name: str, impl: str) -> None:
+    """A 0-d parameter's state (0-d like it) counts; torch's 0-d step counters, shaped the same, do not."""
+    net = Net("sequential", parts=(Net("mlp", (7, 5, 3)), Net("scale")))
+    x = torch.randn(4, 7, generator=torch.Generator().manual_seed(0))
+    measured = accounting.student_optimizer_state_bytes(net, name, impl, optimizer_kwargs(name), [x])
+    num_params = accounting.num_params(net)
+    per_param = 4 * OPTIMIZER_STATES[name]
+    expected = per_param * num_params
+    hint = {
+        expected - per_param: "the 0-d parameter's state was left out: it is 0-d like its parameter, and counts",
+        expected + 4: "a 0-d step counter was counted: for a 0-d parameter it has the parameter's shape, so "
+                      "leave out 'step' by its key",
+    }
+    assert measured == expected, (
+        f"{name} ({impl}) on {num_params} fp32 parameters, one of them 0-d: optimizer_state_bytes = {measured}, "
+        f"expected {OPTIMIZER_STATES[name]} x 4 x {num_params} = {expected}; {hint.get(measured, 'see the docstring')}"
+    )
+
+
+@pytest.mark.parametrize("impl", ["torch", "ours"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=["bf16", "fp64"])
+def test_optimizer_state_bytes_count_each_state_at_its_dtypes_size(dtype: torch.dtype, impl: str) -> None:
+    """Adam on bf16 (fp64) parameters keeps bf16 (fp64) state: 2 (8) bytes per value, read from the tensors."""
+    net = Net("mlp", (7, 5, 3), dtype=dtype)
+    x = torch.randn(4, 7, generator=torch.Generator().manual_seed(0)).to(dtype)
+    measured = accounting.student_optimizer_state_bytes(net, "adam", impl, {"lr": 1e-3}, [x])
+    size, num_params = dtype.itemsize, accounting.num_params(net)
+    assert measured == 2 * size * num_params, (
+        f"Adam ({impl}) on {num_params} {dtype} parameters: optimizer_state_bytes = {measured}, expected "
+        f"2 states x {size} bytes x {num_params} = {2 * size * num_params}: take each tensor's own element size "
+        "(tensor_memory_bytes), not 4"
+    )
 
 
 LECTURE_BYTES = {  # (bytes per parameter, bytes per activation)

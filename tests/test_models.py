@@ -44,13 +44,40 @@ def restore_global_rngs() -> Iterator[None]:
 
 
 def linear_matches_functional(
-    d_in: int, d_out: int, batch_shape: tuple[int, ...], dtype: torch.dtype, seed: int
+    d_in: int,
+    d_out: int,
+    batch_shape: tuple[int, ...],
+    dtype: torch.dtype,
+    seed: int,
+    transposed: bool = False,
 ) -> None:
-    """Shared by the public and hidden tests: run_linear(weights, x) == F.linear(x, weights)."""
+    """Shared by the public and hidden tests: run_linear(weights, x) == F.linear(x, weights).
+
+    With ``transposed``, x is the transpose of a contiguous (..., d_in, batch_shape[-1]) tensor:
+    the same shape, but not contiguous (as a transposed or sliced activation is).
+    """
     g = torch.Generator().manual_seed(seed)
     weights = torch.randn(d_out, d_in, generator=g, dtype=torch.float64).to(dtype)
-    x = torch.randn(*batch_shape, d_in, generator=g, dtype=torch.float64).to(dtype)
-    out = adapters.run_linear(d_in, d_out, weights, x)
+    if transposed:
+        *outer, last = batch_shape
+        x = (
+            torch.randn(*outer, d_in, last, generator=g, dtype=torch.float64)
+            .to(dtype)
+            .transpose(-1, -2)
+        )
+    else:
+        x = torch.randn(*batch_shape, d_in, generator=g, dtype=torch.float64).to(dtype)
+    try:
+        out = adapters.run_linear(d_in, d_out, weights, x)
+    except RuntimeError as e:
+        if not transposed:
+            raise
+        pytest.fail(
+            f"Linear({d_in}, {d_out}) on a non-contiguous input of shape {tuple(x.shape)} (strides "
+            f"{x.stride()}) raised RuntimeError ({e}); inputs may have any strides (a transposed or sliced "
+            "activation): flatten with reshape() or use einsum/matmul, not view()",
+            pytrace=False,
+        )
     expected = F.linear(x, weights)
     assert out.shape == expected.shape, (
         f"Linear({d_in}, {d_out}) on input {tuple(x.shape)} returned shape {tuple(out.shape)}, "
@@ -68,17 +95,18 @@ def linear_matches_functional(
 
 
 @pytest.mark.parametrize(
-    "d_in, d_out, batch_shape, dtype",
+    "d_in, d_out, batch_shape, dtype, transposed",
     [
-        (3, 5, (), torch.float32),
-        (16, 8, (4,), torch.float32),
-        (7, 3, (2, 5), torch.float32),
-        (8, 16, (3,), torch.float64),
+        (3, 5, (), torch.float32, False),
+        (16, 8, (4,), torch.float32, False),
+        (7, 3, (2, 5), torch.float32, False),
+        (8, 16, (3,), torch.float64, False),
+        (6, 4, (3, 5), torch.float32, True),
     ],
 )
-def test_linear_matches_functional_linear(d_in, d_out, batch_shape, dtype):
-    """Linear with loaded weights computes F.linear(x, W) for any leading batch dimensions."""
-    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed=0)
+def test_linear_matches_functional_linear(d_in, d_out, batch_shape, dtype, transposed):
+    """Linear with loaded weights computes F.linear(x, W) for any leading batch dimensions, and inputs of any strides."""
+    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed=0, transposed=transposed)
 
 
 def test_linear_has_one_weight_of_shape_d_out_by_d_in():
@@ -95,19 +123,58 @@ def test_linear_has_one_weight_of_shape_d_out_by_d_in():
     assert list(layer.state_dict()) == ["weight"]
 
 
-def test_linear_honours_dtype_and_device():
-    """Linear(..., device=, dtype=) creates its weight with that dtype on that device."""
-    layer = adapters.get_linear_cls()(4, 2, device="cpu", dtype=torch.float64)
-    assert layer.weight.dtype == torch.float64, (
-        f"dtype=torch.float64 was requested, weight is {layer.weight.dtype}"
-    )
-    assert layer.weight.device.type == "cpu"
+PLACEMENTS = [("meta", torch.float32), ("meta", torch.bfloat16), ("cpu", torch.float64)]
 
 
-def check_init_statistics(d_in: int, d_out: int, seed: int) -> None:
-    """Shared by the public and hidden tests: the init is TruncNormal(0, sigma, -3 sigma, 3 sigma)."""
-    w = scenario.linear_init(d_in, d_out, seed).double()
+@pytest.mark.parametrize(
+    "device, dtype", PLACEMENTS, ids=[f"{d}-{str(t)[6:]}" for d, t in PLACEMENTS]
+)
+@pytest.mark.parametrize(
+    "module, args", [("linear", (4, 2)), ("cruncher", (4, 2))], ids=["Linear", "Cruncher"]
+)
+def test_modules_create_every_parameter_on_the_requested_device_and_dtype(
+    module, args, device, dtype
+):
+    """Linear(..., device=, dtype=) and Cruncher(..., device=, dtype=) create every weight there, in that dtype.
+
+    ``device="meta"`` gives tensors with a shape and a dtype but no memory, so any machine can check
+    that the device reaches every layer (a model built on the CPU and moved would not fit a GPU
+    twice over).
+    """
+    call = f"{module.capitalize()}({', '.join(map(str, args))}, device={device!r}, dtype={dtype})"
+    placed = scenario.parameter_placement(module, args, device=device, dtype=dtype)
+    assert placed, f"{call} has no parameters"
+    for name, (where, got_dtype, shape) in placed.items():
+        assert (where, got_dtype) == (device, dtype), (
+            f"{call} created {name!r} (shape {shape}) on {where!r} in "
+            f"{got_dtype}: pass device= and dtype= to torch.empty for the weight, and on to every Linear "
+            "the module builds (the final head too)"
+        )
+
+
+#: How far rounding to each dtype may push a weight past 3 std (relative): half an ulp.
+ROUNDING = {
+    torch.float32: 1e-6,
+    torch.float64: 1e-9,
+    torch.float16: 2.0**-11,
+    torch.bfloat16: 2.0**-8,
+}
+
+
+def check_init_statistics(
+    d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = None
+) -> None:
+    """Shared by the public and hidden tests: the init is TruncNormal(0, sigma, -3 sigma, 3 sigma), in ``dtype``."""
+    w = scenario.linear_init(d_in, d_out, seed, dtype)
+    want = torch.float32 if dtype is None else dtype
     assert w.shape == (d_out, d_in)
+    assert w.dtype == want, f"Linear({d_in}, {d_out}, dtype={want}) has a weight of dtype {w.dtype}"
+    w = w.double()
+    assert torch.isfinite(w).all() and w.abs().sum() > 0, (
+        f"Linear({d_in}, {d_out}, dtype={want}) has weights that were never initialised (all zero, or inf/NaN "
+        "from uninitialised memory): the init must fill the weight tensor itself. weight.float() or "
+        "weight.to(...) of a non-fp32 tensor is a copy, and filling the copy leaves the weight as torch.empty made it"
+    )
     sigma = 1 / math.sqrt(d_in)
     expected_std = TRUNC_STD_FACTOR * sigma
     std, mean, peak = w.std().item(), w.mean().item(), w.abs().max().item()
@@ -116,7 +183,7 @@ def check_init_statistics(d_in: int, d_out: int, seed: int) -> None:
         f"truncated at ±3 std has std {expected_std:.5f} (std scales with d_in, the number of inputs, not d_out)"
     )
     assert abs(mean) < 0.01 * sigma, f"Linear init has mean {mean:.2e}, expected ~0"
-    assert peak <= 3 * sigma * (1 + 1e-6), (
+    assert peak <= 3 * sigma * (1 + ROUNDING[want]), (
         f"Linear({d_in}, {d_out}) init has a weight of magnitude {peak:.5f} > 3 * std = {3 * sigma:.5f}; "
         "truncate at ±3 std (nn.init.trunc_normal_'s a and b are absolute bounds: a=-3*std, b=3*std)"
     )
@@ -126,9 +193,42 @@ def check_init_statistics(d_in: int, d_out: int, seed: int) -> None:
     )
 
 
+def check_init_truncates(
+    d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = None
+) -> None:
+    """Shared by the public and hidden tests: no probability mass piles up at ±3 std.
+
+    A truncated normal has a density at its bounds like anywhere else: about 0.9 of 320,000 draws
+    land within 0.01% of ±3 std. Clamping a normal instead puts every draw beyond the bounds,
+    0.27% of them (~860), exactly on them.
+    """
+    w = scenario.linear_init(d_in, d_out, seed, dtype).double()
+    bound = 3 / math.sqrt(d_in)
+    near = int((w.abs() >= bound * (1 - 1e-4)).sum())
+    # 0.005%: ~20x what truncation gives there, ~1/50 of what clamping gives
+    limit = max(16, w.numel() // 20_000)
+    assert near <= limit, (
+        f"{near} of {w.numel()} initial weights ({100 * near / w.numel():.3f}%) of Linear({d_in}, {d_out}) sit at "
+        f"±3 std = ±{bound:.5f}; a truncated normal puts about {w.numel() * 2.7e-6:.1f} there. Clamping normal "
+        "draws to ±3 std piles the 0.27% beyond the bounds onto them: truncate instead (redraw the draws out of "
+        "range, or sample by inverse CDF as nn.init.trunc_normal_ does)"
+    )
+
+
 def test_linear_init_is_truncated_normal_with_std_inverse_sqrt_d_in():
     """Init weights have std 1/sqrt(d_in) (before truncation), zero mean, and lie within ±3 std."""
     check_init_statistics(d_in=800, d_out=400, seed=0)
+
+
+def test_linear_init_truncates_rather_than_clamps():
+    """Draws beyond ±3 std are redrawn, not clamped: the bounds carry no extra probability mass."""
+    check_init_truncates(d_in=800, d_out=400, seed=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=["bfloat16", "float64"])
+def test_linear_init_fills_the_weight_in_every_dtype(dtype):
+    """A bfloat16 or float64 Linear gets the same truncated-normal init, drawn into its own weight."""
+    check_init_statistics(d_in=800, d_out=400, seed=1, dtype=dtype)
 
 
 @pytest.mark.parametrize("d_in, d_out, bad", [(0, 3, "d_in"), (4, -1, "d_out")])

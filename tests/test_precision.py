@@ -227,6 +227,18 @@ def _wide_range(seed: int, rows: int = 11, cols: int = 64) -> Tensor:
 
 
 @pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_to_fp8_leaves_its_input_unchanged(granularity):
+    """to_fp8 reads x and never writes into it (for an fp32 tensor, x.float() is x itself)."""
+    x = torch.randn(16, 32, generator=torch.Generator().manual_seed(9)) * 5
+    before = x.clone()
+    adapters.run_to_fp8(x, E4M3, granularity)
+    assert torch.equal(x, before), (
+        f"to_fp8(x, granularity={granularity!r}) changed x: scale a copy (x.float() / scale), not x in place. "
+        "For an fp32 tensor x.float() returns x itself, so x.float().div_(scale) overwrites the caller's tensor"
+    )
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
 @pytest.mark.parametrize("dtype", FP8, ids=_name)
 def test_to_fp8_error_is_within_half_an_ulp(dtype, granularity):
     """Every element of x / scale rounds to the nearest fp8 value: error <= ulp / 2 for magnitudes 1e-6..1e4.
@@ -423,10 +435,13 @@ def test_fp8_matmul_rowwise_isolates_outlier_rows():
 
 @pytest.mark.parametrize("granularity", ["tensor", "row"])
 def test_fp8_matmul_is_scaled_mm_of_the_fp8_operands(granularity):
-    """fp8_matmul equals torch._scaled_mm on the run_to_fp8 operands (A row-major, B column-major), i.e. the dequantised product.
+    """fp8_matmul equals torch._scaled_mm on the run_to_fp8 operands (A row-major, B column-major) bit for bit, in each out_dtype.
 
-    With fp32 output the only difference from (a_fp8 * sa) @ (b_fp8 * sb) in fp64 is fp32
-    accumulation over K = 64 products (≈ 64 * 2**-24 relative at worst).
+    That product is the dequantised one: with fp32 output the only difference from
+    (a_fp8 * sa) @ (b_fp8 * sb) in fp64 is fp32 accumulation over K = 64 products (≈ 64 * 2**-24
+    relative at worst). Bit for bit, because the scales go into the kernel, which applies them to
+    its fp32 accumulator before the one rounding to out_dtype; scaling the output afterwards rounds
+    differently.
     """
     g = torch.Generator().manual_seed(5)
     a, b = torch.randn(24, 64, generator=g) * 3, torch.randn(64, 32, generator=g) / 7
@@ -440,10 +455,50 @@ def test_fp8_matmul_is_scaled_mm_of_the_fp8_operands(granularity):
     _assert_close(
         out, dequantised, rtol=1e-5, atol=atol, what="fp8_matmul vs the dequantised fp64 product"
     )
-    scaled = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-    ours = adapters.run_fp8_matmul(a, b, granularity)
-    _assert_close(
-        ours, scaled, rtol=2**-7, atol=1e-4, what="fp8_matmul vs torch._scaled_mm, bf16 output"
+    for out_dtype in (torch.float32, torch.bfloat16, torch.float16):
+        scaled = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+        ours = adapters.run_fp8_matmul(a, b, granularity, out_dtype)
+        assert ours.dtype == out_dtype, f"fp8_matmul(out_dtype={_name(out_dtype)}) returned {ours.dtype}"
+        differ = ours != scaled
+        assert not differ.any(), (
+            f"fp8_matmul ({granularity}, out_dtype={_name(out_dtype)}) differs from torch._scaled_mm on the same "
+            f"operands in {int(differ.sum())} of {differ.numel()} elements (max diff "
+            f"{(ours.double() - scaled.double()).abs().max().item():.3g}): pass the fp8 operands and both scales "
+            "to torch._scaled_mm(..., out_dtype=out_dtype) and return its result as is"
+        )
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_fp8_matmul_leaves_its_operands_unchanged(granularity):
+    """fp8_matmul quantises copies of a and b and never writes into the operands."""
+    g = torch.Generator().manual_seed(10)
+    a, b = torch.randn(16, 32, generator=g) * 5, torch.randn(32, 16, generator=g)
+    a_before, b_before = a.clone(), b.clone()
+    adapters.run_fp8_matmul(a, b, granularity)
+    assert torch.equal(a, a_before) and torch.equal(b, b_before), (
+        f"fp8_matmul(a, b, granularity={granularity!r}) changed {'a' if not torch.equal(a, a_before) else 'b'}: "
+        "quantise copies (to_fp8 scales out of place), leave the operands as they were"
+    )
+
+
+MATMUL_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.matmul", "aten.mv", "aten.dot")
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_fp8_matmul_multiplies_in_the_fp8_kernel(granularity):
+    """fp8_matmul runs torch._scaled_mm once on the fp8 operands and no matmul on dequantised copies.
+
+    On a CPU both give the same numbers (the CPU kernel itself dequantises), so which op runs is
+    what tells them apart; on an H100 only _scaled_mm uses the fp8 tensor cores.
+    """
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(16, 32, generator=g), torch.randn(32, 16, generator=g)
+    _, ops = precision.student_fp8_matmul_ops(a, b, granularity, torch.bfloat16)
+    matmuls = [op for op in ops if op in MATMUL_OPS]
+    assert ops.count("aten._scaled_mm") == 1 and not matmuls, (
+        f"fp8_matmul ran {ops.count('aten._scaled_mm')} torch._scaled_mm and {matmuls or 'no other matmul'}: it "
+        "must multiply the fp8 operands with torch._scaled_mm (one call), not dequantise them (from_fp8) and "
+        "multiply in higher precision, which runs no fp8 kernel at all"
     )
 
 
@@ -482,6 +537,39 @@ def test_mixed_precision_step_keeps_fp32_master_weights_and_gradients_within_3_p
     assert errors[worst] < 0.03, (
         f"{worst} is {errors[worst]:.4f} away from the fp32 step (relative), expected < 0.03"
     )
+
+
+def _two_lr0_steps(sizes: tuple[int, ...], seed: int) -> list:
+    """Two steps with lr=0 (parameters never move) on one batch, MSE loss, bf16 autocast."""
+    torch.manual_seed(seed)
+    weights = precision.mlp(sizes).state_dict()
+    g = torch.Generator().manual_seed(seed + 1)
+    x, y = torch.randn(8, sizes[0], generator=g), torch.randn(8, sizes[-1], generator=g)
+    return precision.student_mixed_precision_steps(
+        sizes, weights, x, y,
+        loss="mse", dtype=torch.bfloat16, optimizer="sgd", optimizer_kwargs={"lr": 0.0}, steps=2,
+    )
+
+
+def test_mixed_precision_step_returns_a_detached_loss():
+    """The returned loss is detached from its graph, so a caller keeping every step's loss keeps no activations alive."""
+    for i, step in enumerate(_two_lr0_steps((12, 8, 4), seed=2)):
+        assert step.loss_grad_fn is None and not step.loss.requires_grad, (
+            f"step {i} returned a loss that still carries its graph (grad_fn={step.loss_grad_fn}): a training loop "
+            "that appends it to a list keeps every step's activations in memory; return loss.detach()"
+        )
+        assert step.loss.shape == () and step.loss.dtype == torch.float32
+
+
+def test_mixed_precision_step_starts_from_zero_gradients():
+    """Each step zeroes the gradients first: a second step on the same batch (lr=0) leaves the same gradients, not twice them."""
+    first, second = _two_lr0_steps((12, 8, 4), seed=2)
+    for name, grad in first.grads.items():
+        again = second.grads[name]
+        assert torch.equal(again, grad), (
+            f"the gradient of {name} after the second step is {(again.norm() / grad.norm()).item():.3g} times "
+            "the first's on the same batch: zero the gradients at the start of every step (optimizer.zero_grad())"
+        )
 
 
 def test_mixed_precision_step_rejects_bad_dtype_and_low_precision_weights():

@@ -230,6 +230,8 @@ class FlopCounter(TorchDispatchMode):
     {'Global': 96, 'Linear': 96}
 
     Each ``with`` block starts from zero: entering the counter again forgets the previous counts.
+    A counter counts only what runs inside its ``with`` block, on every entry: after ``__exit__``
+    it neither counts nor tracks modules, and its counts stay as the block left them.
     """
 
     def __init__(self) -> None:

@@ -263,6 +263,10 @@ class SavedTensorBytes(torch.autograd.graph.saved_tensors_hooks):
 
     A saved tensor is skipped if its storage belongs to a leaf that requires grad (a parameter,
     or an input that asked for a gradient: it lives anyway) or to a tensor in ``exclude``.
+    A saved view keeps its whole storage alive, so it costs the storage's bytes, once: views of
+    one storage are the same entry whatever their offsets (``t.data_ptr()`` is where a view's
+    first element is, and differs between ``h[:, :4]`` and ``h[:, 4:]``; the storage's
+    ``data_ptr()`` does not). Bytes are the storage's own, whatever its dtype.
 
     >>> layer = torch.nn.Linear(4, 3, bias=False)
     >>> x = torch.ones(2, 4)
@@ -305,7 +309,8 @@ class SavedTensorBytes(torch.autograd.graph.saved_tensors_hooks):
 def activation_bytes(fn: Callable[..., Any], *args: Any) -> int:
     """Bytes autograd saves for the backward while running ``fn(*args)``, de-duplicated by storage.
 
-    Parameters and the tensors in ``args`` are excluded. For the Cruncher this is
+    A saved view keeps, and costs, its whole storage: views of one storage (``h`` and ``h[:, 4:]``)
+    count its bytes once, whatever their offsets. Parameters and the tensors in ``args`` are excluded. For the Cruncher this is
     ``bytes_per_element(dtype) * cruncher_activations(batch, dim, num_layers)``: 4 bytes each in
     fp32, 2 with the model and batch in bf16. Under ``torch.autocast`` the bf16 copies autocast makes
     of the weights and of the batch are saved too, and counted: they are real memory (one reason
@@ -325,15 +330,18 @@ def activation_bytes(fn: Callable[..., Any], *args: Any) -> int:
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of the per-parameter state in ``optimizer.state``, read from the tensors themselves.
 
-    Only state tensors shaped like their parameter count (``exp_avg``, ``momentum_buffer``, ...);
-    scalar bookkeeping such as ``step`` is O(1) per parameter *tensor*, not per parameter, and is
-    left out, as are non-tensor entries. The state is created lazily, by the first ``step()``.
+    Only state tensors shaped like their parameter count (``exp_avg``, ``momentum_buffer``, ...),
+    at their own dtype's size (bf16 state is 2 bytes a value). Bookkeeping under the key ``step``
+    is O(1) per parameter *tensor*, not per parameter, and is left out, as are non-tensor
+    entries. Mind 0-d parameters (a learnable scale): their state is 0-d like them and counts,
+    while torch keeps ``step`` as a 0-d tensor too, so only the key tells them apart. The state is
+    created lazily, by the first ``step()``.
     """
     # BEGIN SOLUTION
     total = 0
     for param, state in optimizer.state.items():
-        for value in state.values():
-            if isinstance(value, Tensor) and value.shape == param.shape:
+        for key, value in state.items():
+            if key != "step" and isinstance(value, Tensor) and value.shape == param.shape:
                 total += tensor_memory_bytes(value)
     return total
     # END SOLUTION

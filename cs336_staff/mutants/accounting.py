@@ -117,4 +117,55 @@ MUTANTS = [
         why="counts the forward pass only (2ND) in the rule of thumb that cs336 account prints",
         tests=TESTS,
     ),
+    Mutant(
+        name="accounting-flop-counter-not-reset-on-reentry",
+        file=FLOPS,
+        old="        self.flops.clear()\n",
+        new="",
+        why="starts from zero only when built, so entering the same counter again adds to the previous block's counts",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-saved-views-keyed-by-data-ptr",
+        file=MEMORY,
+        old="        key = _storage_key(t)\n",
+        new="        key = (str(t.device), t.data_ptr())\n",
+        why=(
+            "identifies a saved tensor by where its first element is (t.data_ptr()), so two views of one "
+            "storage at different offsets count the storage twice"
+        ),
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-state-bytes-skip-scalar-parameters",
+        file=MEMORY,
+        old='            if key != "step" and isinstance(value, Tensor) and value.shape == param.shape:\n',
+        new="            if isinstance(value, Tensor) and value.dim() > 0 and value.shape == param.shape:\n",
+        why="skips 0-d tensors to leave out torch's 0-d step counters, which also drops the whole state of a 0-d parameter",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-state-bytes-count-step-of-scalar-parameters",
+        file=MEMORY,
+        old='            if key != "step" and isinstance(value, Tensor) and value.shape == param.shape:\n',
+        new="            if isinstance(value, Tensor) and value.shape == param.shape:\n",
+        why="recognises state by its shape alone, so torch's 0-d step counter of a 0-d parameter passes for state",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-state-bytes-assume-fp32",
+        file=MEMORY,
+        old="                total += tensor_memory_bytes(value)\n",
+        new="                total += 4 * value.numel()\n",
+        why="counts 4 bytes per state value, as if every optimizer kept fp32 state whatever the parameters' dtype",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-saved-view-counts-its-own-elements",
+        file=MEMORY,
+        old="            self.storages[key] = t.untyped_storage().nbytes()\n",
+        new="            self.storages[key] = t.numel() * t.element_size()\n",
+        why="counts a saved view's own elements, though it keeps its whole storage alive",
+        tests=TESTS,
+    ),
 ]

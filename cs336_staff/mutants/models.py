@@ -56,4 +56,61 @@ MUTANTS = [
         why="seeds torch and random but not NumPy, so data shuffled with np.random differs between runs",
         tests=TESTS,
     ),
+    Mutant(
+        name="linear-init-clamps-instead-of-truncating",
+        file=FILE,
+        old="nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-TRUNCATION * std, b=TRUNCATION * std)",
+        new="nn.init.normal_(weight, mean=0.0, std=std).clamp_(-TRUNCATION * std, TRUNCATION * std)",
+        why=(
+            "draws N(0, std) and clamps to ±3 std: the 0.27% of draws beyond the bounds pile up exactly on them "
+            "instead of being redrawn, though mean, std and max look right"
+        ),
+        tests=TESTS,
+    ),
+    Mutant(
+        name="linear-init-fills-an-fp32-copy",
+        file=FILE,
+        old="nn.init.trunc_normal_(weight, mean=0.0,",
+        new="nn.init.trunc_normal_(weight.float(), mean=0.0,",
+        why=(
+            "initialises weight.float() (to sample in fp32), which for a bf16 or fp64 layer is a temporary copy: "
+            "the layer keeps the uninitialised torch.empty memory (fp32 layers are fine)"
+        ),
+        tests=TESTS,
+    ),
+    Mutant(
+        name="linear-ignores-device",
+        file=FILE,
+        old="weight = torch.empty(d_out, d_in, device=device, dtype=dtype)",
+        new="weight = torch.empty(d_out, d_in, dtype=dtype)",
+        why="honours dtype but creates the weight on the default device, whatever device= says",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="cruncher-layers-ignore-device-and-dtype",
+        file=FILE,
+        old="[Linear(dim, dim, device=device, dtype=dtype) for _ in range(num_layers)]",
+        new="[Linear(dim, dim) for _ in range(num_layers)]",
+        why="accepts device and dtype but does not pass them on to the hidden layers it builds",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="cruncher-head-ignores-device-and-dtype",
+        file=FILE,
+        old="self.final = Linear(dim, 1, device=device, dtype=dtype)",
+        new="self.final = Linear(dim, 1)",
+        why="passes device and dtype to the hidden layers but forgets the final head",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="linear-forward-views-input",
+        file=FILE,
+        old='return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")',
+        new="return (x.view(-1, d_in) @ self.weight.t()).view(*x.shape[:-1], self.weight.shape[0])",
+        why=(
+            "flattens the batch dimensions with view(), which fails on a non-contiguous input (a transposed or "
+            "sliced activation); reshape() or einsum handles any strides"
+        ),
+        tests=TESTS,
+    ),
 ]

@@ -146,4 +146,118 @@ MUTANTS = [
         why="forgets to validate eps in Adam/AdamW",
         tests=TESTS,
     ),
+    Mutant(
+        name="sgd-momentum-buffer-aliases-grad",
+        file=FILE,
+        old='buf = state["momentum_buffer"] = grad.detach().clone()',
+        new='buf = state["momentum_buffer"] = grad.detach()',
+        why=(
+            "starts the momentum buffer as p.grad itself (no clone): without weight decay the buffer is the "
+            "gradient tensor, so zero_grad(set_to_none=False) and the next backward overwrite the momentum"
+        ),
+        tests=TESTS,
+    ),
+    Mutant(
+        name="sgd-weight-decay-in-place-on-grad",
+        file=FILE,
+        old="""                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                if momentum != 0:""",
+        new="""                if weight_decay != 0:
+                    grad = grad.add_(p, alpha=weight_decay)
+                if momentum != 0:""",
+        why="adds the weight-decay term to p.grad in place, so step() changes the gradient it was given",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adam-l2-decay-in-place-on-grad",
+        file=FILE,
+        old="""                    else:
+                        grad = grad.add(p, alpha=weight_decay)""",
+        new="""                    else:
+                        grad = grad.add_(p, alpha=weight_decay)""",
+        why="adds Adam's L2 term to p.grad in place, so step() changes the gradient it was given",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="sgd-nesterov-in-place-on-grad",
+        file=FILE,
+        old="grad = grad.add(buf, alpha=momentum) if nesterov else buf",
+        new="grad = grad.add_(buf, alpha=momentum) if nesterov else buf",
+        why="adds Nesterov's look-ahead to p.grad in place, so step() changes the gradient it was given",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adam-state-on-default-dtype-and-device",
+        file=FILE,
+        old="""                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)""",
+        new="""                    state["exp_avg"] = torch.zeros(p.shape)
+                    state["exp_avg_sq"] = torch.zeros(p.shape)""",
+        why="creates the moments with torch.zeros(p.shape): fp32 on the CPU whatever the parameter's dtype and device",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adagrad-sum-on-default-dtype",
+        file=FILE,
+        old='state["sum"] = torch.full_like(p, group["initial_accumulator_value"])',
+        new='state["sum"] = torch.full(p.shape, group["initial_accumulator_value"], device=p.device)',
+        why="creates the accumulator with torch.full(p.shape, ...): fp32 whatever the parameter's dtype",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="rmsprop-state-kept-in-fp32",
+        file=FILE,
+        old='state["square_avg"] = torch.zeros_like(p)',
+        new='state["square_avg"] = torch.zeros_like(p, dtype=torch.float32)',
+        why="keeps the running average in fp32 'for stability' whatever the parameter's dtype (torch keeps the parameter's)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adam-state-breaks-on-scalar-parameters",
+        file=FILE,
+        old="""                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)""",
+        new="""                    state["exp_avg"] = torch.zeros(*p.shape, dtype=p.dtype, device=p.device)
+                    state["exp_avg_sq"] = torch.zeros(*p.shape, dtype=p.dtype, device=p.device)""",
+        why="unpacks the shape into torch.zeros(*p.shape, ...), which fails on a 0-d parameter (torch.zeros() has no size)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adam-lr-from-constructor",
+        file=FILE,
+        old='lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]',
+        new='lr, (beta1, beta2), eps = self.defaults["lr"], group["betas"], group["eps"]',
+        why="reads lr from the constructor's defaults instead of the param group, so a scheduler setting group['lr'] has no effect",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="sgd-rebinds-parameter-data",
+        file=FILE,
+        old="p.add_(grad, alpha=-lr)",
+        new="p.data = p.add(grad, alpha=-lr)",
+        why="assigns a new tensor to p.data instead of updating p in place: the values match, but the parameter moves to new memory (views, tied weights and anything holding the old storage go stale)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adam-one-step-count-for-all-parameters",
+        file=FILE,
+        old="""                state["step"] += 1
+                t = state["step"]""",
+        new="""                state["step"] += 1
+                t = max(s["step"] for s in self.state.values())""",
+        why=(
+            "uses one step count for every parameter (the steps taken so far), so a parameter whose gradients "
+            "start late (unfrozen mid-run) gets the bias correction of an old one and its first steps are far too small"
+        ),
+        tests=TESTS,
+    ),
+    Mutant(
+        name="adagrad-lr-decay-counts-optimizer-steps",
+        file=FILE,
+        old='clr = lr / (1 + (state["step"] - 1) * lr_decay)',
+        new='clr = lr / (1 + (max(s["step"] for s in self.state.values()) - 1) * lr_decay)',
+        why="decays the learning rate by the optimizer's step count instead of the parameter's own",
+        tests=TESTS,
+    ),
 ]

@@ -96,4 +96,63 @@ MUTANTS = [
         why="passes B's per-column scales as an (N, 1) column instead of a (1, N) row",
         tests=_TESTS,
     ),
+    Mutant(
+        name="precision-fp8-matmul-dequantises",
+        file=_FILE,
+        old="    return torch._scaled_mm(a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)",
+        new="    return (from_fp8(a_fp8, scale_a) @ from_fp8(b_fp8, scale_b)).to(out_dtype)",
+        why=(
+            "dequantises both operands and multiplies in fp32: the same numbers on a CPU, but no fp8 kernel "
+            "ever runs (on an H100 it is an fp32 matmul, slower than bf16)"
+        ),
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-step-returns-attached-loss",
+        file=_FILE,
+        old="    return loss.detach()\n",
+        new="    return loss\n",
+        why="returns the loss with its graph, so a caller that keeps the losses (a list for plotting) keeps every step's activations alive",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-step-accumulates-gradients",
+        file=_FILE,
+        old="    optimizer.zero_grad(set_to_none=True)\n",
+        new="",
+        why="never zeroes the gradients, so each step adds this batch's gradient to all the previous ones",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-fp8-matmul-scales-after-kernel",
+        file=_FILE,
+        old="    return torch._scaled_mm(a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)",
+        new=(
+            "    one = torch.ones((), device=a.device)\n"
+            "    out = torch._scaled_mm(a_fp8, b_fp8, scale_a=one, scale_b=one, out_dtype=torch.float32)\n"
+            "    return (out * scale_a * scale_b).to(out_dtype)"
+        ),
+        why=(
+            "runs the fp8 kernel with unit scales and applies the scales afterwards, in a separate fp32 pass: "
+            "an fp32 product in memory and a rounding that differs from the kernel's own epilogue"
+        ),
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-to-fp8-scales-input-in-place",
+        file=_FILE,
+        old="    x_fp8 = (x32 / scale).clamp(-fp8_max, fp8_max).to(dtype)",
+        new="    x_fp8 = x32.div_(scale).clamp_(-fp8_max, fp8_max).to(dtype)",
+        why="divides in place to save memory; for an fp32 contiguous input x.float() is x itself, so the caller's tensor is overwritten",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-scaler-tracker-not-reset-on-backoff",
+        file=_FILE,
+        old="""            self._scale = _fp32(self._scale * self.backoff_factor)
+            self._growth_tracker = 0""",
+        new="""            self._scale = _fp32(self._scale * self.backoff_factor)""",
+        why="keeps counting clean steps across an overflow, so the scale grows again sooner than growth_interval clean steps",
+        tests=_TESTS,
+    ),
 ]

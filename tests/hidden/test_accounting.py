@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import adapters
 from tests.scenarios import accounting
 from tests.scenarios.accounting import Net
-from tests.test_accounting import OPTIMIZER_STATES, torch_flops
+from tests.test_accounting import OPTIMIZER_STATES, torch_flops, torch_flops_by_module
 
 
 def random_dims(seed: int, length: int, high: int = 32) -> list[int]:
@@ -89,6 +89,19 @@ def test_flop_counter_breakdown_of_nested_modules() -> None:
     assert second["total"] == torch_flops(accounting.build(net), x, backward=False)
 
 
+def test_flop_counter_reentered_around_nested_modules_counts_each_block_alone() -> None:
+    """Nested Sequentials, one counter entered four times (forward, forward+backward, ...), trained outside in between."""
+    net = Net("sequential", seed=4, parts=(
+        Net("mlp", (5, 9, 7)), Net("gelu"), Net("sequential", parts=(Net("linear", (7, 3), bias=True),)),
+    ))
+    x = torch.randn(6, 5, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    passes = [False, True, False, True]
+    runs = accounting.student_flop_counter(net, x, backward=passes, same_counter=True)
+    for i, (run, with_backward) in enumerate(zip(runs, passes, strict=True), 1):
+        assert run["by_module"] == torch_flops_by_module(net, x, with_backward), f"entry {i}"
+        assert run["total"] == run["by_module"]["Global"], f"entry {i}: total is not the Global row"
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_cruncher_training_flops_match_the_linear_chain_count(seed: int) -> None:
     """A Cruncher's measured training FLOPs equal the linear-chain count [D]*(L+1)+[1] without input grad."""
@@ -149,6 +162,30 @@ def test_activation_bytes_of_a_parameterless_function() -> None:
     assert accounting.student_activation_bytes(exp_of_2t, x) == 4 * 4 * 6
     assert accounting.student_activation_bytes(Net("torch.exp"), x) == 4 * 4 * 6  # exp saves its output
     assert accounting.student_activation_bytes(Net("torch.sin"), x) == 0  # sin saves its input, which is not an activation
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+def test_activation_bytes_of_views_in_other_dtypes(dtype: torch.dtype) -> None:
+    """Views of one bf16/fp64 activation at three offsets (relu's output, two slices) cost its storage once."""
+    batch, width = 5, 12
+    net = Net("chain", parts=(
+        Net("linear", (8, width), dtype=dtype), Net("relu"),
+        Net("torch.narrow", after=(1, 3, 6)), Net("torch.narrow", after=(1, 2, 4)), Net("torch.sin"),
+    ))
+    got = accounting.student_activation_bytes(net, torch.randn(batch, 8, dtype=dtype))
+    assert got == batch * width * dtype.itemsize, f"{dtype}: measured {got}"
+
+
+@pytest.mark.parametrize("impl", ["torch", "ours"])
+@pytest.mark.parametrize("name", list(OPTIMIZER_STATES))
+def test_optimizer_state_bytes_with_scalar_parameters_in_float64(name: str, impl: str) -> None:
+    """Two 0-d parameters among float64 ones, two steps: every state counts at 8 bytes, no step counter does."""
+    net = Net("sequential", dtype=torch.float64, parts=(Net("mlp", (5, 4, 2)), Net("scale"), Net("scale")))
+    kwargs = {"lr": 1e-2, **({"momentum": 0.5} if name == "momentum" else {})}
+    g = torch.Generator().manual_seed(2)
+    inputs = [torch.randn(3, 5, generator=g, dtype=torch.float64) for _ in range(2)]
+    measured = accounting.student_optimizer_state_bytes(net, name, impl, kwargs, inputs)
+    assert measured == 8 * OPTIMIZER_STATES[name] * accounting.num_params(net)
 
 
 @pytest.mark.parametrize("name", list(OPTIMIZER_STATES))

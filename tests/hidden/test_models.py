@@ -12,6 +12,7 @@ import adapters
 from tests.scenarios import models as scenario
 from tests.test_models import (
     check_init_statistics,
+    check_init_truncates,
     cruncher_with_fixed_weights,
     linear_matches_functional,
     restore_global_rngs,  # noqa: F401  (fixture)
@@ -35,10 +36,61 @@ def test_linear_matches_functional_linear_other_shapes_and_dtypes(
     linear_matches_functional(d_in, d_out, batch_shape, dtype, seed)
 
 
+@pytest.mark.parametrize(
+    "d_in, d_out, batch_shape, dtype, seed",
+    [
+        (5, 2, (7,), torch.float64, 11),
+        (9, 4, (2, 3, 6), torch.bfloat16, 12),
+        (1, 3, (4,), torch.float32, 13),
+    ],
+)
+def test_linear_matches_functional_linear_on_transposed_inputs(
+    d_in, d_out, batch_shape, dtype, seed
+):
+    """Non-contiguous (transposed) inputs of other shapes and dtypes give F.linear's result."""
+    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed, transposed=True)
+
+
 @pytest.mark.parametrize("d_in, d_out, seed", [(300, 1200, 1), (2000, 100, 2)])
 def test_linear_init_statistics_other_shapes(d_in, d_out, seed):
     """The init is TruncNormal(0, 1/sqrt(d_in), ±3 std) for wide and tall layers alike."""
     check_init_statistics(d_in, d_out, seed)
+
+
+@pytest.mark.parametrize(
+    "d_in, d_out, seed, dtype",
+    [(300, 1200, 4, None), (2000, 100, 5, torch.float64), (640, 640, 6, None)],
+)
+def test_linear_init_truncates_rather_than_clamps_other_shapes(d_in, d_out, seed, dtype):
+    """Wide, tall and float64 layers: no probability mass piles up at ±3 std."""
+    check_init_truncates(d_in, d_out, seed, dtype)
+
+
+@pytest.mark.parametrize(
+    "d_in, d_out, seed, dtype",
+    [(1200, 300, 7, torch.bfloat16), (100, 2000, 8, torch.float64), (512, 512, 9, torch.float16)],
+)
+def test_linear_init_fills_the_weight_other_shapes_and_dtypes(d_in, d_out, seed, dtype):
+    """bfloat16, float64 and float16 layers of other shapes get the truncated-normal init in their own weight."""
+    check_init_statistics(d_in, d_out, seed, dtype)
+
+
+@pytest.mark.parametrize(
+    "module, args, device, dtype",
+    [
+        ("cruncher", (3, 0), "meta", torch.float16),
+        ("cruncher", (5, 4), "meta", torch.float64),
+        ("linear", (1, 7), "meta", torch.bfloat16),
+        ("cruncher", (2, 1), "cpu", torch.bfloat16),
+    ],
+)
+def test_modules_honour_device_and_dtype_other_sizes(module, args, device, dtype):
+    """A head-only and a deep Cruncher, and a 1-input Linear, put every parameter on the device, in the dtype."""
+    placed = scenario.parameter_placement(module, args, device=device, dtype=dtype)
+    wrong = {k: v for k, v in placed.items() if v[:2] != (device, dtype)}
+    assert placed and not wrong, (
+        f"{module}{args}(device={device!r}, dtype={dtype}): misplaced {wrong}"
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])

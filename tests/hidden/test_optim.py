@@ -8,7 +8,13 @@ import torch
 
 from tests.scenarios import optim as scenario
 from tests.scenarios.optim import Problem
-from tests.test_optim import OPTIMIZERS, compare_with_torch, describe
+from tests.test_optim import (
+    MEMORY_CASES,
+    OPTIMIZERS,
+    compare_with_torch,
+    describe,
+    warmup_then_cosine,
+)
 
 NAMES = list(OPTIMIZERS)
 
@@ -111,6 +117,77 @@ def test_optimizer_state_dict_round_trip_resumes_exactly(name):
         assert torch.equal(straight[k], resumed[k]), (
             f"{describe(name, FULL[name])}: {k!r} differs after resuming from state_dict"
         )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_matches_torch_with_in_place_zeroing_in_float64_on_odd_shapes(name):
+    """zero_grad(set_to_none=False) and accumulated gradients, float64, scalar/3-D/row parameters: still torch's trajectory."""
+    compare_with_torch(
+        name,
+        FULL[name],
+        steps=100,
+        seed=16,
+        dtype=torch.float64,
+        shapes=ODD_SHAPES,
+        every=50,
+        zero_grad_in_place=True,
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_counts_steps_per_parameter_in_float64_on_odd_shapes(name):
+    """A scalar joining at step 4 and a 3-D parameter at step 21, float64: each state starts at its first gradient."""
+    compare_with_torch(
+        name,
+        FULL[name],
+        steps=40,
+        seed=19,
+        dtype=torch.float64,
+        shapes=ODD_SHAPES,
+        first_grad={"scalar": 3, "cube": 20},
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_follows_a_schedule_on_each_param_group(name):
+    """A warm-up-then-cosine schedule applied to two param groups with their own options matches torch."""
+    first, second = GROUP_OPTIONS[name]
+    groups = [{"params": ["weight"], **first}, {"params": ["bias"], **second}]
+    compare_with_torch(
+        name, FULL[name], steps=60, seed=17, groups=groups, lr_schedule=warmup_then_cosine(60, 5)
+    )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_step_leaves_odd_shaped_gradients_and_storage_alone(name):
+    """With every term on (FULL settings) and scalar/3-D/row parameters, step() neither writes p.grad nor moves p."""
+    problem = Problem.make(18, 4, torch.float64, ODD_SHAPES)
+    ours = scenario.student_trajectory(
+        name, problem, FULL[name], 4, {4}, zero_grad_in_place=True, watch=True
+    )
+    assert not ours.grad_changed, (
+        f"{describe(name, FULL[name])} changed p.grad: {ours.grad_changed}"
+    )
+    assert not ours.moved, f"{describe(name, FULL[name])} moved parameters: {ours.moved}"
+
+
+@pytest.mark.parametrize(
+    "dtype, device", [(torch.float16, "meta"), (torch.float32, "meta"), (torch.bfloat16, "cpu")]
+)
+@pytest.mark.parametrize("name, kwargs, tensors", MEMORY_CASES)
+def test_optimizer_state_placement_other_dtypes_and_devices(name, kwargs, tensors, dtype, device):
+    """float16 and float32 on the meta device, bfloat16 on the CPU, odd shapes: state is placed as torch places it."""
+    ours, error = scenario.student_state_placement(name, kwargs, ODD_SHAPES, dtype, device, steps=3)
+    ref, _ = scenario.state_placement(
+        OPTIMIZERS[name][1], kwargs, ODD_SHAPES, dtype, device, steps=3
+    )
+    for k, theirs in ref.items():
+        wanted = {key: v for key, v in theirs.items() if key != "step" and not isinstance(v, str)}
+        got = {key: ours[k].get(key) for key in wanted}
+        assert got == wanted, (
+            f"{describe(name, kwargs)} {dtype} on {device}, {k!r}: {got} vs {wanted}"
+        )
+    assert error is None, error
 
 
 NAN = float("nan")

@@ -14,8 +14,10 @@ from tests.scenarios.precision import ScalerRun
 from tests.test_precision import (
     E4M3,
     FP8,
+    MATMUL_OPS,
     _assert_same_run,
     _fp8_matmul_rel_error,
+    _fp8_operands,
     _half_ulp_violations,
     _mixed_step_grad_errors,
     _name,
@@ -263,6 +265,34 @@ def test_fp8_matmul_of_zeros_and_bf16_inputs():
     assert ((out.double() - ref).norm() / ref.norm()).item() < 0.06
 
 
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16, torch.float16], ids=_name)
+@pytest.mark.parametrize(("shape", "seed"), [((5, 32, 16), 31), ((48, 96, 64), 32)])
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_fp8_matmul_is_one_scaled_mm_bit_for_bit_other_shapes(granularity, shape, seed, out_dtype):
+    """Other shapes and seeds: one torch._scaled_mm, no other matmul, and its result bit for bit in each out_dtype."""
+    g = torch.Generator().manual_seed(seed)
+    m, k, n = shape
+    a, b = torch.randn(m, k, generator=g) * 4, torch.randn(k, n, generator=g) / 3
+    out, ops = precision.student_fp8_matmul_ops(a, b, granularity, out_dtype)
+    assert ops.count("aten._scaled_mm") == 1, f"ops run: {ops}"
+    assert not [op for op in ops if op in MATMUL_OPS], f"ops run: {ops}"
+    a_fp8, b_fp8, sa, sb = _fp8_operands(a, b, granularity)
+    expected = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+    assert out.dtype == out_dtype and torch.equal(out, expected)
+
+
+def test_to_fp8_and_fp8_matmul_leave_low_precision_and_strided_inputs_unchanged():
+    """A bf16 input, a transposed view and fp8_matmul's operands are read, never written."""
+    g = torch.Generator().manual_seed(33)
+    x16 = (torch.randn(8, 32, generator=g) * 7).bfloat16()
+    xt = torch.randn(32, 16, generator=g).t()  # (16, 32), not contiguous
+    copies = [x16.clone(), xt.clone()]
+    adapters.run_to_fp8(x16, E4M3, "row")
+    adapters.run_to_fp8(xt, torch.float8_e5m2, "row")
+    adapters.run_fp8_matmul(xt, xt.t(), "row")
+    assert torch.equal(x16, copies[0]) and torch.equal(xt, copies[1])
+
+
 def test_fp8_matmul_rejects_bad_out_dtype_and_integer_operands():
     """out_dtype must be a 16/32-bit float; integer operands are rejected."""
     a, b = torch.randn(16, 16), torch.randn(16, 16)
@@ -306,6 +336,23 @@ def test_mixed_precision_step_returns_the_loss_and_zeroes_old_gradients():
     )
     ref = F.mse_loss(model(x), y).item()
     assert abs(first.item() - ref) < 0.02 * ref, f"loss {first.item()} vs fp32 {ref}"
+
+
+def test_mixed_precision_steps_in_fp16_with_adamw_return_detached_losses_of_fresh_gradients():
+    """fp16 autocast, cross-entropy, AdamW (lr=0): every loss detached, every step's gradients its batch's alone."""
+    torch.manual_seed(4)
+    sizes = (20, 16, 5)
+    weights = precision.mlp(sizes).state_dict()
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(6, 20, generator=g), torch.randint(0, 5, (6,), generator=g)
+    steps = precision.student_mixed_precision_steps(
+        sizes, weights, x, y,
+        loss="cross_entropy", dtype=torch.float16, optimizer="adamw", optimizer_kwargs={"lr": 0.0}, steps=3,
+    )
+    for i, step in enumerate(steps):
+        assert step.loss_grad_fn is None and not step.loss.requires_grad, f"step {i}: {step.loss_grad_fn}"
+        for name, grad in step.grads.items():
+            assert torch.equal(grad, steps[0].grads[name]), f"step {i}: gradient of {name} accumulated"
 
 
 # --------------------------------------------------------------------------------------------

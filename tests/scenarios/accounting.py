@@ -37,6 +37,7 @@ class Net:
         ``"linear"``         ``nn.Linear(*dims, bias=bias)``
         ``"mlp"``            ``mlp(dims, activation, bias)``
         ``"relu"``/``"gelu"``  the activation module
+        ``"scale"``          ``Scale()``: multiplies by one learnable number, a 0-d parameter
         ``"sequential"``     ``nn.Sequential`` of ``parts``
         ``"chain"``          a plain function applying ``parts`` (functions) in turn to one tensor
         ``"models.Linear"``  your ``Linear(*dims)``; torch's twin is ``nn.Linear(*dims, bias=False)``
@@ -64,6 +65,17 @@ def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = Fal
             layers.append(activation())
         layers.append(nn.Linear(d_in, d_out, bias=bias))
     return nn.Sequential(*layers)
+
+
+class Scale(nn.Module):
+    """Multiply by one learnable number (a gain, a temperature): a module whose parameter is 0-d."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(1.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale
 
 
 class Cruncher(nn.Module):
@@ -114,6 +126,8 @@ def build(net: Net, student: bool = False) -> Callable[..., Any]:
             module = mlp(list(net.dims), ACTIVATIONS[net.activation], net.bias)
         elif net.kind in ACTIVATIONS:
             module = ACTIVATIONS[net.kind]()
+        elif net.kind == "scale":
+            module = Scale()
         elif net.kind == "sequential":
             module = nn.Sequential(*(build(part, student) for part in net.parts))
         elif net.kind == "models.Linear":
@@ -144,16 +158,33 @@ def student_count_flops(net: Net, *args: torch.Tensor, backward: bool = True) ->
 
 
 @student_side
-def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool]) -> list[dict[str, Any]]:
-    """Use a fresh ``FlopCounter`` once per entry of ``backward``, around ``model(x)`` (and the
-    backward of its sum if true); return each counter's ``by_module()`` and ``total``."""
+def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
+                         same_counter: bool = False) -> list[dict[str, Any]]:
+    """Use a ``FlopCounter`` once per entry of ``backward``, around ``model(x)`` (and the backward
+    of its sum if true); return each block's ``by_module()`` and ``total``.
+
+    By default each block gets a fresh counter. With ``same_counter``, one counter is entered
+    again for every block, and the model also trains (forward and backward) outside any counter:
+    once before the first block and once after each; each block's counts are read after the run
+    that follows it.
+    """
     model = build(net, student=True)
+
+    def outside() -> None:
+        model(x).sum().backward()
+
+    shared = adapters.get_flop_counter_cls()() if same_counter else None
+    if same_counter:
+        outside()
     runs = []
     for with_backward in backward:
-        with adapters.get_flop_counter_cls()() as counter:
+        counter = shared if same_counter else adapters.get_flop_counter_cls()()
+        with counter:
             out = model(x)
             if with_backward:
                 out.sum().backward()
+        if same_counter:
+            outside()
         runs.append({"by_module": counter.by_module(), "total": counter.total})
     return runs
 

@@ -33,6 +33,19 @@ def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = No
     return layer.weight.detach()
 
 
+@student_side
+def parameter_placement(
+    module: str, args: tuple, device: str, dtype: torch.dtype
+) -> dict[str, tuple[str, torch.dtype, tuple[int, ...]]]:
+    """Build your ``module`` (``"linear"`` or ``"cruncher"``) from ``args`` with ``device=`` and ``dtype=``;
+    return, for each parameter, the type of its device, its dtype and its shape.
+
+    On ``device="meta"`` nothing is allocated (and nothing crosses but these descriptions).
+    """
+    model = MODULES[module]()(*args, device=device, dtype=dtype)
+    return {name: (p.device.type, p.dtype, tuple(p.shape)) for name, p in model.named_parameters()}
+
+
 @plain_data
 @dataclass
 class Gradients:

@@ -9,7 +9,7 @@ the line; see ``tests/boundary.py``). ``tests/test_optim.py`` runs both and comp
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -60,11 +60,22 @@ class Problem:
         return {k: v.clone().requires_grad_() for k, v in self.init.items()}
 
     def set_grads(
-        self, params: dict[str, torch.Tensor], t: int, skip: frozenset[str] = frozenset()
+        self,
+        params: dict[str, torch.Tensor],
+        t: int,
+        skip: frozenset[str] = frozenset(),
+        accumulate: bool = False,
     ) -> None:
+        """Give each parameter (but those in ``skip``) its gradient at step ``t``: a new ``.grad``
+        tensor, or, with ``accumulate``, added into the existing one, as ``backward()`` does."""
         for k, p in params.items():
-            if k not in skip:
-                p.grad = self.curvature[k] * (p.detach() - self.target[k]) + self.noise[k][t]
+            if k in skip:
+                continue
+            grad = self.curvature[k] * (p.detach() - self.target[k]) + self.noise[k][t]
+            if accumulate and p.grad is not None:
+                p.grad.add_(grad)
+            else:
+                p.grad = grad
 
 
 @plain_data
@@ -78,6 +89,10 @@ class Trajectory:
     state: dict[
         str, dict[str, Any]
     ]  # parameter name -> optimizer.state[parameter] after the last step
+    grad_changed: list[tuple[int, str]] = field(default_factory=list)
+    """(step, parameter name) for each step() that changed the parameter's ``.grad`` (if watched)."""
+    moved: list[tuple[int, str]] = field(default_factory=list)
+    """(step, parameter name) for each step() after which the parameter's data lives elsewhere (if watched)."""
 
     @property
     def final(self) -> dict[str, torch.Tensor]:
@@ -105,21 +120,51 @@ def trajectory(
     checkpoints: set[int],
     groups: list[dict] | None = None,
     no_grad: frozenset[str] = frozenset(),
+    zero_grad_in_place: bool = False,
+    lr_schedule: list[float] | None = None,
+    first_grad: dict[str, int] | None = None,
+    watch: bool = False,
 ) -> Trajectory:
     """Run ``cls`` for ``steps`` steps on ``problem``; keep the parameters after each step in ``checkpoints``.
 
     At step t every parameter not named in ``no_grad`` gets the gradient of the problem at its own
-    current value (the others keep ``.grad`` None). The last step is always kept.
+    current value (the others keep ``.grad`` None); a parameter named in ``first_grad`` gets none
+    before step ``first_grad[name]`` (counted from 0: a layer unfrozen mid-run). With ``zero_grad_in_place``, each step starts
+    with ``optimizer.zero_grad(set_to_none=False)`` and the gradient is added into the zeroed
+    ``.grad`` tensor (a training loop's ``zero_grad`` then ``backward``), so ``.grad`` is the same
+    tensor at every step. ``lr_schedule[t]`` multiplies each group's initial ``lr`` before step t
+    (as ``torch.optim.lr_scheduler.LambdaLR`` sets ``group["lr"]``). The last step is always kept.
+    With ``watch``, every step also records whether it changed a ``.grad`` or moved a parameter's data.
     """
     params = problem.params()
     opt = build(cls, params, kwargs, groups)
+    base_lrs = [group["lr"] for group in opt.param_groups]
     seen: dict[int, dict[str, torch.Tensor]] = {}
+    grad_changed: list[tuple[int, str]] = []
+    moved: list[tuple[int, str]] = []
     for t in range(steps):
-        problem.set_grads(params, t, no_grad)
-        opt.step()
+        if zero_grad_in_place:
+            opt.zero_grad(set_to_none=False)
+        late = {k for k, first in (first_grad or {}).items() if t < first}
+        problem.set_grads(params, t, no_grad | late, accumulate=zero_grad_in_place)
+        if lr_schedule is not None:
+            for group, base in zip(opt.param_groups, base_lrs, strict=True):
+                group["lr"] = base * lr_schedule[t]
+        if not watch:
+            opt.step()
+        else:
+            grads = {k: p.grad.clone() for k, p in params.items() if p.grad is not None}
+            where = {k: p.data_ptr() for k, p in params.items()}
+            opt.step()
+            for k, p in params.items():
+                if k in grads and (p.grad is None or not torch.equal(p.grad, grads[k])):
+                    grad_changed.append((t + 1, k))
+                if p.data_ptr() != where[k]:
+                    moved.append((t + 1, k))
         if t + 1 in checkpoints or t + 1 == steps:
             seen[t + 1] = {k: p.detach().clone() for k, p in params.items()}
-    return Trajectory(seen, {k: dict(opt.state[p]) for k, p in params.items()})
+    state = {k: dict(opt.state[p]) for k, p in params.items()}
+    return Trajectory(seen, state, grad_changed, moved)
 
 
 @student_side
@@ -131,9 +176,86 @@ def student_trajectory(
     checkpoints: set[int],
     groups: list[dict] | None = None,
     no_grad: frozenset[str] = frozenset(),
+    zero_grad_in_place: bool = False,
+    lr_schedule: list[float] | None = None,
+    first_grad: dict[str, int] | None = None,
+    watch: bool = False,
 ) -> Trajectory:
     """``trajectory`` of your optimizer ``name`` (``"sgd"``, ..., ``"adamw"``)."""
-    return trajectory(STUDENT[name](), problem, kwargs, steps, checkpoints, groups, no_grad)
+    return trajectory(
+        STUDENT[name](),
+        problem,
+        kwargs,
+        steps,
+        checkpoints,
+        groups,
+        no_grad,
+        zero_grad_in_place,
+        lr_schedule,
+        first_grad,
+        watch,
+    )
+
+
+#: A state entry described as data: a tensor by (dtype, device type, shape), anything else by its type's name.
+Placement = tuple[torch.dtype, str, tuple[int, ...]] | str
+
+
+def state_placement(
+    cls: type[torch.optim.Optimizer],
+    kwargs: dict,
+    shapes: dict[str, tuple[int, ...]],
+    dtype: torch.dtype,
+    device: str,
+    steps: int = 2,
+) -> tuple[dict[str, dict[str, Placement]], str | None]:
+    """Run ``cls`` ``steps`` steps on parameters of ``shapes`` created on ``device`` in ``dtype``
+    (random values and gradients: only where things live matters); describe each parameter's state.
+
+    Returns (parameter name -> state key -> its placement, the error a ``step()`` raised or None):
+    a step that fails on state of the wrong dtype or device (``lerp_`` of a float64 gradient into
+    a float32 buffer) still leaves the state it created to describe. On ``device="meta"`` tensors
+    have a shape and a dtype but no memory, so the values are meaningless and any machine can run it.
+    """
+    g = torch.Generator().manual_seed(0)
+
+    def draw(shape: tuple[int, ...]) -> torch.Tensor:
+        return torch.randn(shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+
+    params = {k: draw(s).requires_grad_() for k, s in shapes.items()}
+    opt = cls(list(params.values()), **kwargs)
+    error = None
+    for _ in range(steps):
+        for p in params.values():
+            p.grad = draw(tuple(p.shape))
+        try:
+            opt.step()
+        except Exception as e:  # noqa: BLE001  (reported with the placements, which say why)
+            error = f"{type(e).__name__}: {e}"
+            break
+    placements = {
+        k: {
+            key: (v.dtype, v.device.type, tuple(v.shape))
+            if isinstance(v, torch.Tensor)
+            else type(v).__name__
+            for key, v in opt.state[p].items()
+        }
+        for k, p in params.items()
+    }
+    return placements, error
+
+
+@student_side
+def student_state_placement(
+    name: str,
+    kwargs: dict,
+    shapes: dict[str, tuple[int, ...]],
+    dtype: torch.dtype,
+    device: str,
+    steps: int = 2,
+) -> tuple[dict[str, dict[str, Placement]], str | None]:
+    """``state_placement`` of your optimizer ``name``."""
+    return state_placement(STUDENT[name](), kwargs, shapes, dtype, device, steps)
 
 
 def closure_run(

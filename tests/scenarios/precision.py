@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import adapters
 from tests.boundary import plain_data, student_side
@@ -48,6 +49,31 @@ def mlp(sizes: Sequence[int]) -> nn.Sequential:
 
 
 # --------------------------------------------------------------------------------------------
+# fp8_matmul
+# --------------------------------------------------------------------------------------------
+
+
+class OpLog(TorchDispatchMode):
+    """Record the name of every aten op run inside it (``"aten._scaled_mm"``, ``"aten.mm"``, ...)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.ops.append(str(func._overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+@student_side
+def student_fp8_matmul_ops(a: Tensor, b: Tensor, granularity: str, out_dtype: torch.dtype) -> tuple[Tensor, list[str]]:
+    """Your ``fp8_matmul(a, b, granularity, out_dtype)``, and the aten ops it ran, in order (``OpLog``)."""
+    with OpLog() as log:
+        out = adapters.run_fp8_matmul(a, b, granularity, out_dtype)
+    return out, log.ops
+
+
+# --------------------------------------------------------------------------------------------
 # mixed_precision_step
 # --------------------------------------------------------------------------------------------
 
@@ -56,12 +82,14 @@ def mlp(sizes: Sequence[int]) -> nn.Sequential:
 @dataclass
 class MixedStep:
     """What one step did: the loss it returned, the dtypes of the Linear layers' outputs during its
-    forward, and each parameter after the step and its gradient (None if it has none), by name."""
+    forward, each parameter after the step and its gradient (None if it has none), by name, and
+    the class of the returned loss's ``grad_fn`` (None for a loss detached from its graph)."""
 
     loss: Tensor
     linear_output_dtypes: list[torch.dtype]
     params: dict[str, Tensor]
     grads: dict[str, Tensor | None]
+    loss_grad_fn: str | None = None
 
 
 def mixed_precision_steps(
@@ -86,11 +114,13 @@ def mixed_precision_steps(
         for _ in range(steps):
             seen.clear()
             out = step(model, opt, x, y, LOSSES[loss], dtype)
+            grad_fn = getattr(out, "grad_fn", None)
             records.append(MixedStep(
                 loss=out,
                 linear_output_dtypes=list(seen),
                 params={name: p.detach().clone() for name, p in model.named_parameters()},
                 grads={name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()},
+                loss_grad_fn=None if grad_fn is None else type(grad_fn).__name__,
             ))
     return records
 
