@@ -30,6 +30,7 @@ the part its rules give ``FILE::test``; the grader itself resolves each test).
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -56,7 +57,8 @@ class Part:
     title: str  # without the "N. " prefix
     points: float
     module: str  # "cs336_assignment/tensors.py" or "cs336_assignment/tokenization/"
-    functions: dict[str, list[str]] = field(default_factory=dict)  # file -> region qualnames
+    functions: dict[str, list[str]] = field(default_factory=dict)  # file -> graded region qualnames
+    optional: dict[str, list[str]] = field(default_factory=dict)  # file -> helpers marked optional
     adapters: list[str] = field(default_factory=list)
     tests: list[str] = field(default_factory=list)  # public test files graded under this part
     hidden_tests: list[str] = field(default_factory=list)
@@ -163,19 +165,24 @@ def load_parts(repo: Path, regions: dict[str, list[Region]] | None = None) -> li
                 f"{path}: part [concepts.{concept.name}] has no module {PACKAGE}/{concept.name}.py or "
                 f"{PACKAGE}/{concept.name}/; a part's key names the module students implement it in"
             )
-        functions = {}
+        functions, optional = {}, {}
         for f in module_files(repo, module):
+            source = (repo / f).read_text(encoding="utf-8")
             found = regions[f] if regions is not None and f in regions else (
-                [] if regions is not None else find_regions((repo / f).read_text(encoding="utf-8"), f)
+                [] if regions is not None else find_regions(source, f)
             )
-            if found:
-                functions[f] = list(dict.fromkeys(r.qualname for r in found))
+            names = list(dict.fromkeys(r.qualname for r in found))
+            marked = optional_helpers(source)
+            if any(n not in marked for n in names):
+                functions[f] = [n for n in names if n not in marked]
+            if any(n in marked for n in names):
+                optional[f] = [n for n in names if n in marked]
         adapters = [name for name, number in owner.items() if number == i]
         tests = [t for t in public if graded.get(t) == concept.name]
         uses = [t for t in public if t not in tests and any(re.search(rf"\badapters\.{a}\b", sources[t]) for a in adapters)]
         parts.append(Part(
             key=concept.name, number=i, title=m.group(2), points=float(concept.points or 0), module=module,
-            functions=functions, adapters=adapters, tests=tests,
+            functions=functions, optional=optional, adapters=adapters, tests=tests,
             hidden_tests=[t for t in hidden if graded.get(t) == concept.name], used_by=uses,
         ))
     return parts
@@ -190,9 +197,34 @@ def _code(names: list[str]) -> str:
     return ", ".join(f"`{n}`" for n in names) or "-"
 
 
+def optional_helpers(source: str) -> set[str]:
+    """Qualnames of the functions whose docstring says they are optional (``contracts.OPTIONAL``).
+
+    >>> src = "def f():\\n    'Optional helper, not graded: g covers it.'\\n\\ndef g():\\n    pass\\n"
+    >>> sorted(optional_helpers(src))
+    ['f']
+    """
+    from cs336_staff.contracts import OPTIONAL
+
+    out: set[str] = set()
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef) and OPTIONAL in " ".join((ast.get_docstring(child) or "").split()):
+                    out.add(name)
+                walk(child, name + ".")
+
+    walk(ast.parse(source), "")
+    return out
+
+
 def _what(part: Part) -> str:
     files = part.functions
-    return "; ".join((f"`{Path(f).name}`: " if len(files) > 1 else "") + _code(names) for f, names in files.items()) or "-"
+    required = "; ".join((f"`{Path(f).name}`: " if len(files) > 1 else "") + _code(names) for f, names in files.items()) or "-"
+    helpers = [n for names in part.optional.values() for n in names]
+    return required + (f" (optional helpers, not graded: {_code(helpers)})" if helpers else "")
 
 
 def readme_table(parts: list[Part], students: bool = False, written: dict[str, int] | None = None) -> str:
@@ -272,7 +304,7 @@ def problems(repo: Path, parts: list[Part] | None = None) -> list[str]:
                        f"'{part.title}' (rubric.toml): use a prefix of that title")
     if "Parts, in the order of the handout" in adapters_source or re.search(r"^\s+\d+\.\s.*->\s*cs336_assignment/", adapters_source, re.M):
         out.append("adapters.py's docstring lists the parts again; the list lives in rubric.toml (delete it there)")
-    claimed = {f for p in parts for f in p.functions}
+    claimed = {f for p in parts for f in (*p.functions, *p.optional)}
     for path in sorted((repo / PACKAGE).rglob("*.py")):
         rel = path.relative_to(repo).as_posix()
         if rel in claimed or "__pycache__" in path.parts:
