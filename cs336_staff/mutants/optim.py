@@ -144,8 +144,8 @@ MUTANTS = [
     ),
     Mutant(
         name="unit-interval-accepts-one",
-        file=FILE,
-        function="_in_unit_interval",
+        file="cs336_assignment/validation.py",
+        function="check_unit_interval",
         old="""    if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")""",
         new="""    if not 0.0 <= value <= 1.0:
@@ -157,8 +157,8 @@ MUTANTS = [
         name="optimizers-skip-eps-validation",
         file=FILE,
         function="Adam.__init__",
-        old="_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)\n",
-        new="_nonnegative(lr=lr, weight_decay=weight_decay)\n",
+        old="check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)",
+        new="check_nonnegative(lr=lr, weight_decay=weight_decay)",
         why="forgets to validate eps in Adam/AdamW",
         tests=TESTS,
     ),
