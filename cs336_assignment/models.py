@@ -33,6 +33,8 @@ from einops import einsum
 from jaxtyping import Float
 from torch import Tensor, nn
 
+from cs336_assignment.validation import check_count, check_positive_int
+
 TRUNCATION = 3.0
 """Initial weights are cut at ±TRUNCATION standard deviations."""
 
@@ -75,9 +77,7 @@ class Linear(nn.Module):
     ) -> None:
         super().__init__()
         # BEGIN SOLUTION
-        for name, value in (("d_in", d_in), ("d_out", d_out)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_int(d_in=d_in, d_out=d_out)
         self.d_in = d_in
         self.d_out = d_out
         std = 1.0 / math.sqrt(d_in)
@@ -141,10 +141,8 @@ class Cruncher(nn.Module):
     ) -> None:
         super().__init__()
         # BEGIN SOLUTION
-        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 0:
-            raise ValueError(f"num_layers must be a non-negative integer, got {num_layers!r}")
-        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        check_count(num_layers=num_layers)
+        check_positive_int(dim=dim)
         self.layers = nn.ModuleList(
             [Linear(dim, dim, device=device, dtype=dtype) for _ in range(num_layers)]
         )

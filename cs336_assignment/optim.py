@@ -45,6 +45,8 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
 - A hyperparameter error is a ``ValueError`` whose message names the keyword and its value the
   way the reference writes it, ``f"{name}={value!r}"``: ``"lr must be >= 0, got lr=-0.1"``,
   ``"betas[1] must be in [0, 1), got betas[1]=1.5"``. NaN is out of every range (``not nan >= 0``).
+  ``cs336_assignment/validation.py`` has the two checks that word them so: ``check_nonnegative``
+  and ``check_unit_interval``.
 
 Deliberately left out (torch has them, these do not): ``maximize``, ``amsgrad``, centered
 RMSProp, sparse gradients, complex parameters, tensor-valued learning rates, and the
@@ -61,20 +63,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from cs336_assignment.validation import check_nonnegative, check_unit_interval
+
 Params = Iterable[Tensor] | Iterable[dict[str, Any]]
-
-
-def _nonnegative(**values: float) -> None:
-    """Raise ``ValueError`` naming the first keyword whose value is negative (or NaN)."""
-    for name, value in values.items():
-        if not value >= 0.0:
-            raise ValueError(f"{name} must be >= 0, got {name}={value!r}")
-
-
-def _in_unit_interval(name: str, value: float) -> None:
-    """Raise ``ValueError`` unless ``0 <= value < 1`` (an exponential-average coefficient)."""
-    if not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")
 
 
 def _evaluate(closure: Callable[[], Tensor] | None) -> Tensor | None:
@@ -118,7 +109,7 @@ class SGD(torch.optim.Optimizer):
         nesterov: bool = False,
     ) -> None:
         # BEGIN SOLUTION
-        _nonnegative(lr=lr, momentum=momentum, weight_decay=weight_decay)
+        check_nonnegative(lr=lr, momentum=momentum, weight_decay=weight_decay)
         if not 0.0 <= dampening <= 1.0:
             raise ValueError(f"dampening must be in [0, 1], got dampening={dampening!r}")
         if nesterov and (momentum <= 0.0 or dampening != 0.0):
@@ -194,7 +185,7 @@ class AdaGrad(torch.optim.Optimizer):
         eps: float = 1e-10,
     ) -> None:
         # BEGIN SOLUTION
-        _nonnegative(
+        check_nonnegative(
             lr=lr,
             lr_decay=lr_decay,
             weight_decay=weight_decay,
@@ -273,8 +264,8 @@ class RMSProp(torch.optim.Optimizer):
         momentum: float = 0.0,
     ) -> None:
         # BEGIN SOLUTION
-        _nonnegative(lr=lr, eps=eps, weight_decay=weight_decay, momentum=momentum)
-        _in_unit_interval("alpha", alpha)
+        check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay, momentum=momentum)
+        check_unit_interval("alpha", alpha)
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
         super().__init__(params, defaults)
         # END SOLUTION
@@ -355,11 +346,11 @@ class Adam(torch.optim.Optimizer):
         weight_decay: float = 0.0,
     ) -> None:
         # BEGIN SOLUTION
-        _nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
+        check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)
         if len(betas) != 2:
             raise ValueError(f"betas must be a pair (beta1, beta2), got betas={betas!r}")
-        _in_unit_interval("betas[0]", betas[0])
-        _in_unit_interval("betas[1]", betas[1])
+        check_unit_interval("betas[0]", betas[0])
+        check_unit_interval("betas[1]", betas[1])
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         super().__init__(params, defaults)
         # END SOLUTION

@@ -25,7 +25,6 @@ logging to files, mixed precision (see ``precision.py``), multiple devices.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,12 @@ from torch import Tensor
 from cs336_assignment.checkpoint import load_checkpoint, save_checkpoint
 from cs336_assignment.models import Cruncher, set_seed
 from cs336_assignment.optim import AdamW
+from cs336_assignment.validation import (
+    check_count,
+    check_nonnegative,
+    check_positive,
+    check_positive_int,
+)
 
 Batch = tuple[Tensor, Tensor]
 
@@ -66,17 +71,11 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        for name in ("steps", "dim", "batch_size", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.num_layers < 0:
-            raise ValueError(f"num_layers must be non-negative, got {self.num_layers}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a positive number, got {self.lr}")
-        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be non-negative, got {self.weight_decay}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be non-negative, got {self.seed}")
+        check_positive_int(steps=self.steps, dim=self.dim, batch_size=self.batch_size,
+                           checkpoint_every=self.checkpoint_every)
+        check_count(num_layers=self.num_layers, seed=self.seed)
+        check_positive(lr=self.lr)
+        check_nonnegative(weight_decay=self.weight_decay)
         if self.resume and self.checkpoint is None:
             raise ValueError(
                 "resume needs a checkpoint path to resume from; pass --checkpoint PATH"

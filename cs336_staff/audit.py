@@ -3,6 +3,7 @@
     $ uv run cs336 audit                  # every mutant in cs336_staff/mutants/
     $ uv run cs336 audit --only optim     # one part (a module of cs336_staff/mutants/) or one mutant
     $ uv run cs336 audit --jobs 2 --full  # two at a time; list every catching test, not just the first
+    $ uv run cs336 audit --dry-run        # only check that every mutant applies (no tests run)
 
 For each ``Mutant`` (a small patch of the reference, see ``cs336_staff/mutants/__init__.py``) the
 audit patches a scratch copy of the repository's public tree (the files the handout ships:
@@ -23,9 +24,9 @@ parallel with the first mutants: a test that fails there does not count as catch
 
 The report gives, per mutant, the tests that caught it and the first line of each failure message
 (what a student with that bug would read), and ends with ``caught N of M``. The audit fails
-(non-zero exit) if any mutant survives, does not apply (its ``old`` text is gone from the
-reference), does not parse, names no public test, or if a named test already fails on the
-unmutated reference. SIGINT and SIGTERM stop the children and delete the scratch copies.
+(non-zero exit) if any mutant survives, does not apply (its ``old`` code no longer matches exactly
+once in its function), does not parse, names no public test, or if a named test already fails on
+the unmutated reference. ``applicability`` (``--dry-run``) runs those checks alone, without tests. SIGINT and SIGTERM stop the children and delete the scratch copies.
 Deliberately left out: generating mutants automatically (mutmut-style operators make mostly
 unrealistic bugs) and running the hidden tests (the zoo proves what the public suite teaches).
 """
@@ -61,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full", action="store_true", help="run every named test instead of stopping at the first failure (-x)")
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip the run of the named tests on the unmutated reference")
     parser.add_argument("--timeout", type=float, default=MUTANT_TIMEOUT, help="seconds before a mutant's run is killed (default: %(default).0f)")
+    parser.add_argument("--dry-run", action="store_true", help="only check that every mutant applies and parses; run no tests")
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
@@ -163,29 +165,44 @@ def judge(part: str, mutant, run: PytestRun, baseline_failures: set[str], second
     return Verdict(part, mutant, "survived", note=f"the public tests {', '.join(mutant.tests)} all pass: {tally}", seconds=seconds)
 
 
+def problem(mutant, root: Path) -> str | None:
+    """Why ``mutant`` cannot run against the public tree at ``root``, or None if it can: its tests
+    must be public and exist, its file must exist, its ``old`` code must match exactly once in its
+    function, and the mutated file must parse (``Mutant.mutate``)."""
+    if not mutant.tests or not all(_public(t) for t in mutant.tests):
+        return f"tests {mutant.tests!r} must name public tests (tests/..., not hidden or staff)"
+    missing = [t for t in mutant.tests if not (root / t.split("::")[0]).exists()]
+    if missing:
+        return f"named tests do not exist: {', '.join(missing)}"
+    path = root / mutant.file
+    if not path.is_file():
+        return f"{mutant.file} does not exist in the public tree"
+    try:
+        mutant.mutate(path.read_text())
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def applicability(repo: Path, mutants: list[tuple[str, object]]) -> list[str]:
+    """``part/name: problem`` for every mutant that cannot run against ``repo`` (see ``problem``);
+    [] when all can. Runs no test: a second or two for the whole zoo."""
+    notes = ((part, m, problem(m, Path(repo))) for part, m in mutants)
+    return [f"{part}/{m.name}: {note}" for part, m, note in notes if note]
+
+
 def run_mutant(part: str, mutant, scratch: Path, pool: WarmPool, *, full: bool, jobs: int,
                timeout: float = MUTANT_TIMEOUT) -> Verdict | tuple[PytestRun, float]:
     """Apply ``mutant`` in ``scratch``, run its tests in a child of ``pool`` and restore the file:
     the run and its seconds, or an ``invalid`` verdict if the mutant cannot be run at all."""
     start = time.monotonic()
-    if not mutant.tests or not all(_public(t) for t in mutant.tests):
-        return Verdict(part, mutant, "invalid", note=f"tests {mutant.tests!r} must name public tests (tests/..., not hidden or staff)")
-    missing = [t for t in mutant.tests if not (scratch / t.split("::")[0]).exists()]
-    if missing:
-        return Verdict(part, mutant, "invalid", note=f"named tests do not exist: {', '.join(missing)}")
+    note = problem(mutant, scratch)
+    if note:
+        return Verdict(part, mutant, "invalid", note=note)
     path = scratch / mutant.file
-    if not path.is_file():
-        return Verdict(part, mutant, "invalid", note=f"{mutant.file} does not exist in the public tree")
     original = path.read_text()
     try:
-        try:
-            mutant.apply(scratch)
-        except ValueError as e:
-            return Verdict(part, mutant, "invalid", note=str(e))
-        try:
-            compile(path.read_text(), mutant.file, "exec")
-        except SyntaxError as e:
-            return Verdict(part, mutant, "invalid", note=f"the mutated {mutant.file} does not parse: {e.msg} at line {e.lineno}")
+        mutant.apply(scratch)
         run = pool.run(scratch, _pytest_args(list(mutant.tests), full), hide=hide_installed(scratch), env=_child_env(jobs), timeout=timeout)
     finally:
         path.write_text(original)
@@ -267,6 +284,12 @@ def run(args: argparse.Namespace) -> int:
     start = time.monotonic()
     mutants = load_mutants(args.only)
     parts = sorted({p for p, _ in mutants})
+    if args.dry_run:
+        problems = applicability(args.repo, mutants)
+        for line in problems:
+            print(line)
+        print(f"audit --dry-run: {len(mutants) - len(problems)} of {len(mutants)} mutants apply")
+        return 1 if problems else 0
     print(f"audit: {len(mutants)} mutants of {len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only", flush=True)
     if not mutants:
         print("caught 0 of 0")

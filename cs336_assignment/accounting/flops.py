@@ -42,17 +42,12 @@ from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.module_tracker import ModuleTracker
 
+from cs336_assignment.validation import check_count
+
 aten = torch.ops.aten
 
 MATMUL_FAMILY = (aten.mm, aten.addmm, aten.bmm, aten.baddbmm)
 """The aten ops whose FLOPs are counted (as overload packets: ``aten.mm``, not ``aten.mm.default``)."""
-
-
-def _check_sizes(**sizes: int) -> None:
-    """Raise ``ValueError`` naming the first size that is not a non-negative integer."""
-    for name, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -73,7 +68,7 @@ def matmul_flops(m: int, k: int, n: int) -> int:
             the size and says what it must be: "m must be a non-negative integer, got 2.5".
     """
     # BEGIN SOLUTION
-    _check_sizes(m=m, k=k, n=n)
+    check_count(m=m, k=k, n=n)
     return 2 * m * k * n
     # END SOLUTION
 
@@ -87,7 +82,7 @@ def linear_forward_flops(num_tokens: int, d_in: int, d_out: int) -> int:
     Optional helper, not graded: ``linear_chain_flops`` (graded) counts the same layers.
     """
     # BEGIN SOLUTION
-    _check_sizes(num_tokens=num_tokens, d_in=d_in, d_out=d_out)
+    check_count(num_tokens=num_tokens, d_in=d_in, d_out=d_out)
     return matmul_flops(num_tokens, d_in, d_out)
     # END SOLUTION
 
@@ -108,7 +103,7 @@ def linear_backward_flops(num_tokens: int, d_in: int, d_out: int, input_requires
     Optional helper, not graded: ``linear_chain_flops`` (graded) counts the same layers.
     """
     # BEGIN SOLUTION
-    _check_sizes(num_tokens=num_tokens, d_in=d_in, d_out=d_out)
+    check_count(num_tokens=num_tokens, d_in=d_in, d_out=d_out)
     grad_weight = matmul_flops(d_out, num_tokens, d_in)
     grad_input = matmul_flops(num_tokens, d_out, d_in) if input_requires_grad else 0
     return grad_weight + grad_input

@@ -44,6 +44,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from cs336_assignment.validation import check_count
+
 DTYPES: dict[str, torch.dtype] = {
     "fp64": torch.float64,
     "fp32": torch.float32,
@@ -62,13 +64,6 @@ DTYPES: dict[str, torch.dtype] = {
 
 OPTIMIZERS = ("sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw")
 PRECISIONS = ("fp32", "mixed")
-
-
-def _check_count(**counts: int) -> None:
-    """Raise ``ValueError`` naming the first count that is not a non-negative integer."""
-    for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,7 +186,7 @@ def training_memory_bytes(num_params: int, num_activations: int, optimizer: str,
             'adamz'; use one of [...]", "unknown precision 'fp16'; use one of ['fp32', 'mixed']".
     """
     # BEGIN SOLUTION
-    _check_count(num_params=num_params, num_activations=num_activations)
+    check_count(num_params=num_params, num_activations=num_activations)
     return num_params * bytes_per_param(optimizer, precision) + num_activations * bytes_per_activation(precision)
     # END SOLUTION
 
@@ -205,7 +200,7 @@ def cruncher_params(dim: int, num_layers: int) -> int:
     Optional helper, not graded: napkin math to check your understanding (``sum(p.numel() for p in model.parameters())``).
     """
     # BEGIN SOLUTION
-    _check_count(dim=dim, num_layers=num_layers)
+    check_count(dim=dim, num_layers=num_layers)
     return dim * dim * num_layers + dim
     # END SOLUTION
 
@@ -231,7 +226,7 @@ def linear_chain_activations(batch: int, dims: Sequence[int]) -> int:
     # BEGIN SOLUTION
     if len(dims) < 2:
         raise ValueError(f"dims must list at least an input and an output size, got {list(dims)!r}")
-    _check_count(batch=batch, **{f"dims[{i}]": d for i, d in enumerate(dims)})
+    check_count(batch=batch, **{f"dims[{i}]": d for i, d in enumerate(dims)})
     return batch * sum(dims[1:-1])
     # END SOLUTION
 
@@ -243,7 +238,7 @@ def cruncher_activations(batch: int, dim: int, num_layers: int) -> int:
     24
     """
     # BEGIN SOLUTION
-    _check_count(batch=batch, dim=dim, num_layers=num_layers)
+    check_count(batch=batch, dim=dim, num_layers=num_layers)
     return linear_chain_activations(batch, [dim] * (num_layers + 1) + [1])
     # END SOLUTION
 
@@ -375,7 +370,6 @@ def measure_training_step(
     second step (it also includes ``x``, whatever else the process holds, and temporaries).
     """
     cuda = x.device.type == "cuda"
-    saved = SavedTensorBytes(exclude=[x])
     for step in range(2):
         optimizer.zero_grad(set_to_none=False)
         if step == 1 and cuda:

@@ -30,6 +30,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from cs336_assignment.accounting.flops import matmul_flops
+from cs336_assignment.validation import check_count, check_positive, check_positive_int
 
 SECONDS_PER_DAY = 60 * 60 * 24
 
@@ -85,12 +86,6 @@ def gpu_kind(device_name: str) -> str | None:
     return None
 
 
-def _check_positive(**values: float) -> None:
-    for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(f"{name} must be a positive number, got {value!r}")
-
-
 def peak_flops(gpu: str, dtype: str | torch.dtype) -> float:
     """Dense peak FLOP/s of ``gpu`` (a ``PEAK_FLOPS`` key) at ``dtype`` (a name or torch dtype).
 
@@ -129,7 +124,7 @@ def mfu(flops: float, seconds: float, peak_flops_per_sec: float) -> float:
         ValueError: if ``flops`` is negative: "flops must be non-negative, got -1.0".
     """
     # BEGIN SOLUTION
-    _check_positive(seconds=seconds, peak_flops_per_sec=peak_flops_per_sec)
+    check_positive(seconds=seconds, peak_flops_per_sec=peak_flops_per_sec)
     if not flops >= 0:
         raise ValueError(f"flops must be non-negative, got {flops!r}")
     return flops / seconds / peak_flops_per_sec
@@ -151,7 +146,7 @@ def training_days(
             test looks for it: "mfu must be in (0, 1] (a fraction of peak; 0.5 is good), got 1.5".
     """
     # BEGIN SOLUTION
-    _check_positive(num_params=num_params, num_tokens=num_tokens, num_gpus=num_gpus,
+    check_positive(num_params=num_params, num_tokens=num_tokens, num_gpus=num_gpus,
                     peak_flops_per_gpu=peak_flops_per_gpu)
     if isinstance(mfu, bool) or not isinstance(mfu, int | float) or not 0 < mfu <= 1:
         raise ValueError(f"mfu must be in (0, 1] (a fraction of peak; 0.5 is good), got {mfu!r}")
@@ -172,7 +167,7 @@ def max_trainable_params(num_gpus: int, bytes_per_gpu: float, bytes_per_param: f
             a positive number, got 0".
     """
     # BEGIN SOLUTION
-    _check_positive(num_gpus=num_gpus, bytes_per_gpu=bytes_per_gpu, bytes_per_param=bytes_per_param)
+    check_positive(num_gpus=num_gpus, bytes_per_gpu=bytes_per_gpu, bytes_per_param=bytes_per_param)
     return num_gpus * bytes_per_gpu / bytes_per_param
     # END SOLUTION
 
@@ -196,10 +191,8 @@ def time_matmul(
     # BEGIN SOLUTION
     if a.device != b.device:
         raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
-    if isinstance(iters, bool) or not isinstance(iters, int) or iters < 1:
-        raise ValueError(f"iters must be a positive integer, got {iters!r}")
+    check_count(warmup=warmup)
+    check_positive_int(iters=iters)
     for _ in range(warmup):
         a @ b
     if a.device.type == "cuda":

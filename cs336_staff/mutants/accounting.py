@@ -13,6 +13,7 @@ MUTANTS = [
     Mutant(
         name="accounting-matmul-flops-mkn",
         file=FLOPS,
+        function="matmul_flops",
         old="    return 2 * m * k * n\n",
         new="    return m * k * n\n",
         why="counts a multiply-add as one FLOP instead of two",
@@ -21,14 +22,16 @@ MUTANTS = [
     Mutant(
         name="accounting-count-flops-ignores-backward",
         file=FLOPS,
-        old="            out.sum().backward()\n    return counter.total\n",
-        new="            total = counter.total\n            out.sum().backward()\n            return total\n    return counter.total\n",
+        function="count_flops",
+        old="out.sum().backward()",
+        new="total = counter.total\nout.sum().backward()\nreturn total",
         why="reads the counter before the backward ran, so only the forward is counted",
         tests=TESTS,
     ),
     Mutant(
         name="accounting-needless-input-gradient",
         file=FLOPS,
+        function="linear_chain_flops",
         old="linear_backward_flops(num_tokens, d_in, d_out, input_requires_grad or i > 0)",
         new="linear_backward_flops(num_tokens, d_in, d_out, True)",
         why="assumes every layer computes dx, including the first one fed with data (3x forward, the 6ND rule)",
@@ -37,6 +40,7 @@ MUTANTS = [
     Mutant(
         name="accounting-bmm-ignores-batch",
         file=FLOPS,
+        function="matmul_family_flops",
         old="    return (batch[0] if batch else 1) * matmul_flops(m, k, n)\n",
         new="    return matmul_flops(m, k, n)\n",
         why="treats bmm like mm and forgets to multiply by the batch of matrices",
@@ -45,14 +49,16 @@ MUTANTS = [
     Mutant(
         name="accounting-addmm-not-counted",
         file=FLOPS,
-        old="    elif packet in (aten.addmm, aten.baddbmm):\n",
-        new="    elif packet in ():\n",
+        function="matmul_family_flops",
+        old="packet in (aten.addmm, aten.baddbmm)",
+        new="packet in ()",
         why="counts mm and bmm only, missing the addmm a Linear with bias lowers to",
         tests=TESTS,
     ),
     Mutant(
         name="accounting-memory-forgets-optimizer-state",
         file=MEMORY,
+        function="training_memory_bytes",
         old="    return num_params * bytes_per_param(optimizer, precision) + num_activations * bytes_per_activation(precision)\n",
         new=(
             "    return num_params * (bytes_per_param(optimizer, precision) - 4 * optimizer_state_tensors(optimizer))"
@@ -64,14 +70,16 @@ MUTANTS = [
     Mutant(
         name="accounting-adam-one-state",
         file=MEMORY,
-        old='"adam": 2, "adamw": 2}',
-        new='"adam": 1, "adamw": 1}',
+        function="optimizer_state_tensors",
+        old='states = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}',
+        new='states = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 1, "adamw": 1}',
         why="remembers Adam's first moment but forgets the second (exp_avg_sq)",
         tests=TESTS,
     ),
     Mutant(
         name="accounting-mixed-precision-without-master-weights",
         file=MEMORY,
+        function="bytes_per_param",
         old="        return 2 + 2 + 4 + 4 * states\n",
         new="        return 2 + 2 + 4 * states\n",
         why="counts bf16 parameters and gradients but not the fp32 master copy of the weights",
@@ -80,6 +88,7 @@ MUTANTS = [
     Mutant(
         name="accounting-activations-not-deduplicated",
         file=MEMORY,
+        function="SavedTensorBytes._pack",
         old="            self.storages[key] = t.untyped_storage().nbytes()\n",
         new="            self.storages[(key, len(self.storages))] = t.untyped_storage().nbytes()\n",
         why="adds up every saved tensor, counting a storage saved by two ops (ReLU, then the next matmul) twice",
@@ -88,14 +97,16 @@ MUTANTS = [
     Mutant(
         name="accounting-activations-count-parameters",
         file=MEMORY,
-        old="        if not (base.is_leaf and base.requires_grad) and key not in self._excluded:\n",
-        new="        if key not in self._excluded:\n",
+        function="SavedTensorBytes._pack",
+        old="not (base.is_leaf and base.requires_grad) and key not in self._excluded",
+        new="key not in self._excluded",
         why="counts the weights autograd saves (as views) as activations",
         tests=TESTS,
     ),
     Mutant(
         name="accounting-training-days-forward-only",
         file=NAPKIN,
+        function="training_days",
         old="    total_flops = 6 * num_params * num_tokens\n",
         new="    total_flops = 2 * num_params * num_tokens\n",
         why="budgets the forward pass only (2ND) instead of forward plus backward (6ND)",
@@ -104,6 +115,7 @@ MUTANTS = [
     Mutant(
         name="accounting-time-matmul-no-warmup",
         file=NAPKIN,
+        function="time_matmul",
         old="    for _ in range(warmup):\n        a @ b\n",
         new="",
         why="times the first, cold calls (kernel selection, workspace allocation) along with the steady state",
@@ -112,6 +124,7 @@ MUTANTS = [
     Mutant(
         name="accounting-six-nd-forward-only",
         file=FLOPS,
+        function="six_nd_flops",
         old="    return 6 * num_params * num_tokens",
         new="    return 2 * num_params * num_tokens",
         why="counts the forward pass only (2ND) in the rule of thumb that cs336 account prints",
@@ -120,6 +133,7 @@ MUTANTS = [
     Mutant(
         name="accounting-flop-counter-not-reset-on-reentry",
         file=FLOPS,
+        function="FlopCounter.__enter__",
         old="        self.flops.clear()\n",
         new="",
         why="starts from zero only when built, so entering the same counter again adds to the previous block's counts",
@@ -128,6 +142,7 @@ MUTANTS = [
     Mutant(
         name="accounting-saved-views-keyed-by-data-ptr",
         file=MEMORY,
+        function="SavedTensorBytes._pack",
         old="        key = _storage_key(t)\n",
         new="        key = (str(t.device), t.data_ptr())\n",
         why=(
@@ -139,22 +154,25 @@ MUTANTS = [
     Mutant(
         name="accounting-state-bytes-skip-scalar-parameters",
         file=MEMORY,
-        old='            if key != "step" and isinstance(value, Tensor) and value.shape == param.shape:\n',
-        new="            if isinstance(value, Tensor) and value.dim() > 0 and value.shape == param.shape:\n",
+        function="optimizer_state_bytes",
+        old='key != "step" and isinstance(value, Tensor) and value.shape == param.shape',
+        new="isinstance(value, Tensor) and value.dim() > 0 and value.shape == param.shape",
         why="skips 0-d tensors to leave out torch's 0-d step counters, which also drops the whole state of a 0-d parameter",
         tests=TESTS,
     ),
     Mutant(
         name="accounting-state-bytes-count-step-of-scalar-parameters",
         file=MEMORY,
-        old='            if key != "step" and isinstance(value, Tensor) and value.shape == param.shape:\n',
-        new="            if isinstance(value, Tensor) and value.shape == param.shape:\n",
+        function="optimizer_state_bytes",
+        old='key != "step" and isinstance(value, Tensor) and value.shape == param.shape',
+        new="isinstance(value, Tensor) and value.shape == param.shape",
         why="recognises state by its shape alone, so torch's 0-d step counter of a 0-d parameter passes for state",
         tests=TESTS,
     ),
     Mutant(
         name="accounting-state-bytes-assume-fp32",
         file=MEMORY,
+        function="optimizer_state_bytes",
         old="                total += tensor_memory_bytes(value)\n",
         new="                total += 4 * value.numel()\n",
         why="counts 4 bytes per state value, as if every optimizer kept fp32 state whatever the parameters' dtype",
@@ -163,6 +181,7 @@ MUTANTS = [
     Mutant(
         name="accounting-saved-view-counts-its-own-elements",
         file=MEMORY,
+        function="SavedTensorBytes._pack",
         old="            self.storages[key] = t.untyped_storage().nbytes()\n",
         new="            self.storages[key] = t.numel() * t.element_size()\n",
         why="counts a saved view's own elements, though it keeps its whole storage alive",

@@ -11,6 +11,7 @@ MUTANTS = [
     Mutant(
         name="checkpoint-optimizer-state-not-restored",
         file=FILE,
+        function="load_checkpoint",
         old='        optimizer.load_state_dict(state["optimizer"])\n',
         new="",
         why="restores the weights only: AdamW restarts with zero moments and step 0 after a resume",
@@ -19,6 +20,7 @@ MUTANTS = [
     Mutant(
         name="checkpoint-saved-in-place",
         file=FILE,
+        function="save_checkpoint",
         old="    if not isinstance(out, (str, os.PathLike)):\n        torch.save(state, out)\n        return\n",
         new="    torch.save(state, out)\n    return\n",
         why="torch.save straight to the path: a crash mid-save truncates the previous checkpoint",
@@ -27,6 +29,7 @@ MUTANTS = [
     Mutant(
         name="checkpoint-iteration-ignored-on-load",
         file=FILE,
+        function="load_checkpoint",
         old='    return int(state["iteration"])',
         new="    return 0",
         why="loads the state but restarts the step count at 0",
@@ -35,6 +38,7 @@ MUTANTS = [
     Mutant(
         name="checkpoint-loaded-with-pickle",
         file=FILE,
+        function="load_checkpoint",
         old='state = torch.load(src, map_location="cpu", weights_only=True)',
         new='state = torch.load(src, map_location="cpu", weights_only=False)',
         why="loads with weights_only=False: opening someone's checkpoint can run arbitrary code",
@@ -43,14 +47,24 @@ MUTANTS = [
     Mutant(
         name="checkpoint-load-error-without-the-file-name",
         file=FILE,
-        old='            f"cannot read checkpoint {name}: it is truncated',
-        new='            f"cannot read checkpoint: it is truncated',
+        function="load_checkpoint",
+        old="""
+            raise ValueError(
+                f"cannot read checkpoint {name}: it is truncated, corrupt or not a torch checkpoint "
+                f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+            ) from err""",
+        new="""
+            raise ValueError(
+                f"cannot read checkpoint: it is truncated, corrupt or not a torch checkpoint "
+                f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+            ) from err""",
         why="a corrupt-file error that does not say which file is corrupt",
         tests=TESTS,
     ),
     Mutant(
         name="checkpoint-loads-non-strictly",
         file=FILE,
+        function="load_checkpoint",
         old='        model.load_state_dict(state["model"])\n',
         new='        model.load_state_dict(state["model"], strict=False)\n',
         why="loads with strict=False to get past a key error: a checkpoint of another model loads without "
@@ -60,8 +74,20 @@ MUTANTS = [
     Mutant(
         name="checkpoint-rng-not-saved",
         file=FILE,
-        old='        "rng": capture_rng_state(),\n',
-        new="",
+        function="save_checkpoint",
+        old="""
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "iteration": int(iteration),
+                "rng": capture_rng_state(),
+            }""",
+        new="""
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "iteration": int(iteration),
+            }""",
         why="saves weights, optimizer and iteration but not the RNG states: a resumed run draws other "
         "random batches (dropout masks, shuffles) than the uninterrupted run",
         tests=TESTS,
@@ -69,6 +95,7 @@ MUTANTS = [
     Mutant(
         name="checkpoint-restores-only-torchs-rng",
         file=FILE,
+        function="load_checkpoint",
         old='        restore_rng_state(state["rng"])\n',
         new='        torch.set_rng_state(state["rng"]["torch"])\n',
         why="restores torch's global RNG but not NumPy's or Python's, so whatever a run draws from those "
@@ -78,8 +105,22 @@ MUTANTS = [
     Mutant(
         name="checkpoint-save-switches-the-model-to-eval",
         file=FILE,
-        old='    state = {\n        "model": model.state_dict(),',
-        new='    model.eval()  # "a saved model is for inference"\n    state = {\n        "model": model.state_dict(),',
+        function="save_checkpoint",
+        old="""
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "iteration": int(iteration),
+                "rng": capture_rng_state(),
+            }""",
+        new="""
+            model.eval()  # "a saved model is for inference"
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "iteration": int(iteration),
+                "rng": capture_rng_state(),
+            }""",
         why="calls model.eval() before saving and never switches back: training goes on with BatchNorm's "
         "running statistics and no dropout, so saving changes the run it saves",
         tests=TESTS,
@@ -87,6 +128,7 @@ MUTANTS = [
     Mutant(
         name="checkpoint-temporary-name-from-the-global-rng",
         file=FILE,
+        function="save_checkpoint",
         old="    with atomic_write(out) as f:\n        torch.save(state, f)\n",
         new="""    tmp = Path(f"{os.fspath(out)}.{random.getrandbits(32):08x}.tmp")  # a fresh temporary name
     try:

@@ -16,6 +16,7 @@ MUTANTS = [
     Mutant(
         name="data-never-samples-the-last-start",
         file=FILE,
+        function="get_batch",
         old=DRAW,
         new=DRAW.replace("num_starts,", "num_starts - 1,"),
         why="treats randint's exclusive upper bound as inclusive and subtracts one more: start n - T - 1 never appears",
@@ -24,6 +25,7 @@ MUTANTS = [
     Mutant(
         name="data-starts-run-past-the-end",
         file=FILE,
+        function="get_batch",
         old=DRAW,
         new=DRAW.replace("num_starts,", "num_starts + 1,"),
         why="draws starts from [0, n - T] inclusive: the last window's target runs one token past the end",
@@ -32,6 +34,7 @@ MUTANTS = [
     Mutant(
         name="data-targets-not-shifted",
         file=FILE,
+        function="get_batch",
         old="y = torch.from_numpy(windows[:, 1:].copy())",
         new="y = torch.from_numpy(windows[:, :-1].copy())",
         why="returns the inputs as targets (forgets the shift by one)",
@@ -40,6 +43,7 @@ MUTANTS = [
     Mutant(
         name="data-ignores-the-generator",
         file=FILE,
+        function="get_batch",
         old=DRAW,
         new=DRAW.replace(", generator=generator", ""),
         why="samples from the global RNG, so a seeded generator does not make batches reproducible",
@@ -48,6 +52,7 @@ MUTANTS = [
     Mutant(
         name="data-python-loop-over-the-batch",
         file=FILE,
+        function="get_batch",
         old=READ,
         new="windows = np.stack([np.asarray(dataset[s : s + context_length + 1], dtype=np.int64) for s in starts])",
         why="slices one window per row in a Python loop instead of one vectorised fancy index",
@@ -56,6 +61,7 @@ MUTANTS = [
     Mutant(
         name="data-copies-the-whole-memmap",
         file=FILE,
+        function="get_batch",
         old=READ,
         new="windows = dataset.astype(np.int64)[starts[:, None] + np.arange(context_length + 1)]",
         why="converts the whole dataset to int64 before indexing: reads (and copies) the entire file every batch",
@@ -64,6 +70,7 @@ MUTANTS = [
     Mutant(
         name="data-keeps-the-dataset-dtype",
         file=FILE,
+        function="get_batch",
         old=READ,
         new=READ.replace("dtype=np.int64", "dtype=dataset.dtype"),
         why="returns uint16 tensors (the file's dtype) instead of int64 token ids",
@@ -72,14 +79,16 @@ MUTANTS = [
     Mutant(
         name="data-short-dataset-not-checked",
         file=FILE,
-        old="    if num_starts < 1:\n        raise ValueError(",
-        new="    if num_starts < 0:\n        raise ValueError(",
+        function="get_batch",
+        old="num_starts < 1",
+        new="num_starts < 0",
         why="lets a dataset of exactly context_length tokens through, failing later inside randint",
         tests=TESTS,
     ),
     Mutant(
         name="data-no-generator-means-a-fresh-generator",
         file=FILE,
+        function="get_batch",
         old=DRAW,
         new=DRAW.replace(
             "generator=generator)", "generator=generator if generator is not None else torch.Generator())"
@@ -91,6 +100,7 @@ MUTANTS = [
     Mutant(
         name="data-no-generator-draws-from-numpy",
         file=FILE,
+        function="get_batch",
         old=DRAW,
         new="starts = (torch.randint(0, num_starts, (batch_size,), generator=generator).numpy() "
         "if generator is not None else np.random.randint(0, num_starts, batch_size))",
@@ -100,8 +110,9 @@ MUTANTS = [
     Mutant(
         name="data-x-and-y-share-memory",
         file=FILE,
-        old="x = torch.from_numpy(windows[:, :-1].copy())\n    y = torch.from_numpy(windows[:, 1:].copy())",
-        new="x = torch.from_numpy(windows)[:, :-1]\n    y = torch.from_numpy(windows)[:, 1:]",
+        function="get_batch",
+        old="x = torch.from_numpy(windows[:, :-1].copy())\ny = torch.from_numpy(windows[:, 1:].copy())",
+        new="x = torch.from_numpy(windows)[:, :-1]\ny = torch.from_numpy(windows)[:, 1:]",
         why="returns x and y as overlapping views of one (B, T + 1) array: writing x in place (masking a token, "
         "say) silently changes y, and neither is contiguous",
         tests=TESTS,
@@ -109,8 +120,9 @@ MUTANTS = [
     Mutant(
         name="data-draws-from-a-copy-of-the-generator",
         file=FILE,
+        function="get_batch",
         old=DRAW,
-        new="local = None if generator is None else torch.Generator().set_state(generator.get_state())\n    "
+        new="local = None if generator is None else torch.Generator().set_state(generator.get_state())\n"
         + DRAW.replace("generator=generator", "generator=local"),
         why="draws from a copy of the generator (so as not to disturb the caller's): the caller's generator "
         "never advances, so successive calls return the same batch",

@@ -11,6 +11,7 @@ MUTANTS = [
     Mutant(
         name="linear-forward-untransposed",
         file=FILE,
+        function="Linear.forward",
         old='return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")',
         new='return einsum(x, self.weight, "... d_out, d_out d_in -> ... d_in")',
         why="multiplies by W instead of W^T (the lecture's x @ W with W stored (d_in, d_out))",
@@ -19,6 +20,7 @@ MUTANTS = [
     Mutant(
         name="linear-init-std-uses-d-out",
         file=FILE,
+        function="Linear.__init__",
         old="std = 1.0 / math.sqrt(d_in)",
         new="std = 1.0 / math.sqrt(d_out)",
         why="scales the init by the number of outputs (fan-out) instead of inputs",
@@ -27,14 +29,16 @@ MUTANTS = [
     Mutant(
         name="linear-trunc-bounds-absolute",
         file=FILE,
-        old="a=-TRUNCATION * std, b=TRUNCATION * std",
-        new="a=-TRUNCATION, b=TRUNCATION",
+        function="Linear.__init__",
+        old="nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-TRUNCATION * std, b=TRUNCATION * std)",
+        new="nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-TRUNCATION, b=TRUNCATION)",
         why="passes a=-3, b=3 to trunc_normal_, reading them as multiples of std (they are absolute)",
         tests=TESTS,
     ),
     Mutant(
         name="linear-init-variance-as-std",
         file=FILE,
+        function="Linear.__init__",
         old="std = 1.0 / math.sqrt(d_in)",
         new="std = 1.0 / d_in",
         why="uses the variance 1/d_in as the standard deviation",
@@ -43,6 +47,7 @@ MUTANTS = [
     Mutant(
         name="cruncher-keeps-head-dimension",
         file=FILE,
+        function="Cruncher.forward",
         old="return self.final(x).squeeze(-1)",
         new="return self.final(x)",
         why="returns (batch, 1) instead of (batch,), which silently broadcasts against a (batch,) target",
@@ -51,6 +56,7 @@ MUTANTS = [
     Mutant(
         name="set-seed-forgets-numpy",
         file=FILE,
+        function="set_seed",
         old="    np.random.seed(seed)\n",
         new="",
         why="seeds torch and random but not NumPy, so data shuffled with np.random differs between runs",
@@ -59,6 +65,7 @@ MUTANTS = [
     Mutant(
         name="linear-init-clamps-instead-of-truncating",
         file=FILE,
+        function="Linear.__init__",
         old="nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-TRUNCATION * std, b=TRUNCATION * std)",
         new="nn.init.normal_(weight, mean=0.0, std=std).clamp_(-TRUNCATION * std, TRUNCATION * std)",
         why=(
@@ -70,8 +77,9 @@ MUTANTS = [
     Mutant(
         name="linear-init-fills-an-fp32-copy",
         file=FILE,
-        old="nn.init.trunc_normal_(weight, mean=0.0,",
-        new="nn.init.trunc_normal_(weight.float(), mean=0.0,",
+        function="Linear.__init__",
+        old="nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-TRUNCATION * std, b=TRUNCATION * std)",
+        new="nn.init.trunc_normal_(weight.float(), mean=0.0, std=std, a=-TRUNCATION * std, b=TRUNCATION * std)",
         why=(
             "initialises weight.float() (to sample in fp32), which for a bf16 or fp64 layer is a temporary copy: "
             "the layer keeps the uninitialised torch.empty memory (fp32 layers are fine)"
@@ -81,6 +89,7 @@ MUTANTS = [
     Mutant(
         name="linear-ignores-device",
         file=FILE,
+        function="Linear.__init__",
         old="weight = torch.empty(d_out, d_in, device=device, dtype=dtype)",
         new="weight = torch.empty(d_out, d_in, dtype=dtype)",
         why="honours dtype but creates the weight on the default device, whatever device= says",
@@ -89,6 +98,7 @@ MUTANTS = [
     Mutant(
         name="cruncher-layers-ignore-device-and-dtype",
         file=FILE,
+        function="Cruncher.__init__",
         old="[Linear(dim, dim, device=device, dtype=dtype) for _ in range(num_layers)]",
         new="[Linear(dim, dim) for _ in range(num_layers)]",
         why="accepts device and dtype but does not pass them on to the hidden layers it builds",
@@ -97,6 +107,7 @@ MUTANTS = [
     Mutant(
         name="cruncher-head-ignores-device-and-dtype",
         file=FILE,
+        function="Cruncher.__init__",
         old="self.final = Linear(dim, 1, device=device, dtype=dtype)",
         new="self.final = Linear(dim, 1)",
         why="passes device and dtype to the hidden layers but forgets the final head",
@@ -105,6 +116,7 @@ MUTANTS = [
     Mutant(
         name="linear-forward-views-input",
         file=FILE,
+        function="Linear.forward",
         old='return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")',
         new="return (x.view(-1, d_in) @ self.weight.t()).view(*x.shape[:-1], self.weight.shape[0])",
         why=(

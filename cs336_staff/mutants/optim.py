@@ -11,6 +11,7 @@ MUTANTS = [
     Mutant(
         name="sgd-momentum-as-ema",
         file=FILE,
+        function="SGD.step",
         old="buf.mul_(momentum).add_(grad, alpha=1 - dampening)",
         new="buf.mul_(momentum).add_(grad, alpha=1 - momentum)",
         why="writes momentum as an exponential average (Adam's m) instead of torch's b = mu * b + g",
@@ -19,16 +20,18 @@ MUTANTS = [
     Mutant(
         name="sgd-weight-decay-ignored",
         file=FILE,
-        old="""                if weight_decay != 0:
-                    grad = grad.add(p, alpha=weight_decay)
-                if momentum != 0:""",
-        new="""                if momentum != 0:""",
+        function="SGD.step",
+        old="""
+            if weight_decay != 0:
+                grad = grad.add(p, alpha=weight_decay)""",
+        new="",
         why="accepts weight_decay but never applies it",
         tests=TESTS,
     ),
     Mutant(
         name="adagrad-accumulates-gradient-not-square",
         file=FILE,
+        function="AdaGrad.step",
         old='state["sum"].addcmul_(grad, grad, value=1)',
         new='state["sum"].add_(grad.abs())',
         why="accumulates |g| instead of g^2",
@@ -37,6 +40,7 @@ MUTANTS = [
     Mutant(
         name="adagrad-eps-inside-sqrt",
         file=FILE,
+        function="AdaGrad.step",
         old='std = state["sum"].sqrt().add_(eps)',
         new='std = state["sum"].add(eps).sqrt()',
         why="puts eps under the square root (torch adds it after)",
@@ -45,6 +49,7 @@ MUTANTS = [
     Mutant(
         name="adagrad-ignores-initial-accumulator",
         file=FILE,
+        function="AdaGrad.step",
         old='state["sum"] = torch.full_like(p, group["initial_accumulator_value"])',
         new='state["sum"] = torch.zeros_like(p)',
         why="starts the accumulator at 0 whatever initial_accumulator_value says",
@@ -53,6 +58,7 @@ MUTANTS = [
     Mutant(
         name="rmsprop-eps-inside-sqrt",
         file=FILE,
+        function="RMSProp.step",
         old="avg = square_avg.sqrt().add_(eps)",
         new="avg = square_avg.add(eps).sqrt()",
         why="puts eps under the square root (torch adds it after)",
@@ -61,6 +67,7 @@ MUTANTS = [
     Mutant(
         name="rmsprop-alpha-swapped",
         file=FILE,
+        function="RMSProp.step",
         old="square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)",
         new="square_avg.mul_(1 - alpha).addcmul_(grad, grad, value=alpha)",
         why="weights the new squared gradient by alpha (0.99) instead of 1 - alpha",
@@ -69,6 +76,7 @@ MUTANTS = [
     Mutant(
         name="adam-no-bias-correction",
         file=FILE,
+        function="Adam.step",
         old="""                step_size = lr / (1 - beta1**t)
                 denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)""",
         new="""                step_size = lr
@@ -79,6 +87,7 @@ MUTANTS = [
     Mutant(
         name="adam-eps-inside-bias-corrected-sqrt",
         file=FILE,
+        function="Adam.step",
         old="denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)",
         new="denom = (exp_avg_sq.sqrt().add_(eps) / math.sqrt(1 - beta2**t))",
         why="adds eps before dividing by sqrt(1 - b2^t), so eps is scaled up in early steps",
@@ -87,6 +96,7 @@ MUTANTS = [
     Mutant(
         name="adamw-decay-without-lr",
         file=FILE,
+        function="Adam.step",
         old="p.mul_(1 - lr * weight_decay)",
         new="p.mul_(1 - weight_decay)",
         why="decays by weight_decay per step instead of lr * weight_decay",
@@ -95,42 +105,47 @@ MUTANTS = [
     Mutant(
         name="adamw-decay-after-update",
         file=FILE,
-        old="""                    if self.decoupled_weight_decay:
-                        p.mul_(1 - lr * weight_decay)
-                    else:
-                        grad = grad.add(p, alpha=weight_decay)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)  # m = b1 * m + (1 - b1) * g, as torch writes it
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                step_size = lr / (1 - beta1**t)
-                denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
-                p.addcdiv_(exp_avg, denom, value=-step_size)""",
-        new="""                    if not self.decoupled_weight_decay:
-                        grad = grad.add(p, alpha=weight_decay)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)  # m = b1 * m + (1 - b1) * g, as torch writes it
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                step_size = lr / (1 - beta1**t)
-                denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
-                p.addcdiv_(exp_avg, denom, value=-step_size)
+        function="Adam.step",
+        old="""
+            if weight_decay != 0:
                 if self.decoupled_weight_decay:
-                    p.mul_(1 - lr * weight_decay)""",
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    grad = grad.add(p, alpha=weight_decay)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step_size = lr / (1 - beta1**t)
+            denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
+            p.addcdiv_(exp_avg, denom, value=-step_size)""",
+        new="""
+            if weight_decay != 0:
+                if not self.decoupled_weight_decay:
+                    grad = grad.add(p, alpha=weight_decay)
+            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step_size = lr / (1 - beta1**t)
+            denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)
+            p.addcdiv_(exp_avg, denom, value=-step_size)
+            if self.decoupled_weight_decay:
+                p.mul_(1 - lr * weight_decay)""",
         why="applies the decoupled decay after the Adam update instead of before it",
         tests=TESTS,
     ),
     Mutant(
         name="adamw-coupled-decay",
         file=FILE,
-        old="""                    if self.decoupled_weight_decay:
-                        p.mul_(1 - lr * weight_decay)""",
-        new="""                    if False:
-                        p.mul_(1 - lr * weight_decay)""",
+        function="Adam.step",
+        old="self.decoupled_weight_decay",
+        new="False",
         why="implements AdamW as Adam with an L2 penalty added to the gradient",
         tests=TESTS,
     ),
     Mutant(
         name="unit-interval-accepts-one",
-        file=FILE,
+        file="cs336_assignment/validation.py",
+        function="check_unit_interval",
         old="""    if not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be in [0, 1), got {name}={value!r}")""",
         new="""    if not 0.0 <= value <= 1.0:
@@ -141,14 +156,16 @@ MUTANTS = [
     Mutant(
         name="optimizers-skip-eps-validation",
         file=FILE,
-        old="_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)\n",
-        new="_nonnegative(lr=lr, weight_decay=weight_decay)\n",
+        function="Adam.__init__",
+        old="check_nonnegative(lr=lr, eps=eps, weight_decay=weight_decay)",
+        new="check_nonnegative(lr=lr, weight_decay=weight_decay)",
         why="forgets to validate eps in Adam/AdamW",
         tests=TESTS,
     ),
     Mutant(
         name="sgd-momentum-buffer-aliases-grad",
         file=FILE,
+        function="SGD.step",
         old='buf = state["momentum_buffer"] = grad.detach().clone()',
         new='buf = state["momentum_buffer"] = grad.detach()',
         why=(
@@ -160,28 +177,25 @@ MUTANTS = [
     Mutant(
         name="sgd-weight-decay-in-place-on-grad",
         file=FILE,
-        old="""                if weight_decay != 0:
-                    grad = grad.add(p, alpha=weight_decay)
-                if momentum != 0:""",
-        new="""                if weight_decay != 0:
-                    grad = grad.add_(p, alpha=weight_decay)
-                if momentum != 0:""",
+        function="SGD.step",
+        old="grad = grad.add(p, alpha=weight_decay)",
+        new="grad = grad.add_(p, alpha=weight_decay)",
         why="adds the weight-decay term to p.grad in place, so step() changes the gradient it was given",
         tests=TESTS,
     ),
     Mutant(
         name="adam-l2-decay-in-place-on-grad",
         file=FILE,
-        old="""                    else:
-                        grad = grad.add(p, alpha=weight_decay)""",
-        new="""                    else:
-                        grad = grad.add_(p, alpha=weight_decay)""",
+        function="Adam.step",
+        old="grad = grad.add(p, alpha=weight_decay)",
+        new="grad = grad.add_(p, alpha=weight_decay)",
         why="adds Adam's L2 term to p.grad in place, so step() changes the gradient it was given",
         tests=TESTS,
     ),
     Mutant(
         name="sgd-nesterov-in-place-on-grad",
         file=FILE,
+        function="SGD.step",
         old="grad = grad.add(buf, alpha=momentum) if nesterov else buf",
         new="grad = grad.add_(buf, alpha=momentum) if nesterov else buf",
         why="adds Nesterov's look-ahead to p.grad in place, so step() changes the gradient it was given",
@@ -190,6 +204,7 @@ MUTANTS = [
     Mutant(
         name="adam-state-on-default-dtype-and-device",
         file=FILE,
+        function="Adam.step",
         old="""                    state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)""",
         new="""                    state["exp_avg"] = torch.zeros(p.shape)
@@ -200,6 +215,7 @@ MUTANTS = [
     Mutant(
         name="adagrad-sum-on-default-dtype",
         file=FILE,
+        function="AdaGrad.step",
         old='state["sum"] = torch.full_like(p, group["initial_accumulator_value"])',
         new='state["sum"] = torch.full(p.shape, group["initial_accumulator_value"], device=p.device)',
         why="creates the accumulator with torch.full(p.shape, ...): fp32 whatever the parameter's dtype",
@@ -208,6 +224,7 @@ MUTANTS = [
     Mutant(
         name="rmsprop-state-kept-in-fp32",
         file=FILE,
+        function="RMSProp.step",
         old='state["square_avg"] = torch.zeros_like(p)',
         new='state["square_avg"] = torch.zeros_like(p, dtype=torch.float32)',
         why="keeps the running average in fp32 'for stability' whatever the parameter's dtype (torch keeps the parameter's)",
@@ -216,6 +233,7 @@ MUTANTS = [
     Mutant(
         name="adam-state-breaks-on-scalar-parameters",
         file=FILE,
+        function="Adam.step",
         old="""                    state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)""",
         new="""                    state["exp_avg"] = torch.zeros(*p.shape, dtype=p.dtype, device=p.device)
@@ -226,6 +244,7 @@ MUTANTS = [
     Mutant(
         name="adam-lr-from-constructor",
         file=FILE,
+        function="Adam.step",
         old='lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]',
         new='lr, (beta1, beta2), eps = self.defaults["lr"], group["betas"], group["eps"]',
         why="reads lr from the constructor's defaults instead of the param group, so a scheduler setting group['lr'] has no effect",
@@ -234,6 +253,7 @@ MUTANTS = [
     Mutant(
         name="sgd-rebinds-parameter-data",
         file=FILE,
+        function="SGD.step",
         old="p.add_(grad, alpha=-lr)",
         new="p.data = p.add(grad, alpha=-lr)",
         why="assigns a new tensor to p.data instead of updating p in place: the values match, but the parameter moves to new memory (views, tied weights and anything holding the old storage go stale)",
@@ -242,6 +262,7 @@ MUTANTS = [
     Mutant(
         name="adam-one-step-count-for-all-parameters",
         file=FILE,
+        function="Adam.step",
         old="""                state["step"] += 1
                 t = state["step"]""",
         new="""                state["step"] += 1
@@ -255,6 +276,7 @@ MUTANTS = [
     Mutant(
         name="adagrad-lr-decay-counts-optimizer-steps",
         file=FILE,
+        function="AdaGrad.step",
         old='clr = lr / (1 + (state["step"] - 1) * lr_decay)',
         new='clr = lr / (1 + (max(s["step"] for s in self.state.values()) - 1) * lr_decay)',
         why="decays the learning rate by the optimizer's step count instead of the parameter's own",

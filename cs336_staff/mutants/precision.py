@@ -11,6 +11,7 @@ MUTANTS = [
     Mutant(
         name="precision-e4m3fn-max-as-ieee",
         file=_FILE,
+        function="dtype_info",
         old="        largest = (2.0 - 2.0 ** -(m - 1)) * 2.0 ** (2**e - 1 - bias)",
         new="        largest = (2.0 - 2.0**-m) * 2.0 ** (2**e - 2 - bias)",
         why="treats e4m3fn like an IEEE format with infinities (max 240 instead of 448)",
@@ -19,6 +20,7 @@ MUTANTS = [
     Mutant(
         name="precision-fp8-scale-inverted",
         file=_FILE,
+        function="to_fp8",
         old="        scale = amax.clamp(min=AMAX_FLOOR) / fp8_max",
         new="        scale = fp8_max / amax.clamp(min=AMAX_FLOOR)",
         why="returns the encoding scale (max / amax) where the decode scale (amax / max) is expected",
@@ -27,6 +29,7 @@ MUTANTS = [
     Mutant(
         name="precision-fp8-no-clamp-before-cast",
         file=_FILE,
+        function="to_fp8",
         old="    x_fp8 = (x32 / scale).clamp(-fp8_max, fp8_max).to(dtype)",
         new="    x_fp8 = (x32 / scale).to(dtype)",
         why="relies on the cast to saturate; e5m2 overflows to inf (and older torch gives NaN)",
@@ -35,6 +38,7 @@ MUTANTS = [
     Mutant(
         name="precision-rowwise-amax-wrong-axis",
         file=_FILE,
+        function="to_fp8",
         old="            amax = x32.abs().amax(dim=-1, keepdim=True)",
         new="            amax = x32.abs().amax(dim=0, keepdim=True)",
         why="takes the row-wise amax over the rows (per column) instead of along each row",
@@ -43,6 +47,7 @@ MUTANTS = [
     Mutant(
         name="precision-zero-amax-not-floored",
         file=_FILE,
+        function="to_fp8",
         old="        scale = amax.clamp(min=AMAX_FLOOR) / fp8_max",
         new="        scale = amax / fp8_max",
         why="forgets the all-zero tensor: scale 0 and 0 / 0 = NaN",
@@ -51,6 +56,7 @@ MUTANTS = [
     Mutant(
         name="precision-autocast-loss-not-fp32",
         file=_FILE,
+        function="mixed_precision_step",
         old="    loss = loss_fn(out.float(), y)\n    loss.backward()",
         new="    loss = loss_fn(out, y)\n    loss.backward()",
         why="computes the loss on the bf16 autocast output, so the loss (and its gradient) is bf16",
@@ -59,6 +65,7 @@ MUTANTS = [
     Mutant(
         name="precision-no-autocast",
         file=_FILE,
+        function="mixed_precision_step",
         old="    with torch.autocast(device_type=params[0].device.type, dtype=dtype):\n        out = model(x)",
         new="    with torch.autocast(device_type=params[0].device.type, dtype=dtype, enabled=False):\n        out = model(x)",
         why="runs the forward in fp32, so nothing is computed in low precision",
@@ -67,6 +74,7 @@ MUTANTS = [
     Mutant(
         name="precision-scaler-steps-on-inf",
         file=_FILE,
+        function="DynamicLossScaler.step",
         old='        if state["found_inf"]:\n            return None\n        return optimizer.step()',
         new="        return optimizer.step()",
         why="takes the optimizer step even when a gradient overflowed, poisoning the weights with inf/NaN",
@@ -75,6 +83,7 @@ MUTANTS = [
     Mutant(
         name="precision-scaler-never-backs-off",
         file=_FILE,
+        function="DynamicLossScaler.update",
         old="            self._scale = _fp32(self._scale * self.backoff_factor)",
         new="            self._scale = _fp32(self._scale)",
         why="skips the step on overflow but forgets to halve the scale, so it overflows again",
@@ -83,14 +92,25 @@ MUTANTS = [
     Mutant(
         name="precision-scaler-tracker-not-reset-after-growth",
         file=_FILE,
-        old="                    self._scale = grown\n                self._growth_tracker = 0",
-        new="                    self._scale = grown",
+        function="DynamicLossScaler.update",
+        old="""
+            if self._growth_tracker == self.growth_interval:
+                grown = _fp32(self._scale * self.growth_factor)
+                if grown != float("inf"):
+                    self._scale = grown
+                self._growth_tracker = 0""",
+        new="""
+            if self._growth_tracker == self.growth_interval:
+                grown = _fp32(self._scale * self.growth_factor)
+                if grown != float("inf"):
+                    self._scale = grown""",
         why="does not restart the count of clean steps after growing the scale",
         tests=_TESTS,
     ),
     Mutant(
         name="precision-fp8-matmul-scale-b-not-transposed",
         file=_FILE,
+        function="fp8_matmul",
         old='    scale_b = scale_bt.t() if granularity == "row" else scale_bt  # () or (1, N)',
         new="    scale_b = scale_bt  # () or (1, N)",
         why="passes B's per-column scales as an (N, 1) column instead of a (1, N) row",
@@ -99,6 +119,7 @@ MUTANTS = [
     Mutant(
         name="precision-fp8-matmul-dequantises",
         file=_FILE,
+        function="fp8_matmul",
         old="    return torch._scaled_mm(a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)",
         new="    return (from_fp8(a_fp8, scale_a) @ from_fp8(b_fp8, scale_b)).to(out_dtype)",
         why=(
@@ -110,6 +131,7 @@ MUTANTS = [
     Mutant(
         name="precision-step-returns-attached-loss",
         file=_FILE,
+        function="mixed_precision_step",
         old="    return loss.detach()\n",
         new="    return loss\n",
         why="returns the loss with its graph, so a caller that keeps the losses (a list for plotting) keeps every step's activations alive",
@@ -118,6 +140,7 @@ MUTANTS = [
     Mutant(
         name="precision-step-accumulates-gradients",
         file=_FILE,
+        function="mixed_precision_step",
         old="    optimizer.zero_grad(set_to_none=True)\n",
         new="",
         why="never zeroes the gradients, so each step adds this batch's gradient to all the previous ones",
@@ -126,6 +149,7 @@ MUTANTS = [
     Mutant(
         name="precision-fp8-matmul-scales-after-kernel",
         file=_FILE,
+        function="fp8_matmul",
         old="    return torch._scaled_mm(a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)",
         new=(
             "    one = torch.ones((), device=a.device)\n"
@@ -141,6 +165,7 @@ MUTANTS = [
     Mutant(
         name="precision-to-fp8-scales-input-in-place",
         file=_FILE,
+        function="to_fp8",
         old="    x_fp8 = (x32 / scale).clamp(-fp8_max, fp8_max).to(dtype)",
         new="    x_fp8 = x32.div_(scale).clamp_(-fp8_max, fp8_max).to(dtype)",
         why="divides in place to save memory; for an fp32 contiguous input x.float() is x itself, so the caller's tensor is overwritten",
@@ -149,6 +174,7 @@ MUTANTS = [
     Mutant(
         name="precision-scaler-tracker-not-reset-on-backoff",
         file=_FILE,
+        function="DynamicLossScaler.update",
         old="""            self._scale = _fp32(self._scale * self.backoff_factor)
             self._growth_tracker = 0""",
         new="""            self._scale = _fp32(self._scale * self.backoff_factor)""",

@@ -11,6 +11,7 @@ MUTANTS = [
     Mutant(
         name="tensors-flat-index-ignores-storage-offset",
         file=FILE,
+        function="flat_index",
         old="    return storage_offset + sum(i * s for i, s in zip(index, strides, strict=True))",
         new="    return sum(i * s for i, s in zip(index, strides, strict=True))",
         why="thinks element [0, 0] is always at the start of the storage, forgetting slices like x[1:]",
@@ -19,6 +20,7 @@ MUTANTS = [
     Mutant(
         name="tensors-element-at-assumes-contiguous-strides",
         file=FILE,
+        function="element_at",
         old="    position = flat_index(resolved, x.stride(), x.storage_offset())",
         new="    position = flat_index(resolved, contiguous_strides(x.shape), x.storage_offset())",
         why="derives the strides from the shape (row-major) instead of asking the view for x.stride()",
@@ -27,6 +29,7 @@ MUTANTS = [
     Mutant(
         name="tensors-same-storage-compares-tensor-pointers",
         file=FILE,
+        function="same_storage",
         old="    return x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()",
         new="    return x.data_ptr() == y.data_ptr()",
         why="compares where each tensor's first element is, which differs for x and x[1:] though they share storage",
@@ -35,14 +38,16 @@ MUTANTS = [
     Mutant(
         name="tensors-is-contiguous-checks-size-one-dims",
         file=FILE,
-        old="        if size != 1\n",
-        new="",
+        function="is_contiguous",
+        old="all(stride == want for size, stride, want in zip(shape, strides, expected, strict=True) if size != 1)",
+        new="all(stride == want for size, stride, want in zip(shape, strides, expected, strict=True))",
         why="requires the row-major stride on every dimension, though torch ignores strides of size-1 dims",
         tests=TESTS,
     ),
     Mutant(
         name="tensors-is-contiguous-forgets-empty-tensors",
         file=FILE,
+        function="is_contiguous",
         old="    if math.prod(shape) == 0:\n        return True\n",
         new="",
         why="forgets that a tensor with no elements is contiguous whatever its strides",
@@ -51,6 +56,7 @@ MUTANTS = [
     Mutant(
         name="tensors-view-or-copy-always-copies",
         file=FILE,
+        function="view_or_copy",
         old="    y = x.reshape(shape)  # a view if possible, else a copy: find out which",
         new="    y = x.contiguous().clone().view(shape)",
         why="plays safe by always copying, paying memory and bandwidth even when a free view exists",
@@ -59,6 +65,7 @@ MUTANTS = [
     Mutant(
         name="tensors-view-or-copy-views-iff-contiguous",
         file=FILE,
+        function="view_or_copy",
         old="    return y, is_view_of(y, x)",
         new="    return y, x.is_contiguous()",
         why="believes only contiguous tensors can be viewed, but e.g. x.t().view(3, 2) or splitting a dim of a slice works",
@@ -67,6 +74,7 @@ MUTANTS = [
     Mutant(
         name="tensors-view-or-copy-claims-view-after-copy",
         file=FILE,
+        function="view_or_copy",
         old="    return y, is_view_of(y, x)",
         new="    return y, True",
         why="trusts reshape to always return a view; it silently copies when the strides do not allow one",
@@ -75,6 +83,7 @@ MUTANTS = [
     Mutant(
         name="tensors-split-heads-d-heads-order",
         file=FILE,
+        function="split_heads",
         old='einops.rearrange(x, "... seq (heads d) -> ... heads seq d", heads=num_heads)',
         new='einops.rearrange(x, "... seq (d heads) -> ... heads seq d", heads=num_heads)',
         why="groups the width as (d heads), so each head gets every num_heads-th feature instead of a block",
@@ -83,6 +92,7 @@ MUTANTS = [
     Mutant(
         name="tensors-merge-heads-d-heads-order",
         file=FILE,
+        function="merge_heads",
         old='einops.rearrange(x, "... heads seq d -> ... seq (heads d)")',
         new='einops.rearrange(x, "... heads seq d -> ... seq (d heads)")',
         why="interleaves heads when merging, so merge_heads does not undo split_heads",
@@ -91,6 +101,7 @@ MUTANTS = [
     Mutant(
         name="tensors-attention-scores-unscaled",
         file=FILE,
+        function="attention_scores",
         old="    return scores / math.sqrt(q.shape[-1])",
         new="    return scores",
         why="forgets the 1/sqrt(d) scale, so score variance grows with d and softmax saturates",
@@ -99,6 +110,7 @@ MUTANTS = [
     Mutant(
         name="tensors-attention-scores-scaled-by-d",
         file=FILE,
+        function="attention_scores",
         old="    return scores / math.sqrt(q.shape[-1])",
         new="    return scores / q.shape[-1]",
         why="scales by 1/d instead of 1/sqrt(d) (the variance of a sum of d unit products is d, its std sqrt(d))",
@@ -107,6 +119,7 @@ MUTANTS = [
     Mutant(
         name="tensors-contiguous-strides-zero-size",
         file=FILE,
+        function="contiguous_strides",
         old="        step *= max(size, 1)",
         new="        step *= size",
         why="multiplies by a size of 0, so every dimension before an empty one gets stride 0 (torch counts 0 as 1)",
@@ -115,6 +128,7 @@ MUTANTS = [
     Mutant(
         name="tensors-contiguous-strides-column-major",
         file=FILE,
+        function="contiguous_strides",
         old="    for size in reversed(shape):\n        strides.append(step)\n        step *= max(size, 1)\n    return tuple(reversed(strides))",
         new="    for size in shape:\n        strides.append(step)\n        step *= max(size, 1)\n    return tuple(strides)",
         why="makes the first dimension move fastest (Fortran order) instead of the last",
@@ -123,6 +137,7 @@ MUTANTS = [
     Mutant(
         name="tensors-is-view-of-same-storage-only",
         file=FILE,
+        function="is_view_of",
         old="    return bool(torch.isin(_byte_addresses(y), _byte_addresses(x)).all())",
         new="    return True",
         why="takes sharing a storage for being a view, so base[1] counts as a view of base[0]",

@@ -12,6 +12,7 @@ MUTANTS = [
     Mutant(
         name="bpe-ties-to-smaller-pair",
         file=f"{PKG}/train.py",
+        function="tie_break_key",
         old='return token.translate(_INVERT).decode("latin-1") + "\\u0100"',
         new='return token.decode("latin-1") + "\\x00"',
         why="breaks ties toward the lexicographically smaller pair (forgot heapq is a min-heap)",
@@ -20,6 +21,7 @@ MUTANTS = [
     Mutant(
         name="bpe-merges-across-special-tokens",
         file=f"{PKG}/pretokenize.py",
+        function="count_pretokens",
         old="segments = [text] if pattern is None else pattern.split(text)",
         new="segments = [text]",
         why="pre-tokenizes the text without first splitting it on special tokens, so '<|' and 'endoftext' get merged",
@@ -28,6 +30,7 @@ MUTANTS = [
     Mutant(
         name="bpe-ignores-pretoken-counts",
         file=f"{PKG}/train.py",
+        function="learn_merges",
         old="            freqs.append(count)\n",
         new="            freqs.append(1)\n",
         why="counts each distinct pre-token once instead of weighting its pairs by how often it occurs",
@@ -36,6 +39,7 @@ MUTANTS = [
     Mutant(
         name="bpe-drops-stale-heap-entries",
         file=f"{PKG}/train.py",
+        function="learn_merges",
         old="                heapq.heappush(heap, (-count, key, x, y))\n",
         new="                pass\n",
         why="throws away a heap entry whose count went down instead of re-queueing it at its true count",
@@ -44,6 +48,7 @@ MUTANTS = [
     Mutant(
         name="decode-strict-utf8",
         file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.decode",
         old='return data.decode("utf-8", errors="replace")',
         new='return data.decode("utf-8")',
         why="decodes with errors='strict', so a model's output that splits a character crashes decode",
@@ -52,6 +57,7 @@ MUTANTS = [
     Mutant(
         name="special-tokens-not-longest-first",
         file=f"{PKG}/pretokenize.py",
+        function="special_tokens_regex",
         old="ordered = sorted(special_tokens, key=len, reverse=True)",
         new="ordered = list(special_tokens)",
         why="builds the special-token alternation in the given order, so a shorter token shadows a longer overlapping one",
@@ -60,6 +66,7 @@ MUTANTS = [
     Mutant(
         name="encode-merges-leftmost-first",
         file=f"{PKG}/tokenizer.py",
+        function="Tokenizer._encode_pretoken",
         old="            best = min(rank)\n",
         new="            best = next((r for r in rank if r != no_merge), no_merge)\n",
         why="applies the leftmost mergeable pair first instead of the lowest-rank (earliest learned) merge",
@@ -68,6 +75,7 @@ MUTANTS = [
     Mutant(
         name="encode-forgets-left-neighbour-pair",
         file=f"{PKG}/tokenizer.py",
+        function="Tokenizer._encode_pretoken",
         old="            if i > 0:\n                rank[i - 1] = ranks.get((ids[i - 1], ids[i]), no_merge)\n",
         new="",
         why="after a merge, recomputes the rank of the pair to its right but not of the pair to its left",
@@ -76,6 +84,7 @@ MUTANTS = [
     Mutant(
         name="encode-iterable-emits-unsettled-pretokens",
         file=f"{PKG}/tokenizer.py",
+        function="Tokenizer._encode_settled",
         old="settled = GPT2_REGEX.findall(text, start, end)[:-2]",
         new="settled = GPT2_REGEX.findall(text, start, end)",
         why="encodes each buffered piece completely, although the next piece can still change its last pre-tokens",
@@ -84,6 +93,7 @@ MUTANTS = [
     Mutant(
         name="compression-ratio-inverted",
         file=f"{PKG}/simple.py",
+        function="compression_ratio",
         old='return len(text.encode("utf-8")) / len(ids)',
         new='return len(ids) / len(text.encode("utf-8"))',
         why="reports tokens per byte instead of bytes per token",
@@ -92,6 +102,7 @@ MUTANTS = [
     Mutant(
         name="byte-decode-strict-utf8",
         file=f"{PKG}/simple.py",
+        function="ByteTokenizer.decode",
         old='return bytes(ids).decode("utf-8", errors="replace")',
         new='return bytes(ids).decode("utf-8")',
         why="the byte tokenizer's decode crashes on byte sequences that are not UTF-8",
@@ -100,15 +111,14 @@ MUTANTS = [
     Mutant(
         name="bpe-reads-the-corpus-in-text-mode",
         file=f"{PKG}/train.py",
-        old="""    if num_processes == 1 or len(jobs) <= 1:
-        for job in jobs:
-            counts.update(_count_chunk(job))
-            bar.update(job[2] - job[1])
-""",
-        new="""    if num_processes == 1 or len(jobs) <= 1:
-        text = read_utf8(input_path).replace("\\r\\n", "\\n").replace("\\r", "\\n")
-        counts.update(count_pretokens(text, special_tokens))
-""",
+        function="count_file_pretokens",
+        old="""
+            for job in jobs:
+                counts.update(_count_chunk(job))
+                bar.update(job[2] - job[1])""",
+        new="""
+            text = read_utf8(input_path).replace("\\r\\n", "\\n").replace("\\r", "\\n")
+            counts.update(count_pretokens(text, special_tokens))""",
         why="reads the corpus as open(path, encoding='utf-8') does (here with read_utf8's errors): universal "
         "newlines turn every \\r\\n and lone \\r into \\n, so the merges of a Windows-edited file never hold a \\r",
         tests=TRAIN_TESTS,
@@ -116,6 +126,7 @@ MUTANTS = [
     Mutant(
         name="bpe-parallel-chunks-cut-at-fixed-offsets",
         file=f"{PKG}/train.py",
+        function="count_file_pretokens",
         old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
         new="    bounds = [*range(0, size, target), size]\n",
         why="splits the file for the workers every `target` bytes, wherever that falls: inside a word (one "
@@ -125,6 +136,7 @@ MUTANTS = [
     Mutant(
         name="bpe-parallel-chunks-cut-anywhere-without-special-tokens",
         file=f"{PKG}/train.py",
+        function="count_file_pretokens",
         old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
         new="""    bounds = find_chunk_boundaries(input_path, special_tokens, target)
     if not special_tokens:
@@ -144,6 +156,7 @@ MUTANTS = [
     Mutant(
         name="bpe-parallel-chunks-cut-after-any-newline",
         file=f"{PKG}/train.py",
+        function="count_file_pretokens",
         old="    bounds = find_chunk_boundaries(input_path, special_tokens, target)\n",
         new="""    with open(input_path, "rb") as f:
         data = f.read()
@@ -159,6 +172,7 @@ MUTANTS = [
     Mutant(
         name="bpe-contractions-ignore-case",
         file=f"{PKG}/pretokenize.py",
+        function="count_pretokens",
         old="        counts.update(GPT2_REGEX.findall(segment))  # Counter.update on a list runs in C\n",
         new="        counts.update(regex.findall(GPT2_PATTERN, segment, flags=regex.IGNORECASE))\n",
         why="compiles GPT-2's pattern with IGNORECASE (GPT-4's cl100k pattern is case-insensitive), so the "
@@ -168,8 +182,9 @@ MUTANTS = [
     Mutant(
         name="encode-contractions-ignore-case",
         file=f"{PKG}/pretokenize.py",
-        old='rf"""\'(?:[sdmt]|ll|ve|re)| ?[{_L}]+',
-        new='rf"""(?i:\'[sdmt]|\'ll|\'ve|\'re)| ?[{_L}]+',
+        function="_Gpt2Regex",
+        old="""_bmp = re.compile(rf\"\"\"'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
+        new="""_bmp = re.compile(rf\"\"\"(?i:'[sdmt]|'ll|'ve|'re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
         why="writes the contraction rule case-insensitively, (?i:'s|'t|...) as GPT-4's pattern does: \"DON'T\" "
         "encodes as DON + 'T where GPT-2 (and tiktoken with its pattern) has DON + ' + T",
         tests=TOKENIZER_TESTS,
@@ -177,6 +192,7 @@ MUTANTS = [
     Mutant(
         name="encode-iterable-holds-back-only-the-shortest-special-token",
         file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
         old="self._longest_special = max((len(t) for t in self.special_tokens), default=0)",
         new="self._longest_special = min((len(t) for t in self.special_tokens), default=0)",
         why="holds back only as many characters as the shortest special token: when a piece ends between "
@@ -186,6 +202,7 @@ MUTANTS = [
     Mutant(
         name="tokenizer-new-special-token-id-is-len-vocab",
         file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
         old="self._special_ids[token] = max(self.vocab, default=-1) + 1",
         new="self._special_ids[token] = len(self.vocab)",
         why="gives a new special token the id len(vocab), which is already taken when the vocabulary's ids "
@@ -195,6 +212,7 @@ MUTANTS = [
     Mutant(
         name="tokenizer-mutates-the-callers-vocab",
         file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
         old="        self.vocab = dict(vocab)\n",
         new="        self.vocab = vocab\n",
         why="keeps the caller's vocab dict and adds the new special tokens to it: the caller's vocabulary grows "
@@ -204,8 +222,9 @@ MUTANTS = [
     Mutant(
         name="bpe-special-token-ids-longest-first",
         file=f"{PKG}/train.py",
-        old="    special_tokens = check_special_tokens(special_tokens)\n    check_vocab_size(",
-        new="    special_tokens = sorted(check_special_tokens(special_tokens), key=len, reverse=True)\n    check_vocab_size(",
+        function="train_bpe",
+        old="special_tokens = check_special_tokens(special_tokens)",
+        new="special_tokens = sorted(check_special_tokens(special_tokens), key=len, reverse=True)",
         why="sorts the special tokens longest first (as matching needs) and numbers them in that order, "
         "instead of in the order given",
         tests=TRAIN_TESTS,
@@ -213,6 +232,7 @@ MUTANTS = [
     Mutant(
         name="encode-iterable-keeps-its-buffer-on-the-tokenizer",
         file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.encode_iterable",
         old="""        pieces: list[str] = []
         size = 0
         threshold = STREAM_BLOCK
@@ -242,6 +262,7 @@ MUTANTS = [
     Mutant(
         name="bpe-caches-pretoken-counts-by-path",
         file=f"{PKG}/train.py",
+        function="count_file_pretokens",
         old="    # BEGIN SOLUTION\n    size = os.path.getsize(input_path)\n",
         new="""    # BEGIN SOLUTION
     cache = globals().setdefault("_COUNTS_BY_PATH", {})  # pre-tokenizing is slow: do it once per file
@@ -260,8 +281,12 @@ MUTANTS = [
     Mutant(
         name="encode-iterable-stops-at-an-empty-piece",
         file=f"{PKG}/tokenizer.py",
-        old="        for piece in iterable:\n            pieces.append(piece)\n",
-        new="        for piece in iterable:\n            if not piece:\n                break  # end of input\n            pieces.append(piece)\n",
+        function="Tokenizer.encode_iterable",
+        old="pieces.append(piece)",
+        new="""
+            if not piece:
+                break  # end of input
+            pieces.append(piece)""",
         why="treats an empty piece as the end of the input (as file.readline() signals EOF): a stream with an "
         "empty chunk in the middle loses everything after it",
         tests=TOKENIZER_TESTS,

@@ -12,6 +12,7 @@ MUTANTS = [
     Mutant(
         name="training-resume-forgets-the-loaded-step",
         file=FILE,
+        function="start_or_resume",
         old="    return load_checkpoint(path, model, optimizer)\n",
         new="    load_checkpoint(path, model, optimizer)\n    return 0\n",
         why="loads the checkpoint but restarts the loop at step 0, training past --steps on replayed batches",
@@ -20,6 +21,7 @@ MUTANTS = [
     Mutant(
         name="training-resume-replays-the-first-batches",
         file=FILE,
+        function="train_loop",
         old="        x, y = get_batch(step)\n",
         new="        x, y = get_batch(step - start_step)\n",
         why="indexes batches from the start of this process, so a resumed run sees batches 0, 1, ... again",
@@ -28,6 +30,7 @@ MUTANTS = [
     Mutant(
         name="training-batches-seeded-with-seed-plus-step",
         file=FILE,
+        function="regression_batch",
         old="x = torch.randn(batch_size, dim, generator=step_generator(seed, step))",
         new="x = torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(seed + step))",
         why="seeds the batch of step t with seed + t: the run with --seed 4 draws the batches of --seed 3 "
@@ -37,6 +40,7 @@ MUTANTS = [
     Mutant(
         name="training-batches-ignore-the-seed",
         file=FILE,
+        function="regression_batch",
         old="x = torch.randn(batch_size, dim, generator=step_generator(seed, step))",
         new="x = torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(step))",
         why="seeds the batch of step t with t alone: --seed changes the initialisation but every run trains "

@@ -40,10 +40,10 @@ def test_audit_reports_caught_surviving_and_stale_mutants(tmp_path, pool):
     repo = make_sample_repo(tmp_path / "repo")
     original = (repo / ARITH).read_text()
     mutants = [
-        ("arith", Mutant("add_subtracts", ARITH, "return a + b", "return a - b", "sign slip", TESTS)),
-        ("arith", Mutant("hypot_pow", ARITH, "math.sqrt(squares)", "squares ** 0.5", "equivalent rewrite", TESTS)),
-        ("arith", Mutant("stale", ARITH, "return a * b", "return b", "the reference moved on", TESTS)),
-        ("arith", Mutant("hidden_only", ARITH, "return a + b", "return b + a", "names a hidden test", ("tests/hidden/test_arith.py",))),
+        ("arith", Mutant("add_subtracts", ARITH, "add", "return a + b", "return a - b", "sign slip", TESTS)),
+        ("arith", Mutant("hypot_pow", ARITH, "hypot", "math.sqrt(squares)", "squares ** 0.5", "equivalent rewrite", TESTS)),
+        ("arith", Mutant("stale", ARITH, "add", "return a * b", "return b", "the reference moved on", TESTS)),
+        ("arith", Mutant("hidden_only", ARITH, "add", "return a + b", "return b + a", "names a hidden test", ("tests/hidden/test_arith.py",))),
     ]
     lines: list[str] = []
     verdicts, baseline = audit(repo, mutants, jobs=2, echo=lines.append, pool=pool)
@@ -53,7 +53,7 @@ def test_audit_reports_caught_surviving_and_stale_mutants(tmp_path, pool):
     caught = verdicts[0]
     assert caught.caught_by == ["tests/test_arith.py::test_add_adds: AssertionError: assert -1.0 == 3.0"]
     assert "1 passed" in verdicts[1].note
-    assert "occurs 0 times" in verdicts[2].note
+    assert "matches 0 times" in verdicts[2].note
     assert lines[0].startswith("[1/4] arith/add_subtracts  CAUGHT")
     assert (repo / ARITH).read_text() == original, "the audit never touches the repository"
 
@@ -63,7 +63,7 @@ def test_baseline_failure_makes_a_catch_inconclusive(tmp_path, pool):
     repo = make_sample_repo(tmp_path / "repo")
     test = repo / "tests/test_arith.py"
     test.write_text(test.read_text().replace("== 3.0", "== 4.0"))
-    mutants = [("arith", Mutant("add_subtracts", ARITH, "return a + b", "return a - b", "sign slip", TESTS))]
+    mutants = [("arith", Mutant("add_subtracts", ARITH, "add", "return a + b", "return a - b", "sign slip", TESTS))]
     verdicts, baseline = audit(repo, mutants, jobs=1, echo=lambda _: None, pool=pool)
     assert [b.split(":")[0:3] for b in baseline] == [["tests/test_arith.py", "", "test_add_adds"]]
     assert verdicts[0].status == "inconclusive"
@@ -72,7 +72,7 @@ def test_baseline_failure_makes_a_catch_inconclusive(tmp_path, pool):
 def test_a_hung_mutant_is_killed_at_its_timeout_and_counts_as_caught(tmp_path, pool):
     """An infinite loop is a catch (the student's run never finishes), reported as a kill after --timeout."""
     repo = make_sample_repo(tmp_path / "repo")
-    mutants = [("arith", Mutant("add_hangs", ARITH, "return a + b", "while True:\n        pass", "loops forever", TESTS))]
+    mutants = [("arith", Mutant("add_hangs", ARITH, "add", "return a + b", "while True:\n        pass", "loops forever", TESTS))]
     start = time.monotonic()
     verdicts, _ = audit(repo, mutants, jobs=1, baseline=False, timeout=2, echo=lambda _: None, pool=pool)
     assert (verdicts[0].status, verdicts[0].caught_by) == ("caught", ["(the run hung and was killed after 2 s)"])
@@ -137,7 +137,7 @@ def test_sigterm_kills_the_children_and_deletes_the_scratch_copies(tmp_path):
         from cs336_staff import audit
         from cs336_staff.mutants import Mutant
         signal.signal(signal.SIGTERM, audit._terminate)
-        m = Mutant("hangs", {ARITH!r}, "return a + b", {hang!r}, "hangs", {TESTS!r})
+        m = Mutant("hangs", {ARITH!r}, "add", "return a + b", {hang!r}, "hangs", {TESTS!r})
         audit.audit({str(repo)!r}, [("arith", m)], jobs=1, baseline=False, echo=print)
         """)
     env = {**os.environ, "TMPDIR": str(scratch_root), "CS336_WARM_LIGHT": "1"}

@@ -1,0 +1,123 @@
+"""The bug zoo's anchoring: a mutant finds its code by syntax tree, so formatting never breaks it.
+
+``Mutant.mutate`` on small sources (statements, expressions, deletions, layouts that differ from
+the mutant's own, matches that are missing or ambiguous), then the proof on the real zoo: a copy of
+the reference run through ``ruff format`` (at the project's line length and at a narrow one, which
+rewraps most calls) changes the text of most modules, yet every mutant still applies, and makes
+the same program there as on the unformatted reference, so the audit's verdicts carry over.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cs336_staff.audit import REPO, applicability, load_mutants, make_scratch
+from cs336_staff.mutants import Mutant
+
+pytestmark = pytest.mark.staff
+
+SOURCE = textwrap.dedent('''
+    import math
+
+
+    class Box:
+        def area(self, w, h):
+            """Width times height."""
+            if w < 0:  # a negative width is a caller's mistake
+                raise ValueError(
+                    f"width must be >= 0, got {w}"
+                )
+            scale = 1
+            return (w * h) * scale
+
+        def diagonal(self, w, h):
+            return math.sqrt(w * w + h * h)
+
+
+    def area(w, h):
+        return w * h
+    ''')
+
+
+def mutant(function: str, old: str, new: str) -> Mutant:
+    return Mutant("m", "box.py", function, old, new, "why", ("tests/test_box.py",))
+
+
+def test_statements_match_whatever_their_layout_and_the_rest_of_the_file_stays():
+    """Old code in another layout (one line, other quotes, no comment) matches; only its statements change."""
+    m = mutant("Box.area", "if w < 0: raise ValueError(f'width must be >= 0, got {w}')", "")
+    out = m.mutate(SOURCE)
+    assert "raise" not in out and "if w < 0" not in out
+    assert out == SOURCE.replace(SOURCE[SOURCE.index("        if w < 0"):SOURCE.index("        scale = 1")], "")
+    two = mutant("Box.area", "scale = 1\nreturn w * h * scale", "return w * h")
+    assert "        return w * h\n\n    def diagonal" in two.mutate(SOURCE)
+
+
+def test_an_expression_is_replaced_in_place_with_parentheses_where_needed():
+    """`old` may be a sub-expression; a compound `new` is parenthesised so precedence cannot change."""
+    m = mutant("Box.diagonal", "w * w + h * h", "w + h")
+    assert "math.sqrt((w + h))" in m.mutate(SOURCE)
+    call = mutant("Box.diagonal", "math.sqrt(w * w + h * h)", "abs(w)")
+    assert "return abs(w)" in call.mutate(SOURCE)
+
+
+def test_a_whole_block_deleted_leaves_pass():
+    m = mutant("area", "return w * h", "")
+    assert "def area(w, h):\n    pass\n" in m.mutate(SOURCE)
+
+
+@pytest.mark.parametrize(
+    ("function", "old", "message"),
+    [
+        ("Box.area", "return w + h", "matches 0 times in Box.area"),
+        ("Box.perimeter", "return w * h", "0 definitions"),
+        ("Box.diagonal", "w", "matches 2 times in Box.diagonal"),
+        ("Box.area", "if w < 0:", "not Python statements or an expression"),
+    ],
+    ids=["moved-on", "no-such-function", "ambiguous", "fragment"],
+)
+def test_a_mutant_that_does_not_apply_says_why(function: str, old: str, message: str):
+    with pytest.raises(ValueError, match=message):
+        mutant(function, old, "pass").mutate(SOURCE)
+
+
+def test_a_mutation_that_does_not_compile_is_refused():
+    with pytest.raises(ValueError, match="does not compile: 'break' outside loop"):
+        mutant("area", "return w * h", "break").mutate(SOURCE)
+
+
+def _program(source: str) -> str:
+    """The syntax tree without docstrings (``ruff format`` re-indents those; nothing else in the tree changes)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+@pytest.mark.parametrize("line_length", [100, 60])
+def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_program(tmp_path: Path, line_length: int):
+    """`ruff format` rewrites most of the reference's modules; every mutant still applies there, unchanged in effect."""
+    copy = make_scratch(REPO, tmp_path)
+    files = sorted(p.relative_to(copy).as_posix() for p in (copy / "cs336_assignment").rglob("*.py"))
+    before = {f: (copy / f).read_text() for f in files}
+    subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--no-cache", "--quiet", "--line-length", str(line_length), "cs336_assignment"],
+        cwd=copy, check=True,
+    )
+    after = {f: (copy / f).read_text() for f in files}
+    changed = [f for f in files if after[f] != before[f]]
+    assert len(changed) >= len(files) // 2, f"ruff format changed only {changed}: the proof needs a reformatted reference"
+    mutants = load_mutants()
+    assert applicability(copy, mutants) == []
+    for _, m in mutants:
+        assert _program(m.mutate(after[m.file])) == _program(m.mutate(before[m.file])), (
+            f"{m.name}: the mutated formatted {m.file} is another program than the mutated reference"
+        )
