@@ -19,7 +19,7 @@ the tails at ±3 standard deviations removes the rare huge weights that destabil
 
 Deliberately left out: biases, activations (the Cruncher is linear on purpose, to study
 initialisation and optimisers in isolation), and fused or low-precision kernels (see
-``precision.py``).
+``precision/scaled_matmul.py``).
 """
 
 from __future__ import annotations

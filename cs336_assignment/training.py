@@ -20,7 +20,7 @@ iteration) or a pure function of things that are (the batch of step t depends on
 ``(seed, t)``, so no data-loader state needs saving).
 
 Deliberately left out: learning-rate schedules, gradient clipping and accumulation, evaluation,
-logging to files, mixed precision (see ``precision.py``), multiple devices.
+logging to files, mixed precision (see ``precision/mixed.py``), multiple devices.
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from cs336_staff.mutants import Mutant
 
-_FILE = "cs336_assignment/precision.py"
+PKG = "cs336_assignment/precision"
 _TESTS = ("tests/test_precision.py",)
 
 MUTANTS = [
     Mutant(
         name="precision-e4m3fn-max-as-ieee",
-        file=_FILE,
+        file=f"{PKG}/formats.py",
         function="dtype_info",
         old="        largest = (2.0 - 2.0 ** -(m - 1)) * 2.0 ** (2**e - 1 - bias)",
         new="        largest = (2.0 - 2.0**-m) * 2.0 ** (2**e - 2 - bias)",
@@ -19,7 +19,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-fp8-scale-inverted",
-        file=_FILE,
+        file=f"{PKG}/fp8.py",
         function="to_fp8",
         old="        scale = amax.clamp(min=AMAX_FLOOR) / fp8_max",
         new="        scale = fp8_max / amax.clamp(min=AMAX_FLOOR)",
@@ -28,7 +28,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-fp8-no-clamp-before-cast",
-        file=_FILE,
+        file=f"{PKG}/fp8.py",
         function="to_fp8",
         old="    x_fp8 = (x32 / scale).clamp(-fp8_max, fp8_max).to(dtype)",
         new="    x_fp8 = (x32 / scale).to(dtype)",
@@ -37,7 +37,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-rowwise-amax-wrong-axis",
-        file=_FILE,
+        file=f"{PKG}/fp8.py",
         function="to_fp8",
         old="            amax = x32.abs().amax(dim=-1, keepdim=True)",
         new="            amax = x32.abs().amax(dim=0, keepdim=True)",
@@ -46,7 +46,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-zero-amax-not-floored",
-        file=_FILE,
+        file=f"{PKG}/fp8.py",
         function="to_fp8",
         old="        scale = amax.clamp(min=AMAX_FLOOR) / fp8_max",
         new="        scale = amax / fp8_max",
@@ -55,7 +55,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-autocast-loss-not-fp32",
-        file=_FILE,
+        file=f"{PKG}/mixed.py",
         function="mixed_precision_step",
         old="    loss = loss_fn(out.float(), y)\n    loss.backward()",
         new="    loss = loss_fn(out, y)\n    loss.backward()",
@@ -64,7 +64,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-no-autocast",
-        file=_FILE,
+        file=f"{PKG}/mixed.py",
         function="mixed_precision_step",
         old="    with torch.autocast(device_type=params[0].device.type, dtype=dtype):\n        out = model(x)",
         new="    with torch.autocast(device_type=params[0].device.type, dtype=dtype, enabled=False):\n        out = model(x)",
@@ -73,7 +73,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-scaler-steps-on-inf",
-        file=_FILE,
+        file=f"{PKG}/loss_scaling.py",
         function="DynamicLossScaler.step",
         old='        if state["found_inf"]:\n            return None\n        return optimizer.step()',
         new="        return optimizer.step()",
@@ -82,7 +82,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-scaler-never-backs-off",
-        file=_FILE,
+        file=f"{PKG}/loss_scaling.py",
         function="DynamicLossScaler.update",
         old="            self._scale = _fp32(self._scale * self.backoff_factor)",
         new="            self._scale = _fp32(self._scale)",
@@ -91,7 +91,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-scaler-tracker-not-reset-after-growth",
-        file=_FILE,
+        file=f"{PKG}/loss_scaling.py",
         function="DynamicLossScaler.update",
         old="""
             if self._growth_tracker == self.growth_interval:
@@ -109,7 +109,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-fp8-matmul-scale-b-not-transposed",
-        file=_FILE,
+        file=f"{PKG}/scaled_matmul.py",
         function="fp8_matmul",
         old='    scale_b = scale_bt.t() if granularity == "row" else scale_bt  # () or (1, N)',
         new="    scale_b = scale_bt  # () or (1, N)",
@@ -118,10 +118,13 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-fp8-matmul-dequantises",
-        file=_FILE,
+        file=f"{PKG}/scaled_matmul.py",
         function="fp8_matmul",
         old="    return torch._scaled_mm(a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)",
-        new="    return (from_fp8(a_fp8, scale_a) @ from_fp8(b_fp8, scale_b)).to(out_dtype)",
+        new=(  # scaled_matmul.py does not import from_fp8: the mutant brings it, as a student would
+            "    from cs336_assignment.precision.fp8 import from_fp8\n"
+            "    return (from_fp8(a_fp8, scale_a) @ from_fp8(b_fp8, scale_b)).to(out_dtype)"
+        ),
         why=(
             "dequantises both operands and multiplies in fp32: the same numbers on a CPU, but no fp8 kernel "
             "ever runs (on an H100 it is an fp32 matmul, slower than bf16)"
@@ -130,7 +133,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-step-returns-attached-loss",
-        file=_FILE,
+        file=f"{PKG}/mixed.py",
         function="mixed_precision_step",
         old="    return loss.detach()\n",
         new="    return loss\n",
@@ -139,7 +142,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-step-accumulates-gradients",
-        file=_FILE,
+        file=f"{PKG}/mixed.py",
         function="mixed_precision_step",
         old="    optimizer.zero_grad(set_to_none=True)\n",
         new="",
@@ -148,7 +151,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-fp8-matmul-scales-after-kernel",
-        file=_FILE,
+        file=f"{PKG}/scaled_matmul.py",
         function="fp8_matmul",
         old="    return torch._scaled_mm(a_fp8, b_fp8, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype)",
         new=(
@@ -164,7 +167,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-to-fp8-scales-input-in-place",
-        file=_FILE,
+        file=f"{PKG}/fp8.py",
         function="to_fp8",
         old="    x_fp8 = (x32 / scale).clamp(-fp8_max, fp8_max).to(dtype)",
         new="    x_fp8 = x32.div_(scale).clamp_(-fp8_max, fp8_max).to(dtype)",
@@ -173,7 +176,7 @@ MUTANTS = [
     ),
     Mutant(
         name="precision-scaler-tracker-not-reset-on-backoff",
-        file=_FILE,
+        file=f"{PKG}/loss_scaling.py",
         function="DynamicLossScaler.update",
         old="""            self._scale = _fp32(self._scale * self.backoff_factor)
             self._growth_tracker = 0""",

@@ -24,6 +24,7 @@ def test_parts_of_the_repository_come_from_rubric_and_code():
     assert sum(p.points for p in parts) == sum(c.points for c in rubric.concepts.values())
     by_key = {p.key: p for p in parts}
     assert by_key["tokenization"].module == "cs336_assignment/tokenization/"
+    assert by_key["precision"].module == "cs336_assignment/precision/"
     assert "cs336_assignment/tokenization/fast_bpe.py" not in by_key["tokenization"].functions  # staff-only
     assert by_key["optim"].adapters == ["get_sgd_cls", "get_adagrad_cls", "get_rmsprop_cls", "get_adam_cls", "get_adamw_cls"]
     assert by_key["training"].adapters == [], "the given tools' section belongs to no part"
