@@ -10,7 +10,10 @@ directory to retrain). The peer is ``tiktoken.Encoding(mergeable_ranks={token by
 pat_str=GPT-2's pattern, special_tokens={"<|endoftext|>": our id})``: the same tokenizer, so the
 ids must be identical, and they are checked.
 
-1. ``single``: throughput (MB/s) on the 5 MB slice, ours (``Tokenizer.encode`` on a freshly
+"Ours" is the tokenizer ``cs336 encode`` loads (``commands.encode.load_tokenizer``): the staff's
+``fast_bpe.FastTokenizer``, which gives the readable reference ``Tokenizer``'s ids faster.
+
+1. ``single``: throughput (MB/s) on the 5 MB slice, ours (``FastTokenizer.encode`` on a freshly
    loaded tokenizer, so its pre-token cache starts empty; one process) vs ``tiktoken``'s
    ``encode`` (one thread). Ratio = ours / tiktoken (target at least 0.3).
 2. ``parallel``: ``cs336 encode FILE --num-processes 2`` (in-process call of the CLI: load the

@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover
     import sre_constants  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
-from cs336_staff.markers import find_regions
+from cs336_staff.markers import find_regions, is_staff_only, strip_staff_only
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = "cs336_assignment"
@@ -274,12 +274,19 @@ def _visit(body, prefix: str, module: str, in_region, defs: list[Definition]) ->
 
 def definitions(repo: Path = REPO) -> tuple[list[Definition], dict[str, set[str]]]:
     """Every function, method and class of the package, with the names its given code references;
-    and, per module, the names its module-level code references."""
+    and, per module, the names its module-level code references.
+
+    Only what the handout ships counts: a ``# STAFF-ONLY`` file (``fast_bpe.py``, whose
+    ``FastTokenizer`` overrides the reference's helpers) and ``# BEGIN STAFF-ONLY`` blocks are left out,
+    as the handout leaves them out: students' code is not reached through them."""
     defs: list[Definition] = []
     module_refs: dict[str, set[str]] = {}
     for path in sorted((repo / PACKAGE).rglob("*.py")):
         rel = path.relative_to(repo).as_posix()
         source = path.read_text()
+        if is_staff_only(source):
+            continue
+        source = strip_staff_only(source, rel)
         module = rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
         tree = ast.parse(source)
         spans = [(r.begin, r.end) for r in find_regions(source, rel)]

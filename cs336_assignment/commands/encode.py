@@ -51,7 +51,14 @@ def load_tokenizer(directory: Path) -> Tokenizer:
     """The tokenizer saved by ``cs336 train-bpe`` in ``directory``."""
     specials_path = directory / "special_tokens.json"
     specials = json.loads(specials_path.read_text(encoding="utf-8")) if specials_path.exists() else []
-    return Tokenizer.from_files(directory / "vocab.json", directory / "merges.txt", specials)
+    tokenizer_class = Tokenizer
+    # BEGIN STAFF-ONLY
+    # The staff's numpy fast path: the same ids as Tokenizer, about twice as fast on a long text.
+    from cs336_assignment.tokenization.fast_bpe import FastTokenizer
+
+    tokenizer_class = FastTokenizer
+    # END STAFF-ONLY
+    return tokenizer_class.from_files(directory / "vocab.json", directory / "merges.txt", specials)
 
 
 def _header(dtype: np.dtype, length: int) -> bytes:

@@ -21,6 +21,7 @@ any normalization (NFC, lowercasing): GPT-2 does none.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -48,28 +49,35 @@ def _bmp_ranges(unicode_class: str) -> str:
     )
 
 
+@functools.cache
+def _bmp_regex() -> re.Pattern[str]:
+    r"""``GPT2_PATTERN`` for the standard library's ``re``, for text below U+10000; built on first use (~40 ms).
+
+    ``re`` lacks ``\p{...}`` (and its ``\s`` also matches \x1c-\x1f), so ``\p{L}``, ``\p{N}`` and
+    ``\s`` are spelled out as the ranges ``regex`` gives them, for the characters below U+10000
+    only: there ``re`` tests a class with one table lookup.
+    """
+    _L, _N, _S = _bmp_ranges(r"\p{L}"), _bmp_ranges(r"\p{N}"), _bmp_ranges(r"\s")
+    return re.compile(rf"""'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+""")
+
+
 class _Gpt2Regex:
     r"""``GPT2_PATTERN``, run by the standard library's ``re`` (about twice as fast as ``regex``) where it can be.
 
-    ``re`` lacks ``\p{...}`` (and its ``\s`` also matches \x1c-\x1f), so ``\p{L}``, ``\p{N}`` and ``\s``
-    are spelled out as the ranges ``regex`` gives them, for the characters below U+10000 only: there
-    ``re`` tests a class with one table lookup. Text with a character beyond (emoji, rare scripts)
-    goes to ``regex``. Either way the pre-tokens are exactly those of ``regex.findall(GPT2_PATTERN)``.
+    Text whose characters are all below U+10000 goes to ``re`` (``_bmp_regex``: ``\p{L}``, ``\p{N}``
+    and ``\s`` spelled out as ranges); text with a character beyond (emoji, rare scripts) goes to
+    ``regex``. Either way the pre-tokens are exactly those of ``regex.findall(GPT2_PATTERN)``.
     """
 
     pattern = GPT2_PATTERN
     _full = regex.compile(GPT2_PATTERN)
     _beyond_bmp = re.compile("[\U00010000-\U0010FFFF]")
-    _L, _N, _S = _bmp_ranges(r"\p{L}"), _bmp_ranges(r"\p{N}"), _bmp_ranges(r"\s")
-    _bmp = re.compile(
-        rf"""'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+"""
-    )
 
     def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[str]:
         """The pre-tokens of ``string[pos:endpos]``."""
         if self._beyond_bmp.search(string, pos, endpos):
             return self._full.findall(string, pos, endpos)
-        return self._bmp.findall(string, pos, endpos)
+        return _bmp_regex().findall(string, pos, endpos)
 
 
 GPT2_REGEX = _Gpt2Regex()

@@ -32,7 +32,6 @@ import functools
 import gc
 import os
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain, pairwise, repeat
 from typing import ParamSpec, TypeVar
 
 from .io import load_bpe, save_bpe
@@ -156,11 +155,6 @@ class Tokenizer:
         self._special_regex = special_tokens_regex(self.special_tokens)
         self._longest_special = max((len(t) for t in self.special_tokens), default=0)
         self._cache = PretokenCache(self._encode_pretoken, CACHE_SIZE)
-        # The reference's fast path (fast_bpe.py, left out of the handout): the new pre-tokens of a
-        # long text are encoded together with numpy, with the same rule as _encode_pretoken.
-        from .fast_bpe import BatchBPE
-
-        self._batch = BatchBPE(self._ranks, self._merged_ids, self._byte_ids, self._encode_pretoken)
         # END SOLUTION
 
     @classmethod
@@ -181,68 +175,47 @@ class Tokenizer:
     def _encode_pretoken(self, pretoken: str) -> list[int]:
         """BPE on one pre-token: merge the lowest-rank adjacent pair until none has a rank.
 
-        ``rank[i]`` is the rank of the pair ``(ids[i], ids[i + 1])`` (``no_merge`` if it is none).
-        Each round merges the leftmost occurrence of the lowest rank and recomputes only the two
-        pairs next to it; the other occurrences of that pair follow in the next rounds, left to
-        right, exactly as "merge every occurrence, left to right" would do them. ``min`` and
-        ``index`` scan the list in C, so a round costs a few Python operations.
+        Each round merges one pair, the leftmost occurrence of the lowest rank; the other
+        occurrences of that pair follow in the next rounds, left to right, exactly as "merge every
+        occurrence, left to right" would do them.
 
         Optional helper, not graded: ``encode`` (graded) may encode pre-tokens any way that gives the same ids.
         """
         # BEGIN SOLUTION
         ranks, no_merge = self._ranks, len(self._merged_ids)
-        # map runs these loops in C: ids = [byte_ids[b] for b in ...], rank = [ranks.get(p, no_merge) for p in ...]
-        ids = list(map(self._byte_ids.__getitem__, pretoken.encode("utf-8")))
-        rank = list(map(ranks.get, pairwise(ids), repeat(no_merge)))
-        while rank:
-            best = min(rank)
-            if best == no_merge:
+        ids = [self._byte_ids[b] for b in pretoken.encode("utf-8")]
+        while len(ids) > 1:
+            # min keeps the first of equal ranks: the leftmost occurrence of the best pair.
+            i = min(range(len(ids) - 1), key=lambda j: ranks.get((ids[j], ids[j + 1]), no_merge))
+            rank = ranks.get((ids[i], ids[i + 1]))
+            if rank is None:
                 break
-            i = rank.index(best)
-            ids[i : i + 2] = (self._merged_ids[best],)
-            del rank[i]
-            if i > 0:
-                rank[i - 1] = ranks.get((ids[i - 1], ids[i]), no_merge)
-            if i < len(rank):
-                rank[i] = ranks.get((ids[i], ids[i + 1]), no_merge)
+            ids[i : i + 2] = [self._merged_ids[rank]]
         return ids
         # END SOLUTION
 
     def _encode_ordinary(self, pretokens: Iterable[str], out: list[int]) -> None:
-        """Append the ids of ``pretokens`` to ``out``, through the cache (a loop that runs in C).
+        """Append the ids of ``pretokens`` to ``out``, each pre-token through the cache.
 
         Optional helper, not graded: a helper of ``encode`` and ``encode_iterable`` (both graded).
         """
         # BEGIN SOLUTION
-        out.extend(chain.from_iterable(map(self._cache.__getitem__, pretokens)))
+        for pretoken in pretokens:
+            out.extend(self._cache[pretoken])
         # END SOLUTION
 
     @_gc_paused
     def encode(self, text: str) -> list[int]:
         """Ids of ``text``: special tokens as their ids, every other segment through GPT-2's regex and BPE."""
         # BEGIN SOLUTION
-        from .fast_bpe import ENCODE_WINDOW, fill_cache  # the reference's fast path (see __init__)
-
         out: list[int] = []
-        # A window of segments: (pre-tokens of the ordinary text, id of the special token after it or None).
-        window: list[tuple[list[str], int | None]] = []
-        size = start = 0
-        matches = self._special_regex.finditer(text) if self._special_regex is not None else ()
-        for match in chain(matches, (None,)):
-            end, special = (len(text), None) if match is None else (match.start(), self._special_ids[match.group()])
-            window.append((GPT2_REGEX.findall(text, start, end), special))
-            size += len(window[-1][0])
-            if match is not None:
+        start = 0
+        if self._special_regex is not None:
+            for match in self._special_regex.finditer(text):
+                self._encode_ordinary(GPT2_REGEX.findall(text, start, match.start()), out)
+                out.append(self._special_ids[match.group()])
                 start = match.end()
-                if size < ENCODE_WINDOW:
-                    continue
-            # Encode the window's new pre-tokens in one batch, then look every pre-token up.
-            fill_cache(self._cache, chain.from_iterable(p for p, _ in window), self._batch, CACHE_SIZE)
-            for pretokens, special_id in window:
-                self._encode_ordinary(pretokens, out)
-                if special_id is not None:
-                    out.append(special_id)
-            window, size = [], 0
+        self._encode_ordinary(GPT2_REGEX.findall(text, start), out)
         return out
         # END SOLUTION
 

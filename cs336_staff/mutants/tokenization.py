@@ -67,18 +67,19 @@ MUTANTS = [
         name="encode-merges-leftmost-first",
         file=f"{PKG}/tokenizer.py",
         function="Tokenizer._encode_pretoken",
-        old="            best = min(rank)\n",
-        new="            best = next((r for r in rank if r != no_merge), no_merge)\n",
+        old="i = min(range(len(ids) - 1), key=lambda j: ranks.get((ids[j], ids[j + 1]), no_merge))",
+        new="i = next((j for j in range(len(ids) - 1) if (ids[j], ids[j + 1]) in ranks), 0)",
         why="applies the leftmost mergeable pair first instead of the lowest-rank (earliest learned) merge",
         tests=TOKENIZER_TESTS,
     ),
     Mutant(
-        name="encode-forgets-left-neighbour-pair",
+        name="encode-merges-rightmost-occurrence-first",
         file=f"{PKG}/tokenizer.py",
         function="Tokenizer._encode_pretoken",
-        old="            if i > 0:\n                rank[i - 1] = ranks.get((ids[i - 1], ids[i]), no_merge)\n",
-        new="",
-        why="after a merge, recomputes the rank of the pair to its right but not of the pair to its left",
+        old="i = min(range(len(ids) - 1), key=lambda j: ranks.get((ids[j], ids[j + 1]), no_merge))",
+        new="i = min(reversed(range(len(ids) - 1)), key=lambda j: ranks.get((ids[j], ids[j + 1]), no_merge))",
+        why="breaks a tie between occurrences of the best pair toward the right (a hand-written search with "
+        "`rank <= best` instead of `<`): '   ' with the merge (' ', ' ') becomes ' ' + '  ' instead of '  ' + ' '",
         tests=TOKENIZER_TESTS,
     ),
     Mutant(
@@ -182,9 +183,9 @@ MUTANTS = [
     Mutant(
         name="encode-contractions-ignore-case",
         file=f"{PKG}/pretokenize.py",
-        function="_Gpt2Regex",
-        old="""_bmp = re.compile(rf\"\"\"'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
-        new="""_bmp = re.compile(rf\"\"\"(?i:'[sdmt]|'ll|'ve|'re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
+        function="_bmp_regex",
+        old="""re.compile(rf\"\"\"'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
+        new="""re.compile(rf\"\"\"(?i:'[sdmt]|'ll|'ve|'re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
         why="writes the contraction rule case-insensitively, (?i:'s|'t|...) as GPT-4's pattern does: \"DON'T\" "
         "encodes as DON + 'T where GPT-2 (and tiktoken with its pattern) has DON + ' + T",
         tests=TOKENIZER_TESTS,

@@ -1,11 +1,13 @@
-"""The reference Tokenizer's numpy fast path (``fast_bpe.py``) gives exactly the readable path's ids.
+"""The staff's fast tokenizer (``fast_bpe.FastTokenizer``) gives exactly the readable ``Tokenizer``'s ids.
 
-Staff-only: ``fast_bpe.py`` is left out of the handout (students write their own encoder), so the
-public tests never import it; they do run through it whenever the reference encodes a long text.
-Here ``BatchBPE`` is checked against ``Tokenizer._encode_pretoken`` word by word (with thresholds
-lowered so that every code path runs on small inputs: padded buckets, one-row groups, rows that
-never merge), on merge lists a trainer would never produce, and ``Tokenizer.encode`` on a long text
-against tiktoken with the fast path proven to have run.
+Staff-only: ``fast_bpe.py`` is left out of the handout (students write their own encoder), and the
+reference ``Tokenizer`` never imports it: the public and hidden tests grade the readable one, while
+``cs336 encode`` and the benchmarks use ``FastTokenizer``. Here ``BatchBPE`` and
+``FastTokenizer._encode_pretoken`` are checked against the readable ``Tokenizer._encode_pretoken``
+word by word (with thresholds lowered so that every code path runs on small inputs: padded buckets,
+one-row groups, rows that never merge), on merge lists a trainer would never produce;
+``FastTokenizer.encode`` and ``encode_iterable`` against ``Tokenizer``'s on the corpora with several
+special-token setups, and on a long text against tiktoken with the fast path proven to have run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cs336_assignment.tokenization import Tokenizer, fast_bpe
-from cs336_assignment.tokenization.fast_bpe import BatchBPE, fill_cache, length_buckets
+from cs336_assignment.tokenization.fast_bpe import (
+    BatchBPE,
+    FastTokenizer,
+    fill_cache,
+    length_buckets,
+)
 from cs336_assignment.tokenization.pretokenize import GPT2_REGEX
 from tests.hidden.bpe_naive import GPT2_PATTERN, naive_train_bpe
 
@@ -37,15 +44,21 @@ def tokenizer() -> Tokenizer:
 
 
 def batch_for(tok: Tokenizer, **kwargs) -> BatchBPE:
-    return BatchBPE(tok._ranks, tok._merged_ids, tok._byte_ids, tok._encode_pretoken, **kwargs)  # noqa: SLF001
+    """A batch over ``tok``'s merges whose fallback is ``FastTokenizer``'s one-by-one path."""
+    fast = FastTokenizer(tok.vocab, tok.merges, tok.special_tokens)
+    return BatchBPE(tok._ranks, tok._merged_ids, tok._byte_ids, fast._encode_pretoken, **kwargs)  # noqa: SLF001
 
 
 def assert_same_as_readable(tok: Tokenizer, batch: BatchBPE, words: list[str]) -> None:
+    """The batch and FastTokenizer's one-by-one path give the readable Tokenizer's ids for every word."""
+    assert type(tok) is Tokenizer, "compare with the readable Tokenizer, not the fast one"
     got = batch(words)
     assert set(got) == set(words), "the batch must return exactly one entry per distinct word"
+    one_by_one = FastTokenizer(tok.vocab, tok.merges, tok.special_tokens)._encode_pretoken  # noqa: SLF001
     for word in words:
         want = tok._encode_pretoken(word)  # noqa: SLF001
         assert got[word] == want, f"{word!r}: batch gives {got[word]}, the readable path {want}"
+        assert one_by_one(word) == want, f"{word!r}: FastTokenizer._encode_pretoken differs from the readable path"
         assert all(type(i) is int for i in got[word]), "ids must be Python ints (they go into a list[int])"
 
 
@@ -101,7 +114,7 @@ def test_batch_equals_readable_path_with_hand_made_out_of_order_merges(seed: int
 
 
 def test_encode_of_a_long_text_takes_the_fast_path_and_matches_tiktoken(tokenizer, monkeypatch) -> None:
-    """Encoding a long text batches its new pre-tokens (spied), and the ids are tiktoken's."""
+    """FastTokenizer encoding a long text batches its new pre-tokens (spied), and the ids are tiktoken's."""
     calls: list[int] = []
     original = BatchBPE.__call__
 
@@ -119,7 +132,7 @@ def test_encode_of_a_long_text_takes_the_fast_path_and_matches_tiktoken(tokenize
         mergeable_ranks={t: i for i, t in vocab.items() if i not in special.values()},
         special_tokens=special,
     )
-    fresh = Tokenizer(dict(vocab), list(tokenizer.merges), [EOT])
+    fresh = FastTokenizer(dict(vocab), list(tokenizer.merges), [EOT])
     assert fresh.encode(text) == oracle.encode(text, allowed_special="all")
     assert calls and max(calls) >= fast_bpe.MIN_BATCH, f"the fast path did not run (batches: {calls})"
 
@@ -166,3 +179,50 @@ def test_batch_with_no_merges_gives_the_bytes() -> None:
     words = ["a", "héllo", " world", "日本語のテキスト", "x" * 40]
     got = batch_for(tok, min_rows=1)(words)
     assert got == {w: list(w.encode("utf-8")) for w in words}
+
+
+# Special-token setups: none, the usual one, two that overlap (the longer must win), and tokens
+# that never occur in the text next to ones that do.
+SPECIAL_SETUPS = {
+    "none": [],
+    "eot": [EOT],
+    "overlapping": [EOT, EOT + EOT, "<|end"],
+    "absent-and-present": ["<|pad|>", EOT, " the"],
+}
+
+
+def setup_text(name: str) -> str:
+    """A corpus, with doubled end-of-text tokens and a few odd pieces spliced in."""
+    text = (CORPORA / name).read_bytes().decode("utf-8")
+    return text.replace(EOT, EOT + EOT, 3) + " <|end the  end\r\n\t 😀x" + EOT
+
+
+@pytest.mark.parametrize("corpus", ["mini.txt", "multilingual.txt"])
+@pytest.mark.parametrize("setup", SPECIAL_SETUPS)
+def test_fast_tokenizer_gives_the_readable_tokenizers_ids(tokenizer, monkeypatch, corpus: str, setup: str) -> None:
+    """encode, encode_iterable and decode of FastTokenizer equal the readable Tokenizer's (batch forced on)."""
+    monkeypatch.setattr(fast_bpe, "MIN_BATCH", 16)  # the small corpora still go through the batch
+    specials = SPECIAL_SETUPS[setup]
+    readable = Tokenizer(tokenizer.vocab, tokenizer.merges, specials)
+    fast = FastTokenizer(tokenizer.vocab, tokenizer.merges, specials)
+    assert fast.vocab == readable.vocab and fast._special_ids == readable._special_ids  # noqa: SLF001
+    text = setup_text(corpus)
+    want = readable.encode(text)
+    assert fast.encode(text) == want
+    assert fast.encode(text) == want, "a second encode (warm cache) must give the same ids"
+    pieces = [text[i : i + 997] for i in range(0, len(text), 997)]
+    assert list(fast.encode_iterable(pieces)) == want
+    assert fast.decode(want) == readable.decode(want)
+
+
+def test_fast_tokenizer_from_files_and_the_cli_loader(tmp_path, tokenizer) -> None:
+    """from_files keeps the subclass, and `cs336 encode`'s loader gives the fast tokenizer."""
+    from cs336_assignment.commands.encode import load_tokenizer
+
+    tokenizer.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    (tmp_path / "special_tokens.json").write_text(f'["{EOT}"]', encoding="utf-8")
+    assert type(FastTokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])) is FastTokenizer
+    loaded = load_tokenizer(tmp_path)
+    assert type(loaded) is FastTokenizer
+    text = setup_text("mini.txt")
+    assert loaded.encode(text) == tokenizer.encode(text)
