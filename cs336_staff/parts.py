@@ -55,7 +55,7 @@ class Part:
     number: int
     title: str  # without the "N. " prefix
     points: float
-    module: str  # "cs336_assignment/tensors.py" or "cs336_assignment/tokenization/"
+    module: str  # "cs336_assignment/optim.py" or "cs336_assignment/tensors/"
     functions: dict[str, list[str]] = field(default_factory=dict)  # file -> region qualnames
     adapters: list[str] = field(default_factory=list)
     tests: list[str] = field(default_factory=list)  # public test files graded under this part
