@@ -237,7 +237,7 @@ def check_record(record: RaisesRecord, docstrings: str) -> str | None:
 
 @dataclass
 class Definition:
-    module: str  # "cs336_assignment.tensors"
+    module: str  # "cs336_assignment.tensors.strides"
     qualname: str  # "Adam.step"
     node: ast.AST
     given_refs: set[str]  # names referenced outside solution regions (body and decorators)

@@ -56,7 +56,7 @@ class Part:
     number: int
     title: str  # without the "N. " prefix
     points: float
-    module: str  # "cs336_assignment/tensors.py" or "cs336_assignment/tokenization/"
+    module: str  # "cs336_assignment/optim.py" or "cs336_assignment/tensors/"
     functions: dict[str, list[str]] = field(default_factory=dict)  # file -> graded region qualnames
     optional: dict[str, list[str]] = field(default_factory=dict)  # file -> helpers marked optional
     adapters: list[str] = field(default_factory=list)

@@ -3,11 +3,12 @@
 The lecture's discipline, as code: every analytic counter comes with a measured twin that makes
 PyTorch itself report the same number, so the counts are exact rather than plausible.
 
-    flops.py    matmul and linear-layer FLOPs, the 6ND rule, and a TorchDispatchMode that counts
-    memory.py   bytes per dtype, tensor, parameter and activation; saved-tensor and optimizer-state
-                measurements
-    napkin.py   training days, the largest trainable model, MFU, a peak-throughput table and a
-                matmul timer
+    flops.py            matmul and linear-layer FLOPs, and the 6ND rule, on paper
+    flop_counter.py     a TorchDispatchMode that counts the matmul FLOPs PyTorch runs, per module
+    memory.py           bytes per dtype, tensor, parameter and activation, and per training run
+    measured_memory.py  saved-tensor, optimizer-state and training-step bytes, measured
+    napkin.py           training days, the largest trainable model, MFU, a peak-throughput table
+                        and a matmul timer
 
 >>> round(training_days(70e9, 15e12, 1024, peak_flops("H100-SXM", "bf16"), mfu=0.5))
 144
@@ -15,34 +16,38 @@ PyTorch itself report the same number, so the counts are exact rather than plaus
 40.0
 """
 
-from cs336_assignment.accounting.flops import (
+from cs336_assignment.accounting.flop_counter import (
     MATMUL_FAMILY,
     FlopCounter,
     count_flops,
+    matmul_family_flops,
+)
+from cs336_assignment.accounting.flops import (
     linear_backward_flops,
     linear_chain_flops,
     linear_forward_flops,
     linear_train_flops,
-    matmul_family_flops,
     matmul_flops,
     six_nd_flops,
+)
+from cs336_assignment.accounting.measured_memory import (
+    SavedTensorBytes,
+    TrainingMemory,
+    activation_bytes,
+    measure_allocation,
+    measure_training_step,
+    optimizer_state_bytes,
 )
 from cs336_assignment.accounting.memory import (
     DTYPES,
     OPTIMIZERS,
     PRECISIONS,
-    SavedTensorBytes,
-    TrainingMemory,
-    activation_bytes,
     bytes_per_activation,
     bytes_per_element,
     bytes_per_param,
     cruncher_activations,
     cruncher_params,
     linear_chain_activations,
-    measure_allocation,
-    measure_training_step,
-    optimizer_state_bytes,
     optimizer_state_tensors,
     tensor_memory_bytes,
     training_memory_bytes,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from cs336_staff.mutants import Mutant
 
 FLOPS = "cs336_assignment/accounting/flops.py"
+FLOP_COUNTER = "cs336_assignment/accounting/flop_counter.py"
 MEMORY = "cs336_assignment/accounting/memory.py"
+MEASURED_MEMORY = "cs336_assignment/accounting/measured_memory.py"
 NAPKIN = "cs336_assignment/accounting/napkin.py"
 TESTS = ("tests/test_accounting.py",)
 
@@ -21,7 +23,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-count-flops-ignores-backward",
-        file=FLOPS,
+        file=FLOP_COUNTER,
         function="count_flops",
         old="out.sum().backward()",
         new="total = counter.total\nout.sum().backward()\nreturn total",
@@ -39,7 +41,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-bmm-ignores-batch",
-        file=FLOPS,
+        file=FLOP_COUNTER,
         function="matmul_family_flops",
         old="    return (batch[0] if batch else 1) * matmul_flops(m, k, n)\n",
         new="    return matmul_flops(m, k, n)\n",
@@ -48,7 +50,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-addmm-not-counted",
-        file=FLOPS,
+        file=FLOP_COUNTER,
         function="matmul_family_flops",
         old="packet in (aten.addmm, aten.baddbmm)",
         new="packet in ()",
@@ -87,7 +89,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-activations-not-deduplicated",
-        file=MEMORY,
+        file=MEASURED_MEMORY,
         function="SavedTensorBytes._pack",
         old="            self.storages[key] = t.untyped_storage().nbytes()\n",
         new="            self.storages[(key, len(self.storages))] = t.untyped_storage().nbytes()\n",
@@ -96,7 +98,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-activations-count-parameters",
-        file=MEMORY,
+        file=MEASURED_MEMORY,
         function="SavedTensorBytes._pack",
         old="not (base.is_leaf and base.requires_grad) and key not in self._excluded",
         new="key not in self._excluded",
@@ -132,7 +134,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-flop-counter-not-reset-on-reentry",
-        file=FLOPS,
+        file=FLOP_COUNTER,
         function="FlopCounter.__enter__",
         old="        self.flops.clear()\n",
         new="",
@@ -141,7 +143,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-saved-views-keyed-by-data-ptr",
-        file=MEMORY,
+        file=MEASURED_MEMORY,
         function="SavedTensorBytes._pack",
         old="        key = _storage_key(t)\n",
         new="        key = (str(t.device), t.data_ptr())\n",
@@ -153,7 +155,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-state-bytes-skip-scalar-parameters",
-        file=MEMORY,
+        file=MEASURED_MEMORY,
         function="optimizer_state_bytes",
         old='key != "step" and isinstance(value, Tensor) and value.shape == param.shape',
         new="isinstance(value, Tensor) and value.dim() > 0 and value.shape == param.shape",
@@ -162,7 +164,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-state-bytes-count-step-of-scalar-parameters",
-        file=MEMORY,
+        file=MEASURED_MEMORY,
         function="optimizer_state_bytes",
         old='key != "step" and isinstance(value, Tensor) and value.shape == param.shape',
         new="isinstance(value, Tensor) and value.shape == param.shape",
@@ -171,7 +173,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-state-bytes-assume-fp32",
-        file=MEMORY,
+        file=MEASURED_MEMORY,
         function="optimizer_state_bytes",
         old="                total += tensor_memory_bytes(value)\n",
         new="                total += 4 * value.numel()\n",
@@ -180,7 +182,7 @@ MUTANTS = [
     ),
     Mutant(
         name="accounting-saved-view-counts-its-own-elements",
-        file=MEMORY,
+        file=MEASURED_MEMORY,
         function="SavedTensorBytes._pack",
         old="            self.storages[key] = t.untyped_storage().nbytes()\n",
         new="            self.storages[key] = t.numel() * t.element_size()\n",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from cs336_staff.mutants import Mutant
 
-FILE = "cs336_assignment/tensors.py"
+STRIDES = "cs336_assignment/tensors/strides.py"
+NAMED_DIMS = "cs336_assignment/tensors/named_dims.py"
 TESTS = ("tests/test_tensors.py",)
 
 MUTANTS = [
     Mutant(
         name="tensors-flat-index-ignores-storage-offset",
-        file=FILE,
+        file=STRIDES,
         function="flat_index",
         old="    return storage_offset + sum(i * s for i, s in zip(index, strides, strict=True))",
         new="    return sum(i * s for i, s in zip(index, strides, strict=True))",
@@ -19,7 +20,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-element-at-assumes-contiguous-strides",
-        file=FILE,
+        file=STRIDES,
         function="element_at",
         old="    position = flat_index(resolved, x.stride(), x.storage_offset())",
         new="    position = flat_index(resolved, contiguous_strides(x.shape), x.storage_offset())",
@@ -28,7 +29,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-same-storage-compares-tensor-pointers",
-        file=FILE,
+        file=STRIDES,
         function="same_storage",
         old="    return x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()",
         new="    return x.data_ptr() == y.data_ptr()",
@@ -37,7 +38,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-is-contiguous-checks-size-one-dims",
-        file=FILE,
+        file=STRIDES,
         function="is_contiguous",
         old="all(stride == want for size, stride, want in zip(shape, strides, expected, strict=True) if size != 1)",
         new="all(stride == want for size, stride, want in zip(shape, strides, expected, strict=True))",
@@ -46,7 +47,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-is-contiguous-forgets-empty-tensors",
-        file=FILE,
+        file=STRIDES,
         function="is_contiguous",
         old="    if math.prod(shape) == 0:\n        return True\n",
         new="",
@@ -55,7 +56,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-view-or-copy-always-copies",
-        file=FILE,
+        file=STRIDES,
         function="view_or_copy",
         old="    y = x.reshape(shape)  # a view if possible, else a copy: find out which",
         new="    y = x.contiguous().clone().view(shape)",
@@ -64,7 +65,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-view-or-copy-views-iff-contiguous",
-        file=FILE,
+        file=STRIDES,
         function="view_or_copy",
         old="    return y, is_view_of(y, x)",
         new="    return y, x.is_contiguous()",
@@ -73,7 +74,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-view-or-copy-claims-view-after-copy",
-        file=FILE,
+        file=STRIDES,
         function="view_or_copy",
         old="    return y, is_view_of(y, x)",
         new="    return y, True",
@@ -82,7 +83,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-split-heads-d-heads-order",
-        file=FILE,
+        file=NAMED_DIMS,
         function="split_heads",
         old='einops.rearrange(x, "... seq (heads d) -> ... heads seq d", heads=num_heads)',
         new='einops.rearrange(x, "... seq (d heads) -> ... heads seq d", heads=num_heads)',
@@ -91,7 +92,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-merge-heads-d-heads-order",
-        file=FILE,
+        file=NAMED_DIMS,
         function="merge_heads",
         old='einops.rearrange(x, "... heads seq d -> ... seq (heads d)")',
         new='einops.rearrange(x, "... heads seq d -> ... seq (d heads)")',
@@ -100,7 +101,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-attention-scores-unscaled",
-        file=FILE,
+        file=NAMED_DIMS,
         function="attention_scores",
         old="    return scores / math.sqrt(q.shape[-1])",
         new="    return scores",
@@ -109,7 +110,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-attention-scores-scaled-by-d",
-        file=FILE,
+        file=NAMED_DIMS,
         function="attention_scores",
         old="    return scores / math.sqrt(q.shape[-1])",
         new="    return scores / q.shape[-1]",
@@ -118,7 +119,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-contiguous-strides-zero-size",
-        file=FILE,
+        file=STRIDES,
         function="contiguous_strides",
         old="        step *= max(size, 1)",
         new="        step *= size",
@@ -127,7 +128,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-contiguous-strides-column-major",
-        file=FILE,
+        file=STRIDES,
         function="contiguous_strides",
         old="    for size in reversed(shape):\n        strides.append(step)\n        step *= max(size, 1)\n    return tuple(reversed(strides))",
         new="    for size in shape:\n        strides.append(step)\n        step *= max(size, 1)\n    return tuple(strides)",
@@ -136,7 +137,7 @@ MUTANTS = [
     ),
     Mutant(
         name="tensors-is-view-of-same-storage-only",
-        file=FILE,
+        file=STRIDES,
         function="is_view_of",
         old="    return bool(torch.isin(_byte_addresses(y), _byte_addresses(x)).all())",
         new="    return True",

@@ -26,6 +26,13 @@ def test_parts_of_the_repository_come_from_rubric_and_code():
     assert by_key["tokenization"].module == "cs336_assignment/tokenization/"
     assert by_key["precision"].module == "cs336_assignment/precision/"
     assert "cs336_assignment/tokenization/fast_bpe.py" not in by_key["tokenization"].functions  # staff-only
+    assert by_key["tensors"].module == "cs336_assignment/tensors/"
+    assert list(by_key["tensors"].functions) == ["cs336_assignment/tensors/named_dims.py", "cs336_assignment/tensors/strides.py"]
+    assert "flat_index" in by_key["tensors"].functions["cs336_assignment/tensors/strides.py"]
+    assert "split_heads" in by_key["tensors"].functions["cs336_assignment/tensors/named_dims.py"]
+    assert list(by_key["accounting"].functions) == [
+        f"cs336_assignment/accounting/{m}.py" for m in ("flop_counter", "flops", "measured_memory", "memory", "napkin")
+    ], "one concept per module: counts on paper, their measured twins, napkin math"
     assert by_key["optim"].adapters == ["get_sgd_cls", "get_adagrad_cls", "get_rmsprop_cls", "get_adam_cls", "get_adamw_cls"]
     assert by_key["training"].adapters == [], "the given tools' section belongs to no part"
     assert by_key["precision"].tests == ["tests/test_precision.py", "tests/test_precision_gpu.py"]

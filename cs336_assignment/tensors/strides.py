@@ -28,11 +28,8 @@ elements sit in the storage in order with no gaps. ``view`` needs strides it can
 the new shape; when they do not exist (``x.t().view(6)``), the data must be copied (``reshape``
 does that silently, ``contiguous()`` does it explicitly), which costs memory and bandwidth.
 
-The second half names dimensions instead of counting them: einops ``rearrange`` / ``einsum`` /
-``reduce`` patterns such as ``"... seq (heads d) -> ... heads seq d"`` say what each axis means,
-and jaxtyping annotations (``Float[Tensor, "... heads seq d"]``) put the same names on signatures.
-
-Deliberately left out: devices and pinned memory, dtype views (``x.view(torch.int32)``) beyond
+Deliberately left out: naming dimensions instead of counting them (einops and jaxtyping:
+``named_dims.py``), devices and pinned memory, dtype views (``x.view(torch.int32)``) beyond
 what ``is_view_of`` needs, non-default memory formats (``channels_last``), autograd's view
 tracking (``x._base``), and the exact rules ``reshape`` uses to find view-compatible strides.
 """
@@ -42,14 +39,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-import einops
 import torch
-from jaxtyping import Float, Shaped
+from jaxtyping import Shaped
 from torch import Tensor
-
-# --------------------------------------------------------------------------------------------
-# Storage and strides
-# --------------------------------------------------------------------------------------------
 
 
 def flat_index(index: Sequence[int], strides: Sequence[int], storage_offset: int = 0) -> int:
@@ -299,104 +291,3 @@ def copy_bytes(op: Callable[[Tensor], Tensor], x: Tensor) -> int:
     """
     y = op(x)
     return 0 if is_view_of(y, x) else y.untyped_storage().nbytes()
-
-
-# --------------------------------------------------------------------------------------------
-# Named dimensions with einops
-# --------------------------------------------------------------------------------------------
-
-
-def split_heads(
-    x: Float[Tensor, "... seq d_model"], num_heads: int
-) -> Float[Tensor, "... heads seq d_head"]:
-    """Split the last dimension into ``num_heads`` heads: ``"... seq (heads d) -> ... heads seq d"``.
-
-    Head ``h`` gets features ``h * d_head`` to ``(h + 1) * d_head - 1``, with
-    ``d_head = d_model / num_heads``, which must be a whole number.
-
-    ``x`` may have any number of batch dimensions (none too) and need not be contiguous.
-
-    >>> split_heads(torch.zeros(2, 5, 12), num_heads=3).shape
-    torch.Size([2, 3, 5, 4])
-
-    Raises:
-        ValueError: if ``x`` has fewer than 2 dimensions; the message shows its shape as a tuple
-            ("got shape (12,)").
-        ValueError: if ``num_heads`` is not a positive divisor of ``d_model``; the message names
-            both as ``name=value``: "num_heads=5 must be a positive divisor of the width
-            d_model=12".
-    """
-    # BEGIN SOLUTION
-    if x.ndim < 2:
-        raise ValueError(
-            f"x must have at least 2 dimensions (... seq d_model), got shape {tuple(x.shape)}"
-        )
-    d_model = x.shape[-1]
-    if num_heads <= 0 or d_model % num_heads != 0:
-        raise ValueError(
-            f"num_heads={num_heads} must be a positive divisor of the width d_model={d_model} "
-            f"(x has shape {tuple(x.shape)}); choose num_heads so that d_model / num_heads is whole"
-        )
-    return einops.rearrange(x, "... seq (heads d) -> ... heads seq d", heads=num_heads)
-    # END SOLUTION
-
-
-def merge_heads(x: Float[Tensor, "... heads seq d_head"]) -> Float[Tensor, "... seq d_model"]:
-    """Undo ``split_heads``: ``"... heads seq d -> ... seq (heads d)"``, so ``d_model = heads * d_head``.
-
-    >>> merge_heads(torch.zeros(2, 3, 5, 4)).shape
-    torch.Size([2, 5, 12])
-
-    Raises:
-        ValueError: if ``x`` has fewer than 3 dimensions; the message shows its shape as a tuple
-            ("got shape (4, 3)").
-    """
-    # BEGIN SOLUTION
-    if x.ndim < 3:
-        raise ValueError(
-            f"x must have at least 3 dimensions (... heads seq d_head), got shape {tuple(x.shape)}"
-        )
-    return einops.rearrange(x, "... heads seq d -> ... seq (heads d)")
-    # END SOLUTION
-
-
-def attention_scores(
-    q: Float[Tensor, "... heads q d"], k: Float[Tensor, "... heads k d"]
-) -> Float[Tensor, "... heads q k"]:
-    """Scaled dot products ``scores[..., h, i, j] = q[..., h, i, :] . k[..., h, j, :] / sqrt(d)``.
-
-    One ``einsum``: ``"... heads q d, ... heads k d -> ... heads q k"``; the ``1/sqrt(d)`` keeps the
-    scores' variance near 1 when ``q`` and ``k`` have unit-variance entries.
-
-    >>> attention_scores(torch.ones(1, 2, 4), torch.ones(1, 3, 4))
-    tensor([[[2., 2., 2.],
-             [2., 2., 2.]]])
-
-    Raises:
-        ValueError: if ``q`` or ``k`` has fewer than 3 dimensions; the message shows both shapes
-            as tuples ("got shapes (3, 4) and (2, 3, 4)").
-        ValueError: if ``q`` and ``k`` have different head dimensions; the message names both as
-            ``d=value``: "q has head dimension d=8 but k has d=4".
-    """
-    # BEGIN SOLUTION
-    if q.ndim < 3 or k.ndim < 3:
-        raise ValueError(
-            f"q and k need at least 3 dimensions (... heads seq d), got shapes {tuple(q.shape)} and {tuple(k.shape)}"
-        )
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q has head dimension d={q.shape[-1]} but k has d={k.shape[-1]} (shapes {tuple(q.shape)} "
-            f"and {tuple(k.shape)}); queries and keys must have the same d"
-        )
-    scores = einops.einsum(q, k, "... heads q d, ... heads k d -> ... heads q k")
-    return scores / math.sqrt(q.shape[-1])
-    # END SOLUTION
-
-
-def mean_over_hidden(x: Float[Tensor, "... d_model"]) -> Float[Tensor, " ..."]:
-    """(Given.) The mean of each vector over its hidden dimension: ``reduce(x, "... d -> ...", "mean")``.
-
-    >>> mean_over_hidden(torch.tensor([[1.0, 3.0], [2.0, 4.0]]))
-    tensor([2., 3.])
-    """
-    return einops.reduce(x, "... d -> ...", "mean")
