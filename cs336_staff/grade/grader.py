@@ -35,7 +35,7 @@ from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.judge import public_fixtures
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
-from cs336_staff.grade.sandbox import Limits, find_bwrap, probe, stage
+from cs336_staff.grade.sandbox import Limits, find_bwrap, probe, stage, threads_per_job
 from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"
@@ -92,12 +92,12 @@ def tree_fingerprint(root: Path) -> str:
     return h.hexdigest()
 
 
-def _judge_env(gpu: bool) -> dict[str, str]:
+def _judge_env(gpu: bool, threads: int) -> dict[str, str]:
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
             "LD_LIBRARY_PATH", "UV_CACHE_DIR", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0",
-               NO_COLOR="1", TOKENIZERS_PARALLELISM="false")
+               NO_COLOR="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
@@ -134,7 +134,7 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
                    "--die-with-parent", "--", *cmd]
         run = JudgeRun()
         try:
-            proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu), stdin=subprocess.DEVNULL,
+            proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu, threads_per_job(limits, jobs)), stdin=subprocess.DEVNULL,
                                   capture_output=True, text=True, errors="replace", timeout=limits.run_timeout)
             run.console = (proc.stdout + proc.stderr)[-200_000:]
         except subprocess.TimeoutExpired as e:

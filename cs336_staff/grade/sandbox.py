@@ -17,9 +17,10 @@ view of other processes), ``--cap-drop ALL``, ``--new-session``, ``--die-with-pa
 65534 inside, with a fresh environment. Limits on the whole tree, not per process:
 
     memory and processes   a cgroup v2 of its own where one can be created (memory.max, pids.max),
-                           else a watchdog thread that sums the proportional set size (PSS) of
-                           every process in the sandbox's pid namespace and counts them, killing
-                           the sandbox on a breach (the judge then reports the watchdog's verdict)
+                           else a watchdog thread that sums the resident memory of every
+                           process in the sandbox's pid namespace (its proportional set size,
+                           PSS, once that sum passes the cap: shared pages count once) and counts
+                           them, killing the sandbox on a breach (the judge reports why)
     disk                   tmpfs sizes for /tmp and /dev/shm; the watchdog also sums the scratch
                            folder; RLIMIT_FSIZE caps any one file
     a backstop per process RLIMIT_AS (CPU runs only: CUDA maps huge address ranges), RLIMIT_CORE 0
@@ -52,6 +53,7 @@ from cs336_staff.grade.remote import OutputTap, WorkerProcess
 
 GiB = 1 << 30
 MiB = 1 << 20
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 WORKER_PACKAGE = Path(__file__).with_name("worker")
 INSIDE_ROOT = "/grader"
 POLL_SECONDS = 0.1
@@ -127,8 +129,14 @@ def _gpu_mounts() -> list[str]:
     return args
 
 
+def threads_per_job(limits: Limits, jobs: int) -> int:
+    """OMP/MKL threads for each of a job's processes: ``limits.threads``, else the cores shared out
+    among ``jobs`` (a judge and its worker take turns, so they share one share without oversubscribing)."""
+    return limits.threads or max(1, (os.cpu_count() or 1) // max(1, jobs))
+
+
 def worker_env(limits: Limits, jobs: int, gpu: bool) -> dict[str, str]:
-    threads = limits.threads or max(1, (os.cpu_count() or 1) // max(1, jobs))
+    threads = threads_per_job(limits, jobs)
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "USER": "student",
         "LOGNAME": "student", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": str(threads),
@@ -299,6 +307,15 @@ class Cgroup:
             return None
 
 
+def _rss_bytes(pid: str) -> int:
+    """Resident bytes of ``pid`` (``/proc/PID/statm``: microseconds to read, unlike ``smaps_rollup``)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _pss_bytes(pid: str) -> int:
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
@@ -330,7 +347,6 @@ class Watchdog:
     def __init__(self, pid: int, limits: Limits, scratch: Path, cgroup: Path | None) -> None:
         self.pid, self.limits, self.scratch, self.cgroup = pid, limits, scratch, cgroup
         self.verdict: str | None = None
-        self.peak_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._ns: str | None = None
@@ -408,8 +424,12 @@ class Watchdog:
                 if len(members) > lim.processes:
                     self._breach(f"{len(members)} processes, over the limit of {lim.processes}")
                     continue
-                used = sum(_pss_bytes(p) for p in members)
-                self.peak_bytes = max(self.peak_bytes, used)
+                # RSS counts a page shared by several processes once per process, so its sum bounds
+                # the tree's real use from above: only past the limit is the exact, costly figure
+                # needed (PSS shares each page out; smaps_rollup of a torch process takes ~10 ms).
+                used = sum(_rss_bytes(p) for p in members)
+                if used > lim.memory_bytes:
+                    used = sum(_pss_bytes(p) for p in members)
                 if used > lim.memory_bytes:
                     self._breach(f"its processes used {used / GiB:.2f} GiB of memory together, over the "
                                  f"limit of {lim.memory_bytes / GiB:g} GiB")
