@@ -215,7 +215,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run the tests as grading does, split: this repository's reference in a sandboxed "
                          "worker, the tests in this process (uv run pytest -p cs336_staff.grade.judge --split)")
     group.addoption("--split-insecure", action="store_true", default=False,
-                    help="with --split: run the worker without bubblewrap")
+                    help="--split, with the worker run without bubblewrap (implies --split)")
 
 
 def split_spec(config: pytest.Config) -> dict:
@@ -250,7 +250,7 @@ def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--judge")
     if path:
         spec = json.loads(Path(path).read_text())
-    elif config.getoption("--split"):
+    elif config.getoption("--split") or config.getoption("--split-insecure"):
         spec = split_spec(config)
     else:
         return
