@@ -105,7 +105,7 @@ class GradeResult:
             if items:
                 lines += ["", f"{title}:"] + [f"- {x.splitlines()[0] if x else x}" for x in items[:50]]
         if self.isolation:
-            lines += ["", "Sandbox: " + "; ".join(f"{k}: {v}" for k, v in self.isolation.items())]
+            lines += ["", "Isolation: " + "; ".join(f"{k}: {v}" for k, v in self.isolation.items())]
         return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------------------------ Gradescope
