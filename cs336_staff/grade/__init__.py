@@ -10,7 +10,8 @@ One module per concern, in the order a submission flows through them:
     grader.py    one submission: stage it, run the judge, score every expected test
     judge.py     the pytest plugin of the trusted judge process (it never imports the submission)
     remote.py    the judge's client of the worker: calls out, plain data and proxies back
-    sandbox.py   the worker's bubblewrap sandbox and the limits on its whole process tree
+    sandbox.py   the worker's bubblewrap sandbox: what it sees, how it starts
+    limits.py    the limits on the worker's whole process tree: cgroup v2 or a watchdog, rlimits
     worker/      what runs inside the sandbox: the request loop, the codec, the framed channel
     report.py    Gradescope results.json, JUnit XML, concept table, CSV gradebook
     batch.py     many submissions: process pool or submitit (Slurm), resume, skip finished

@@ -79,8 +79,9 @@ def run(args: argparse.Namespace) -> int:
     from cs336_staff.grade.batch import expand, run_batch
     from cs336_staff.grade.example import build_example
     from cs336_staff.grade.grader import SandboxRefused, gpu_available, make_plan
+    from cs336_staff.grade.limits import Limits
     from cs336_staff.grade.report import load
-    from cs336_staff.grade.sandbox import Limits, probe
+    from cs336_staff.grade.sandbox import probe
 
     try:
         _check(args)

@@ -33,9 +33,10 @@ from pathlib import Path
 
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.judge import public_fixtures
+from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
-from cs336_staff.grade.sandbox import Limits, find_bwrap, probe, stage, threads_per_job
+from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
 from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"

@@ -37,7 +37,8 @@ from typing import Any
 import pytest
 
 from cs336_staff.grade import remote as remote_mod
-from cs336_staff.grade.sandbox import Limits, WorkerSpec, start_worker
+from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.sandbox import WorkerSpec, start_worker
 from cs336_staff.grade.worker import codec
 
 OUTPUT_CHARS = 4000

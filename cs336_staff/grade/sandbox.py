@@ -1,4 +1,4 @@
-"""Start the worker inside a bubblewrap sandbox, and keep its whole process tree within limits.
+"""Start the worker inside a bubblewrap sandbox: what it sees and how it is launched.
 
 What the worker sees (its own mount namespace; everything else on the machine is absent):
 
@@ -14,16 +14,8 @@ What the worker sees (its own mount namespace; everything else on the machine is
 
 and it runs with ``--unshare-all`` (user, pid, net, ipc, uts, cgroup namespaces: no network, no
 view of other processes), ``--cap-drop ALL``, ``--new-session``, ``--die-with-parent``, as uid
-65534 inside, with a fresh environment. Limits on the whole tree, not per process:
-
-    memory and processes   a cgroup v2 of its own where one can be created (memory.max, pids.max),
-                           else a watchdog thread that sums the resident memory of every
-                           process in the sandbox's pid namespace (its proportional set size,
-                           PSS, once that sum passes the cap: shared pages count once) and counts
-                           them, killing the sandbox on a breach (the judge reports why)
-    disk                   tmpfs sizes for /tmp and /dev/shm; the watchdog also sums the scratch
-                           folder; RLIMIT_FSIZE caps any one file
-    a backstop per process RLIMIT_AS (CPU runs only: CUDA maps huge address ranges), RLIMIT_CORE 0
+65534 inside, with a fresh environment, within limits on its whole process tree (``limits.py``:
+a cgroup v2 where one can be created, else a watchdog; tmpfs sizes; rlimits).
 
 Where bubblewrap cannot start (no user namespaces, say), ``probe`` says why and grading refuses,
 unless ``--insecure``: then the worker is a plain child process (fresh environment, rlimits, the
@@ -37,43 +29,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
-import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from cs336_staff.grade.limits import Cgroup, GiB, Limits, MiB, Watchdog, preexec
 from cs336_staff.grade.remote import OutputTap, WorkerProcess
 
-GiB = 1 << 30
-MiB = 1 << 20
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 WORKER_PACKAGE = Path(__file__).with_name("worker")
 INSIDE_ROOT = "/grader"
-POLL_SECONDS = 0.1
 #: Inside-sandbox uid/gid (the conventional "nobody").
 NOBODY = 65534
 GPU_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of one submission's worker (its whole process tree) and of its tests."""
-
-    memory_bytes: int = 8 * GiB
-    processes: int = 64
-    disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
-    file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
-    reply_bytes: int = 512 * MiB  # the largest reply the judge reads from the worker
-    threads: int | None = None  # OMP/MKL threads (default: cores / jobs)
-    test_timeout: float = 120.0  # seconds per test (the judge's pytest-timeout)
-    run_timeout: float = 1800.0  # seconds for one submission's whole judge run
 
 
 class SandboxUnavailable(RuntimeError):
@@ -211,19 +181,6 @@ class WorkerSpec:
     preload: tuple[str, ...] = ()  # imported before the worker says ready
 
 
-def _preexec(limits: Limits, gpu: bool, cgroup: Path | None):
-    def setup() -> None:
-        os.setsid()
-        if cgroup is not None:
-            (cgroup / "cgroup.procs").write_text(str(os.getpid()))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        if not gpu:
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-
-    return setup
-
-
 def start_worker(spec: WorkerSpec) -> WorkerProcess:
     """Start one worker per ``spec``; the judge's ``Remote`` calls this for each (re)start."""
     env = worker_env(spec.limits, spec.jobs, spec.gpu)
@@ -254,7 +211,7 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 pass_fds=(req_r, rep_w), cwd=cwd, env=popen_env,
-                                preexec_fn=_preexec(spec.limits, spec.gpu, cgroup))
+                                preexec_fn=preexec(spec.limits, spec.gpu, cgroup))
     finally:
         os.close(req_r)
         os.close(rep_w)
@@ -262,183 +219,6 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     watchdog.start()
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation,
                          cleanup=watchdog.stop, verdict=watchdog.explain)
-
-
-# ------------------------------------------------------------------------------------------------
-# limits on the whole tree
-# ------------------------------------------------------------------------------------------------
-
-
-class Cgroup:
-    """A cgroup v2 of the worker's own, where this process may create one (else ``create`` is None)."""
-
-    @staticmethod
-    @lru_cache(maxsize=1)
-    def parent() -> Path | None:
-        """The unified hierarchy's root, if it offers memory and pids and this process may write it (root)."""
-        base = Path("/sys/fs/cgroup")
-        try:
-            controllers = set((base / "cgroup.controllers").read_text().split())
-        except OSError:
-            return None  # no cgroup v2 here (v1 or hybrid): the watchdog does the job
-        if {"memory", "pids"} <= controllers and os.access(base, os.W_OK):
-            return base
-        return None
-
-    @staticmethod
-    def create(limits: Limits) -> Path | None:
-        parent = Cgroup.parent()
-        if parent is None:
-            return None
-        try:
-            subtree = (parent / "cgroup.subtree_control").read_text().split()
-            if not {"memory", "pids"} <= set(subtree):
-                (parent / "cgroup.subtree_control").write_text("+memory +pids")
-            group = parent / f"cs336-worker-{uuid.uuid4().hex[:12]}"
-            group.mkdir()
-            (group / "memory.max").write_text(str(limits.memory_bytes))
-            with contextlib.suppress(OSError):
-                (group / "memory.swap.max").write_text("0")
-            (group / "pids.max").write_text(str(limits.processes))
-            with contextlib.suppress(OSError):  # an OOM kills the whole tree, not one child
-                (group / "memory.oom.group").write_text("1")
-            return group
-        except OSError:
-            return None
-
-
-def _rss_bytes(pid: str) -> int:
-    """Resident bytes of ``pid`` (``/proc/PID/statm``: microseconds to read, unlike ``smaps_rollup``)."""
-    try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * PAGE_BYTES
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _pss_bytes(pid: str) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _dir_bytes(root: Path, budget: int = 100_000) -> int:
-    total, stack = 0, [str(root)]
-    while stack and budget > 0:
-        with contextlib.suppress(OSError), os.scandir(stack.pop()) as it:
-            for entry in it:
-                budget -= 1
-                with contextlib.suppress(OSError):
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_blocks * 512
-    return total
-
-
-class Watchdog:
-    """Polls the worker's tree; kills it (and says why) when it breaks a limit."""
-
-    def __init__(self, pid: int, limits: Limits, scratch: Path, cgroup: Path | None) -> None:
-        self.pid, self.limits, self.scratch, self.cgroup = pid, limits, scratch, cgroup
-        self.verdict: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._ns: str | None = None
-        self._tick = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        if self.cgroup is not None:
-            self._kill()
-            for _ in range(50):
-                with contextlib.suppress(OSError):
-                    self.cgroup.rmdir()
-                    break
-                time.sleep(0.02)
-
-    def _members(self) -> list[str]:
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                return (self.cgroup / "cgroup.procs").read_text().split()
-            return []
-        if self._ns is None:  # the pid namespace of the sandbox: that of bwrap's child (or the worker itself)
-            kids = []
-            with contextlib.suppress(OSError):
-                for task in os.listdir(f"/proc/{self.pid}/task"):
-                    kids += open(f"/proc/{self.pid}/task/{task}/children").read().split()
-            target = kids[0] if kids else str(self.pid)
-            with contextlib.suppress(OSError):
-                ns = os.readlink(f"/proc/{target}/ns/pid")
-                if ns != os.readlink("/proc/self/ns/pid"):
-                    self._ns = ns
-            if self._ns is None:
-                return [str(self.pid), *kids]
-        members = []
-        for pid in os.listdir("/proc"):
-            if pid.isdigit():
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{pid}/ns/pid") == self._ns:
-                        members.append(pid)
-        return members
-
-    def _kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                (self.cgroup / "cgroup.kill").write_text("1")
-
-    def _breach(self, why: str) -> None:
-        self.verdict = f"the sandbox was killed: {why}"
-        self._kill()
-
-    def explain(self) -> str | None:
-        """Why the worker died, if a limit killed it (read from the cgroup's events on demand)."""
-        if self.verdict is None and self.cgroup is not None:
-            lim = self.limits
-            with contextlib.suppress(OSError, ValueError):
-                events = dict(line.split() for line in (self.cgroup / "memory.events").read_text().splitlines())
-                if int(events.get("oom_kill", 0)):
-                    self.verdict = (f"the sandbox was killed: its processes used more than "
-                                    f"{lim.memory_bytes / GiB:g} GiB of memory together")
-        return self.verdict
-
-    def _run(self) -> None:
-        lim = self.limits
-        while not self._stop.wait(POLL_SECONDS):
-            self._tick += 1
-            if self.cgroup is not None:
-                self.explain()  # the cgroup enforces memory and processes itself (fork fails past pids.max)
-            else:
-                members = self._members()
-                if len(members) > lim.processes:
-                    self._breach(f"{len(members)} processes, over the limit of {lim.processes}")
-                    continue
-                # RSS counts a page shared by several processes once per process, so its sum bounds
-                # the tree's real use from above: only past the limit is the exact, costly figure
-                # needed (PSS shares each page out; smaps_rollup of a torch process takes ~10 ms).
-                used = sum(_rss_bytes(p) for p in members)
-                if used > lim.memory_bytes:
-                    used = sum(_pss_bytes(p) for p in members)
-                if used > lim.memory_bytes:
-                    self._breach(f"its processes used {used / GiB:.2f} GiB of memory together, over the "
-                                 f"limit of {lim.memory_bytes / GiB:g} GiB")
-                    continue
-            if self._tick % 5 == 0:
-                disk = _dir_bytes(self.scratch)
-                if disk > lim.disk_bytes:
-                    self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder, over the limit of "
-                                 f"{lim.disk_bytes / GiB:g} GiB")
 
 
 @lru_cache(maxsize=4)

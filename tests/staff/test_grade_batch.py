@@ -10,8 +10,9 @@ import pytest
 from cs336_assignment.cli import main
 from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
+from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.report import load
-from cs336_staff.grade.sandbox import Limits, probe
+from cs336_staff.grade.sandbox import probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
 pytestmark = pytest.mark.staff

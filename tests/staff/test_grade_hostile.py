@@ -19,8 +19,9 @@ import pytest
 
 from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
+from cs336_staff.grade.limits import Limits, MiB
 from cs336_staff.grade.report import GradeResult, load
-from cs336_staff.grade.sandbox import Limits, MiB, probe
+from cs336_staff.grade.sandbox import probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
 pytestmark = [pytest.mark.staff, pytest.mark.timeout(900)]  # the module fixture grades a whole batch
