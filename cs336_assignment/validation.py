@@ -16,6 +16,7 @@ range check (``not nan >= 0``). Deliberately left out: type coercion (``"3"`` is
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 
@@ -27,6 +28,12 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _check(values: dict[str, Any], ok: Callable[[Any], bool], what: str) -> None:
+    for name, value in values.items():
+        if not ok(value):
+            raise ValueError(f"{name} must be {what}, got {value!r}")
+
+
 def check_count(**counts: Any) -> None:
     """Raise ``ValueError`` for the first value that is not an integer ``>= 0`` (a size or a count).
 
@@ -35,9 +42,7 @@ def check_count(**counts: Any) -> None:
         ...
     ValueError: num_layers must be a non-negative integer, got -1
     """
-    for name, value in counts.items():
-        if not _is_int(value) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    _check(counts, lambda value: _is_int(value) and value >= 0, "a non-negative integer")
 
 
 def check_positive_int(**values: Any) -> None:
@@ -48,9 +53,7 @@ def check_positive_int(**values: Any) -> None:
         ...
     ValueError: d_in must be a positive integer, got 0
     """
-    for name, value in values.items():
-        if not _is_int(value) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    _check(values, lambda value: _is_int(value) and value >= 1, "a positive integer")
 
 
 def check_positive(**values: Any) -> None:
@@ -61,9 +64,7 @@ def check_positive(**values: Any) -> None:
         ...
     ValueError: seconds must be a positive number, got 0.0
     """
-    for name, value in values.items():
-        if not _is_number(value) or not 0 < value < math.inf:
-            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    _check(values, lambda value: _is_number(value) and 0 < value < math.inf, "a positive number")
 
 
 def check_nonnegative(**values: float) -> None:

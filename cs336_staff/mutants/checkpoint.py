@@ -6,6 +6,14 @@ from cs336_staff.mutants import Mutant
 
 FILE = "cs336_assignment/checkpoint.py"
 TESTS = ("tests/test_checkpoint.py",)
+# What save_checkpoint puts in the file (mutants that change it start from this).
+SAVED_STATE = """
+            state = {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "iteration": int(iteration),
+                "rng": capture_rng_state(),
+            }"""
 
 MUTANTS = [
     Mutant(
@@ -75,13 +83,7 @@ MUTANTS = [
         name="checkpoint-rng-not-saved",
         file=FILE,
         function="save_checkpoint",
-        old="""
-            state = {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "iteration": int(iteration),
-                "rng": capture_rng_state(),
-            }""",
+        old=SAVED_STATE,
         new="""
             state = {
                 "model": model.state_dict(),
@@ -106,13 +108,7 @@ MUTANTS = [
         name="checkpoint-save-switches-the-model-to-eval",
         file=FILE,
         function="save_checkpoint",
-        old="""
-            state = {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "iteration": int(iteration),
-                "rng": capture_rng_state(),
-            }""",
+        old=SAVED_STATE,
         new="""
             model.eval()  # "a saved model is for inference"
             state = {
