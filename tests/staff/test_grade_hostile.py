@@ -221,10 +221,16 @@ def one(r: GradeResult, name: str):
     return next(t for t in r.tests if t.nodeid.endswith(name))
 
 
+def explain(r: GradeResult) -> str:
+    """The summary, then each CPU test that did not pass with the end of its output (what to look at)."""
+    bad = [t for t in r.tests if t.device == "cpu" and t.outcome != "passed"]
+    return r.summary() + "".join(f"\n{t.nodeid}: {t.outcome}\n{t.output[-800:]}" for t in bad)
+
+
 def test_good_submission_gets_every_cpu_point_and_gpu_pending(graded):
     """The correct package passes every CPU test, hidden ones included; the GPU test is pending."""
     r = result(graded, "good")
-    assert r.status == "ok" and r.score == full(r), r.summary()
+    assert r.status == "ok" and r.score == full(r), explain(r)
     assert one(r, "test_add_on_gpu").outcome == "pending"
 
 
@@ -234,8 +240,8 @@ def test_good_submission_gets_every_cpu_point_and_gpu_pending(graded):
 def test_patching_pytest_asserts_and_test_modules_in_the_worker_changes_nothing(graded):
     """Patching pytest.approx, math.isclose, _pytest internals and tests.* in the worker: the judge is untouched."""
     r = result(graded, "patch_asserts")
-    assert one(r, "test_mul_matches_python").outcome == "failed", r.summary()
-    assert r.score == full(r) - points(r, "test_mul_matches_python"), r.summary()
+    assert one(r, "test_mul_matches_python").outcome == "failed", explain(r)
+    assert r.score == full(r) - points(r, "test_mul_matches_python"), explain(r)
 
 
 # -- reading what it must not ------------------------------------------------------------------
@@ -245,7 +251,7 @@ def test_patching_pytest_asserts_and_test_modules_in_the_worker_changes_nothing(
 def test_the_worker_cannot_read_the_reference_hidden_tests_hidden_fixtures_or_host_secrets(graded):
     """The staff repo's path is in a .pth and in cmdlines, but nothing of it is mounted: the hidden fixture stays unread."""
     r = result(graded, "snoop")
-    assert one(r, "test_mul_matches_the_hidden_fixture").outcome == "failed", r.summary()
+    assert one(r, "test_mul_matches_the_hidden_fixture").outcome == "failed", explain(r)
     assert one(r, "test_mul_matches_python").outcome == "failed"
 
 
@@ -269,7 +275,7 @@ def test_writing_past_the_disk_limit_fails_that_test_only(graded):
     r = result(graded, "disk_flood")
     t = one(r, "test_mul_matches_python")
     assert ("No space left" in t.output) if SANDBOX is None else (t.outcome == "crashed" and "scratch folder" in t.output), t.output[-800:]
-    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), r.summary()
+    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
 
 
 @needs_sandbox
@@ -303,7 +309,7 @@ def test_garbage_on_the_reply_channel_fails_that_call_only(graded):
     r = result(graded, "channel_flood")
     t = one(r, "test_mul_matches_python")
     assert t.outcome == "failed" and "unusable" in t.output, t.output[-800:]
-    assert one(r, "test_add_negative").outcome == "passed", r.summary()
+    assert one(r, "test_add_negative").outcome == "passed", explain(r)
 
 
 def test_an_oversized_reply_is_refused_before_it_is_read(graded):
@@ -317,7 +323,7 @@ def test_an_oversized_reply_is_refused_before_it_is_read(graded):
 def test_megabytes_of_printing_are_cut_and_every_file_stays_small(graded):
     """10 MB printed at import and in tests: full marks, and results.json and console.txt stay small."""
     r = result(graded, "print_flood")
-    assert r.score == full(r), r.summary()
+    assert r.score == full(r), explain(r)
     folder = graded["out"] / "print_flood"
     assert (folder / "results.json").stat().st_size < 200_000
     assert (folder / "console.txt").stat().st_size < 300_000
@@ -337,7 +343,7 @@ def test_hidden_inputs_never_reach_a_visible_tests_output(graded):
 def test_patching_the_workers_clocks_does_not_pass_a_speed_test(graded):
     """time.perf_counter/monotonic/time patched in the worker: the judge times the call itself."""
     r = result(graded, "clock")
-    assert one(r, "test_sum_below_is_faster_than_a_python_loop").outcome == "failed", r.summary()
+    assert one(r, "test_sum_below_is_faster_than_a_python_loop").outcome == "failed", explain(r)
 
 
 # -- crashes and hangs ---------------------------------------------------------------------------
@@ -349,7 +355,7 @@ def test_a_crash_in_a_call_charges_that_test_and_the_rest_run_in_a_fresh_worker(
     r = result(graded, case)
     t = one(r, "test_mul_matches_python")
     assert t.outcome == "crashed" and "ended during" in t.output, t.output[-800:]
-    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), r.summary()
+    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
     assert r.status == "crashed"
 
 
@@ -363,7 +369,7 @@ def test_sys_exit_in_a_call_fails_only_that_test(graded):
 def test_a_loop_that_swallows_every_exception_times_out_and_the_run_goes_on(graded):
     """The judge's timeout kills the worker from outside, so `except BaseException` cannot keep it alive."""
     r = result(graded, "infinite_loop")
-    assert one(r, "test_mul_matches_python").outcome == "timeout", r.summary()
+    assert one(r, "test_mul_matches_python").outcome == "timeout", explain(r)
     assert one(r, "test_add_negative").outcome == "passed"
 
 
@@ -371,7 +377,7 @@ def test_a_loop_that_swallows_every_exception_times_out_and_the_run_goes_on(grad
 def test_the_worker_has_no_network_but_loopback(graded):
     """No route out (the connection fails) and only `lo` in /proc/self/net/dev: add passes only then."""
     r = result(graded, "network")
-    assert one(r, "test_add_matches_python[1-2]").outcome == "passed", r.summary()
+    assert one(r, "test_add_matches_python[1-2]").outcome == "passed", explain(r)
 
 
 def test_syntax_error_fails_every_test_showing_the_error(graded):
@@ -399,7 +405,7 @@ def test_os_exit_at_import_scores_zero_and_the_run_still_ends(graded):
 def test_a_missing_module_never_falls_back_to_the_staff_reference(graded):
     """Without calc.py the tests fail: the reference is neither mounted nor on the worker's path."""
     r = result(graded, "reference_fallback")
-    assert r.score == 0, r.summary()
+    assert r.score == 0, explain(r)
 
 
 # -- intake and batch robustness -----------------------------------------------------------------
@@ -416,7 +422,7 @@ def test_corrupt_zip_is_rejected_with_a_reason(graded):
 def test_path_traversal_entries_are_ignored_and_nothing_escapes(graded):
     """'../' and absolute entries are never written; the rest of the submission is graded."""
     r = result(graded, "traversal")
-    assert r.score == full(r), r.summary()
+    assert r.score == full(r), explain(r)
     assert sum("unsafe path" in i for i in r.ignored) == 3, r.ignored
     assert not Path("/tmp/evil_abs.py").exists()
 
@@ -443,7 +449,7 @@ def test_conftest_pytest_ini_sitecustomize_and_pth_files_are_ignored(graded):
     """Configuration files in a submission never reach the judge or the worker; a wrong add still fails."""
     r = result(graded, "config_files")
     assert r.score == full(r) - points(r, "test_add_matches_python[1-2]", "test_add_matches_python[3-4]",
-                                       "test_add_negative"), r.summary()
+                                       "test_add_negative"), explain(r)
     ignored = "\n".join(r.ignored)
     for name in ("conftest.py", "tests/conftest.py", "cs336_assignment/conftest.py", "pytest.ini",
                  "sitecustomize.py", "evil.pth"):
