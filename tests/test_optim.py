@@ -81,14 +81,11 @@ def compare_with_torch(
             c for first in first_grad.values() for c in (first + 1, first + 2) if c <= steps
         }
     driving = dict(
-        zero_grad_in_place=zero_grad_in_place, lr_schedule=lr_schedule, first_grad=first_grad
+        groups=groups, no_grad=no_grad, zero_grad_in_place=zero_grad_in_place,
+        lr_schedule=lr_schedule, first_grad=first_grad,
     )
-    ours = scenario.student_trajectory(
-        name, problem, kwargs, steps, checkpoints, groups, no_grad, **driving
-    )
-    ref = scenario.trajectory(
-        OPTIMIZERS[name][1], problem, kwargs, steps, checkpoints, groups, no_grad, **driving
-    )
+    ours = scenario.student_trajectory(name, problem, kwargs, steps, checkpoints, **driving)
+    ref = scenario.trajectory(OPTIMIZERS[name][1], problem, kwargs, steps, checkpoints, **driving)
     tol = TOLERANCES[dtype]
     for step in sorted(checkpoints):
         for k in ref.params[step]:

@@ -169,32 +169,10 @@ def trajectory(
 
 @student_side
 def student_trajectory(
-    name: str,
-    problem: Problem,
-    kwargs: dict,
-    steps: int,
-    checkpoints: set[int],
-    groups: list[dict] | None = None,
-    no_grad: frozenset[str] = frozenset(),
-    zero_grad_in_place: bool = False,
-    lr_schedule: list[float] | None = None,
-    first_grad: dict[str, int] | None = None,
-    watch: bool = False,
+    name: str, problem: Problem, kwargs: dict, steps: int, checkpoints: set[int], **options: Any
 ) -> Trajectory:
-    """``trajectory`` of your optimizer ``name`` (``"sgd"``, ..., ``"adamw"``)."""
-    return trajectory(
-        STUDENT[name](),
-        problem,
-        kwargs,
-        steps,
-        checkpoints,
-        groups,
-        no_grad,
-        zero_grad_in_place,
-        lr_schedule,
-        first_grad,
-        watch,
-    )
+    """``trajectory`` of your optimizer ``name`` (``"sgd"``, ..., ``"adamw"``); ``options`` are ``trajectory``'s keywords."""
+    return trajectory(STUDENT[name](), problem, kwargs, steps, checkpoints, **options)
 
 
 #: A state entry described as data: a tensor by (dtype, device type, shape), anything else by its type's name.
