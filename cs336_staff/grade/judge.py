@@ -16,7 +16,7 @@ module is imported it
 
 The spec (JSON): ``root`` (the staged worker root), ``scratch`` (pytest's basetemp, shared with
 the worker), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
-``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
+``tier`` (``sandbox.TIERS``), ``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
 ``preload`` (modules the worker imports before it says ready; see ``grader.worker_preload``).
 
 Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
@@ -113,7 +113,7 @@ class Judge:
         worker = WorkerSpec(
             root=Path(spec["root"]), scratch=Path(spec["scratch"]), staff_root=Path(spec["staff_root"]),
             readonly=[Path(p) for p in spec.get("readonly", [])], limits=limits, gpu=bool(spec.get("gpu")),
-            jobs=int(spec.get("jobs", 1)), insecure=bool(spec.get("insecure")),
+            jobs=int(spec.get("jobs", 1)), insecure=bool(spec.get("insecure")), tier=spec.get("tier", "bubblewrap"),
             preload=tuple(spec.get("preload", [])),
         )
         self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes)

@@ -171,6 +171,7 @@ class WorkerProcess:
     isolation: dict[str, str] = field(default_factory=dict)
     cleanup: Callable[[], None] | None = None  # e.g. stop a resource watchdog
     verdict: Callable[[], str | None] | None = None  # why it was killed, if a watchdog did it
+    before_request: Callable[[], None] | None = None  # e.g. hand the scratch folder to the worker's uid
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -382,6 +383,8 @@ class Remote:
         encoder = codec.Encoder(ref_of=self._ref_of)
         message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
         worker = self.worker or self.start()
+        if worker.before_request is not None:
+            worker.before_request()
         message["storages"] = encoder.storages
         message["release"], self._pending_release = self._pending_release, []
         what = head.get("target") or f"{head['op']} on a worker object"

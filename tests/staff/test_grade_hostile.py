@@ -1,7 +1,8 @@
 """Hostile submissions get no more than their code earns, harm nothing else, and never stop the batch.
 
-One batch (two at a time, the real ``run_batch`` path, bubblewrap where this machine allows it)
-grades every case below against a tiny synthetic staff repository (``cs336_staff/grade/
+One batch (four at a time, the real ``run_batch`` path) per isolation tier this machine can produce
+(``TIERS``: bubblewrap; the container tier inside ``standin``, root without user namespaces as in
+Docker; with neither, the unsandboxed fallback) grades every case below against a tiny synthetic staff repository (``cs336_staff/grade/
 testing.py``); each test then asserts the concrete outcome of one case: its score against what its
 code earns, the victim's score, files that must not exist, the judge's memory. The classes follow
 the grading-integrity issue: in-process patching, reading what it must not, cross-submission
@@ -11,23 +12,32 @@ sabotage, shared resources, leaks and clocks, batch robustness, plus crashes and
 from __future__ import annotations
 
 import json
-import resource
+import shutil
+import subprocess
+import sys
+import tempfile
 import uuid
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from cs336_staff.grade.batch import run_batch
-from cs336_staff.grade.grader import make_plan
+from cs336_staff.grade import standin
+from cs336_staff.grade.container import lock_down
 from cs336_staff.grade.limits import Limits, MiB
 from cs336_staff.grade.report import GradeResult, load
 from cs336_staff.grade.sandbox import probe
-from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
+from cs336_staff.grade.testing import calc_with, grade_batch, make_staff_repo, make_zip
 
 pytestmark = [pytest.mark.staff, pytest.mark.timeout(900)]  # the module fixture grades a whole batch
 
 SANDBOX = probe(False)
-needs_sandbox = pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap sandbox here: {SANDBOX}")
+STANDIN = standin.unavailable()
+#: The tiers graded here: each that this machine can produce; the unsandboxed fallback only where none can.
+TIERS = [pytest.param("bubblewrap", marks=pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap here: {SANDBOX}")),
+         pytest.param("container", marks=pytest.mark.skipif(STANDIN is not None, reason=f"no container stand-in: {STANDIN}"))]
+if SANDBOX is not None and STANDIN is not None:
+    TIERS.append(pytest.param("none"))
 MARK = f"cs336-hostile-{uuid.uuid4().hex[:8]}"  # files an attack tries to leave on the host
 
 # -- in-process patching: the worker patches its own process; the tests run elsewhere ------------
@@ -184,10 +194,18 @@ LIMITS = Limits(test_timeout=3, run_timeout=120, memory_bytes=768 * MiB, process
                 file_bytes=64 * MiB, reply_bytes=16 * MiB)
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict:
-    tmp = tmp_path_factory.mktemp("hostile")
-    root = make_staff_repo(tmp / "repo")
+@pytest.fixture(scope="module", params=TIERS)
+def graded(request, tmp_path_factory) -> dict:
+    tier = request.param
+    tmp = tmp_path_factory.mktemp(f"hostile-{tier}")
+    if tier == "container":  # as run_autograder lays it out: enterable folders, the tree locked down
+        outside = Path(tempfile.mkdtemp(prefix="cs336-hostile-"))
+        request.addfinalizer(lambda: shutil.rmtree(outside, ignore_errors=True))
+        outside.chmod(0o711)
+        root = make_staff_repo(outside / "repo")
+        lock_down(root)
+    else:
+        root = make_staff_repo(tmp / "repo")
     subs = tmp / "subs"
     subs.mkdir()
     paths = []
@@ -196,11 +214,26 @@ def graded(tmp_path_factory) -> dict:
         paths.append(make_zip(subs / f"{name}.zip", spec.get("files", {}), **kwargs))
     (subs / "corrupt.zip").write_bytes(b"PK\x03\x04 this is not really a zip")
     paths.append(subs / "corrupt.zip")
-    plan = make_plan(root, device="cpu", limits=LIMITS, jobs=4, cache_dir=tmp / "out" / ".cache",
-                     insecure=SANDBOX is not None)
-    rows = run_batch(paths, tmp / "out", plan, jobs=4, progress=False)  # most cases wait (timeouts, kills)
-    return {"out": tmp / "out", "rows": {r["name"]: r for r in rows}, "tmp": tmp, "root": root,
-            "judge_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+    out = tmp / "out"
+    if tier == "container":  # graded by a process of its own, as root in a container without user namespaces
+        spec = {"root": str(root), "paths": [str(p) for p in paths], "out": str(out), "limits": asdict(LIMITS),
+                "jobs": 4, "insecure": False, "result": str(tmp / "batch.json")}
+        (tmp / "spec.json").write_text(json.dumps(spec))
+        cmd = standin.command([sys.executable, "-m", "cs336_staff.grade.testing", str(tmp / "spec.json")])
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=800)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        batch = json.loads((tmp / "batch.json").read_text())
+    else:  # most cases wait (timeouts, kills), so four at a time
+        batch = grade_batch(root, paths, out, LIMITS, jobs=4, insecure=tier == "none")
+    assert batch["tier"] == tier, batch["tier"]
+    return {"out": out, "rows": batch["rows"], "tmp": tmp, "root": root, "judge_rss": batch["judge_rss"],
+            "tier": tier}
+
+
+def isolated(graded) -> None:
+    """Skip where the tier makes no promise (the unsandboxed fallback)."""
+    if graded["tier"] == "none":
+        pytest.skip("the unsandboxed fallback (--insecure) keeps nothing from the worker")
 
 
 def result(graded, name) -> GradeResult:
@@ -247,9 +280,10 @@ def test_patching_pytest_asserts_and_test_modules_in_the_worker_changes_nothing(
 # -- reading what it must not ------------------------------------------------------------------
 
 
-@needs_sandbox
 def test_the_worker_cannot_read_the_reference_hidden_tests_hidden_fixtures_or_host_secrets(graded):
-    """The staff repo's path is in a .pth and in cmdlines, but nothing of it is mounted: the hidden fixture stays unread."""
+    """The staff repo's path is in a .pth and in cmdlines, but nothing of it is mounted (bubblewrap) or
+    readable by the worker's uid (container): the hidden fixture stays unread."""
+    isolated(graded)
     r = result(graded, "snoop")
     assert one(r, "test_mul_matches_the_hidden_fixture").outcome == "failed", explain(r)
     assert one(r, "test_mul_matches_python").outcome == "failed"
@@ -258,9 +292,10 @@ def test_the_worker_cannot_read_the_reference_hidden_tests_hidden_fixtures_or_ho
 # -- cross-submission sabotage and shared resources --------------------------------------------
 
 
-@needs_sandbox
 def test_a_submission_cannot_touch_another_sandbox_or_leave_files_on_the_host(graded):
-    """Writing conftest.py into other sandboxes and markers into /tmp, /var/tmp, /dev/shm: victim unharmed, host clean."""
+    """Writing conftest.py into other sandboxes and markers into /tmp, /var/tmp, /dev/shm: victim unharmed,
+    host clean (private tmpfs under bubblewrap; the container tier deletes what the worker's uid left)."""
+    isolated(graded)
     victim = result(graded, "victim")
     assert victim.status == "ok" and victim.score == full(victim), victim.summary()
     attacker = result(graded, "sabotage")
@@ -274,16 +309,22 @@ def test_writing_past_the_disk_limit_fails_that_test_only(graded):
     watchdog kills the worker where there is none); the other tests pass."""
     r = result(graded, "disk_flood")
     t = one(r, "test_mul_matches_python")
-    assert ("No space left" in t.output) if SANDBOX is None else (t.outcome == "crashed" and "scratch folder" in t.output), t.output[-800:]
+    if graded["tier"] == "bubblewrap":
+        assert "No space left" in t.output, t.output[-800:]
+    else:
+        assert t.outcome == "crashed" and "scratch folder" in t.output, t.output[-800:]
     assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
 
 
-@needs_sandbox
 def test_filling_tmp_hits_the_private_tmpfs_size(graded):
-    """200 MiB into /tmp: /tmp is a private tmpfs of 48 MiB, so the write fails (No space left on device)."""
+    """200 MiB into /tmp: under bubblewrap /tmp is a private tmpfs of 48 MiB (No space left on device); in
+    the container tier the 64 MiB file-size limit stops it (File too large) and the file is deleted after."""
+    isolated(graded)
     r = result(graded, "tmpfs_flood")
     t = one(r, "test_mul_matches_python")
-    assert t.outcome == "failed" and "No space left" in t.output, t.output[-800:]
+    stopped = "No space left" if graded["tier"] == "bubblewrap" else "File too large"
+    assert t.outcome == "failed" and stopped in t.output, t.output[-800:]
+    assert not Path("/tmp/flood.bin").exists()
 
 
 def test_memory_summed_over_forked_processes_is_capped(graded):
@@ -373,10 +414,13 @@ def test_a_loop_that_swallows_every_exception_times_out_and_the_run_goes_on(grad
     assert one(r, "test_add_negative").outcome == "passed"
 
 
-@needs_sandbox
 def test_the_worker_has_no_network_but_loopback(graded):
-    """No route out (the connection fails) and only `lo` in /proc/self/net/dev: add passes only then."""
+    """No route out (the connection fails) and only `lo` in /proc/self/net/dev: add passes only then.
+    The container tier drops the network only where the kernel allows a network namespace, and says so."""
+    isolated(graded)
     r = result(graded, "network")
+    if "NOT dropped" in r.isolation.get("network", ""):
+        pytest.skip(f"this container keeps the network: {r.isolation['network']}")
     assert one(r, "test_add_matches_python[1-2]").outcome == "passed", explain(r)
 
 
@@ -401,9 +445,9 @@ def test_os_exit_at_import_scores_zero_and_the_run_still_ends(graded):
     assert {t.outcome for t in r.tests if t.outcome != "pending"} == {"crashed"}
 
 
-@needs_sandbox
 def test_a_missing_module_never_falls_back_to_the_staff_reference(graded):
-    """Without calc.py the tests fail: the reference is neither mounted nor on the worker's path."""
+    """Without calc.py the tests fail: the reference is neither mounted (or readable) nor on the worker's path."""
+    isolated(graded)
     r = result(graded, "reference_fallback")
     assert r.score == 0, explain(r)
 
@@ -472,7 +516,11 @@ def test_a_submission_named_like_a_batch_output_gets_its_own_folder(graded):
 
 
 def test_every_result_names_its_isolation(graded):
-    """results.json says how the worker was isolated (bubblewrap, or NOT SANDBOXED with --insecure)."""
+    """results.json names the tier the worker ran on (bubblewrap, container, or none: NOT SANDBOXED)."""
     data = json.loads((graded["out"] / "good" / "results.json").read_text())
-    isolation = json.dumps(data["extra_data"]["isolation"])
-    assert ("bubblewrap" in isolation) if SANDBOX is None else ("NONE" in isolation)
+    isolation = data["extra_data"]["isolation"]
+    assert isolation["tier"] == graded["tier"], isolation
+    if graded["tier"] == "none":
+        assert "NONE" in isolation["sandbox"], isolation
+    if graded["tier"] == "container":
+        assert "network" in isolation, isolation  # whether it was dropped
