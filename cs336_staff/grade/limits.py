@@ -48,6 +48,9 @@ class Limits:
     """Resource limits of one submission's worker (its whole process tree) and of its tests."""
 
     memory_bytes: int = 8 * GiB
+    #: RLIMIT_AS of each process (None: ``memory_bytes``); importing torch maps ~3 GiB of address space,
+    #: so a memory cap below that needs a larger one here
+    address_space_bytes: int | None = None
     processes: int = 64
     disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
     file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
@@ -65,7 +68,8 @@ def preexec(limits: Limits, gpu: bool, cgroup: Path | None):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         if not gpu:
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+            space = limits.address_space_bytes or limits.memory_bytes
+            resource.setrlimit(resource.RLIMIT_AS, (space, space))
 
     return setup
 
