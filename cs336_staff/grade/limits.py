@@ -135,13 +135,16 @@ def _pss_bytes(pid: str) -> int:
 
 
 def uid_pids(uid: int) -> list[str]:
-    """Every process owned by ``uid`` (the container tier's worker tree, however it forked or regrouped)."""
+    """Every live process owned by ``uid`` (the container tier's worker tree, however it forked or
+    regrouped); zombies, dead and waiting for a parent (often init) to reap them, are left out."""
     pids = []
     for pid in os.listdir("/proc"):
         if pid.isdigit():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, IndexError):
                 if os.stat(f"/proc/{pid}").st_uid == uid:
-                    pids.append(pid)
+                    with open(f"/proc/{pid}/stat") as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                            pids.append(pid)
     return pids
 
 
