@@ -38,6 +38,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -126,24 +127,69 @@ def remove_leftovers(uid: int) -> None:
                 p.unlink()
 
 
-def hand_over(folder: Path, uid: int, gid: int) -> None:
-    """Make ``folder`` and what the judge created in it the worker's (so its writes succeed).
+class Handover:
+    """Makes ``folder`` and what the judge created in it the worker's uid's, before each call.
 
-    Walks with directory file descriptors and never follows a symlink (``os.fwalk``), so a worker
-    that swaps a folder for a link mid-walk cannot redirect a chown outside; a regular file with
-    more than one link (a hard link to some file elsewhere) is left alone.
+    Directories are opened one by one with ``O_NOFOLLOW`` relative to their parent's descriptor, so
+    a worker that swaps a folder for a symlink mid-walk cannot redirect a chown outside; a regular
+    file with more than one link (a hard link to a file elsewhere) is left alone. A folder whose
+    mtime has not changed since it was listed (and had settled then: ``SETTLE_NS``, since
+    timestamps are coarse) is not listed again, so a call costs one open per folder, not one stat
+    per file.
     """
-    def give(name: str, dir_fd: int | None) -> None:
-        with contextlib.suppress(OSError):
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            if st.st_uid != uid and (stat.S_ISDIR(st.st_mode)
-                                     or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)):
-                os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
 
-    give(str(folder), None)
-    for _, dirs, files, dfd in os.fwalk(folder, follow_symlinks=False):
-        for name in (*dirs, *files):
-            give(name, dfd)
+    #: A folder modified this close to its listing is listed again next time (coarse timestamps).
+    SETTLE_NS = 100_000_000
+
+    def __init__(self, folder: Path, uid: int, gid: int) -> None:
+        self.folder, self.uid, self.gid = folder, uid, gid
+        self._listed: dict[tuple[int, int], tuple[int, int, list[str]]] = {}  # (dev, ino) -> mtime, when, subdirs
+
+    def _give_files(self, fd: int) -> list[str]:
+        subdirs = []
+        with os.scandir(fd) as it:
+            for entry in it:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirs.append(entry.name)
+                    elif entry.is_file(follow_symlinks=False):
+                        st = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
+                        if st.st_uid != self.uid and st.st_nlink == 1 and stat.S_ISREG(st.st_mode):
+                            os.chown(entry.name, self.uid, self.gid, dir_fd=fd, follow_symlinks=False)
+        return subdirs
+
+    def __call__(self) -> None:
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+        try:
+            stack = [os.open(self.folder, flags)]
+        except OSError:
+            return
+        while stack:
+            fd = stack.pop()
+            try:
+                st = os.fstat(fd)
+                if st.st_uid != self.uid:
+                    os.fchown(fd, self.uid, self.gid)
+                key = (st.st_dev, st.st_ino)
+                seen = self._listed.get(key)
+                if seen is not None and seen[0] == st.st_mtime_ns and st.st_mtime_ns < seen[1] - self.SETTLE_NS:
+                    subdirs = seen[2]
+                else:
+                    now = time.time_ns()
+                    subdirs = self._give_files(fd)
+                    self._listed[key] = (st.st_mtime_ns, now, subdirs)
+                for name in subdirs:
+                    with contextlib.suppress(OSError):
+                        stack.append(os.open(name, flags, dir_fd=fd))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+
+def hand_over(folder: Path, uid: int, gid: int) -> None:
+    """``Handover`` once (see there)."""
+    Handover(folder, uid, gid)()
 
 
 def remove_files_of(folder: Path, uid: int) -> None:

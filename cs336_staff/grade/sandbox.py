@@ -279,7 +279,7 @@ def _start_as_own_uid(spec: WorkerSpec, env: dict[str, str], python: list[str], 
 
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation, cleanup=cleanup,
                          verdict=watchdog.explain,
-                         before_request=lambda: container.hand_over(spec.scratch, claim.uid, gid))
+                         before_request=container.Handover(spec.scratch, claim.uid, gid))
 
 
 def choose_tier(staff_root: Path, public: list[Path], gpu: bool = False) -> tuple[str | None, str]:
