@@ -139,7 +139,9 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
                    "--die-with-parent", "--", *cmd]
         run = JudgeRun()
         try:
-            proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu, threads_per_job(limits, jobs)), stdin=subprocess.DEVNULL,
+            env = _judge_env(gpu, threads_per_job(limits, jobs))
+            env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")  # never .hypothesis/ in the staff tree
+            proc = subprocess.run(cmd, cwd=staff_root, env=env, stdin=subprocess.DEVNULL,
                                   capture_output=True, text=True, errors="replace", timeout=limits.run_timeout)
             run.console = (proc.stdout + proc.stderr)[-200_000:]
         except subprocess.TimeoutExpired as e:
