@@ -183,7 +183,8 @@ def owned_entries(uid: int) -> list[Path]:
     return found
 
 
-def _dir_bytes(root: Path, budget: int = 100_000) -> int:
+def _dir_bytes(root: Path, budget: int = 100_000, owner: int | None = None) -> int:
+    """Bytes of the files under ``root`` (only those ``owner`` owns, if given)."""
     total, stack = 0, [str(root)]
     while stack and budget > 0:
         with contextlib.suppress(OSError), os.scandir(stack.pop()) as it:
@@ -193,7 +194,9 @@ def _dir_bytes(root: Path, budget: int = 100_000) -> int:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
                     elif entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                        st = entry.stat(follow_symlinks=False)
+                        if owner is None or st.st_uid == owner:
+                            total += st.st_blocks * 512
     return total
 
 
@@ -306,7 +309,10 @@ class Watchdog:
                                  f"limit of {lim.memory_bytes / GiB:g} GiB")
                     continue
             if self._tick % 5 == 0:
-                disk = _dir_bytes(self.scratch) + (0 if self.uid is None else _owned_bytes(self.uid))
+                # the container tier counts only this worker's uid's files: the scratch folder is shared
+                # with the judge's next (spare) worker, which must not be killed for this one's
+                disk = (_dir_bytes(self.scratch) if self.uid is None
+                        else _dir_bytes(self.scratch, owner=self.uid) + _owned_bytes(self.uid))
                 if disk > lim.disk_bytes:
                     self.disk_breach = True
                     self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder"
