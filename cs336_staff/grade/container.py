@@ -12,12 +12,14 @@ boundary, the uid:
                   ``run_autograder`` makes it 0700); the judge's folder is 0711 with its spec and
                   results 0600, so the worker reaches only the staged submission (group-readable,
                   read-only) and the scratch folder, which the judge hands over to the worker's uid
-                  before each call (``hand_over``: directories, and files with one link, found
+                  before each call (``Handover``: directories, and files with one link, found
                   without following symlinks); /tmp, /var/tmp and /dev/shm stay world-writable,
-                  so whatever the uid left there is deleted when the worker ends (``release``)
+                  so whatever the uid left there is deleted when the worker ends (``release``), as
+                  is what it wrote to the scratch folder if that broke the disk limit
     limits        the same as elsewhere (``limits.py``: cgroup or watchdog, rlimits); the watchdog
                   finds the tree by its uid, so a child that leaves the process group is still
-                  counted and killed; ``RLIMIT_NPROC`` caps the uid's processes in the kernel
+                  counted and killed, and counts the disk use of that uid's files only;
+                  ``RLIMIT_NPROC`` caps the uid's processes in the kernel
     network       dropped with a network namespace of its own where the kernel allows it (not under
                   Docker's default seccomp profile, which needs CAP_SYS_ADMIN for it); the result's
                   isolation record says which
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from cs336_staff.grade.limits import kill_uid, owned_entries
+from cs336_staff.grade.limits import kill_uid, owned_entries, uid_pids
 
 #: uids (and gids) the container tier hands out: below 65536, so they map inside a container's
 #: user namespace of 65536 ids, and above the ranges distributions give to users and services.
@@ -73,13 +75,7 @@ def _in_use(uid: int) -> bool:
         pwd.getpwuid(uid)
         return True
     except KeyError:
-        pass
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{pid}").st_uid == uid:
-                    return True
-    return False
+        return bool(uid_pids(uid))
 
 
 @dataclass
