@@ -20,7 +20,7 @@ import pytest
 import torch
 from hypothesis import settings
 
-from tests import progress
+from tests import not_written, progress
 from tests.devices import skip_reason
 from tests.snapshot import Snapshot
 
@@ -51,6 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     progress.register(config)  # the per-part summary at the end of a run (tests/progress.py)
+    not_written.register(config)  # one line for a test that reaches a stub (tests/not_written.py)
 
 
 def _capability() -> tuple[int, int] | None:
