@@ -8,7 +8,8 @@ instead of a traceback that reprints the stub's whole docstring, its report is o
 
 The stub's error counts wherever it is in the failure: raised by the test's call, by a fixture
 (setup), or as the cause or context of another error a test raised while handling it. So a
-function not yet written is never reported as some other mistake. Other failures keep pytest's
+function not yet written is never reported as some other mistake, and what the test printed
+before reaching the stub is left out. Other failures keep pytest's
 (short, see ``pyproject.toml``) traceback. ``-p no:cs336_not_written`` turns this off.
 """
 
@@ -62,6 +63,7 @@ class NotWritten:
             stub = stub_error(call.excinfo.value)
             if stub is not None:
                 report.longrepr = NOT_WRITTEN + str(stub).splitlines()[0]
+                report.sections = []  # what it printed before reaching the stub (a progress bar) is noise
         return report
 
 

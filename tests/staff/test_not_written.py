@@ -109,3 +109,17 @@ def test_the_plugin_can_be_turned_off(tmp_path):
     """``-p no:cs336_not_written``: pytest's own report again."""
     out = run(tmp_path, "-p", "no:cs336_not_written")
     assert "not written yet" not in out and "NotImplementedError" in out
+
+
+def test_release_output_check_flags_misleading_long_or_table_not_last_output():
+    """``release --check``'s output check (cs336_staff/release/student_output.py) on made-up outputs."""
+    from cs336_staff.release.student_output import MAX_LINES, problems
+
+    table = "==== public progress by part (points) ====\npart passed\ntotal 0.0/10\n"
+    good = "==== FAILURES ====\n____ test_a ____\n" + STUB_LINE + "\n---- Captured stderr call ----\nbar\n==== 1 failed ====\n" + table
+    assert problems(good) == []
+    misleading = good.replace(STUB_LINE, "E   AssertionError: use reshape(), not view()")
+    assert any("test_a: reported as" in p for p in problems(misleading))
+    assert any("not the last thing" in p for p in problems(table + "==== short test summary info ====\nFAILED x\n"))
+    assert any(f"more than {MAX_LINES}" in p for p in problems("x\n" * (MAX_LINES + 1) + table))
+    assert any("no per-part table" in p for p in problems("==== 1 failed ====\n"))
