@@ -1,6 +1,6 @@
 """Prove a built handout is what students should get: ``cs336 release --check``.
 
-Eleven checks, each a line of the report, each failure naming the file, test or line:
+Twelve checks, each a line of the report, each failure naming the file, test or line:
 
     contents   the handout has the files students need (make_submission.sh, README, ...)
     imports    ``cs336_assignment``, every module in it, and ``adapters`` import from the handout
@@ -23,6 +23,8 @@ Eleven checks, each a line of the report, each failure naming the file, test or 
                library boilerplate, not solution (see ``_library_only``)
     behaviour  no function the handout ships reproduces a graded adapter's recorded calls: a
                solution written independently of the reference (see ``behaviour.py``)
+    answers    no distinctive number of the writeup's answer key appears in the handout's code,
+               docstrings or README, in any spelling (``answer_leaks.py``)
     leftovers  no staff path, staff command, staff pytest option or staff-only import in the
                handout (see ``leftovers.py``)
 
@@ -52,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.release import behaviour
+from cs336_staff.release.answer_leaks import check_answer_leaks
 from cs336_staff.release.build import PACKAGE, Handout
 from cs336_staff.release.handout_parts import check_parts
 from cs336_staff.release.leftovers import check_leftovers
@@ -336,6 +339,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             checks.append(check_leaks(repo, handout))
             checks.append(check_parts(repo, handout))
             checks.append(check_leftovers(repo, handout))
+            checks.append(check_answer_leaks(repo, handout))
             checks.append(check_imports(imports_job.result()))
             stub, ref = stub_job.result(), merge_runs([j.result() for j in ref_jobs])
             graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
@@ -352,5 +356,5 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             print(f"kept the scratch trees in {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    order = ["contents", "imports", "ruff", "collect", "stubs", "output", "reference", "leaks", "behaviour", "leftovers", "parts"]
+    order = ["contents", "imports", "ruff", "collect", "stubs", "output", "reference", "leaks", "behaviour", "leftovers", "answers", "parts"]
     return sorted(checks, key=lambda c: order.index(c.name))
