@@ -23,6 +23,8 @@ from pathlib import Path
 
 from cs336_staff.release.build import Handout
 
+#: The writeup whose answer key (cs336_staff/writeup/answers.py) the check reads.
+WRITEUP = "writeup/assignment.typ"
 #: A rounded number must keep this many significant digits to count as a spelling of an answer.
 MIN_DIGITS = 3
 #: Whole-number answers below this are not distinctive (12 bytes, 7 GPUs, 255 merges) and are not looked for.
@@ -126,6 +128,8 @@ def check_answer_leaks(repo: Path, handout: Handout):  # noqa: ANN201 - a releas
     from cs336_staff.release.check import Check
     from cs336_staff.writeup.answers import compute
 
+    if not (Path(repo) / WRITEUP).is_file():
+        return Check("answers", True, f"no {WRITEUP}, so no answer key to keep out of the handout")
     answers = distinctive(compute(repo), _given_numbers())
     found = leaks(handout.root, handout.files, answers)
     if found:

@@ -349,7 +349,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             checks.append(behaviour.judge(judge_job.result()))
         checks.append(check_collect(stub, ref))
         checks.append(check_stubs(stub, ref))
-        checks.append(check_output(stub.output))
+        checks.append(check_output(stub.output, handout.files))
         checks.append(check_reference(ref))
     finally:
         if keep:
