@@ -21,6 +21,11 @@ not test the scratch copy). A child that outlives ``--timeout`` is killed with e
 
 The baseline is one run of every public test file the mutants name, on the unmutated copy, in
 parallel with the first mutants: a test that fails there does not count as catching anything.
+It also records which solution functions each test executes (``reach_probe.py``), and the audit
+fails when a test of one part executes a solution function of another (``part_reach.py``; only
+the training loop combines parts): then a bug in one part would cost points in another. No test
+that never executes a function can see a mutant of it, so this stands for running every mutant
+against the whole suite, at the cost of one profiled baseline run.
 
 The report gives, per mutant, the tests that caught it and the first line of each failure message
 (what a student with that bug would read), and ends with ``caught N of M``. The audit fails
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import pkgutil
 import queue
@@ -46,6 +52,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cs336_staff import part_reach
+from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.release.build import SHIPPED_DIRS, shipped_sources
 from cs336_staff.release.runner import PytestRun, hide_installed
 from cs336_staff.release.warm import KILLED, WarmPool
@@ -54,6 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXTRA_FILES = ("pyproject.toml", "README.md")
 MUTANT_TIMEOUT = 300.0  # seconds; a mutant's tests normally take a few
 BASELINE_TIMEOUT = 1800.0
+CROSS_PART = "(cross-part) "  # how a crossing starts among the baseline's lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -243,12 +252,23 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
 
             def run_baseline() -> list[str]:
                 scratch = scratches.get()
+                probe = scratch / f"{part_reach.PROBE_MODULE}.py"
+                functions, reach = root / "reach-functions.json", root / "reach.json"
                 try:
-                    run = pool.run(scratch, _pytest_args(tests, full=True), hide=hide_installed(scratch),
-                                   env=_child_env(jobs), timeout=BASELINE_TIMEOUT)
+                    parts = load_parts(repo)
+                except PartsError:  # a tree without parts (a sample repository): nothing to cross
+                    parts = []
+                try:
+                    shutil.copyfile(part_reach.PROBE_SOURCE, probe)
+                    functions.write_text(json.dumps(part_reach.graded_functions(parts)))
+                    env = {**_child_env(jobs), "CS336_REACH_FUNCTIONS": str(functions), "CS336_REACH_OUT": str(reach)}
+                    run = pool.run(scratch, [*_pytest_args(tests, full=True), "-p", part_reach.PROBE_MODULE],
+                                   hide=hide_installed(scratch), env=env, timeout=BASELINE_TIMEOUT)
                 finally:
+                    probe.unlink(missing_ok=True)
                     scratches.put(scratch)
-                return _baseline_failures(run)
+                crossed = part_reach.crossings(json.loads(reach.read_text()), parts) if reach.is_file() else []
+                return _baseline_failures(run) + [CROSS_PART + line for line in crossed]
 
             baseline_lines = ex.submit(run_baseline)
         def task(part: str, mutant) -> Verdict | tuple[PytestRun, float]:
@@ -259,7 +279,7 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
                 scratches.put(scratch)
 
         futures = [ex.submit(task, p, m) for p, m in mutants]
-        failing = {line.split(": ", 1)[0] for line in baseline_lines.result()}
+        failing = {line.split(": ", 1)[0] for line in baseline_lines.result() if not line.startswith(CROSS_PART)}
         verdicts = []
         for i, ((part, mutant), f) in enumerate(zip(mutants, futures, strict=True), 1):
             v = f.result()
@@ -305,7 +325,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         signal.signal(signal.SIGTERM, previous)
     for f in baseline_failures:
-        print(f"baseline: fails without any mutant: {f}")
+        if f.startswith(CROSS_PART):
+            print(f"cross-part: {f.removeprefix(CROSS_PART)}")
+        else:
+            print(f"baseline: fails without any mutant: {f}")
     by_status: dict[str, list[str]] = {}
     for v in verdicts:
         by_status.setdefault(v.status, []).append(v.mutant.name)
