@@ -33,12 +33,12 @@ def stub_error(exc: BaseException | None) -> NotImplementedError | None:
     True
     >>> try:
     ...     try:
-    ...         raise NotImplementedError("Implement f in cs336_assignment/m.py")
+    ...         raise NotImplementedError("Implement f in cs336_assignment/models.py")
     ...     except RuntimeError as e:
     ...         raise AssertionError("use reshape(), not view()") from e
     ... except AssertionError as e:
     ...     str(stub_error(e))
-    'Implement f in cs336_assignment/m.py'
+    'Implement f in cs336_assignment/models.py'
     """
     seen: set[int] = set()
     todo = [exc]
