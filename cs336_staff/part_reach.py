@@ -14,9 +14,10 @@ other parts' code. A test that needs another part's object builds it from torch 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from cs336_staff.parts import Part
+from cs336_staff.parts import USED_BY_FILE, Part
 
 #: Parts whose tests may run other parts' code: they grade putting the parts together.
 COMBINING_PARTS = ("training",)
@@ -59,3 +60,47 @@ def crossings(reach: dict[str, list[str]], parts: list[Part]) -> list[str]:
                 out.append(f"{nodeid} (part {mine.number}, {mine.key}) executes {name} of part {theirs.number} "
                            f"({theirs.key}): build that object from torch or given code, or move the test to part {theirs.number}")
     return out
+
+
+def used_by(reach: dict[str, list[str]], parts: list[Part]) -> dict[str, list[str]]:
+    """Part key -> the public test files of other parts that execute its solution functions (in
+    practice the training loop's: ``crossings`` rejects any other).
+
+    >>> a = Part("optim", 3, "Optimizers", 12, "cs336_assignment/optim.py", functions={"cs336_assignment/optim.py": ["SGD.step"]})
+    >>> t = Part("training", 9, "Training", 10, "cs336_assignment/training.py", tests=["tests/test_training.py"])
+    >>> used_by({"tests/test_training.py::test_a": ["cs336_assignment/optim.py::SGD.step"]}, [a, t])
+    {'optim': ['tests/test_training.py'], 'training': []}
+    """
+    owner = {(f, name): p.key for p in parts for f, names in [*p.functions.items(), *p.optional.items()] for name in names}
+    part_of_file = {t: p.key for p in parts for t in p.tests}
+    out: dict[str, set[str]] = {p.key: set() for p in parts}
+    for nodeid, functions in reach.items():
+        test_file = nodeid.split("::")[0]
+        for entry in functions:
+            key = owner.get(tuple(entry.split("::", 1)))
+            if key is not None and part_of_file.get(test_file) not in (None, key):
+                out[key].add(test_file)
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def used_by_drift(measured: dict[str, list[str]], ran: set[str], repo: Path) -> list[str]:
+    """Where the stored ``USED_BY_FILE`` disagrees with ``measured``, over the test files that ``ran``."""
+    path = Path(repo) / USED_BY_FILE
+    stored = json.loads(path.read_text()) if path.is_file() else {}
+    out = []
+    for key, files in measured.items():
+        said = sorted(f for f in stored.get(key, []) if f in ran)
+        if said != files:
+            out.append(f"part {key} is used by {files or 'no other test file'} but {USED_BY_FILE} says {said or 'none'}: "
+                       "run `uv run cs336 audit --write-used-by`, then `uv run cs336 parts --write`")
+    return out
+
+
+def write_used_by(measured: dict[str, list[str]], ran: set[str], repo: Path) -> Path:
+    """Update ``USED_BY_FILE`` with ``measured`` for the test files that ``ran`` (others keep their entries)."""
+    path = Path(repo) / USED_BY_FILE
+    stored = json.loads(path.read_text()) if path.is_file() else {}
+    for key, files in measured.items():
+        stored[key] = sorted({f for f in stored.get(key, []) if f not in ran} | set(files))
+    path.write_text(json.dumps(dict(sorted(stored.items())), indent=2) + "\n")
+    return path
