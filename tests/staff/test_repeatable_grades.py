@@ -10,6 +10,7 @@ an empty input, a boundary value) shows here under some seed instead of failing 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,7 +89,9 @@ def test_property_tests_pass_on_the_reference_under_any_seed(seed: int) -> None:
            "--hypothesis-profile=cs336-random", f"--hypothesis-seed={seed}", *PROPERTY_TEST_FILES]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"seed {seed}: {' '.join(cmd)} failed:\n{run.stdout[-6000:]}\n{run.stderr[-2000:]}"
-    assert " passed" in run.stdout and " failed" not in run.stdout, run.stdout[-2000:]
+    counts = re.search(r"^=*\s*(\d+) passed(.*) in [\d.]+s", run.stdout, re.M)
+    assert counts and "failed" not in counts.group(2) and "error" not in counts.group(2), run.stdout[-2000:]
+    assert int(counts.group(1)) >= len(PROPERTY_TEST_FILES), f"too few property tests ran:\n{run.stdout[-2000:]}"
 
 
 def test_the_property_test_files_list_every_property_test_file() -> None:
