@@ -335,8 +335,13 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
     except Exception as e:  # a grader bug on one submission: that submission still gets a result
         result = score(plan, name, intake, None, time.monotonic() - start, error=f"{type(e).__name__}: {e}")
         console = ""
-    result.write(folder)
+    try:
+        result.write(folder)
+    except Exception as e:  # a result that cannot be written still leaves one that says why
+        result = score(plan, name, intake, None, time.monotonic() - start,
+                       error=f"writing the result failed: {type(e).__name__}: {e}")
+        result.write(folder)
     if console:
-        (folder / "console.txt").write_text(console)
+        (folder / "console.txt").write_bytes(console.encode("utf-8", "backslashreplace"))
     return {"name": name, "score": result.score, "max_score": result.max_score, "status": result.status,
             "skipped": False}
