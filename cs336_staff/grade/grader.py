@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cs336_staff.grade.intake import Intake, read_submission
-from cs336_staff.grade.judge import public_fixtures
+from cs336_staff.grade.judge import basetemp, public_fixtures
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
@@ -123,14 +123,14 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         (base / "spec.json").write_text(json.dumps(spec))
         cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
                "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
-               "--basetemp", str(scratch / "tmp"), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
+               "--basetemp", str(basetemp(scratch)), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
                "--continue-on-collection-errors", "-p", "no:cs336_progress"]
         cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
         cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
         bwrap = find_bwrap()
         if not insecure and not collect_only and bwrap is not None:
-            # The judge sees the machine as it is, except that its scratch folder (shared with the
-            # worker) is a private tmpfs of capped size: a hard disk limit, not a sampled one.
+            # The judge sees the machine as it is, except that its scratch folder (its own folder and
+            # the worker's copy of it, mirror.py) is a private tmpfs of capped size: a hard disk limit.
             cmd = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
                    "--die-with-parent", "--", *cmd]
         run = JudgeRun()

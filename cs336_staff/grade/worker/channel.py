@@ -5,7 +5,8 @@ The file holds the message's JSON tree as the byte tensor ``__msg__`` and its by
 nothing in it is ever executed (no pickle anywhere). Writing the format is a JSON header and the
 bytes end to end, done here so that neither side needs numpy just to talk. The reader refuses a
 frame longer than its ``limit`` before allocating it, so a flood from the worker cannot grow the
-judge.
+judge; and it reads a frame as its bytes arrive, so a frame that claims more than it sends costs
+only what it sent (and the caller's deadline or timeout ends the wait).
 
 >>> import os
 >>> r, w = os.pipe()
@@ -63,20 +64,23 @@ def send(fd: int, message: dict, blobs: list[Blob]) -> None:
         view = view[written:]
 
 
+#: Bytes read per ``read``: a frame's buffer grows with the bytes that actually arrive, never with
+#: the length its header claims (a header declaring 400 MiB followed by 64 bytes costs 64 bytes).
+CHUNK = 1 << 20
+
+
 def _read_exactly(fd: int, n: int, deadline: float | None) -> bytearray:
     __tracebackhide__ = True  # pytest: a timeout while waiting shows the test's line, not this loop
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
+    buf = bytearray()
+    while len(buf) < n:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise ChannelTimeout(f"no complete message in time ({got} of {n} bytes read)")
-        chunk = os.readv(fd, [view[got:]])
-        if chunk == 0:
-            raise ChannelClosed(f"pipe closed after {got} of {n} bytes")
-        got += chunk
+                raise ChannelTimeout(f"no complete message in time ({len(buf)} of {n} bytes read)")
+        chunk = os.read(fd, min(n - len(buf), CHUNK))
+        if not chunk:
+            raise ChannelClosed(f"pipe closed after {len(buf)} of {n} bytes")
+        buf += chunk
     return buf
 
 
@@ -89,9 +93,10 @@ def receive(fd: int, limit: int, deadline: float | None = None) -> tuple[dict, l
     (length,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
     if length > limit:
         raise ChannelError(f"a message of {length} bytes exceeds the limit of {limit} bytes")
-    payload = bytes(_read_exactly(fd, length, deadline))
+    payload = bytes(_read_exactly(fd, length, deadline))  # the buffer is freed as soon as it is copied
     try:
         tensors = dict(safetensors.deserialize(payload))
+        del payload
         message = json.loads(bytes(tensors.pop("__msg__")["data"]))
         blobs = [tensors.pop(f"b{i}")["data"] for i in range(len(tensors))]
     except Exception as e:  # any malformed container, JSON or blob numbering
