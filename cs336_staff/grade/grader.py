@@ -168,7 +168,9 @@ def _read_results(path: Path, run: JudgeRun) -> None:
         elif kind == "note":
             run.notes.append(event.get("text", ""))
         elif kind == "finish":
-            run.isolation = event.get("isolation", {})
+            run.isolation = dict(event.get("isolation", {}))
+            if event.get("judge_peak_rss_kib"):  # what grading this submission cost the judge (the bound: limits.py)
+                run.isolation["judge_peak_rss_kib"] = str(int(event["judge_peak_rss_kib"]))
             run.worker_starts = int(event.get("worker_starts", 0))
             run.worker_crashes = int(event.get("worker_crashes", 0))
             if event.get("console"):

@@ -29,6 +29,7 @@ import ast
 import importlib.abc
 import json
 import os
+import resource
 import sys
 import tempfile
 import types
@@ -215,6 +216,7 @@ class Judge:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
+                    "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                     "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": _clip("\n".join(self.remote.consoles), 64_000)})
 
 

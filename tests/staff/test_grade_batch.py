@@ -17,7 +17,7 @@ from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
 pytestmark = pytest.mark.staff
 INSECURE = probe(False) is not None  # no bubblewrap here: grade the synthetic submissions without it
-FULL, BOB, TOTAL = 9.5, 6.5, 11  # every CPU point; mul returning 0 loses mul (2) and the hidden product (1)
+FULL, BOB, TOTAL = 11.5, 8.5, 13  # every CPU point; mul returning 0 loses mul (2) and the hidden product (1)
 
 
 @pytest.fixture(scope="module")
