@@ -39,12 +39,15 @@ call (the worker sees the judge's files as they were when the call began).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import stat
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 #: Bytes copied per read while mirroring (the judge's memory for a copy, whatever the file's size).
 CHUNK = 1 << 20
@@ -141,26 +144,55 @@ def _lstat_at(root: int, rel: str) -> os.stat_result | None:
         return None
 
 
-def _walk(root: int, limit: int) -> tuple[list[str], dict[str, os.stat_result], int]:
-    """Folders and non-folder entries (with their lstat) under ``root``; the count of entries seen (stops past ``limit``)."""
-    folders, entries, seen, stack = [], {}, 0, [""]
-    while stack and seen <= limit:
-        rel = stack.pop()
+def _walk(root: int, top: str, limit: int) -> tuple[list[str], dict[str, os.stat_result], int]:
+    """Folders and non-folder entries (with their lstat) under ``root/top``; the count of entries seen (stops past ``limit``)."""
+    folders: list[str] = []
+    entries: dict[str, os.stat_result] = {}
+    seen = 0
+    try:
+        with _open_dir(root, top) as start:
+            stack = [(top, os.dup(start))]
+    except OSError:
+        return folders, entries, seen  # not there (yet): nothing to copy
+    while stack:
+        rel, fd = stack.pop()
         try:
-            with _open_dir(root, rel) as fd, os.scandir(fd) as it:
-                for e in it:
-                    seen += 1
-                    child = f"{rel}/{e.name}" if rel else e.name
-                    with contextlib.suppress(OSError):
-                        st = os.stat(e.name, dir_fd=fd, follow_symlinks=False)
-                        if stat.S_ISDIR(st.st_mode):
-                            folders.append(child)
-                            stack.append(child)
-                        elif not e.name.startswith(TEMP_PREFIX):
-                            entries[child] = st
+            if seen > limit:
+                continue
+            with os.scandir(fd) as it:
+                names = [e.name for e in it]
+            for name in names:
+                seen += 1
+                child = f"{rel}/{name}" if rel else name
+                with contextlib.suppress(OSError):
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode):
+                        folders.append(child)
+                        stack.append((child, os.open(name, DIR_FLAGS, dir_fd=fd)))
+                    elif not name.startswith(TEMP_PREFIX):
+                        entries[child] = st
         except OSError:
-            continue  # replaced or removed meanwhile: the next walk sees what is there
+            pass  # replaced or removed meanwhile: the next walk sees what is there
+        finally:
+            os.close(fd)
     return folders, entries, seen
+
+
+def _path_text(value: Any) -> str | None:
+    """The path a call argument names, if it names one: a string, a path, an ``np.memmap``'s file."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        text = os.fspath(value)
+        return text if isinstance(text, str) else None
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, np.memmap) and isinstance(value.filename, (str, os.PathLike)):
+        return os.fspath(value.filename)  # a str or a Path, depending on how it was opened
+    return None
+
+
+def _inside(rel: str, scopes: list[str]) -> bool:
+    return any(not s or rel == s or rel.startswith(s + "/") for s in scopes)
 
 
 @dataclass
@@ -175,15 +207,45 @@ class Mirror:
     worker_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)  # rel -> (W stamp, J stamp) at pull
     refused: set[tuple[str, Stamp]] = field(default_factory=set)  # reported once each
 
+    def scopes(self, values: Any) -> list[str]:
+        """The folders a call's arguments point into: for each path (a ``Path``, a string, an ``np.memmap``'s
+        file) inside the judge's folder, its first two components under it (``tmp/test_name0``, a test's
+        ``tmp_path``). Only these are mirrored around the call: a call that names no file costs nothing."""
+        found: set[str] = set()
+        prefix = str(self.judge) + "/"
+        stack, budget = [values], 100_000
+        while stack and budget > 0:
+            value = stack.pop()
+            budget -= 1
+            if isinstance(value, (list, tuple, set, frozenset)):
+                stack.extend(value)
+            elif isinstance(value, dict):
+                stack.extend(value.keys())
+                stack.extend(value.values())
+            elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+                stack.extend(getattr(value, f.name, None) for f in dataclasses.fields(value))
+            else:
+                text = _path_text(value)
+                if text is not None and prefix in text:
+                    rel = text[text.index(prefix) + len(prefix):]  # also "--checkpoint=/path/..." in a command line
+                    parts = [p for p in rel.split("/") if p and p not in (".", "..")][:2]
+                    if parts:
+                        found.add("/".join(parts))
+        return sorted(found)
+
     def _roots(self) -> tuple[int, int]:
         return os.open(self.judge, DIR_FLAGS), os.open(self.worker, DIR_FLAGS)
 
-    def push(self) -> None:
-        """Before a call: the judge's new or changed files (and any the worker changed) into the worker's copy."""
+    def push(self, scopes: list[str]) -> None:
+        """Before a call: the judge's new or changed files in ``scopes`` (and any the worker changed) into the worker's copy."""
         j, w = self._roots()
         try:
-            folders, files, _ = _walk(j, 1 << 62)  # the judge's own tree: trusted, never capped
-            _, theirs, _ = _walk(w, self.entries)  # past the cap the pull refuses; missing ones are copied again
+            folders, files, theirs = [], {}, {}
+            for scope in scopes:
+                mine = _walk(j, scope, 1 << 62)  # the judge's own tree: trusted, never capped
+                folders += [scope, *mine[0]]
+                files.update(mine[1])
+                theirs.update(_walk(w, scope, self.entries)[1])  # past the cap the pull refuses
             for rel in folders:
                 with contextlib.suppress(OSError), _open_dir(w, rel, create=True):
                     pass
@@ -204,7 +266,7 @@ class Mirror:
                     if wst is not None:
                         self.judge_files[rel] = (jstamp, _stamp(wst))
                         self.worker_files.pop(rel, None)
-            for rel in [r for r in (*self.judge_files, *self.worker_files) if r not in files]:
+            for rel in [r for r in (*self.judge_files, *self.worker_files) if r not in files and _inside(r, scopes)]:
                 _remove(w, rel)  # deleted by the judge
                 self.judge_files.pop(rel, None)
                 self.worker_files.pop(rel, None)
@@ -212,12 +274,17 @@ class Mirror:
             os.close(j)
             os.close(w)
 
-    def pull(self) -> None:
-        """After a call: what the worker wrote into the judge's folder, as untrusted data; MirrorRefused says what was not."""
+    def pull(self, scopes: list[str]) -> None:
+        """After a call: what the worker wrote in ``scopes``, as untrusted data; MirrorRefused says what was not copied."""
         j, w = self._roots()
         problems: list[str] = []
         try:
-            folders, entries, seen = _walk(w, self.entries)
+            folders, entries, seen = [], {}, 0
+            for scope in scopes:
+                theirs = _walk(w, scope, self.entries - seen)
+                folders += theirs[0]
+                entries.update(theirs[1])
+                seen += theirs[2]
             if seen > self.entries:
                 raise MirrorRefused(f"the scratch folder holds more than {self.entries} files and folders; "
                                     "nothing was copied back")
@@ -250,7 +317,7 @@ class Mirror:
                 jst = _lstat_at(j, rel)
                 if jst is not None:
                     self.worker_files[rel] = (wstamp, _stamp(jst))
-            for rel in [r for r in self.worker_files if r not in entries]:
+            for rel in [r for r in self.worker_files if r not in entries and _inside(r, scopes)]:
                 _remove(j, rel)  # the worker deleted (or renamed) its own file
                 del self.worker_files[rel]
         finally:

@@ -419,25 +419,26 @@ class Remote:
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         """One call, with the scratch folders mirrored around it (``mirror.py``) where the judge has a mirror."""
         __tracebackhide__ = True
-        if self.mirror is None:
+        scopes = self.mirror.scopes([args, kwargs]) if self.mirror is not None else []
+        if not scopes:  # a call that names no file in the judge's folder
             return self._exchange(head, args, kwargs)
-        self.mirror.push()
+        self.mirror.push(scopes)
         try:
             value = self._exchange(head, args, kwargs)
         except FromWorker:  # the submission's own error: what it left behind is copied back all the same
-            self._pull(head)
+            self._pull(head, scopes)
             raise
         except BaseException:  # a crash or a timeout: copy back what can be, and report the first failure
             with contextlib.suppress(Exception):
-                self._pull(head)
+                self._pull(head, scopes)
             raise
-        self._pull(head)
+        self._pull(head, scopes)
         return value
 
-    def _pull(self, head: dict) -> None:
+    def _pull(self, head: dict, scopes: list[str]) -> None:
         __tracebackhide__ = True
         try:
-            self.mirror.pull()
+            self.mirror.pull(scopes)
         except MirrorRefused as e:
             raise WorkerOutputRefused(f"after {head.get('target') or head['op']}: {e}") from None
 

@@ -140,7 +140,7 @@ def test_sum_below_is_faster_than_a_python_loop():
 def test_scale_file_of_a_file_the_test_wrote(tmp_path):
     """scale_file reads a file the test wrote; the test reads it again afterwards for the expected answer."""
     path = tmp_path / "numbers.txt"
-    path.write_text("4 5 6\n")
+    path.write_text("4 5 6\\n")
     got = adapters.run_scale_file(path, 3)
     assert got == [3 * int(x) for x in path.read_text().split()]
 

@@ -97,7 +97,7 @@ def test_cli_without_arguments_grades_the_bundled_example_with_full_marks(repo, 
         (root / "make_submission.sh").unlink()
     out = capsys.readouterr().out
     assert code == 0 and f"cs336-assignment-submission: {FULL:g} / {TOTAL}  [ok]" in out, out
-    assert "| **total** | 7/8 | 1 |" in out
+    assert "| **total** | 9/10 | 1 |" in out
 
 
 def test_cli_merge_combines_cpu_and_gpu_runs(repo, tmp_path, capsys):

@@ -18,6 +18,7 @@ from cs336_staff.grade.remote import bounded_error, rebuild_exception
 from cs336_staff.grade.worker import channel, codec
 
 pytestmark = pytest.mark.staff
+SCOPE = [""]  # the whole folder (a call names the folders it touches: test_scopes_...)
 
 
 @pytest.fixture
@@ -33,11 +34,11 @@ def test_judge_files_reach_the_worker_and_worker_files_come_back(folders):
     judge, worker, mirror = folders
     (judge / "t1").mkdir()
     (judge / "t1" / "corpus.txt").write_text("low lower")
-    mirror.push()
+    mirror.push(SCOPE)
     assert (worker / "t1" / "corpus.txt").read_text() == "low lower"
     (worker / "t1" / "out").mkdir()
     (worker / "t1" / "out" / "ckpt.pt").write_bytes(b"weights")
-    mirror.pull()
+    mirror.pull(SCOPE)
     assert (judge / "t1" / "out" / "ckpt.pt").read_bytes() == b"weights"
 
 
@@ -45,15 +46,15 @@ def test_the_worker_cannot_change_a_file_the_judge_wrote(folders):
     """Emptying the judge's corpus changes the worker's copy only; the next push restores it."""
     judge, worker, mirror = folders
     (judge / "corpus.txt").write_text("ab ab ab")
-    mirror.push()
+    mirror.push(SCOPE)
     (worker / "corpus.txt").write_text("")
-    mirror.pull()
+    mirror.pull(SCOPE)
     assert (judge / "corpus.txt").read_text() == "ab ab ab"
-    mirror.push()
+    mirror.push(SCOPE)
     assert (worker / "corpus.txt").read_text() == "ab ab ab"
     (worker / "corpus.txt").unlink()
     os.symlink("/etc/passwd", worker / "corpus.txt")
-    mirror.push()
+    mirror.push(SCOPE)
     assert not (worker / "corpus.txt").is_symlink() and (worker / "corpus.txt").read_text() == "ab ab ab"
 
 
@@ -64,9 +65,9 @@ def test_a_symlink_the_worker_leaves_is_never_followed_and_fails_the_call(folder
     secret.write_text("SECRET = 1")
     os.symlink(secret, worker / "ckpt.pt")
     with pytest.raises(MirrorRefused, match="ckpt.pt is a symlink"):
-        mirror.pull()
+        mirror.pull(SCOPE)
     assert not (judge / "ckpt.pt").exists()
-    mirror.pull()  # reported once: later calls are not charged for it again
+    mirror.pull(SCOPE)  # reported once: later calls are not charged for it again
 
 
 def test_symlinks_planted_where_the_judge_writes_are_never_followed(folders, tmp_path):
@@ -80,7 +81,7 @@ def test_symlinks_planted_where_the_judge_writes_are_never_followed(folders, tmp
     (judge / "t2" / "corpus.txt").write_text("judge's")
     (judge / "t3").mkdir()
     (judge / "t3" / "x.txt").write_text("judge's")
-    mirror.push()
+    mirror.push(SCOPE)
     assert not outside.exists() and not (tmp_path / "x.txt").exists()
     assert (worker / "t2" / "corpus.txt").read_text() == "judge's"  # the link was replaced, not followed
 
@@ -92,7 +93,7 @@ def test_fifos_sockets_and_oversize_files_are_refused_without_reading(folders):
     with open(worker / "sparse.bin", "wb") as f:
         f.truncate(1 << 30)
     with pytest.raises(MirrorRefused) as e:
-        mirror.pull()
+        mirror.pull(SCOPE)
     assert "pipe.bin is a fifo" in str(e.value) and "sparse.bin has 1073741824 bytes, over the limit" in str(e.value)
     assert not (judge / "pipe.bin").exists() and not (judge / "sparse.bin").exists()
 
@@ -102,19 +103,19 @@ def test_too_many_entries_are_refused(folders):
     for i in range(150):
         (worker / f"f{i}").write_text("")
     with pytest.raises(MirrorRefused, match="more than 100 files"):
-        mirror.pull()
+        mirror.pull(SCOPE)
 
 
 def test_deletions_propagate_both_ways(folders):
     """The worker's atomic replace (temp file, rename) leaves no stray copy; a file the judge deletes goes."""
     judge, worker, mirror = folders
     (worker / "ckpt.tmp").write_bytes(b"1")
-    mirror.pull()
+    mirror.pull(SCOPE)
     os.replace(worker / "ckpt.tmp", worker / "ckpt.pt")
-    mirror.pull()
+    mirror.pull(SCOPE)
     assert sorted(p.name for p in judge.iterdir()) == ["ckpt.pt"]
     (judge / "ckpt.pt").unlink()
-    mirror.push()
+    mirror.push(SCOPE)
     assert not (worker / "ckpt.pt").exists()
 
 
@@ -122,13 +123,34 @@ def test_a_worker_file_the_judge_rewrites_becomes_the_judges_input(folders):
     """A test truncating the worker's checkpoint: the truncated bytes are what the worker reads next."""
     judge, worker, mirror = folders
     (worker / "ckpt.pt").write_bytes(b"0123456789")
-    mirror.pull()
+    mirror.pull(SCOPE)
     (judge / "ckpt.pt").write_bytes(b"01234")
-    mirror.push()
+    mirror.push(SCOPE)
     assert (worker / "ckpt.pt").read_bytes() == b"01234"
     (worker / "ckpt.pt").write_bytes(b"rewritten")  # now the judge's input: not copied back
-    mirror.pull()
+    mirror.pull(SCOPE)
     assert (judge / "ckpt.pt").read_bytes() == b"01234"
+
+
+def test_a_call_mirrors_only_the_test_folders_its_arguments_name(folders):
+    """Paths, strings (in a command line too), memmaps and dataclass fields inside the judge's folder name their
+    test folder; anything else names none, so a call without files costs no copying."""
+    import dataclasses
+
+    import numpy as np
+
+    judge, _, mirror = folders
+    (judge / "tmp" / "t0").mkdir(parents=True)
+    np.zeros(4, dtype=np.uint16).tofile(judge / "tmp" / "t0" / "tokens.bin")
+    memmap = np.memmap(judge / "tmp" / "t0" / "tokens.bin", dtype=np.uint16, mode="r")
+
+    @dataclasses.dataclass
+    class Where:
+        path: object
+
+    args = [judge / "tmp" / "t1" / "a.pt", {"k": f"--out={judge}/tmp/t2/x"}, (Where(str(judge / "tmp" / "t3")),), memmap]
+    assert mirror.scopes([args, {}]) == ["tmp/t0", "tmp/t1", "tmp/t2", "tmp/t3"]
+    assert mirror.scopes([[1, "x", torch.zeros(2), "/elsewhere/a.pt"], {}]) == []
 
 
 # -- sizes ------------------------------------------------------------------------------------
