@@ -34,6 +34,7 @@ from pathlib import Path
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.judge import basetemp, public_fixtures
 from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
@@ -131,8 +132,10 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         if not insecure and not collect_only and bwrap is not None:
             # The judge sees the machine as it is, except that its scratch folder (its own folder and
             # the worker's copy of it, mirror.py) is a private tmpfs of capped size: a hard disk limit.
+            # The worker's copy has a tmpfs of its own, so a worker that fills its disk cannot fill the judge's.
+            _, worker_dir, _ = layout(scratch)
             cmd = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
-                   "--die-with-parent", "--", *cmd]
+                   "--size", str(limits.disk_bytes), "--tmpfs", str(worker_dir), "--die-with-parent", "--", *cmd]
         run = JudgeRun()
         try:
             proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu, threads_per_job(limits, jobs)), stdin=subprocess.DEVNULL,

@@ -126,7 +126,7 @@ class Judge:
         )
         self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes,
                                         value_limit=limits.value_bytes, message_chars=limits.message_chars,
-                                        mirror=mirror)
+                                        mirror=mirror, tree_limit=limits.tree_bytes)
         self._phases: dict[str, list[pytest.TestReport]] = {}
         self._first_hidden: str | None = None
         self._outputs: dict[str, str] = {}

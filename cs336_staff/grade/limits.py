@@ -13,7 +13,7 @@ for the whole tree, not per process:
     a backstop per process RLIMIT_AS (CPU runs only: CUDA maps huge address ranges), RLIMIT_CORE 0
     time                   ``test_timeout`` per test and ``run_timeout`` per submission, enforced
                            by the judge around the worker's calls
-    what the judge accepts a reply frame (``reply_bytes``), a tensor or array by its claimed size
+    what the judge accepts a reply frame (``reply_bytes``), its JSON part (``tree_bytes``), a tensor or array by its claimed size
                            (``value_bytes``), an exception's text (``message_chars``), a file
                            the worker wrote (``output_file_bytes``, ``output_entries``): each is
                            checked before anything is allocated, and breaking one fails the call
@@ -43,6 +43,9 @@ POLL_SECONDS = 0.1
 #: values rebuilt from them. Whatever the worker sends, the judge's own memory stays within its
 #: baseline plus ``judge_growth_bound`` (``tests/staff/test_grade_hostile.py`` measures it).
 REPLY_COPIES = 3
+#: Bytes of Python objects per byte of a reply's JSON part, at worst (``[[],[],...]``: a 56-byte list
+#: and an 8-byte pointer per 3 bytes of JSON).
+TREE_EXPANSION = 24
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class Limits:
     disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
     file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
     reply_bytes: int = 512 * MiB  # the largest reply frame the judge reads from the worker
+    tree_bytes: int = 64 * MiB  # the largest JSON part of a reply (strings, numbers, lists; blobs apart)
     value_bytes: int = 512 * MiB  # the largest tensor/array the judge rebuilds (element count x element size)
     message_chars: int = 16_000  # characters of a worker exception's message (and of its traceback) kept
     output_file_bytes: int = 256 * MiB  # the largest file the worker writes that the judge copies back
@@ -65,7 +69,7 @@ class Limits:
 
 def judge_growth_bound(limits: Limits) -> int:
     """Bytes by which one reply can grow the judge: every size the worker claims is checked against a cap first."""
-    return REPLY_COPIES * limits.reply_bytes
+    return REPLY_COPIES * limits.reply_bytes + TREE_EXPANSION * limits.tree_bytes
 
 
 def preexec(limits: Limits, gpu: bool, cgroup: Path | None):

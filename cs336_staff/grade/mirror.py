@@ -239,6 +239,7 @@ class Mirror:
     def push(self, scopes: list[str]) -> None:
         """Before a call: the judge's new or changed files in ``scopes`` (and any the worker changed) into the worker's copy."""
         j, w = self._roots()
+        problems: list[str] = []
         try:
             folders, files, theirs = [], {}, {}
             for scope in scopes:
@@ -260,12 +261,15 @@ class Mirror:
                 wst = theirs.get(rel)
                 if known is not None and known[0] == jstamp and wst is not None and _stamp(wst) == known[1]:
                     continue  # both copies as they were
-                with contextlib.suppress(OSError, MirrorRefused):  # W busy or racing: the next push retries
+                try:
                     _copy(j, w, rel, None)
-                    wst = _lstat_at(w, rel)
-                    if wst is not None:
-                        self.judge_files[rel] = (jstamp, _stamp(wst))
-                        self.worker_files.pop(rel, None)
+                except OSError as e:  # the worker filled its disk, or put a symlink where a folder was
+                    problems.append(f"{rel}: {e.strerror}")
+                    continue
+                wst = _lstat_at(w, rel)
+                if wst is not None:
+                    self.judge_files[rel] = (jstamp, _stamp(wst))
+                    self.worker_files.pop(rel, None)
             for rel in [r for r in (*self.judge_files, *self.worker_files) if r not in files and _inside(r, scopes)]:
                 _remove(w, rel)  # deleted by the judge
                 self.judge_files.pop(rel, None)
@@ -273,6 +277,9 @@ class Mirror:
         finally:
             os.close(j)
             os.close(w)
+        if problems:
+            raise MirrorRefused("the judge could not copy the test's files into your scratch folder: "
+                                + "; ".join(problems[:10]))
 
     def pull(self, scopes: list[str]) -> None:
         """After a call: what the worker wrote in ``scopes``, as untrusted data; MirrorRefused says what was not copied."""

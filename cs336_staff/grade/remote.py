@@ -294,11 +294,13 @@ class Remote:
 
     def __init__(self, launch: Launcher, *, max_starts: int = 12, startup_timeout: float = 300.0,
                  reply_limit: int = REPLY_LIMIT, value_limit: int | None = Limits.value_bytes,
-                 message_chars: int = MESSAGE_CHARS, mirror: Mirror | None = None) -> None:
+                 message_chars: int = MESSAGE_CHARS, mirror: Mirror | None = None,
+                 tree_limit: int | None = Limits.tree_bytes) -> None:
         self._launch = launch
         self.max_starts, self.startup_timeout, self.reply_limit = max_starts, startup_timeout, reply_limit
         self.value_limit = value_limit  # the largest tensor/array a reply may claim (codec.check_value_size)
         self.message_chars = message_chars
+        self.tree_limit = tree_limit  # the largest JSON part of a reply (channel.check_tree_size)
         self.mirror: Mirror | None = mirror  # the judge's scratch and the worker's copy of it, synced per call
         self.worker: WorkerProcess | None = None
         self.starts = 0
@@ -422,7 +424,10 @@ class Remote:
         scopes = self.mirror.scopes([args, kwargs]) if self.mirror is not None else []
         if not scopes:  # a call that names no file in the judge's folder
             return self._exchange(head, args, kwargs)
-        self.mirror.push(scopes)
+        try:
+            self.mirror.push(scopes)
+        except MirrorRefused as e:
+            raise WorkerOutputRefused(f"before {head.get('target') or head['op']}: {e}") from None
         try:
             value = self._exchange(head, args, kwargs)
         except FromWorker:  # the submission's own error: what it left behind is copied back all the same
@@ -452,7 +457,7 @@ class Remote:
         what = head.get("target") or f"{head['op']} on a worker object"
         try:
             channel.send(worker.requests, message, encoder.blobs)
-            reply, blobs = channel.receive(worker.replies, self.reply_limit)
+            reply, blobs = channel.receive(worker.replies, self.reply_limit, tree_limit=self.tree_limit)
         except (channel.ChannelClosed, BrokenPipeError):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.proc.wait(timeout=5)

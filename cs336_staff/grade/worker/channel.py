@@ -69,36 +69,52 @@ def send(fd: int, message: dict, blobs: list[Blob]) -> None:
 CHUNK = 1 << 20
 
 
-def _read_exactly(fd: int, n: int, deadline: float | None) -> bytearray:
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes:
     __tracebackhide__ = True  # pytest: a timeout while waiting shows the test's line, not this loop
-    buf = bytearray()
-    while len(buf) < n:
+    chunks: list[bytes] = []
+    got = 0
+    while got < n:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise ChannelTimeout(f"no complete message in time ({len(buf)} of {n} bytes read)")
-        chunk = os.read(fd, min(n - len(buf), CHUNK))
+                raise ChannelTimeout(f"no complete message in time ({got} of {n} bytes read)")
+        chunk = os.read(fd, min(n - got, CHUNK))
         if not chunk:
-            raise ChannelClosed(f"pipe closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return buf
+            raise ChannelClosed(f"pipe closed after {got} of {n} bytes")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)  # the chunks and the frame: twice the bytes that arrived, at most
 
 
-def receive(fd: int, limit: int, deadline: float | None = None) -> tuple[dict, list[bytearray]]:
+def check_tree_size(size: int, limit: int | None) -> None:
+    """ChannelError if a message's JSON part (its values: strings, numbers, lists; not raw blobs) is over ``limit``."""
+    if limit is not None and size > limit:
+        raise ChannelError(f"the message's values take {size} bytes of JSON, over the limit of {limit} bytes "
+                           "(long strings, such as exception messages, or long lists)")
+
+
+def receive(fd: int, limit: int, deadline: float | None = None,
+            tree_limit: int | None = None) -> tuple[dict, list[bytearray]]:
     """One message and its blobs; ChannelError if it is larger than ``limit`` bytes or malformed.
 
     ``deadline`` (a ``time.monotonic()`` value): ChannelTimeout if the message is not complete by then.
+    ``tree_limit``: the largest JSON part, refused before it is parsed (parsing ``[[],[],...]`` costs
+    some twenty times its size in Python objects; raw blobs cost their size).
     """
     __tracebackhide__ = True
     (length,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
     if length > limit:
         raise ChannelError(f"a message of {length} bytes exceeds the limit of {limit} bytes")
-    payload = bytes(_read_exactly(fd, length, deadline))  # the buffer is freed as soon as it is copied
+    payload = _read_exactly(fd, length, deadline)
     try:
         tensors = dict(safetensors.deserialize(payload))
         del payload
-        message = json.loads(bytes(tensors.pop("__msg__")["data"]))
+        tree = bytes(tensors.pop("__msg__")["data"])
+        check_tree_size(len(tree), tree_limit)
+        message = json.loads(tree)
         blobs = [tensors.pop(f"b{i}")["data"] for i in range(len(tensors))]
+    except ChannelError:
+        raise
     except Exception as e:  # any malformed container, JSON or blob numbering
         raise ChannelError(f"malformed message: {type(e).__name__}: {e}") from None
     if not isinstance(message, dict):

@@ -287,6 +287,21 @@ def _short_repr(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: Bytes per element of each torch dtype, by name: a claimed size is checked without importing torch.
+DTYPE_BYTES = {
+    "bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "float32": 4, "complex32": 4,
+    "int64": 8, "uint64": 8, "float64": 8, "complex64": 8, "complex128": 16, "float8_e8m0fnu": 1, "float4_e2m1fn_x2": 1,
+}
+
+
+def dtype_size(name: Any) -> int:
+    """The element size of the torch dtype ``name`` (CodecError if it is not one)."""
+    if name not in DTYPE_BYTES:
+        raise CodecError(f"unknown torch dtype {str(name)[:40]!r}")
+    return DTYPE_BYTES[name]
+
+
 def check_value_size(shape: Any, itemsize: int, limit: int | None) -> int:
     """The bytes a tensor or array of ``shape`` claims (element count x element size); CodecError past ``limit``.
 
@@ -432,8 +447,8 @@ class Decoder:
         raise CodecError(f"unknown tag {tag!r}")
 
     def _tensor(self, tree: dict) -> torch.Tensor:
+        check_value_size(tree["shape"], dtype_size(tree["dtype"]), self.max_value_bytes)  # before torch is imported
         dtype = _dtype(tree["dtype"])
-        check_value_size(tree["shape"], dtype.itemsize, self.max_value_bytes)
         shape, stride, offset = tuple(tree["shape"]), tuple(tree["stride"]), int(tree["offset"])
         if tree["device"] == "meta":
             t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
