@@ -479,7 +479,9 @@ class Remote:
             self.crashes += 1
             raise
         if "error" in reply:
-            raise rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {}, self.message_chars)
+            exc = rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {}, self.message_chars)
+            del reply, blobs  # the raised exception keeps this frame: it must not keep the reply's megabytes
+            raise exc
         try:
             decoder = codec.Decoder(reply.get("storages", []), blobs, known=encoder.storage_objects,
                                     handle=lambda node: RemoteObject(self, node), allow_memmap=False,

@@ -158,7 +158,6 @@ def _forged(self, value, depth=0):
 _codec.Encoder.encode = _forged
 '''
 STRIDE_ZERO = calc_with(prefix="SHAPE = [3 << 29]" + TENSOR_REPLY, mul="return Claim(a * b)")  # 1.5 Gi elements
-HONEST_TENSOR = calc_with(prefix="SHAPE = []" + TENSOR_REPLY, mul="return Claim(a * b)")  # one element: the judge imports torch too
 SPARSE_FILE = calc_with(save_sum='''open(path, "wb").truncate(60 << 20)''')
 HUGE_MESSAGES = calc_with(prefix='''
 import cs336_worker.main as _m
@@ -218,7 +217,6 @@ def cases() -> dict[str, dict]:
         "link_to_hidden": {"calc": LINK_TO_HIDDEN},
         "empty_the_corpus": {"calc": EMPTY_THE_CORPUS},
         "stride_zero": {"calc": STRIDE_ZERO},
-        "honest_tensor": {"calc": HONEST_TENSOR},
         "sparse_file": {"calc": SPARSE_FILE},
         "huge_messages": {"calc": HUGE_MESSAGES},
         "lying_frame": {"calc": LYING_FRAME},
@@ -463,9 +461,9 @@ JUDGE_SLACK = 64 * MiB
 
 @pytest.mark.parametrize("case", ["stride_zero", "sparse_file", "huge_messages", "lying_frame", "huge_reply"])
 def test_the_judge_stays_within_its_stated_memory_bound_whatever_the_worker_sends(graded, case):
-    """Hostile replies grow the judge by no more than ``judge_growth_bound`` over an honest submission graded
-    in the same batch whose judge imported torch as well (the stride-0 tensor makes the judge import it)."""
-    baseline = max(judge_peak_bytes(graded, "good"), judge_peak_bytes(graded, "honest_tensor"))
+    """Hostile replies grow the judge by no more than ``judge_growth_bound`` over the correct submission graded
+    in the same batch (each size is refused before torch is even imported)."""
+    baseline = judge_peak_bytes(graded, "good")
     peak = judge_peak_bytes(graded, case)
     bound = baseline + judge_growth_bound(LIMITS) + JUDGE_SLACK
     assert peak <= bound, f"{case}: the judge peaked at {peak / MiB:.0f} MiB, over {bound / MiB:.0f} MiB"
@@ -477,7 +475,6 @@ def test_a_stride_zero_tensor_claiming_gigabytes_fails_that_call_only(graded):
     t = one(r, "test_mul_matches_python")
     assert t.outcome == "failed" and "exceeds the limit" in t.output, t.output[-800:]
     assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
-    assert result(graded, "honest_tensor").score == full(r)
 
 
 def test_a_sparse_file_past_the_cap_is_refused_unread(graded):

@@ -81,7 +81,8 @@ def test_symlinks_planted_where_the_judge_writes_are_never_followed(folders, tmp
     (judge / "t2" / "corpus.txt").write_text("judge's")
     (judge / "t3").mkdir()
     (judge / "t3" / "x.txt").write_text("judge's")
-    mirror.push(SCOPE)
+    with pytest.raises(MirrorRefused, match="t3/x.txt"):  # a folder replaced by a link: that input cannot be given
+        mirror.push(SCOPE)
     assert not outside.exists() and not (tmp_path / "x.txt").exists()
     assert (worker / "t2" / "corpus.txt").read_text() == "judge's"  # the link was replaced, not followed
 

@@ -86,11 +86,9 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes:
     return b"".join(chunks)  # the chunks and the frame: twice the bytes that arrived, at most
 
 
-def check_tree_size(size: int, limit: int | None) -> None:
-    """ChannelError if a message's JSON part (its values: strings, numbers, lists; not raw blobs) is over ``limit``."""
-    if limit is not None and size > limit:
-        raise ChannelError(f"the message's values take {size} bytes of JSON, over the limit of {limit} bytes "
-                           "(long strings, such as exception messages, or long lists)")
+def tree_size_problem(size: int, limit: int) -> str:
+    return (f"the message's values take {size} bytes of JSON, over the limit of {limit} bytes "
+            "(long strings, such as exception messages, or long lists)")
 
 
 def receive(fd: int, limit: int, deadline: float | None = None,
@@ -105,18 +103,24 @@ def receive(fd: int, limit: int, deadline: float | None = None,
     (length,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
     if length > limit:
         raise ChannelError(f"a message of {length} bytes exceeds the limit of {limit} bytes")
-    payload = _read_exactly(fd, length, deadline)
+    message, blobs, problem = _parse(_read_exactly(fd, length, deadline), tree_limit)
+    if problem is not None:  # raised here, where no local holds the frame: a kept exception keeps no megabytes
+        raise ChannelError(problem)
+    return message, blobs
+
+
+def _parse(payload: bytes, tree_limit: int | None) -> tuple[dict, list[bytearray], str | None]:
+    """The message and blobs of one frame's payload, or why it is refused."""
     try:
         tensors = dict(safetensors.deserialize(payload))
         del payload
-        tree = bytes(tensors.pop("__msg__")["data"])
-        check_tree_size(len(tree), tree_limit)
-        message = json.loads(tree)
+        size = len(tensors["__msg__"]["data"]) if "__msg__" in tensors else 0
+        if tree_limit is not None and size > tree_limit:
+            return {}, [], tree_size_problem(size, tree_limit)
+        message = json.loads(bytes(tensors.pop("__msg__")["data"]))
         blobs = [tensors.pop(f"b{i}")["data"] for i in range(len(tensors))]
-    except ChannelError:
-        raise
     except Exception as e:  # any malformed container, JSON or blob numbering
-        raise ChannelError(f"malformed message: {type(e).__name__}: {e}") from None
+        return {}, [], f"malformed message: {type(e).__name__}: {str(e)[:200]}"
     if not isinstance(message, dict):
-        raise ChannelError("malformed message: not a JSON object")
-    return message, blobs
+        return {}, [], "malformed message: not a JSON object"
+    return message, blobs, None
