@@ -10,7 +10,9 @@ reference read it. So the two sides have two folders at one path:
     worker ``W``                                   bind-mounted at J's path in the sandbox, so
                                                    every path a test passes means the same file
 
-and around every call the judge copies between them (``Mirror``):
+and around every call the judge copies between them (``Mirror``), in the test folders the call's
+arguments name (``Mirror.scopes``: a path, a string, a command line, an ``np.memmap`` inside the
+judge's folder; a call that names none costs nothing):
 
 * ``push`` (before a call): every regular file the judge wrote in J is copied to W, and copied
   again whenever the judge changed it or the worker changed, replaced or deleted W's copy. A file
@@ -29,6 +31,9 @@ Only the copy in J is ever read by the judge, so a test reads what the worker wr
 ``path.read_bytes()``, locally and in grading alike. Writes into W go through the same
 descriptor-relative, no-follow calls (a temporary name created with ``O_EXCL``, then renamed), so
 a background process racing the judge in W can make a call fail but never redirect a byte.
+
+A failure to copy a test's file in (the worker filled its own tmpfs, or put a symlink where a
+folder was) also fails the call, saying so.
 
 Deliberately left out: ownership by content (a file the judge wrote stays the judge's until the
 judge deletes it; a test that needs the worker to overwrite a file the test wrote must let the
