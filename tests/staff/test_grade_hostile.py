@@ -459,7 +459,8 @@ def judge_peak_bytes(graded, name: str) -> int:
 JUDGE_SLACK = 64 * MiB
 
 
-@pytest.mark.parametrize("case", ["stride_zero", "sparse_file", "huge_messages", "lying_frame", "huge_reply"])
+@pytest.mark.parametrize("case", ["stride_zero", pytest.param("sparse_file", marks=needs_sandbox), "huge_messages",
+                                  "lying_frame", "huge_reply"])
 def test_the_judge_stays_within_its_stated_memory_bound_whatever_the_worker_sends(graded, case):
     """Hostile replies grow the judge by no more than ``judge_growth_bound`` over the correct submission graded
     in the same batch (each size is refused before torch is even imported)."""
@@ -477,6 +478,7 @@ def test_a_stride_zero_tensor_claiming_gigabytes_fails_that_call_only(graded):
     assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
 
 
+@needs_sandbox  # without the sandbox's mount the worker shares the judge's folder (THREAT_MODEL.md)
 def test_a_sparse_file_past_the_cap_is_refused_unread(graded):
     """A 60 MiB sparse 'sum.txt' against an 8 MiB cap: the call fails naming the file and the cap."""
     r = result(graded, "sparse_file")
