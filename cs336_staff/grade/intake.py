@@ -39,6 +39,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from cs336_staff.grade.mirror import file_kind
+
 PACKAGE = "cs336_assignment"
 ADAPTERS = "adapters.py"
 #: File names that configure pytest or Python itself: never taken from a submission.
@@ -243,7 +245,7 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
             if stat.S_ISLNK(mode):
                 intake.ignored.append(f"{printable(rel)}: symlink; not followed")
             elif not stat.S_ISREG(mode):
-                intake.ignored.append(f"{printable(rel)}: not a regular file ({_kind(mode)}); not read")
+                intake.ignored.append(f"{printable(rel)}: not a regular file ({file_kind(mode)}); not read")
             elif not is_utf8(rel) or printable(rel) != rel:
                 intake.ignored.append(f"{printable(rel)}: {ODD_NAME}")
             else:
@@ -264,14 +266,6 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
             intake.error = f"graded files exceed {max_bytes // 2**20} MiB (at {rel}); rejected"
             return
         intake.files[rel] = data
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return name
-    return "a special file"
 
 
 def _read_regular(path: Path, limit: int) -> bytes | None:

@@ -80,9 +80,15 @@ def _stamp(st: os.stat_result) -> Stamp:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words ("a fifo"), from its ``st_mode``.
+
+    >>> file_kind(stat.S_IFIFO), file_kind(stat.S_IFLNK)
+    ('a fifo', 'a symlink')
+    """
     for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISDIR, "a folder")):
         if test(mode):
             return name
     return "a special file"
@@ -113,7 +119,7 @@ def _copy(src_root: int, dst_root: int, rel: str, limit: int | None) -> Stamp:
         try:
             st = os.fstat(src)
             if not stat.S_ISREG(st.st_mode):
-                raise MirrorRefused(f"{rel} is {_kind(st.st_mode)}, not a regular file")
+                raise MirrorRefused(f"{rel} is {file_kind(st.st_mode)}, not a regular file")
             if limit is not None and st.st_size > limit:
                 raise MirrorRefused(f"{rel} has {st.st_size} bytes, over the limit of {limit} bytes per file")
             temp = f"{TEMP_PREFIX}{uuid.uuid4().hex[:12]}"
@@ -323,7 +329,7 @@ class Mirror:
                         _remove(j, rel)  # its older copy must not look current
                     if (rel, wstamp) not in self.refused:
                         self.refused.add((rel, wstamp))
-                        problems.append(f"{rel} is {_kind(st.st_mode)}; only regular files are copied back")
+                        problems.append(f"{rel} is {file_kind(st.st_mode)}; only regular files are copied back")
                     continue
                 pulled = self.worker_files.get(rel)
                 if pulled is not None and pulled[0] == wstamp:
