@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import socket
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -116,7 +118,16 @@ PRINT_FLOOD = calc_with(prefix="print('x' * 5_000_000)", add="print('y' * 5_000_
 PLANT_SYMLINKS = calc_with(prefix=f'''
 import os, threading, time
 def _plant():
-    while True:  # every folder that appears in the scratch folder gets links where the tests write
+    # pytest's basetemp (the folder of every tmp_path) becomes a symlink to a host folder, and every
+    # folder below gets links where the tests write: the judge's own mkdir/write_text would follow them
+    base = os.path.join(os.getcwd(), "tmp")
+    while True:
+        try:
+            if os.path.isdir(base) and not os.path.islink(base):
+                os.rename(base, base + ".moved")
+                os.symlink("/tmp/{MARK}-host", base)
+        except OSError:
+            pass
         for d, _, _ in os.walk(os.getcwd()):
             for name in ("numbers.txt", "sum.txt"):
                 try:
@@ -126,6 +137,7 @@ def _plant():
         time.sleep(0.001)
 threading.Thread(target=_plant, daemon=True).start()
 ''')
+
 LINK_TO_HIDDEN = calc_with(prefix='''
 import os
 def _staff():
@@ -267,8 +279,10 @@ LIMITS = Limits(test_timeout=3, run_timeout=120, memory_bytes=768 * MiB, process
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict:
+def graded(tmp_path_factory) -> Iterator[dict]:
     tmp = tmp_path_factory.mktemp("hostile")
+    host_dir = Path(f"/tmp/{MARK}-host")  # a host folder an attack points the judge's basetemp at
+    host_dir.mkdir()
     root = make_staff_repo(tmp / "repo")
     subs = tmp / "subs"
     subs.mkdir()
@@ -282,8 +296,9 @@ def graded(tmp_path_factory) -> dict:
     plan = make_plan(root, device="cpu", limits=LIMITS, jobs=4, cache_dir=tmp / "out" / ".cache",
                      insecure=SANDBOX is not None)
     rows = run_batch(paths, tmp / "out", plan, jobs=4, progress=False)  # most cases wait (timeouts, kills)
-    return {"out": tmp / "out", "rows": {r["name"]: r for r in rows}, "tmp": tmp, "root": root,
+    yield {"out": tmp / "out", "rows": {r["name"]: r for r in rows}, "tmp": tmp, "root": root, "host_dir": host_dir,
             "judge_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+    shutil.rmtree(host_dir, ignore_errors=True)
 
 
 def result(graded, name) -> GradeResult:
@@ -421,12 +436,16 @@ def test_megabytes_of_printing_are_cut_and_every_file_stays_small(graded):
 
 @needs_sandbox
 def test_symlinks_planted_in_each_new_folder_never_redirect_a_judge_write(graded):
-    """A thread planting symlinks (to host /tmp) wherever tests write: the judge writes in its own folder only.
-    The submission's own save follows its own link (inside its sandbox) and is refused; nothing lands on the host."""
+    """A thread that turns pytest's basetemp into a symlink to a host folder and plants symlinks (to host /tmp)
+    wherever tests write: the judge writes in its own folder only, which the worker never sees; nothing lands on
+    the host. (Against the shared folder of before, the basetemp swap made pytest error and the file links lost
+    their race with the judge's writes on this machine: this case guards the design, the issue's run showed the
+    attack.)"""
     r = result(graded, "plant_symlinks")
     assert not list(Path("/tmp").glob(f"{MARK}-planted-*")), "a judge write followed a planted symlink"
-    t = one(r, "test_sum_saved_to_a_file_reads_back")
-    assert t.outcome == "failed" and "is a symlink" in t.output, explain(r)
+    assert not list(graded["host_dir"].iterdir()), "the judge's tmp_path followed a symlinked basetemp to the host"
+    # its own links break its own saves (refused, or not found once it swapped its basetemp): no point gained
+    assert one(r, "test_sum_saved_to_a_file_reads_back").outcome == "failed", explain(r)
     assert r.score <= full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
 
 
