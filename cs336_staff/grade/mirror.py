@@ -310,7 +310,7 @@ class Mirror:
         try:
             folders, entries, seen = [], {}, 0
             for scope in scopes:
-                theirs = _walk(w, scope, self.entries - seen)
+                theirs = _walk(w, scope, self.entries)
                 folders += theirs[0]
                 entries.update(theirs[1])
                 seen += theirs[2]
