@@ -14,7 +14,7 @@ containers, ``Record``s and ``RemoteObject`` proxies. What can go wrong, and wha
     the reply is oversized or malformed              WorkerProtocolError; the worker is restarted
     (a frame, a tensor's claimed size, ...)
     it left a symlink, a special file or an over-size  WorkerOutputRefused, naming it (``mirror.py``)
-    file in its scratch folder
+    file in its scratch folder (or filled it)
     the test timed out mid-call (pytest-timeout)     the timeout's own error; the worker is killed
     more than ``max_starts`` workers were needed     WorkerUnavailable for every later call
 
@@ -66,7 +66,8 @@ class WorkerUnavailable(WorkerError):
 
 
 class WorkerOutputRefused(WorkerError):
-    """The worker left a file the judge does not copy back (a symlink, a special file, an over-size file)."""
+    """A file was not mirrored: the worker left one the judge does not copy back (a symlink, a special
+    file, an over-size file), or the judge could not copy a test's file in (the worker's disk is full)."""
 
 
 class FromWorker(Exception):
@@ -300,7 +301,7 @@ class Remote:
         self.max_starts, self.startup_timeout, self.reply_limit = max_starts, startup_timeout, reply_limit
         self.value_limit = value_limit  # the largest tensor/array a reply may claim (codec.check_value_size)
         self.message_chars = message_chars
-        self.tree_limit = tree_limit  # the largest JSON part of a reply (channel.check_tree_size)
+        self.tree_limit = tree_limit  # the largest JSON part of a reply (channel.tree_size_problem)
         self.mirror: Mirror | None = mirror  # the judge's scratch and the worker's copy of it, synced per call
         self.worker: WorkerProcess | None = None
         self.starts = 0
