@@ -14,12 +14,19 @@ Executors:
 * ``submitit-local`` / ``submitit-debug``: the same code path through submitit's
   ``LocalExecutor`` (subprocesses) or ``DebugExecutor`` (in-process), to test it without Slurm.
 
+A Slurm job that ends without a result (killed at its time limit, out of memory, cancelled) is
+reported with Slurm's state (``TIMEOUT`` ...), read from ``squeue``: clusters without an accounting
+database have no working ``sacct``, which submitit relies on (it logs "Bypassing sacct error").
+Ctrl-C cancels the jobs still queued or running, so the rerun grades each of them once.
+
 Deliberately left out: a scheduler of our own, retries of failed jobs (rerun the command).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -159,17 +166,76 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
     else:
         ex = submitit.DebugExecutor(folder=folder)
     jobs = [(ex.submit(grade_one, path, name, out, plan, force), name) for path, name in named]
+    ended = _SlurmEnded() if executor == "slurm" else None
     pending = list(jobs)
-    while pending:
-        still = []
-        for job, name in pending:
-            if job.done():
-                try:
-                    done(job.result())
-                except Exception as e:
-                    done(_error_row(name, e))
-            else:
-                still.append((job, name))
-        pending = still
-        if pending:
-            time.sleep(0.5)
+    try:
+        while pending:
+            still = []
+            states = ended.poll([job.job_id for job, _ in pending]) if ended else {}
+            for job, name in pending:
+                if job.done() or job.job_id in states:
+                    try:
+                        done(job.result())
+                    except submitit.core.utils.UncompletedJobError as e:  # no result: say what Slurm did
+                        done(_error_row(name, SlurmJobEnded.of(job, states[job.job_id]) if job.job_id in states else e))
+                    except Exception as e:
+                        done(_error_row(name, e))
+                else:
+                    still.append((job, name))
+            pending = still
+            if pending:
+                time.sleep(0.5)
+    except BaseException:  # Ctrl-C: cancel what is queued or running, so a rerun grades it once
+        for job, _ in pending:
+            with contextlib.suppress(Exception):
+                job.cancel(check=False)
+        raise
+
+
+#: Job states after which a Slurm job has no more to say (``squeue --states=all`` shows them for
+#: MinJobAge seconds after the end; after that the job is gone from squeue, which means the same).
+SLURM_END_STATES = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL",
+                              "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
+GONE = "gone from squeue"
+#: Seconds between two ``squeue`` calls while waiting for Slurm jobs.
+SQUEUE_EVERY_S = 5.0
+
+
+class _SlurmEnded:
+    """Which submitted jobs Slurm has ended, read from ``squeue``.
+
+    submitit asks ``sacct``, which needs Slurm's accounting database; on a cluster without one (a
+    single-node Slurm, many small clusters) every state reads UNKNOWN, and a job killed before it
+    wrote its result would be waited on forever. ``squeue`` needs only slurmctld.
+    """
+
+    def __init__(self) -> None:
+        self._last = -SQUEUE_EVERY_S
+
+    def poll(self, job_ids: list[str]) -> dict[str, str]:
+        """``{job_id: state}`` for each of ``job_ids`` that has ended; ``{}`` between polls or if squeue fails."""
+        if not job_ids or time.monotonic() - self._last < SQUEUE_EVERY_S:
+            return {}
+        self._last = time.monotonic()
+        try:
+            p = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T", "--jobs", ",".join(job_ids)],
+                               capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        if p.returncode != 0:  # slurmctld busy or restarting; so is "invalid job id" once all are purged
+            return dict.fromkeys(job_ids, GONE) if "Invalid job id" in p.stderr else {}
+        known = dict(line.split("|", 1) for line in p.stdout.splitlines() if "|" in line)
+        states = {j: known.get(j, GONE) for j in job_ids}
+        return {j: state for j, state in states.items() if state in SLURM_END_STATES or state == GONE}
+
+
+class SlurmJobEnded(RuntimeError):
+    """A Slurm job ended without a result; the message names Slurm's state and what to do."""
+
+    @classmethod
+    def of(cls, job, state: str) -> SlurmJobEnded:
+        where = f"its log: {job.paths.stderr}"
+        if state == "TIMEOUT":
+            return cls(f"killed by Slurm at the job's time limit (job {job.job_id}, state TIMEOUT) before grading "
+                       f"finished; rerun with a larger --timeout (the job asks for it + 10 min); {where}")
+        return cls(f"Slurm job {job.job_id} ended without a result (state {state}); {where}")
