@@ -3,7 +3,8 @@
 Nothing is lost: each worker writes ``OUT/<name>/results.json`` the moment its submission is
 graded (``results.json`` is written last and atomically, so its presence means "finished"). A
 rerun skips every submission already graded with the same content and the same plan (tests,
-rubric, device), unless ``--force``; so an interrupted batch resumes where it stopped. The CSV
+rubric, device), unless ``--force``, without submitting a job for it; so an interrupted batch
+resumes where it stopped. The CSV
 gradebook is rebuilt from the result folders after every submission.
 
 Executors:
@@ -16,7 +17,7 @@ Executors:
 
 A Slurm job that ends without a result (killed at its time limit, out of memory, cancelled) is
 reported with Slurm's state (``TIMEOUT`` ...), read from ``squeue``: clusters without an accounting
-database have no working ``sacct``, which submitit relies on (it logs "Bypassing sacct error").
+database have no working ``sacct``, which submitit's own job states rely on.
 Ctrl-C cancels the jobs still queued or running, so the rerun grades each of them once.
 
 Deliberately left out: a scheduler of our own, retries of failed jobs (rerun the command).
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import signal
 import subprocess
 import sys
 import time
@@ -35,7 +37,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cs336_staff.grade.grader import Plan, grade_one
+from cs336_staff.grade.grader import Plan, already_graded, grade_one
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE, submission_name
 from cs336_staff.grade.report import write_gradebook
 
@@ -157,7 +159,11 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
     folder = out / ".submitit" / "%j"
     if executor == "slurm":
         ex = submitit.AutoExecutor(folder=folder, cluster="slurm")
-        params = {"timeout_min": int(plan.limits.run_timeout / 60) + 10, "slurm_job_name": "cs336-grade"}
+        # use_srun=False: the grader runs in the batch shell, out of reach of the USR2 that submitit has
+        # Slurm send a job's steps 90 s before its time limit (to checkpoint and requeue): grading cannot
+        # checkpoint, and a USR2 that lands before submitit's handler kills the job (a 1-minute limit).
+        params = {"timeout_min": int(plan.limits.run_timeout / 60) + 10, "slurm_job_name": "cs336-grade",
+                  "slurm_use_srun": False}
         params.update({k: v for k, v in slurm.items() if v is not None})
         ex.update_parameters(**params)
     elif executor == "submitit-local":
@@ -165,23 +171,34 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
         ex.update_parameters(timeout_min=int(plan.limits.run_timeout / 60) + 10)
     else:
         ex = submitit.DebugExecutor(folder=folder)
-    jobs = [(ex.submit(grade_one, path, name, out, plan, force), name) for path, name in named]
-    ended = _SlurmEnded() if executor == "slurm" else None
+    jobs = []
+    for path, name in named:  # a submission graded before takes no place in a queue (and no job)
+        row = None
+        if not force:
+            with contextlib.suppress(Exception):  # an unreadable zip: its job says why
+                row = already_graded(path, name, out, plan)
+        if row is not None:
+            done(row)
+        else:
+            jobs.append((ex.submit(_grade_in_slurm_job if executor == "slurm" else grade_one,
+                                   path, name, out, plan, force), name))
+    watch = _SlurmWatch() if executor == "slurm" else None
     pending = list(jobs)
     try:
         while pending:
+            over = watch.over([job for job, _ in pending]) if watch else {
+                job.job_id: None for job, _ in pending if job.done()}
             still = []
-            states = ended.poll([job.job_id for job, _ in pending]) if ended else {}
             for job, name in pending:
-                if job.done() or job.job_id in states:
-                    try:
-                        done(job.result())
-                    except submitit.core.utils.UncompletedJobError as e:  # no result: say what Slurm did
-                        done(_error_row(name, SlurmJobEnded.of(job, states[job.job_id]) if job.job_id in states else e))
-                    except Exception as e:
-                        done(_error_row(name, e))
-                else:
+                if job.job_id not in over:
                     still.append((job, name))
+                    continue
+                try:
+                    if over[job.job_id] is not None:
+                        raise SlurmJobEnded.of(job, over[job.job_id])
+                    done(job.result())
+                except Exception as e:
+                    done(_error_row(name, e))
             pending = still
             if pending:
                 time.sleep(0.5)
@@ -192,6 +209,25 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
         raise
 
 
+class SlurmTerminated(BaseException):
+    """Slurm is ending the job (time limit, scancel): no result, so the rerun grades it again.
+
+    A BaseException, so that neither grade_one (which turns an Exception into a graded error)
+    nor submitit (which pickles an Exception as the job's result) records anything.
+    """
+
+
+def _grade_in_slurm_job(submission: Path, name: str, out: Path, plan: Plan, force: bool) -> dict:
+    """grade_one inside a Slurm job. Slurm ends a job with SIGTERM to every process in it; the judge
+    dies of it, and without this handler grade_one would record that as the submission's error."""
+
+    def ended(signum, frame):
+        raise SlurmTerminated(f"signal {signal.Signals(signum).name} from Slurm")
+
+    signal.signal(signal.SIGTERM, ended)
+    return grade_one(submission, name, out, plan, force)
+
+
 #: Job states after which a Slurm job has no more to say (``squeue --states=all`` shows them for
 #: MinJobAge seconds after the end; after that the job is gone from squeue, which means the same).
 SLURM_END_STATES = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL",
@@ -199,34 +235,56 @@ SLURM_END_STATES = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OU
 GONE = "gone from squeue"
 #: Seconds between two ``squeue`` calls while waiting for Slurm jobs.
 SQUEUE_EVERY_S = 5.0
+#: Seconds a job's result file may appear after Slurm says the job ended (a shared filesystem's
+#: lag; submitit waits as long).
+RESULT_GRACE_S = 15.0
 
 
-class _SlurmEnded:
-    """Which submitted jobs Slurm has ended, read from ``squeue``.
+class _SlurmWatch:
+    """Which Slurm jobs are over: their result file is there, or ``squeue`` says they ended.
 
     submitit asks ``sacct``, which needs Slurm's accounting database; on a cluster without one (a
-    single-node Slurm, many small clusters) every state reads UNKNOWN, and a job killed before it
-    wrote its result would be waited on forever. ``squeue`` needs only slurmctld.
+    single-node Slurm, many small clusters) every state reads UNKNOWN, each call prints "accounting
+    storage is disabled", and a job killed before it wrote its result is waited on forever.
+    ``squeue`` needs only slurmctld.
     """
 
     def __init__(self) -> None:
         self._last = -SQUEUE_EVERY_S
+        self._ended: dict[str, tuple[str, float]] = {}  # job id -> (Slurm's state, when first seen)
 
-    def poll(self, job_ids: list[str]) -> dict[str, str]:
-        """``{job_id: state}`` for each of ``job_ids`` that has ended; ``{}`` between polls or if squeue fails."""
+    def over(self, jobs: list) -> dict[str, str | None]:
+        """``{job_id: None}`` for each job whose result is there, ``{job_id: state}`` for each that
+        Slurm ended more than RESULT_GRACE_S ago without one; jobs still running are left out."""
+        waiting = [job for job in jobs if not job.paths.result_pickle.exists()]
+        self._poll([job.job_id for job in waiting])
+        now = time.monotonic()
+        out: dict[str, str | None] = {job.job_id: None for job in jobs if job not in waiting}
+        for job in waiting:
+            state, since = self._ended.get(job.job_id, ("", now))
+            if state and now - since > RESULT_GRACE_S:
+                out[job.job_id] = state
+        return out
+
+    def _poll(self, job_ids: list[str]) -> None:
         if not job_ids or time.monotonic() - self._last < SQUEUE_EVERY_S:
-            return {}
+            return
         self._last = time.monotonic()
         try:
             p = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T", "--jobs", ",".join(job_ids)],
                                capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired):
-            return {}
-        if p.returncode != 0:  # slurmctld busy or restarting; so is "invalid job id" once all are purged
-            return dict.fromkeys(job_ids, GONE) if "Invalid job id" in p.stderr else {}
-        known = dict(line.split("|", 1) for line in p.stdout.splitlines() if "|" in line)
-        states = {j: known.get(j, GONE) for j in job_ids}
-        return {j: state for j, state in states.items() if state in SLURM_END_STATES or state == GONE}
+            return
+        if p.returncode != 0:  # slurmctld busy or restarting, or every job purged ("Invalid job id")
+            known = {} if "Invalid job id" in p.stderr else None
+        else:
+            known = dict(line.split("|", 1) for line in p.stdout.splitlines() if "|" in line)
+        if known is None:
+            return
+        for j in job_ids:
+            state = known.get(j, GONE)
+            if (state in SLURM_END_STATES or state == GONE) and j not in self._ended:
+                self._ended[j] = (state, time.monotonic())
 
 
 class SlurmJobEnded(RuntimeError):
@@ -237,5 +295,6 @@ class SlurmJobEnded(RuntimeError):
         where = f"its log: {job.paths.stderr}"
         if state == "TIMEOUT":
             return cls(f"killed by Slurm at the job's time limit (job {job.job_id}, state TIMEOUT) before grading "
-                       f"finished; rerun with a larger --timeout (the job asks for it + 10 min); {where}")
+                       f"finished; rerun with a larger --timeout or --slurm-time-min (finished results are kept); "
+                       f"{where}")
         return cls(f"Slurm job {job.job_id} ended without a result (state {state}); {where}")

@@ -3,13 +3,15 @@ reported as such, and an interrupted batch finished by a rerun that grades only 
 
 Needs a Slurm cluster this machine submits to (``sbatch`` on PATH, a node up in ``sinfo``):
 ``sudo .ci/slurm-up.sh`` stands up a single-node one on Debian, and ``.ci/run`` does so before it
-runs this file. Skipped, with the reason, where there is none. The repository graded is the
+runs this file (with CS336_REQUIRE_SLURM=1: fail, not skip). Skipped, with the reason, where there
+is none. The repository graded is the
 synthetic one of cs336_staff/grade/testing.py, so each job grades in seconds; only the submission
 that hangs takes long: Slurm counts time limits in minutes, and slurmctld checks them every 30 s.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -35,7 +37,10 @@ def _cluster_missing() -> str | None:
 
 
 MISSING = _cluster_missing()
-pytestmark = [pytest.mark.staff, pytest.mark.slow, pytest.mark.skipif(MISSING is not None, reason=MISSING or "")]
+#: Set by .ci/run, which has just stood the cluster up: a missing cluster there fails, never skips.
+REQUIRED = os.environ.get("CS336_REQUIRE_SLURM") == "1"
+pytestmark = [pytest.mark.staff, pytest.mark.slow,
+              pytest.mark.skipif(MISSING is not None and not REQUIRED, reason=MISSING or "")]
 INSECURE = probe(False) is not None
 FULL, BOB = 9.5, 6.5  # as in test_grade_batch.py: every CPU point; mul returning 0 loses 3 of them
 SLURM_TIME_MIN = 1  # Slurm's smallest time limit: the hanging job is killed 60-90 s after it starts
@@ -45,6 +50,7 @@ SLURM_TEST_TIMEOUT_S = 600  # the whole flow is ~2 min on an idle 2-core machine
 
 @pytest.fixture
 def batch(tmp_path):
+    assert MISSING is None, f"CS336_REQUIRE_SLURM=1 but {MISSING}"
     root = make_staff_repo(tmp_path / "repo")
     subs = tmp_path / "subs"
     subs.mkdir()
@@ -52,6 +58,11 @@ def batch(tmp_path):
     make_zip(subs / "bob.zip", {}, calc=calc_with(mul="return 0"))
     make_zip(subs / "hang.zip", {}, calc=calc_with(add="while True: pass"))
     return {"root": root, "subs": subs, "tmp": tmp_path}
+
+
+def _job_folders(out) -> int:
+    """How many Slurm jobs the batches in ``out`` submitted (submitit keeps a folder per job id)."""
+    return sum(p.is_dir() and p.name.isdigit() for p in (out / ".submitit").iterdir())
 
 
 def _ours_still_queued(job_name: str) -> list[str]:
@@ -85,8 +96,9 @@ def test_slurm_grades_like_local_reports_its_time_limit_and_resumes(batch, capsy
         time.sleep(1)
     assert not _ours_still_queued(job_name), "Ctrl-C left Slurm jobs queued or running"
 
-    # 2. The same batch through `cs336 grade --executor slurm`: only the missing ones are graded,
-    #    with the local executor's scores; the hanging one is killed at the time limit and says so.
+    # 2. The same batch through `cs336 grade --executor slurm`: a job for each missing one only,
+    #    the local executor's scores; the hanging one is killed at the time limit and says so.
+    jobs_before = _job_folders(out)
     code = main(["grade", str(subs), "--out", str(out), "--executor", "slurm", "--quiet",
                  "--slurm-time-min", str(SLURM_TIME_MIN), "--staff-root", str(root),
                  "--test-timeout", str(LIMITS.test_timeout), "--timeout", str(LIMITS.run_timeout),
@@ -98,5 +110,6 @@ def test_slurm_grades_like_local_reports_its_time_limit_and_resumes(batch, capsy
         assert lines[name].startswith(f"{name}: {score:g} / "), text
         assert ("already graded" in lines[name]) == (name in finished), text
     assert "killed by Slurm at the job's time limit" in lines["hang"] and "TIMEOUT" in lines["hang"], text
+    assert _job_folders(out) - jobs_before == 3 - len(finished)  # no job for what was graded
     assert not (out / "hang" / "results.json").exists()
     assert {p.parent.name for p in out.glob("*/results.json")} == {"alice", "bob"}
