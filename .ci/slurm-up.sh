@@ -32,12 +32,12 @@ down() {  # only the daemons this script started (their pid files are in $STATE)
 if [ "${1:-}" = "--down" ]; then down; exit 0; fi
 [ $# -eq 0 ] || die "unknown argument $1 (use no argument, or --down)"
 
+t0=$(date +%s)
 if command -v sinfo >/dev/null && sinfo -h -N -o %T 2>/dev/null | grep -qx idle; then
     echo "slurm-up: already up: $(sinfo -h -N -o '%N %T %c CPUs %m MB')"
     exit 0
 fi
 
-t0=$(date +%s)
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
