@@ -5,6 +5,7 @@
     uv run cs336 grade uploads/ --jobs 2         # every .zip / folder in uploads/, 2 at a time
     uv run cs336 grade uploads/ --executor slurm --device gpu --slurm-partition h100
     uv run cs336 merge grades-cpu/ grades-gpu/ --out grades/
+    uv run cs336 grade --fail-under 100          # CI: exit 1 unless the example gets every point graded here
 
 Each submission gets OUT/<name>/ with results.json (Gradescope), junit.xml, summary.md and
 console.txt; OUT/gradebook.csv has one row per submission. Rerunning skips submissions already
