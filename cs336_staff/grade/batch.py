@@ -16,9 +16,8 @@ Executors:
   ``LocalExecutor`` (subprocesses) or ``DebugExecutor`` (in-process), to test it without Slurm.
 
 A Slurm job that ends without a result (killed at its time limit, out of memory, cancelled) is
-reported with Slurm's state (``TIMEOUT`` ...), read from ``squeue``: clusters without an accounting
-database have no working ``sacct``, which submitit's own job states rely on.
-Ctrl-C cancels the jobs still queued or running, so the rerun grades each of them once.
+reported with Slurm's state (``TIMEOUT`` ...), and the rerun grades it (``slurm.py``). Ctrl-C
+cancels the jobs still queued or running, so the rerun grades each of them once.
 
 Deliberately left out: a scheduler of our own, retries of failed jobs (rerun the command).
 """
@@ -27,8 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +37,7 @@ from tqdm import tqdm
 from cs336_staff.grade.grader import Plan, already_graded, grade_one
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE, submission_name
 from cs336_staff.grade.report import write_gradebook
+from cs336_staff.grade.slurm import JobWatch, SlurmJobEnded, grade_in_slurm_job
 
 EXECUTORS = ("local", "slurm", "submitit-local", "submitit-debug")
 
@@ -180,9 +178,9 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
         if row is not None:
             done(row)
         else:
-            jobs.append((ex.submit(_grade_in_slurm_job if executor == "slurm" else grade_one,
+            jobs.append((ex.submit(grade_in_slurm_job if executor == "slurm" else grade_one,
                                    path, name, out, plan, force), name))
-    watch = _SlurmWatch() if executor == "slurm" else None
+    watch = JobWatch() if executor == "slurm" else None
     pending = list(jobs)
     try:
         while pending:
@@ -207,94 +205,3 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
             with contextlib.suppress(Exception):
                 job.cancel(check=False)
         raise
-
-
-class SlurmTerminated(BaseException):
-    """Slurm is ending the job (time limit, scancel): no result, so the rerun grades it again.
-
-    A BaseException, so that neither grade_one (which turns an Exception into a graded error)
-    nor submitit (which pickles an Exception as the job's result) records anything.
-    """
-
-
-def _grade_in_slurm_job(submission: Path, name: str, out: Path, plan: Plan, force: bool) -> dict:
-    """grade_one inside a Slurm job. Slurm ends a job with SIGTERM to every process in it; the judge
-    dies of it, and without this handler grade_one would record that as the submission's error."""
-
-    def ended(signum, frame):
-        raise SlurmTerminated(f"signal {signal.Signals(signum).name} from Slurm")
-
-    signal.signal(signal.SIGTERM, ended)
-    return grade_one(submission, name, out, plan, force)
-
-
-#: Job states after which a Slurm job has no more to say (``squeue --states=all`` shows them for
-#: MinJobAge seconds after the end; after that the job is gone from squeue, which means the same).
-SLURM_END_STATES = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL",
-                              "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
-GONE = "gone from squeue"
-#: Seconds between two ``squeue`` calls while waiting for Slurm jobs.
-SQUEUE_EVERY_S = 5.0
-#: Seconds a job's result file may appear after Slurm says the job ended (a shared filesystem's
-#: lag; submitit waits as long).
-RESULT_GRACE_S = 15.0
-
-
-class _SlurmWatch:
-    """Which Slurm jobs are over: their result file is there, or ``squeue`` says they ended.
-
-    submitit asks ``sacct``, which needs Slurm's accounting database; on a cluster without one (a
-    single-node Slurm, many small clusters) every state reads UNKNOWN, each call prints "accounting
-    storage is disabled", and a job killed before it wrote its result is waited on forever.
-    ``squeue`` needs only slurmctld.
-    """
-
-    def __init__(self) -> None:
-        self._last = -SQUEUE_EVERY_S
-        self._ended: dict[str, tuple[str, float]] = {}  # job id -> (Slurm's state, when first seen)
-
-    def over(self, jobs: list) -> dict[str, str | None]:
-        """``{job_id: None}`` for each job whose result is there, ``{job_id: state}`` for each that
-        Slurm ended more than RESULT_GRACE_S ago without one; jobs still running are left out."""
-        waiting = [job for job in jobs if not job.paths.result_pickle.exists()]
-        self._poll([job.job_id for job in waiting])
-        now = time.monotonic()
-        out: dict[str, str | None] = {job.job_id: None for job in jobs if job not in waiting}
-        for job in waiting:
-            state, since = self._ended.get(job.job_id, ("", now))
-            if state and now - since > RESULT_GRACE_S:
-                out[job.job_id] = state
-        return out
-
-    def _poll(self, job_ids: list[str]) -> None:
-        if not job_ids or time.monotonic() - self._last < SQUEUE_EVERY_S:
-            return
-        self._last = time.monotonic()
-        try:
-            p = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T", "--jobs", ",".join(job_ids)],
-                               capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            return
-        if p.returncode != 0:  # slurmctld busy or restarting, or every job purged ("Invalid job id")
-            known = {} if "Invalid job id" in p.stderr else None
-        else:
-            known = dict(line.split("|", 1) for line in p.stdout.splitlines() if "|" in line)
-        if known is None:
-            return
-        for j in job_ids:
-            state = known.get(j, GONE)
-            if (state in SLURM_END_STATES or state == GONE) and j not in self._ended:
-                self._ended[j] = (state, time.monotonic())
-
-
-class SlurmJobEnded(RuntimeError):
-    """A Slurm job ended without a result; the message names Slurm's state and what to do."""
-
-    @classmethod
-    def of(cls, job, state: str) -> SlurmJobEnded:
-        where = f"its log: {job.paths.stderr}"
-        if state == "TIMEOUT":
-            return cls(f"killed by Slurm at the job's time limit (job {job.job_id}, state TIMEOUT) before grading "
-                       f"finished; rerun with a larger --timeout or --slurm-time-min (finished results are kept); "
-                       f"{where}")
-        return cls(f"Slurm job {job.job_id} ended without a result (state {state}); {where}")

@@ -16,10 +16,12 @@ import shutil
 import subprocess
 import time
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
 from cs336_assignment.cli import main
+from cs336_staff.grade import slurm
 from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
 from cs336_staff.grade.limits import Limits
@@ -39,8 +41,8 @@ def _cluster_missing() -> str | None:
 MISSING = _cluster_missing()
 #: Set by .ci/run, which has just stood the cluster up: a missing cluster there fails, never skips.
 REQUIRED = os.environ.get("CS336_REQUIRE_SLURM") == "1"
-pytestmark = [pytest.mark.staff, pytest.mark.slow,
-              pytest.mark.skipif(MISSING is not None and not REQUIRED, reason=MISSING or "")]
+pytestmark = pytest.mark.staff
+needs_slurm = pytest.mark.skipif(MISSING is not None and not REQUIRED, reason=MISSING or "")
 INSECURE = probe(False) is not None
 FULL, BOB = 9.5, 6.5  # as in test_grade_batch.py: every CPU point; mul returning 0 loses 3 of them
 SLURM_TIME_MIN = 1  # Slurm's smallest time limit: the hanging job is killed 60-90 s after it starts
@@ -71,6 +73,8 @@ def _ours_still_queued(job_name: str) -> list[str]:
     return p.stdout.split("\n") if p.stdout.strip() else []
 
 
+@needs_slurm
+@pytest.mark.slow
 @pytest.mark.timeout(SLURM_TEST_TIMEOUT_S)
 def test_slurm_grades_like_local_reports_its_time_limit_and_resumes(batch, capsys):
     """Interrupt a Slurm batch after its first result, then rerun it through the CLI."""
@@ -113,3 +117,26 @@ def test_slurm_grades_like_local_reports_its_time_limit_and_resumes(batch, capsy
     assert _job_folders(out) - jobs_before == 3 - len(finished)  # no job for what was graded
     assert not (out / "hang" / "results.json").exists()
     assert {p.parent.name for p in out.glob("*/results.json")} == {"alice", "bob"}
+
+
+def _job(tmp_path, job_id, *, result=False):
+    folder = tmp_path / job_id
+    folder.mkdir()
+    if result:
+        (folder / "result.pkl").write_bytes(b"")
+    return SimpleNamespace(job_id=job_id, paths=SimpleNamespace(result_pickle=folder / "result.pkl",
+                                                                stderr=folder / "log.err"))
+
+
+def test_job_watch_reads_squeue_not_sacct(tmp_path, monkeypatch):
+    """Runs anywhere (a fake squeue): a result file ends a job; else squeue's end state, or its absence."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "squeue").write_text("#!/bin/sh\necho '7|TIMEOUT'\necho '8|RUNNING'\necho '9|COMPLETED'\n")
+    (fake / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(slurm, "RESULT_GRACE_S", 0.0)
+    jobs = [_job(tmp_path, "7"), _job(tmp_path, "8"), _job(tmp_path, "9", result=True), _job(tmp_path, "10")]
+    assert slurm.JobWatch().over(jobs) == {"7": "TIMEOUT", "9": None, "10": slurm.GONE}
+    message = str(slurm.SlurmJobEnded.of(jobs[0], "TIMEOUT"))
+    assert "killed by Slurm at the job's time limit" in message and "--slurm-time-min" in message
