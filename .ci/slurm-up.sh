@@ -15,7 +15,7 @@ set -euo pipefail
 CONF=/etc/slurm/slurm.conf
 MARK="# written by cs336 .ci/slurm-up.sh"
 STATE=/var/lib/cs336-slurm        # slurmctld state, slurmd spool, pid files and logs
-UP_TIMEOUT_S=60                   # measured: the node is idle ~5 s after slurmd starts
+UP_TIMEOUT_S=60                   # measured here: the node is idle 1-2 s after slurmd starts
 
 die() { echo "slurm-up: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (sudo $0): it installs packages and starts daemons"
