@@ -4,9 +4,9 @@ reported as such, and an interrupted batch finished by a rerun that grades only 
 Needs a Slurm cluster this machine submits to (``sbatch`` on PATH, a node up in ``sinfo``):
 ``sudo .ci/slurm-up.sh`` stands up a single-node one on Debian, and ``.ci/run`` does so before it
 runs this file (with CS336_REQUIRE_SLURM=1: fail, not skip). Skipped, with the reason, where there
-is none. The repository graded is the
-synthetic one of cs336_staff/grade/testing.py, so each job grades in seconds; only the submission
-that hangs takes long: Slurm counts time limits in minutes, and slurmctld checks them every 30 s.
+is none. The repository graded is the synthetic one of cs336_staff/grade/testing.py, so each job
+grades in seconds; only the submission that hangs takes long: Slurm counts time limits in minutes,
+and slurmctld checks them every 30 s. The last test needs no Slurm (a fake ``squeue``).
 """
 
 from __future__ import annotations
