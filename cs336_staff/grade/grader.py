@@ -32,8 +32,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cs336_staff.grade.intake import Intake, read_submission
-from cs336_staff.grade.judge import public_fixtures
+from cs336_staff.grade.judge import basetemp, public_fixtures
 from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import choose_tier, find_bwrap, stage, threads_per_job
@@ -127,16 +128,18 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         (base / "spec.json").write_text(json.dumps(spec))
         cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
                "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
-               "--basetemp", str(scratch / "tmp"), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
+               "--basetemp", str(basetemp(scratch)), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
                "--continue-on-collection-errors", "-p", "no:cs336_progress"]
         cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
         cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
         bwrap = find_bwrap()
         if tier == "bubblewrap" and not insecure and not collect_only and bwrap is not None:
-            # The judge sees the machine as it is, except that its scratch folder (shared with the
-            # worker) is a private tmpfs of capped size: a hard disk limit, not a sampled one.
+            # The judge sees the machine as it is, except that its scratch folder (its own folder and
+            # the worker's copy of it, mirror.py) is a private tmpfs of capped size: a hard disk limit.
+            # The worker's copy has a tmpfs of its own, so a worker that fills its disk cannot fill the judge's.
+            _, worker_dir, _ = layout(scratch)
             cmd = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
-                   "--die-with-parent", "--", *cmd]
+                   "--size", str(limits.disk_bytes), "--tmpfs", str(worker_dir), "--die-with-parent", "--", *cmd]
         run = JudgeRun()
         try:
             env = _judge_env(gpu, threads_per_job(limits, jobs))
@@ -174,7 +177,9 @@ def _read_results(path: Path, run: JudgeRun) -> None:
         elif kind == "note":
             run.notes.append(event.get("text", ""))
         elif kind == "finish":
-            run.isolation = event.get("isolation", {})
+            run.isolation = dict(event.get("isolation", {}))
+            if event.get("judge_peak_rss_kib"):  # what grading this submission cost the judge (the bound: limits.py)
+                run.isolation["judge_peak_rss_kib"] = str(int(event["judge_peak_rss_kib"]))
             run.worker_starts = int(event.get("worker_starts", 0))
             run.worker_crashes = int(event.get("worker_crashes", 0))
             if event.get("console"):
@@ -324,6 +329,22 @@ def finished(folder: Path, sha256: str, fingerprint: str) -> bool:
     return x.get("sha256") == sha256 and x.get("fingerprint") == fingerprint and x.get("status") != "error"
 
 
+def skipped_row(folder: Path, sha256: str, plan: Plan) -> dict | None:
+    """The summary row of a submission ``finished`` in ``folder`` (marked skipped), else None."""
+    if not finished(folder, sha256, plan.fingerprint):
+        return None
+    x = json.loads((folder / "results.json").read_text())
+    return {"name": folder.name, "score": x["score"], "max_score": x["extra_data"].get("max_score", 0.0),
+            "status": x["extra_data"]["status"], "skipped": True}
+
+
+def already_graded(submission: Path, name: str, out: Path, plan: Plan) -> dict | None:
+    """:func:`skipped_row` for ``submission`` graded into ``out/name/``, checked without grading it."""
+    if not (out / name / "results.json").is_file():
+        return None
+    return skipped_row(out / name, read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py").sha256, plan)
+
+
 def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = False) -> dict:
     """Grade ``submission`` into ``out/name/``; always writes a result, even when the grader itself fails."""
     start = time.monotonic()
@@ -331,10 +352,8 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
     intake = Intake(name=name, source=str(submission))
     try:
         intake = read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py")
-        if not force and finished(folder, intake.sha256, plan.fingerprint):
-            x = json.loads((folder / "results.json").read_text())
-            return {"name": name, "score": x["score"], "max_score": x["extra_data"].get("max_score", 0.0),
-                    "status": x["extra_data"]["status"], "skipped": True}
+        if not force and (row := skipped_row(folder, intake.sha256, plan)) is not None:
+            return row
         run = None
         if intake.error is None:
             run = run_judge(plan.staff_root, intake.files, only=[n for n in plan.items if plan.runs_here(n)],
@@ -345,8 +364,13 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
     except Exception as e:  # a grader bug on one submission: that submission still gets a result
         result = score(plan, name, intake, None, time.monotonic() - start, error=f"{type(e).__name__}: {e}")
         console = ""
-    result.write(folder)
+    try:
+        result.write(folder)
+    except Exception as e:  # a result that cannot be written still leaves one that says why
+        result = score(plan, name, intake, None, time.monotonic() - start,
+                       error=f"writing the result failed: {type(e).__name__}: {e}")
+        result.write(folder)
     if console:
-        (folder / "console.txt").write_text(console)
+        (folder / "console.txt").write_bytes(console.encode("utf-8", "backslashreplace"))
     return {"name": name, "score": result.score, "max_score": result.max_score, "status": result.status,
             "skipped": False}
