@@ -46,7 +46,7 @@ def run_flat_index(*args, **kwargs):
 def run_matmul_flops(*args, **kwargs):
     raise NotImplementedError("broken on purpose: matmul_flops")
 '''
-#: Run at import of adapters.py, in every worker (AUTOGRADER is replaced by the layout's root).
+#: Appended to adapters.py, so it runs at its import in every worker (AUTOGRADER: the layout's root).
 ATTACK = '''
 import os as _os
 _AG = "AUTOGRADER"
@@ -133,7 +133,7 @@ def gradescope(tmp_path_factory) -> dict:
             root = lay_out(base, zip_path)
             if name == "hostile":
                 uploads[name] = with_adapters(reference, tmp / "hostile.zip",
-                                              lambda text: ATTACK.replace("AUTOGRADER", str(root)) + text + BROKEN)
+                                              lambda text: text + BROKEN + ATTACK.replace("AUTOGRADER", str(root)))
             if name == "reference":
                 setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source",
                                        env={**os.environ, "CS336_AUTOGRADER_ENV": str(env_dir),
