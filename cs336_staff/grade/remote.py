@@ -26,6 +26,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -34,7 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from cs336_staff.grade.worker import channel, codec
+from cs336_staff.grade.worker import bound, channel, codec
 
 REPLY_LIMIT = 512 << 20  # bytes in one reply: a flood cannot grow the judge past this
 OUTPUT_PER_TEST = 8000  # characters of worker output kept per test (head and tail)
@@ -209,9 +210,10 @@ def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
 class RemoteObject:
     """A proxy for an object that lives in the worker (a tokenizer, a class, a bound method).
 
-    Attribute reads, calls, iteration, ``len`` and ``in`` cross the line; the values that come
-    back are plain data or further proxies. ``with`` blocks and ``isinstance`` do not work on a
-    proxy: tests that need them run a scenario on the worker's side.
+    Attribute reads and writes, calls, iteration, ``len``, ``in``, ``[]`` and ``with`` cross the
+    line; the values that come back are plain data or further proxies. A list or dict read from
+    an attribute (``opt.param_groups``) is a copy that writes through: ``group["lr"] = x`` on it
+    also assigns in the worker's object. ``isinstance`` does not work on a proxy.
     """
 
     __slots__ = ("_remote", "_id", "_generation", "_type", "_repr", "__weakref__")
@@ -235,6 +237,24 @@ class RemoteObject:
         __tracebackhide__ = True
         return self._remote.op("call_handle", self, args, kwargs)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        __tracebackhide__ = True
+        if name in RemoteObject.__slots__:
+            object.__setattr__(self, name, value)
+        elif name.startswith("__"):
+            raise AttributeError(f"special attribute {name} of a worker object cannot be set")
+        else:
+            self._op("setattr", value, name=name)
+
+    def __enter__(self) -> Any:
+        __tracebackhide__ = True
+        return self._op("enter")
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+        __tracebackhide__ = True
+        self._op("exit", None if error is None else f"{type(error).__name__}: {error}")
+        return False  # an exception of the test's is never swallowed by the worker
+
     def __iter__(self) -> RemoteObject:
         return self._op("iter")
 
@@ -250,8 +270,66 @@ class RemoteObject:
     def __contains__(self, item: Any) -> bool:
         return self._op("contains", item)
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        __tracebackhide__ = True
+        self._op("setitem", key, value)
+
     def __repr__(self) -> str:
         return f"<{self._type} in the worker: {self._repr}>"
+
+
+def _refuse(name: str) -> Callable[..., Any]:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{name}() on a copy of a worker object's {type(self).__mro__[1].__name__} would not reach the "
+            "worker; assign items (x[key] = value), or call a method of the object"
+        )
+
+    return refuse
+
+
+class WriteThroughList(list):
+    """A list read from a worker object's attribute: ``x[i] = v`` also assigns in the worker."""
+
+    def __init__(self, owner: RemoteObject, path: list, items: list) -> None:
+        super().__init__(items)
+        self._owner, self._path = owner, path
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        __tracebackhide__ = True
+        if not isinstance(key, int):
+            raise TypeError("assign one item at a time into a worker object's list")
+        self._owner._op("assign", [*self._path, key], value)
+        super().__setitem__(key, write_through(value, self._owner, [*self._path, key]))
+
+
+class WriteThroughDict(dict):
+    """A dict read from a worker object's attribute: ``x[k] = v`` also assigns in the worker."""
+
+    def __init__(self, owner: RemoteObject, path: list, items: dict) -> None:
+        super().__init__(items)
+        self._owner, self._path = owner, path
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        __tracebackhide__ = True
+        self._owner._op("assign", [*self._path, key], value)
+        super().__setitem__(key, write_through(value, self._owner, [*self._path, key]))
+
+
+for _cls, _names in ((WriteThroughList, ["append", "extend", "insert", "pop", "remove", "clear", "sort",
+                                         "reverse", "__delitem__", "__iadd__"]),
+                     (WriteThroughDict, ["update", "pop", "popitem", "clear", "setdefault", "__delitem__", "__ior__"])):
+    for _name in _names:
+        setattr(_cls, _name, _refuse(_name))
+
+
+def write_through(value: Any, owner: RemoteObject, path: list) -> Any:
+    """``value`` (read from ``owner`` at ``path``) with its plain lists and dicts made write-through."""
+    if type(value) is dict:
+        return WriteThroughDict(owner, path, {k: write_through(v, owner, [*path, k]) for k, v in value.items()})
+    if type(value) is list:
+        return WriteThroughList(owner, path, [write_through(v, owner, [*path, i]) for i, v in enumerate(value)])
+    return value
 
 
 class Remote:
@@ -269,6 +347,9 @@ class Remote:
         self.isolation: dict[str, str] = {}
         self.last_crash: str | None = None
         self._pending_release: list[int] = []
+        self.bindings = bound.Bindings(weak=True)
+        self._callbacks: dict[int, Callable] = {}
+        self._next_callback = 1
         self._spare: Future[WorkerProcess] | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-ready")
 
@@ -318,6 +399,7 @@ class Remote:
         self.starts += 1
         self.generation += 1
         self._pending_release = []
+        self.bindings = bound.Bindings(weak=True)  # a fresh worker has no twins: tensors bind again
         spare, self._spare = self._spare, None
         worker = spare.result() if spare is not None else self._spawn()
         self.isolation = worker.isolation
@@ -368,7 +450,8 @@ class Remote:
                 f"{obj!r} lived in a worker that has since ended (after a crash or a timeout); "
                 "create it again"
             )
-        return self._request({"op": op, "handle": obj._id, **fields}, args, kwargs)
+        value = self._request({"op": op, "handle": obj._id, **fields}, args, kwargs)
+        return write_through(value, obj, [fields["name"]]) if op == "getattr" else value
 
     def _ref_of(self, value: Any) -> int | None:
         if isinstance(value, RemoteObject):
@@ -377,17 +460,44 @@ class Remote:
             return value._id
         return None
 
+    def _callback(self, fn: Callable) -> int:
+        number, self._next_callback = self._next_callback, self._next_callback + 1
+        self._callbacks[number] = fn
+        return number
+
+    def _encoder(self) -> codec.Encoder:
+        return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode, callback=self._callback)
+
+    def _decoder(self, reply: dict, blobs: list, known: list | None = None) -> codec.Decoder:
+        return codec.Decoder(reply.get("storages", []), blobs, known=known, handle=lambda node: RemoteObject(self, node),
+                             allow_memmap=False, bound=self.bindings.decode)
+
+    def _outgoing(self, message: dict, encoder: codec.Encoder) -> None:
+        """What every message to the worker carries besides its call: bound-tensor changes, releases, grad mode."""
+        message["bound"] = self.bindings.changes(encoder)
+        message["unbind"], self.bindings.released = self.bindings.released, []
+        message["release"], self._pending_release = self._pending_release, []
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            message["grad_enabled"] = torch.is_grad_enabled()
+
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         __tracebackhide__ = True
-        encoder = codec.Encoder(ref_of=self._ref_of)
-        message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
         worker = self.worker or self.start()
+        encoder = self._encoder()
+        first_callback = self._next_callback
+        message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
         message["storages"] = encoder.storages
-        message["release"], self._pending_release = self._pending_release, []
+        self._outgoing(message, encoder)
         what = head.get("target") or f"{head['op']} on a worker object"
+        failed: list[BaseException] = []  # exceptions of the judge's own callbacks, raised once the call ends
         try:
             channel.send(worker.requests, message, encoder.blobs)
-            reply, blobs = channel.receive(worker.replies, self.reply_limit)
+            while True:
+                reply, blobs = channel.receive(worker.replies, self.reply_limit)
+                if "callback" not in reply:
+                    break
+                self._answer_callback(worker, reply, blobs, failed)
         except (channel.ChannelClosed, BrokenPipeError):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.proc.wait(timeout=5)
@@ -408,19 +518,55 @@ class Remote:
             self.restart()
             self.crashes += 1
             raise
-        if "error" in reply:
-            raise rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {})
+        finally:
+            for number in range(first_callback, self._next_callback):
+                self._callbacks.pop(number, None)
         try:
-            decoder = codec.Decoder(reply.get("storages", []), blobs, known=encoder.storage_objects,
-                                    handle=lambda node: RemoteObject(self, node), allow_memmap=False)
-            value = decoder.decode(reply.get("ok"))
-            for index, data in reply.get("mutated", []):
-                target = encoder.storage_objects[index]
-                flat = codec.storage_as_bytes_tensor(target)
-                flat.copy_(codec.bytes_tensor(decoder.blobs[data]).to(flat.device))
-            for index, data in reply.get("generators", []):
-                encoder.generators[index].set_state(codec.bytes_tensor(decoder.blobs[data]))
+            self.bindings.apply(reply.get("bound", []), blobs)
+            if "error" not in reply:
+                decoder = self._decoder(reply, blobs, known=encoder.storage_objects)
+                value = decoder.decode(reply.get("ok"))
+                for index, data in reply.get("mutated", []):
+                    target = encoder.storage_objects[index]
+                    flat = codec.storage_as_bytes_tensor(target)
+                    flat.copy_(codec.bytes_tensor(decoder.blobs[data]).to(flat.device))
+                for index, data in reply.get("generators", []):
+                    encoder.generators[index].set_state(codec.bytes_tensor(decoder.blobs[data]))
         except Exception as e:  # a malformed reply is the worker's failure, never the judge's
             self.restart()
             raise WorkerProtocolError(f"the worker's reply to {what} could not be decoded: {type(e).__name__}: {e}") from None
+        if failed:
+            raise failed[0]
+        if "error" in reply:
+            raise rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {})
         return value
+
+    def _answer_callback(self, worker: WorkerProcess, reply: dict, blobs: list, failed: list[BaseException]) -> None:
+        """Run a function of the judge's the worker called back (a closure), and send its result.
+
+        It runs here, in the judge, under the grad mode the worker had when it called (``step``
+        enables grad around its closure). An exception it raises is the test's: the worker is told
+        the function failed, and the judge raises the exception itself once the call ends.
+        """
+        __tracebackhide__ = True
+        self.bindings.apply(reply.get("bound", []), blobs)
+        fn = self._callbacks.get(reply.get("callback"))  # type: ignore[arg-type]
+        encoder = self._encoder()
+        answer: dict[str, Any] = {"op": "return"}
+        try:
+            if fn is None:
+                raise WorkerError("the worker called a function of the test's after the call it was passed to had ended")
+            decoder = self._decoder(reply, blobs)
+            args, kwargs = decoder.decode(reply.get("args", [])), decoder.decode(reply.get("kwargs", {"$": "dict", "items": []}))
+            torch = sys.modules.get("torch")
+            mode = torch.set_grad_enabled(bool(reply.get("grad_enabled", True))) if torch is not None else contextlib.nullcontext()
+            with mode:
+                result = fn(*args, **kwargs)
+            answer["ok"] = encoder.encode(result)
+        except BaseException as e:  # noqa: BLE001 - the test's own failure, raised when the call ends
+            failed.append(e)
+            encoder = self._encoder()
+            answer["error"] = f"{type(e).__name__}: {e}"[:2000]
+        answer["storages"] = encoder.storages
+        self._outgoing(answer, encoder)
+        channel.send(worker.requests, answer, encoder.blobs)

@@ -45,6 +45,7 @@ import hashlib
 import math
 import pathlib
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -145,6 +146,9 @@ class Encoder:
     references instead of bytes. ``handle_of``: how to turn an object that is not plain data into
     a handle number (the worker's table), or None where everything must be plain data (the judge).
     ``ref_of``: how to encode a proxy of the other side's object (the judge's handles), or None.
+    ``bind``: how to encode a tensor bound across the line (``bound.py``): a node, or None for a
+    plain tensor. ``callback``: how to encode a plain function of the judge's (a closure the
+    worker calls back), or None where functions do not cross.
     """
 
     def __init__(
@@ -152,6 +156,8 @@ class Encoder:
         known: dict[tuple[str, int, int], int] | None = None,
         handle_of: Callable[[Any], int] | None = None,
         ref_of: Callable[[Any], int | None] | None = None,
+        bind: Callable[[Any, Encoder], Tree | None] | None = None,
+        callback: Callable[[Callable], int] | None = None,
     ) -> None:
         self.blobs: list[bytes] = []
         self.storages: list[Tree] = []
@@ -161,6 +167,8 @@ class Encoder:
         self._known = known or {}
         self._handle_of = handle_of
         self._ref_of = ref_of
+        self._bind = bind
+        self._callback = callback
 
     def blob(self, data: Any) -> int:
         """Add raw bytes (or a numpy array's C-order bytes) to the message; returns its index."""
@@ -193,7 +201,8 @@ class Encoder:
         t = sys.modules.get("torch")  # no torch imported: no value can be a tensor
         if t is not None:
             if isinstance(value, t.Tensor):
-                return self._tensor(value)
+                node = self._bind(value, self) if self._bind is not None else None
+                return node if node is not None else self._tensor(value)
             if isinstance(value, t.dtype):
                 return {"$": "dtype", "v": str(value).removeprefix("torch.")}
             if isinstance(value, t.device):
@@ -252,6 +261,8 @@ class Encoder:
             ref = self._ref_of(value)
             if ref is not None:
                 return {"$": "ref", "id": ref}
+        if self._callback is not None and isinstance(value, types.FunctionType):
+            return {"$": "callback", "id": self._callback(value)}
         if self._handle_of is not None:
             return {"$": "handle", "id": self._handle_of(value), "type": _type_name(value),
                     "repr": _short_repr(value)}
@@ -292,8 +303,10 @@ class Decoder:
 
     ``known``: storages referred to by number (``{"known": k}``), i.e. this side's own argument
     storages coming back. ``handle``: turns ``{"$": "handle"}`` into a proxy (judge side), and
-    ``deref``: resolves ``{"$": "ref"}`` to an object of this side's table (worker side); where
-    either is None the node is an error.
+    ``deref``: resolves ``{"$": "ref"}`` to an object of this side's table (worker side);
+    ``bound``: resolves a bound tensor node to this side's tensor (``bound.py``); ``callback``:
+    turns a judge function's number into a stand-in that calls it back (worker side); where
+    any of them is None its node is an error.
     """
 
     def __init__(
@@ -304,6 +317,8 @@ class Decoder:
         handle: Callable[[dict], Any] | None = None,
         deref: Callable[[int], Any] | None = None,
         allow_memmap: bool = True,
+        bound: Callable[[dict, list], Any] | None = None,
+        callback: Callable[[int], Any] | None = None,
     ) -> None:
         self.blobs = blobs
         self.storage_specs = storages
@@ -313,6 +328,8 @@ class Decoder:
         self._handle = handle
         self._deref = deref
         self._allow_memmap = allow_memmap
+        self._bound = bound
+        self._callback = callback
 
     def _blob(self, index: Any) -> bytes | bytearray:
         if not isinstance(index, int) or not 0 <= index < len(self.blobs):
@@ -399,6 +416,14 @@ class Decoder:
             if self._handle is None:
                 raise CodecError("handles do not cross in this direction")
             return self._handle(tree)
+        if tag in ("bind", "bound"):
+            if self._bound is None:
+                raise CodecError("bound tensors do not cross here")
+            return self._bound(tree, self.blobs)
+        if tag == "callback":
+            if self._callback is None:
+                raise CodecError("functions do not cross in this direction")
+            return self._callback(tree["id"])
         if tag == "ref":
             if self._deref is None:
                 raise CodecError("references do not cross in this direction")
