@@ -216,11 +216,13 @@ class RemoteObject:
     also assigns in the worker's object. ``isinstance`` does not work on a proxy.
     """
 
-    __slots__ = ("_remote", "_id", "_generation", "_type", "_repr", "__weakref__")
+    __slots__ = ("_remote", "_id", "_generation", "_type", "_repr", "_methods", "__weakref__")
 
     def __init__(self, remote: Remote, node: dict) -> None:
         self._remote, self._generation = remote, remote.generation
         self._id, self._type, self._repr = int(node["id"]), str(node.get("type", "?")), str(node.get("repr", ""))
+        methods = node.get("methods")
+        self._methods = frozenset(m for m in methods if isinstance(m, str)) if isinstance(methods, list) else frozenset()
         weakref.finalize(self, remote._release, self._generation, self._id)
 
     def _op(self, op: str, *args: Any, **fields: Any) -> Any:
@@ -231,6 +233,8 @@ class RemoteObject:
         __tracebackhide__ = True
         if name.startswith("__"):
             raise AttributeError(name)
+        if name in self._methods:  # called in one round trip, not read then called
+            return RemoteMethod(self, name)
         return self._op("getattr", name=name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -276,6 +280,23 @@ class RemoteObject:
 
     def __repr__(self) -> str:
         return f"<{self._type} in the worker: {self._repr}>"
+
+
+class RemoteMethod:
+    """``obj.method`` of a worker object, not yet called: calling it is one request (``call_method``)."""
+
+    __slots__ = ("_owner", "_name")
+
+    def __init__(self, owner: RemoteObject, name: str) -> None:
+        self._owner, self._name = owner, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        owner = self._owner
+        return owner._remote.op("call_method", owner, args, kwargs, name=self._name)
+
+    def __repr__(self) -> str:
+        return f"<method {self._name} of {self._owner!r}>"
 
 
 def _refuse(name: str) -> Callable[..., Any]:

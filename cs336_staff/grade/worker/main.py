@@ -11,7 +11,7 @@ Requests (all names are resolved here, in the worker; the judge only ever sees d
     {"op": "call", "target": "adapters:run_flat_index", ...}     an adapter (in ``adapters.__all__``)
     {"op": "call", "target": "tests.scenarios.optim:fn", ...}    a function marked ``@student_side``
     {"op": "reset"}                                              global RNGs back to their start state
-    {"op": "getattr" | "call_handle" | "iter" | "next" | "len" | "getitem" | "contains"
+    {"op": "getattr" | "call_handle" | "call_method" | "iter" | "next" | "len" | "getitem" | "contains"
            | "setattr" | "setitem" | "assign" | "enter" | "exit", "handle": id, ...}
                                                                  use an object returned earlier
     every request may also carry "release": [ids]               forget objects the judge dropped
@@ -149,6 +149,11 @@ class Worker:
             return getattr(obj, name)
         if op == "call_handle":
             return obj(*args, **kwargs)
+        if op == "call_method":
+            name = str(msg["name"])
+            if name.startswith("_"):
+                raise AttributeError(f"private method {name} is not reachable from the judge")
+            return getattr(obj, name)(*args, **kwargs)
         if op == "iter":
             return iter(obj)
         if op == "next":
