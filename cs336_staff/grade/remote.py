@@ -35,7 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from cs336_staff.grade.worker import bound, channel, codec
+from cs336_staff.grade.worker import bound, channel, codec, rngs
 
 REPLY_LIMIT = 512 << 20  # bytes in one reply: a flood cannot grow the judge past this
 OUTPUT_PER_TEST = 8000  # characters of worker output kept per test (head and tail)
@@ -282,6 +282,51 @@ class RemoteObject:
         return f"<{self._type} in the worker: {self._repr}>"
 
 
+_ANCHOR: list = []
+
+
+def _anchor() -> Any:
+    """A leaf that requires grad, so the judge's autograd keeps a node for a worker result."""
+    if not _ANCHOR:
+        import torch
+
+        _ANCHOR.append(torch.zeros((), requires_grad=True))
+    return _ANCHOR[0]
+
+
+def _through_worker_cls() -> type:
+    import torch
+
+    class ThroughWorker(torch.autograd.Function):
+        """A worker result in the judge's autograd: backward runs the worker's own backward from it.
+
+        The gradients land on the worker's leaves; those bound to judge tensors (the test's input
+        ``x``, parameters read from the model) come back with the reply.
+        """
+
+        @staticmethod
+        def forward(ctx: Any, anchor: Any, value: Any, worker_tensor: RemoteObject) -> Any:
+            ctx.worker_tensor = worker_tensor
+            return value.clone()
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            ctx.worker_tensor._op("backward", grad)
+            return None, None, None
+
+    return ThroughWorker
+
+
+class _LazyFunction:
+    def __getattr__(self, name: str) -> Any:
+        cls = _through_worker_cls()
+        globals()["_ThroughWorker"] = cls
+        return getattr(cls, name)
+
+
+_ThroughWorker: Any = _LazyFunction()
+
+
 class RemoteMethod:
     """``obj.method`` of a worker object, not yet called: calling it is one request (``call_method``)."""
 
@@ -491,16 +536,34 @@ class Remote:
 
     def _decoder(self, reply: dict, blobs: list, known: list | None = None) -> codec.Decoder:
         return codec.Decoder(reply.get("storages", []), blobs, known=known, handle=lambda node: RemoteObject(self, node),
-                             allow_memmap=False, bound=self.bindings.decode)
+                             allow_memmap=False, bound=self.bindings.decode, graph=self._through_worker)
+
+    def _through_worker(self, value: Any, handle: Any) -> Any:
+        """``value`` (a result computed with autograd in the worker) as the output of a node of the
+        judge's autograd graph whose backward sends the gradient to the worker's own graph."""
+        import torch
+
+        if not torch.is_grad_enabled():
+            return value.requires_grad_(False)
+        worker_tensor = RemoteObject(self, {"id": handle, "type": "torch.Tensor", "repr": "a result with a graph"})
+        return _ThroughWorker.apply(_anchor(), value.detach(), worker_tensor)
 
     def _outgoing(self, message: dict, encoder: codec.Encoder) -> None:
-        """What every message to the worker carries besides its call: bound-tensor changes, releases, grad mode."""
+        """What every message to the worker carries besides its call: bound-tensor changes, releases,
+        grad mode, global RNG states."""
         message["bound"] = self.bindings.changes(encoder)
+        message["rngs"] = rngs.capture(encoder)
         message["unbind"], self.bindings.released = self.bindings.released, []
         message["release"], self._pending_release = self._pending_release, []
         torch = sys.modules.get("torch")
         if torch is not None:
             message["grad_enabled"] = torch.is_grad_enabled()
+
+    def _incoming(self, reply: dict, blobs: list) -> None:
+        """Take what every message from the worker carries: bound-tensor changes, global RNG states."""
+        self.bindings.apply(reply.get("bound", []), blobs)
+        if "rngs" in reply:
+            rngs.restore(reply["rngs"], blobs)
 
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         __tracebackhide__ = True
@@ -543,7 +606,7 @@ class Remote:
             for number in range(first_callback, self._next_callback):
                 self._callbacks.pop(number, None)
         try:
-            self.bindings.apply(reply.get("bound", []), blobs)
+            self._incoming(reply, blobs)
             if "error" not in reply:
                 decoder = self._decoder(reply, blobs, known=encoder.storage_objects)
                 value = decoder.decode(reply.get("ok"))
@@ -570,7 +633,7 @@ class Remote:
         the function failed, and the judge raises the exception itself once the call ends.
         """
         __tracebackhide__ = True
-        self.bindings.apply(reply.get("bound", []), blobs)
+        self._incoming(reply, blobs)
         fn = self._callbacks.get(reply.get("callback"))  # type: ignore[arg-type]
         encoder = self._encoder()
         answer: dict[str, Any] = {"op": "return"}

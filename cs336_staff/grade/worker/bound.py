@@ -11,7 +11,9 @@ new tensor, or written in place). The receiver applies it (``apply``) to its own
 keeping their identity: ``p.grad`` written in place stays the same tensor on the other side too.
 
 A bound tensor that comes back inside a value (``opt.state`` is keyed by the parameters,
-``opt.param_groups`` lists them) is the judge's own tensor object again, not a copy.
+``opt.param_groups`` lists them) is the judge's own tensor object again, not a copy. Binding works
+the other way too: a parameter the worker created (``layer.weight``, ``model.parameters()``)
+crossing to the judge is bound, so its ``.grad`` after a backward pass can be read in the judge.
 
 The judge keeps its side weakly (``Bindings(weak=True)``): a tensor the test drops is forgotten
 here and, at the next call, in the worker (``released``). Both sides belong to one worker
@@ -120,7 +122,7 @@ class Bindings:
         return None
 
     def add(self, t: Any, number: int | None = None) -> int:
-        """Bind ``t`` (under a new number on the judge's side, the judge's number on the worker's)."""
+        """Bind ``t`` under ``number``, or the next number of this side's own."""
         if number is None:
             number, self._next = self._next, self._next + 1
         key = id(t)
@@ -152,24 +154,28 @@ class Bindings:
 
     # -- crossing inside values (the codec's ``bind``/``bound`` hooks) ---------------------
     def encode(self, t: Any, enc: Encoder) -> Tree | None:
-        """A bound tensor's node; on the judge's side a parameter crossing for the first time is bound now."""
+        """A bound tensor's node; a parameter crossing for the first time is bound now (numbered
+        from 1 up by the judge, from -1 down by the worker)."""
         number = self.number_of(t)
         if number is not None:
             return {"$": "bound", "id": number}
-        if not self.weak or not bindable(t):
+        if not bindable(t):
             return None
-        number = self.add(t)
+        number = self.add(t, None if self.weak else -self._next)
+        if not self.weak:
+            self._next += 1
         node = {"$": "bind", "id": number, "t": encode_dense(t, enc), "parameter": isinstance(t, torch.nn.Parameter)}
         if t.grad is not None:
             node["grad"] = encode_dense(t.grad, enc)
         return node
 
     def decode(self, node: dict, blobs: list) -> Any:
-        """This side's tensor for a bound node; on the worker's side a new binding creates the twin."""
+        """This side's tensor for a bound node; a new binding from the other side creates the twin."""
         if node["$"] == "bound":
             return self.tensor(node.get("id"))
         number = node.get("id")
-        if self.weak or not isinstance(number, int) or number in self._seen:
+        theirs = isinstance(number, int) and (number < 0 if self.weak else number > 0)
+        if not theirs or number in self._seen:
             raise CodecError(f"bad binding of tensor {number!r}")
         t = decode_dense(node.get("t"), blobs)
         t = torch.nn.Parameter(t) if node.get("parameter") else t.requires_grad_(True)

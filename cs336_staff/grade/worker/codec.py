@@ -331,8 +331,9 @@ class Decoder:
     storages coming back. ``handle``: turns ``{"$": "handle"}`` into a proxy (judge side), and
     ``deref``: resolves ``{"$": "ref"}`` to an object of this side's table (worker side);
     ``bound``: resolves a bound tensor node to this side's tensor (``bound.py``); ``callback``:
-    turns a judge function's number into a stand-in that calls it back (worker side); where
-    any of them is None its node is an error.
+    turns a judge function's number into a stand-in that calls it back (worker side); ``graph``:
+    links a tensor with an autograd history in the worker (its handle) to the judge's autograd.
+    Where any of them is None its node is an error (``graph``: a plain tensor).
     """
 
     def __init__(
@@ -345,6 +346,7 @@ class Decoder:
         allow_memmap: bool = True,
         bound: Callable[[dict, list], Any] | None = None,
         callback: Callable[[int], Any] | None = None,
+        graph: Callable[[Any, int], Any] | None = None,
     ) -> None:
         self.blobs = blobs
         self.storage_specs = storages
@@ -356,6 +358,7 @@ class Decoder:
         self._allow_memmap = allow_memmap
         self._bound = bound
         self._callback = callback
+        self._graph = graph
 
     def _blob(self, index: Any) -> bytes | bytearray:
         if not isinstance(index, int) or not 0 <= index < len(self.blobs):
@@ -474,6 +477,8 @@ class Decoder:
             t = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
         if tree.get("parameter"):
             return torch.nn.Parameter(t, requires_grad=bool(tree["requires_grad"]))
+        if "graph" in tree and self._graph is not None:  # a result with an autograd history in the worker
+            return self._graph(t, tree["graph"])
         if tree.get("requires_grad") and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
         return t

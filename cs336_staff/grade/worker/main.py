@@ -12,11 +12,12 @@ Requests (all names are resolved here, in the worker; the judge only ever sees d
     {"op": "call", "target": "tests.scenarios.optim:fn", ...}    a function marked ``@student_side``
     {"op": "reset"}                                              global RNGs back to their start state
     {"op": "getattr" | "call_handle" | "call_method" | "iter" | "next" | "len" | "getitem" | "contains"
-           | "setattr" | "setitem" | "assign" | "enter" | "exit", "handle": id, ...}
+           | "setattr" | "setitem" | "assign" | "enter" | "exit" | "backward", "handle": id, ...}
                                                                  use an object returned earlier
     every request may also carry "release": [ids]               forget objects the judge dropped
     and "bound": [changes], "unbind": [numbers]                 bound tensors (``bound.py``)
     and "grad_enabled": bool                                    the judge's grad mode, for the call
+    and "rngs": states                                          the judge's global RNGs (``rngs.py``)
     {"op": "return", ...}                                       a callback's result (below)
 
 A judge function passed as an argument (a closure for ``step(closure)``) arrives as a stand-in;
@@ -52,7 +53,9 @@ def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
 
 class Worker:
     def __init__(self, requests: int, replies: int) -> None:
-        from . import bound, channel, codec
+        from . import bound, channel, codec, rngs
+
+        self.rngs = rngs
 
         self.channel, self.codec = channel, codec
         self.requests, self.replies = requests, replies
@@ -182,6 +185,9 @@ class Worker:
                 part = part[key]
             part[path[-1]] = value
             return None
+        if op == "backward":  # the judge's autograd reached a result of the worker's: go on here
+            sys.modules["torch"].autograd.backward(obj, args[0])
+            return None
         if op == "enter":
             return obj.__enter__()
         if op == "exit":  # the judge's exception, if any, by its message only; the worker never swallows it
@@ -198,6 +204,20 @@ class Worker:
             return False
         self.handle(msg, blobs)
         return True
+
+    def tensor_node(self, t: Any, enc: Any) -> Any:
+        """A bound tensor's node, or a result with an autograd history: its values and a handle the
+        judge's ``backward`` goes through; None for a plain tensor."""
+        node = self.bindings.encode(t, enc)
+        if node is None and t.requires_grad and t.grad_fn is not None:
+            node = {**enc._tensor(t), "graph": self.handle_of(t)}
+        return node
+
+    def incoming(self, msg: dict, blobs: list) -> None:
+        """Take what every message from the judge carries: bound-tensor changes, its global RNG states."""
+        self.bindings.apply(msg.get("bound", []), blobs)
+        if "rngs" in msg:
+            self.rngs.restore(msg["rngs"], blobs)
 
     def forget(self, msg: dict) -> None:
         """Drop the objects and bound tensors the judge no longer holds."""
@@ -220,7 +240,7 @@ class Worker:
         decoder = self.codec.Decoder(msg.get("storages", []), blobs, deref=self.deref,
                                      bound=self.bindings.decode, callback=self.callback)
         try:
-            self.bindings.apply(msg.get("bound", []), blobs)
+            self.incoming(msg, blobs)
             if msg.get("op") == "call":  # import a scenario's module first: it registers its @plain_data classes
                 self.resolve(str(msg["target"]))
             args = decoder.decode(msg.get("args", []))
@@ -233,18 +253,21 @@ class Worker:
             with self._grad_mode(msg):
                 result = self.perform(msg, args, kwargs)
             known = {self.codec.storage_key(s): i for i, s in decoder.storages.items()}
-            enc = self.codec.Encoder(known=known, handle_of=self.handle_of, bind=self.bindings.encode)
+            enc = self.codec.Encoder(known=known, handle_of=self.handle_of, bind=self.tensor_node)
             reply: dict[str, Any] = {"ok": enc.encode(result)}
             mutated = [[i, enc.blob(self.codec.storage_bytes(s))] for i, s in decoder.storages.items()
                        if self.codec.digest(s) != before[i]]
             gens = [[i, enc.blob(g.get_state().numpy())] for i, g in decoder.generators.items()]
             reply.update(storages=enc.storages, mutated=mutated, generators=gens, bound=self.bindings.changes(enc))
+            if msg.get("op") != "reset":  # the judge's states, not the worker's start ones, go on
+                reply["rngs"] = self.rngs.capture(enc)
             self.channel.send(self.replies, reply, enc.blobs)
         except BaseException as e:  # noqa: BLE001 - every failure of submission code is reported
             error: dict[str, Any] = {"error": self.describe(e)}
             enc = self.codec.Encoder()
-            try:  # what the call did to bound tensors before it failed still happened
+            try:  # what the call did to bound tensors and RNGs before it failed still happened
                 error["bound"] = self.bindings.changes(enc)
+                error["rngs"] = self.rngs.capture(enc)
             except BaseException:  # noqa: BLE001
                 enc = self.codec.Encoder()
             self.channel.send(self.replies, error, enc.blobs)
@@ -258,11 +281,11 @@ class Worker:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             torch = sys.modules.get("torch")
-            enc = self.codec.Encoder(handle_of=self.handle_of, bind=self.bindings.encode)
+            enc = self.codec.Encoder(handle_of=self.handle_of, bind=self.tensor_node)
             msg: dict[str, Any] = {"callback": number, "args": enc.encode(list(args)), "kwargs": enc.encode(kwargs)}
             if torch is not None:
                 msg["grad_enabled"] = torch.is_grad_enabled()
-            msg.update(storages=enc.storages, bound=self.bindings.changes(enc))
+            msg.update(storages=enc.storages, bound=self.bindings.changes(enc), rngs=self.rngs.capture(enc))
             self.channel.send(self.replies, msg, enc.blobs)
             while True:
                 reply, blobs = self.channel.receive(self.requests, MESSAGE_LIMIT)
@@ -270,7 +293,7 @@ class Worker:
                     self.handle(reply, blobs)
                     continue
                 self.forget(reply)
-                self.bindings.apply(reply.get("bound", []), blobs)
+                self.incoming(reply, blobs)
                 if "error" in reply:
                     raise RuntimeError(f"the test's function raised {_clip(str(reply['error']))}")
                 decoder = self.codec.Decoder(reply.get("storages", []), blobs, deref=self.deref,
