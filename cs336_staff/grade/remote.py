@@ -414,6 +414,7 @@ class Remote:
         self.last_crash: str | None = None
         self._pending_release: list[int] = []
         self.bindings = bound.Bindings(weak=True)
+        self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
         self._callbacks: dict[int, Callable] = {}
         self._next_callback = 1
         self._spare: Future[WorkerProcess] | None = None
@@ -466,6 +467,7 @@ class Remote:
         self.generation += 1
         self._pending_release = []
         self.bindings = bound.Bindings(weak=True)  # a fresh worker has no twins: tensors bind again
+        self._proxies = weakref.WeakValueDictionary()
         spare, self._spare = self._spare, None
         worker = spare.result() if spare is not None else self._spawn()
         self.isolation = worker.isolation
@@ -535,8 +537,18 @@ class Remote:
         return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode, callback=self._callback)
 
     def _decoder(self, reply: dict, blobs: list, known: list | None = None) -> codec.Decoder:
-        return codec.Decoder(reply.get("storages", []), blobs, known=known, handle=lambda node: RemoteObject(self, node),
+        return codec.Decoder(reply.get("storages", []), blobs, known=known, handle=self._proxy,
                              allow_memmap=False, bound=self.bindings.decode, graph=self._through_worker)
+
+    def _proxy(self, node: dict) -> RemoteObject:
+        """The one proxy of a worker object (a handle seen again, e.g. ``iter(generator)``, is the same proxy)."""
+        proxy = self._proxies.get(node.get("id"))
+        if proxy is None:
+            proxy = RemoteObject(self, node)
+            self._proxies[proxy._id] = proxy
+            with contextlib.suppress(ValueError):  # a proxy of it died since the last request: keep it
+                self._pending_release.remove(proxy._id)
+        return proxy
 
     def _through_worker(self, value: Any, handle: Any) -> Any:
         """``value`` (a result computed with autograd in the worker) as the output of a node of the
@@ -545,7 +557,7 @@ class Remote:
 
         if not torch.is_grad_enabled():
             return value.requires_grad_(False)
-        worker_tensor = RemoteObject(self, {"id": handle, "type": "torch.Tensor", "repr": "a result with a graph"})
+        worker_tensor = self._proxy({"id": handle, "type": "torch.Tensor", "repr": "a result with a graph"})
         return _ThroughWorker.apply(_anchor(), value.detach(), worker_tensor)
 
     def _outgoing(self, message: dict, encoder: codec.Encoder) -> None:
