@@ -38,6 +38,7 @@ from typing import Any
 from cs336_staff.grade.worker import bound, channel, codec, rngs
 
 REPLY_LIMIT = 512 << 20  # bytes in one reply: a flood cannot grow the judge past this
+TAKE_BATCH = 256  # most items of a worker iterator fetched in one round trip
 OUTPUT_PER_TEST = 8000  # characters of worker output kept per test (head and tail)
 CONSOLE_LIMIT = 64 << 10  # characters of worker output kept for the whole run (head and tail)
 
@@ -216,13 +217,15 @@ class RemoteObject:
     also assigns in the worker's object. ``isinstance`` does not work on a proxy.
     """
 
-    __slots__ = ("_remote", "_id", "_generation", "_type", "_repr", "_methods", "__weakref__")
+    __slots__ = ("_remote", "_id", "_generation", "_type", "_repr", "_methods", "_ahead", "_batch", "__weakref__")
 
     def __init__(self, remote: Remote, node: dict) -> None:
         self._remote, self._generation = remote, remote.generation
         self._id, self._type, self._repr = int(node["id"]), str(node.get("type", "?")), str(node.get("repr", ""))
         methods = node.get("methods")
         self._methods = frozenset(m for m in methods if isinstance(m, str)) if isinstance(methods, list) else frozenset()
+        self._ahead: list = []  # items of this iterator fetched but not yet handed out
+        self._batch = 0  # how many the next fetch asks for (0: one, by "next")
         weakref.finalize(self, remote._release, self._generation, self._id)
 
     def _op(self, op: str, *args: Any, **fields: Any) -> Any:
@@ -263,7 +266,23 @@ class RemoteObject:
         return self._op("iter")
 
     def __next__(self) -> Any:
-        return self._op("next")
+        """The next item. Items drawn one after another with no other call between are fetched in
+        doubling batches (up to ``TAKE_BATCH``): ``list(stream)`` costs a few round trips, while
+        streams advanced in turns still advance one item per call, in order."""
+        __tracebackhide__ = True
+        if self._ahead:
+            return self._ahead.pop(0)
+        if self._remote.last_handle != self._id:
+            self._batch = 0
+        if self._batch == 0:
+            self._batch = 1
+            return self._op("next")
+        self._batch = min(2 * self._batch, TAKE_BATCH)
+        items, exhausted = self._op("take", self._batch)
+        if not items and exhausted:
+            raise StopIteration
+        self._ahead = list(items)
+        return self._ahead.pop(0)
 
     def __len__(self) -> int:
         return self._op("len")
@@ -413,6 +432,7 @@ class Remote:
         self.isolation: dict[str, str] = {}
         self.last_crash: str | None = None
         self._pending_release: list[int] = []
+        self.last_handle: int | None = None  # the worker object the last request used
         self.bindings = bound.Bindings(weak=True)
         self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
         self._callbacks: dict[int, Callable] = {}
@@ -466,6 +486,7 @@ class Remote:
         self.starts += 1
         self.generation += 1
         self._pending_release = []
+        self._callbacks.clear()
         self.bindings = bound.Bindings(weak=True)  # a fresh worker has no twins: tensors bind again
         self._proxies = weakref.WeakValueDictionary()
         spare, self._spare = self._spare, None
@@ -505,10 +526,14 @@ class Remote:
     # -- calls ---------------------------------------------------------------------------
     def call(self, target: str, args: tuple | list, kwargs: dict) -> Any:
         __tracebackhide__ = True
+        self.last_handle = None
         return self._request({"op": "call", "target": target}, args, kwargs)
 
     def reset(self) -> None:
-        """Put the worker's global RNGs (torch, numpy, random) back to their state at its start."""
+        """Between tests: forget the functions and iterators the last test passed (they may be called
+        back until then), and put the worker's global RNGs back to their start state (the next call
+        brings the judge's own)."""
+        self._callbacks.clear()
         self._request({"op": "reset"}, [], {})
 
     def op(self, op: str, obj: RemoteObject, args: tuple | list, kwargs: dict, **fields: Any) -> Any:
@@ -518,6 +543,7 @@ class Remote:
                 f"{obj!r} lived in a worker that has since ended (after a crash or a timeout); "
                 "create it again"
             )
+        self.last_handle = obj._id
         value = self._request({"op": op, "handle": obj._id, **fields}, args, kwargs)
         return write_through(value, obj, [fields["name"]]) if op == "getattr" else value
 
@@ -581,7 +607,6 @@ class Remote:
         __tracebackhide__ = True
         worker = self.worker or self.start()
         encoder = self._encoder()
-        first_callback = self._next_callback
         message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
         message["storages"] = encoder.storages
         self._outgoing(message, encoder)
@@ -614,9 +639,6 @@ class Remote:
             self.restart()
             self.crashes += 1
             raise
-        finally:
-            for number in range(first_callback, self._next_callback):
-                self._callbacks.pop(number, None)
         try:
             self._incoming(reply, blobs)
             if "error" not in reply:
@@ -651,7 +673,7 @@ class Remote:
         answer: dict[str, Any] = {"op": "return"}
         try:
             if fn is None:
-                raise WorkerError("the worker called a function of the test's after the call it was passed to had ended")
+                raise WorkerError("the worker called a function of the test's after the test that passed it had ended")
             decoder = self._decoder(reply, blobs)
             args, kwargs = decoder.decode(reply.get("args", [])), decoder.decode(reply.get("kwargs", {"$": "dict", "items": []}))
             torch = sys.modules.get("torch")
@@ -659,6 +681,9 @@ class Remote:
             with mode:
                 result = fn(*args, **kwargs)
             answer["ok"] = encoder.encode(result)
+        except StopIteration:  # an iterator of the test's is exhausted: the worker's stand-in stops too
+            answer = {"op": "return", "stop": True}
+            encoder = self._encoder()
         except BaseException as e:  # noqa: BLE001 - the test's own failure, raised when the call ends
             failed.append(e)
             encoder = self._encoder()

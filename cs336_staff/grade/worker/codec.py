@@ -27,6 +27,8 @@ What crosses, and how (``{"$": tag, ...}`` nodes inside an otherwise JSON tree):
                                                   judge never imports the class
     anything else (objects, classes, functions)   a handle: the object stays in the worker and the
                                                   judge gets a proxy whose calls cross again
+    a plain function or an iterator of the judge  a callback: calling it (``next`` of it) in the
+                                                  worker runs it in the judge (``remote.py``)
 
 Storage identity also spans a call: the judge's argument storages are numbered, and a result that
 is a view of an argument comes back as a view of the judge's own tensor (so ``view_or_copy`` can be
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import collections.abc
 import dataclasses
 import hashlib
 import inspect
@@ -273,6 +276,8 @@ class Encoder:
                 return {"$": "ref", "id": ref}
         if self._callback is not None and isinstance(value, types.FunctionType):
             return {"$": "callback", "id": self._callback(value)}
+        if self._callback is not None and isinstance(value, collections.abc.Iterator):
+            return {"$": "iterator", "id": self._callback(value.__next__)}
         if self._handle_of is not None:
             return {"$": "handle", "id": self._handle_of(value), "type": _type_name(value),
                     "repr": _short_repr(value), "methods": _method_names(value)}
@@ -298,6 +303,16 @@ class Encoder:
 def _type_name(value: Any) -> str:
     kind = value if isinstance(value, type) else type(value)
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _stream(next_item: Callable[[], Any]) -> Any:
+    """A one-pass iterator whose items come from ``next_item()`` until it raises StopIteration."""
+    while True:
+        try:
+            item = next_item()
+        except StopIteration:
+            return
+        yield item
 
 
 def _method_names(value: Any) -> list[str]:
@@ -454,10 +469,11 @@ class Decoder:
             if self._bound is None:
                 raise CodecError("bound tensors do not cross here")
             return self._bound(tree, self.blobs)
-        if tag == "callback":
+        if tag in ("callback", "iterator"):
             if self._callback is None:
                 raise CodecError("functions do not cross in this direction")
-            return self._callback(tree["id"])
+            call = self._callback(tree["id"])
+            return call if tag == "callback" else _stream(call)
         if tag == "ref":
             if self._deref is None:
                 raise CodecError("references do not cross in this direction")

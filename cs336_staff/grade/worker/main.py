@@ -11,7 +11,7 @@ Requests (all names are resolved here, in the worker; the judge only ever sees d
     {"op": "call", "target": "adapters:run_flat_index", ...}     an adapter (in ``adapters.__all__``)
     {"op": "call", "target": "tests.scenarios.optim:fn", ...}    a function marked ``@student_side``
     {"op": "reset"}                                              global RNGs back to their start state
-    {"op": "getattr" | "call_handle" | "call_method" | "iter" | "next" | "len" | "getitem" | "contains"
+    {"op": "getattr" | "call_handle" | "call_method" | "iter" | "next" | "take" | "len" | "getitem" | "contains"
            | "setattr" | "setitem" | "assign" | "enter" | "exit" | "backward", "handle": id, ...}
                                                                  use an object returned earlier
     every request may also carry "release": [ids]               forget objects the judge dropped
@@ -45,6 +45,7 @@ from typing import Any
 MESSAGE_LIMIT = 1 << 30
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT_LIMIT = 4000
+TAKE_LIMIT = 1024  # items of an iterator in one "take"
 
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
@@ -64,6 +65,7 @@ class Worker:
         self._ids: dict[int, int] = {}  # id(obj) -> handle, so one object keeps one handle
         self._next = 1
         self.bindings = bound.Bindings(weak=False)
+        self._deferred: dict[int, BaseException] = {}  # iterator -> the exception its last "take" met
 
     # -- handles --------------------------------------------------------------------------
     def handle_of(self, obj: Any) -> int:
@@ -161,6 +163,21 @@ class Worker:
             return iter(obj)
         if op == "next":
             return next(obj)
+        if op == "take":  # up to args[0] items of an iterator; [items, exhausted]
+            if id(obj) in self._deferred:  # what stopped the last batch, raised where it happened
+                raise self._deferred.pop(id(obj))
+            items: list = []
+            for _ in range(max(1, min(int(args[0]), TAKE_LIMIT))):
+                try:
+                    items.append(next(obj))
+                except StopIteration:
+                    return [items, True]
+                except BaseException as e:
+                    if not items:
+                        raise
+                    self._deferred[id(obj)] = e
+                    break
+            return [items, False]
         if op == "len":
             return len(obj)
         if op == "getitem":
@@ -294,6 +311,8 @@ class Worker:
                     continue
                 self.forget(reply)
                 self.incoming(reply, blobs)
+                if reply.get("stop"):
+                    raise StopIteration
                 if "error" in reply:
                     raise RuntimeError(f"the test's function raised {_clip(str(reply['error']))}")
                 decoder = self.codec.Decoder(reply.get("storages", []), blobs, deref=self.deref,
