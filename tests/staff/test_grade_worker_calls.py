@@ -10,7 +10,6 @@ import os
 import sys
 
 import pytest
-import torch
 
 import tests.boundary as boundary
 import tests.scenarios

@@ -282,9 +282,9 @@ class Encoder:
             return {"$": "handle", "id": self._handle_of(value), "type": _type_name(value),
                     "repr": _short_repr(value), "methods": _method_names(value)}
         raise CodecError(
-            f"a {_type_name(value)} cannot cross to the sandboxed worker: only plain data does "
-            "(numbers, strings, containers, tensors, arrays); put code that needs it in a scenario "
-            "(tests/scenarios/) so it runs on the worker's side"
+            f"a {_type_name(value)} cannot cross to the sandboxed worker: only plain data (numbers, strings, "
+            "containers, tensors, arrays), the test's own functions and iterators, and objects the worker "
+            "returned do; build the object through adapters, or see cs336_staff/grade/WRITING_TESTS.md"
         )
 
     def _tensor(self, t: torch.Tensor) -> Tree:
