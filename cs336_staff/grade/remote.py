@@ -366,39 +366,34 @@ class RemoteMethod:
 def _refuse(name: str) -> Callable[..., Any]:
     def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
-            f"{name}() on a copy of a worker object's {type(self).__mro__[1].__name__} would not reach the "
+            f"{name}() on a copy of a worker object's {type(self).__mro__[2].__name__} would not reach the "
             "worker; assign items (x[key] = value), or call a method of the object"
         )
 
     return refuse
 
 
-class WriteThroughList(list):
-    """A list read from a worker object's attribute: ``x[i] = v`` also assigns in the worker."""
+class _WritesThrough:
+    """A copy of a list or dict read from a worker object at ``path``: ``x[k] = v`` also assigns there."""
 
-    def __init__(self, owner: RemoteObject, path: list, items: list) -> None:
-        super().__init__(items)
+    def __init__(self, owner: RemoteObject, path: list, items: Any) -> None:
+        super().__init__(items)  # type: ignore[call-arg]
         self._owner, self._path = owner, path
 
     def __setitem__(self, key: Any, value: Any) -> None:
         __tracebackhide__ = True
-        if not isinstance(key, int):
+        if isinstance(self, list) and not isinstance(key, int):
             raise TypeError("assign one item at a time into a worker object's list")
         self._owner._op("assign", [*self._path, key], value)
-        super().__setitem__(key, write_through(value, self._owner, [*self._path, key]))
+        super().__setitem__(key, write_through(value, self._owner, [*self._path, key]))  # type: ignore[misc]
 
 
-class WriteThroughDict(dict):
+class WriteThroughList(_WritesThrough, list):
+    """A list read from a worker object's attribute: ``x[i] = v`` also assigns in the worker."""
+
+
+class WriteThroughDict(_WritesThrough, dict):
     """A dict read from a worker object's attribute: ``x[k] = v`` also assigns in the worker."""
-
-    def __init__(self, owner: RemoteObject, path: list, items: dict) -> None:
-        super().__init__(items)
-        self._owner, self._path = owner, path
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        __tracebackhide__ = True
-        self._owner._op("assign", [*self._path, key], value)
-        super().__setitem__(key, write_through(value, self._owner, [*self._path, key]))
 
 
 for _cls, _names in ((WriteThroughList, ["append", "extend", "insert", "pop", "remove", "clear", "sort",

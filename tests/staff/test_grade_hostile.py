@@ -379,37 +379,6 @@ def test_patching_the_workers_clocks_does_not_pass_a_speed_test(graded):
     assert one(r, "test_sum_below_is_faster_than_a_python_loop").outcome == "failed", explain(r)
 
 
-# -- rewiring what drives the student's object: the test's loop runs in the judge, out of reach -------
-BROKEN_MEAN = calc_with().replace("self.total += x", "self.total += 2 * x")
-REWIRE = '''
-def _rewire():  # every scenario and @student_side function the worker could run answers with a right class
-    import tests.boundary as boundary
-    import tests.scenarios.mean as scenario
-
-    class Right:
-        def __init__(self):
-            self.values = []
-
-        def update(self, x):
-            self.values.append(x)
-
-        @property
-        def mean(self):
-            return sum(self.values) / len(self.values)
-
-    real = scenario.drive
-    scenario.drive = lambda cls, xs: real(Right, xs)
-    for name in list(boundary.SCENARIOS):
-        boundary.SCENARIOS[name] = lambda *args, **kwargs: real(Right, args[-1])
-
-
-try:
-    _rewire()
-except Exception:
-    pass
-'''
-REWIRE_SCENARIO = calc_with(prefix=REWIRE).replace("self.total += x", "self.total += 2 * x")
-
 # -- crashes and hangs ---------------------------------------------------------------------------
 
 
