@@ -31,7 +31,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from .codec import CodecError, Encoder, Tree, bytes_tensor, torch
+from .codec import CodecError, Encoder, Tree, bytes_tensor, check_value_size, torch
 
 #: One sync entry: [bound number, {"data": dense, "moved": bool, "grad": "none" | {"fresh": bool, "t": dense}}].
 Change = list
@@ -46,14 +46,15 @@ def encode_dense(t: Any, enc: Encoder) -> Tree:
     return node
 
 
-def decode_dense(node: Any, blobs: list) -> Any:
-    """The tensor ``encode_dense`` described (a new tensor; checked against its declared size)."""
+def decode_dense(node: Any, blobs: list, limit: int | None = None) -> Any:
+    """The tensor ``encode_dense`` described (a new tensor; checked against its declared size and ``limit`` bytes)."""
     if not isinstance(node, dict):
         raise CodecError(f"not a dense tensor: {str(node)[:80]}")
     dtype = getattr(torch, str(node.get("dtype")), None)
     if not isinstance(dtype, torch.dtype):
         raise CodecError(f"unknown torch dtype {node.get('dtype')!r}")
     shape = [int(n) for n in node["shape"]]
+    check_value_size(shape, dtype.itemsize, limit)
     if node["device"] == "meta":
         return torch.empty(shape, dtype=dtype, device="meta")
     index = node.get("blob")
@@ -95,8 +96,8 @@ class _Seen:
 class Bindings:
     """One side's bound tensors, by number, and what the other side last saw of each."""
 
-    def __init__(self, weak: bool) -> None:
-        self.weak = weak
+    def __init__(self, weak: bool, limit: int | None = None) -> None:
+        self.weak, self.limit = weak, limit  # limit: the most bytes a tensor the other side sends may claim
         self._seen: dict[int, _Seen] = {}
         self._number: dict[int, int] = {}  # id(tensor) -> bound number
         self._next = 1
@@ -177,10 +178,10 @@ class Bindings:
         theirs = isinstance(number, int) and (number < 0 if self.weak else number > 0)
         if not theirs or number in self._seen:
             raise CodecError(f"bad binding of tensor {number!r}")
-        t = decode_dense(node.get("t"), blobs)
+        t = decode_dense(node.get("t"), blobs, self.limit)
         t = torch.nn.Parameter(t) if node.get("parameter") else t.requires_grad_(True)
         if node.get("grad") is not None:
-            t.grad = decode_dense(node["grad"], blobs)
+            t.grad = decode_dense(node["grad"], blobs, self.limit)
         self.add(t, number)
         return t
 
@@ -218,7 +219,7 @@ class Bindings:
             try:
                 with torch.no_grad():
                     if "data" in change:
-                        new = decode_dense(change["data"], blobs)
+                        new = decode_dense(change["data"], blobs, self.limit)
                         same = (new.shape, new.dtype, new.device) == (t.shape, t.dtype, t.device)
                         if change.get("moved") or not same:
                             t.data = new.clone()  # new memory, as on the other side
@@ -228,7 +229,7 @@ class Bindings:
                     if grad == "none":
                         t.grad = None
                     elif isinstance(grad, dict):
-                        new = decode_dense(grad["t"], blobs)
+                        new = decode_dense(grad["t"], blobs, self.limit)
                         if grad.get("fresh") or t.grad is None or t.grad.shape != new.shape:
                             t.grad = new.clone()
                         else:
