@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cs336_staff.grade import delegation
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.judge import public_fixtures
 from cs336_staff.grade.limits import Limits
@@ -70,6 +71,7 @@ class JudgeRun:
     """What one judge run reported (``outcomes``: nodeid -> (outcome, output, duration))."""
 
     outcomes: dict[str, tuple[str, str, float]] = field(default_factory=dict)
+    reached: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> adapters/scenarios it called
     collected: dict[str, list[str]] = field(default_factory=dict)
     collect_errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -81,9 +83,9 @@ class JudgeRun:
 
 
 def tree_fingerprint(root: Path) -> str:
-    """Hash of everything that decides which tests exist and how they judge: tests/, fixtures, pyproject."""
+    """Hash of everything that decides which tests exist and how they judge: tests/ (and its rules), fixtures, pyproject."""
     h = hashlib.sha256()
-    paths = [root / "pyproject.toml", root / "adapters.py"]
+    paths = [root / "pyproject.toml", root / "adapters.py", root / "tests" / "rules.toml"]
     for sub in ("tests", "cs336_staff/grade"):
         paths += sorted(p for p in (root / sub).rglob("*.py") if "__pycache__" not in p.parts
                         and not p.relative_to(root).as_posix().startswith("tests/staff/"))
@@ -161,6 +163,7 @@ def _read_results(path: Path, run: JudgeRun) -> None:
         kind = event.get("event")
         if kind == "result":
             run.outcomes[event["nodeid"]] = (event["outcome"], event.get("output", ""), float(event.get("duration", 0.0)))
+            run.reached[event["nodeid"]] = list(event.get("reached", []))
         elif kind == "collected":
             run.collected = {i["nodeid"]: i["markers"] for i in event["items"]}
         elif kind == "collect_error":
@@ -247,6 +250,9 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
     tests = []
     errors = run.collect_errors if run else {}
     aborted = "\n".join(run.notes) if run and run.timed_out else ""
+    rules = delegation.check_submission(intake.files, plan.staff_root) if run is not None and error is None else None
+    forbidden = delegation.penalties(rules, run.reached, {n: i.concept for n, i in plan.items.items()},
+                                     plan.staff_root) if rules is not None else {}
     for nodeid, item in plan.items.items():
         device = "gpu" if plan.needs_gpu[nodeid] else "cpu"
         duration = 0.0
@@ -263,6 +269,8 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
             if outcome == "skipped" and device == "gpu":
                 outcome = "pending"
                 output = f"this runner cannot run it ({output}); grade it on a runner that can and merge"
+            elif outcome == "passed" and nodeid in forbidden:
+                outcome, output = "failed", forbidden[nodeid]
         else:
             module = nodeid.split("::", 1)[0]
             err = next((e for k, e in errors.items() if k == module or module.startswith(k + "/")), None)
@@ -294,6 +302,7 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
         notes.append(f"rejected: {intake.error}")
     else:
         notes += run.notes
+        notes += delegation.notes(rules) if rules is not None else []
         if run.worker_crashes:
             notes.append(f"the worker had to be restarted {run.worker_crashes} times (after a crash, a timeout "
                          "or an unusable reply); the tests that caused it say so")

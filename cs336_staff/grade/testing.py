@@ -2,8 +2,9 @@
 
 The grader's own tests must not depend on the real (growing, torch-heavy) suite: they build a
 repository with a four-function package (no torch, so its workers start in a fraction of a
-second), public and hidden tests (one reading a hidden fixture, one a judge-timed speed check),
-one GPU test and a rubric, then grade hand-made hostile submissions against it.
+second), public and hidden tests (one reading a hidden fixture, one a judge-timed speed check on
+inputs drawn fresh per run), one GPU test, a rubric and a rules file (tests/rules.toml), then
+grade hand-made hostile submissions against it.
 
 >>> import tempfile; from pathlib import Path
 >>> root = make_staff_repo(Path(tempfile.mkdtemp()))
@@ -84,6 +85,9 @@ def pytest_collection_modifyitems(config, items):
 '''
 
 PUBLIC_TESTS = '''\
+import os
+import random
+import secrets
 import time
 from pathlib import Path
 
@@ -114,19 +118,24 @@ def test_scale_file_reads_fixture():
 def test_sum_below_is_faster_than_a_python_loop():
     """sum_below(n) is right and, timed by the test, at least 5x faster than a loop timed in the same run.
 
-    The best of 3 calls counts, so one stall of a loaded machine (tens of ms) is not a failure."""
-    n = 3_000_000
+    Each of the 3 timed calls gets its own n, drawn fresh per run (CS336_SPEED_SEED replays a run),
+    so no table of answers and no cache of earlier calls helps; the best of the 3 counts, so one
+    stall of a loaded machine (tens of ms) is not a failure."""
+    seed = int(os.environ.get("CS336_SPEED_SEED") or secrets.randbelow(2**31))
+    rng = random.Random(seed)
+    ns = [3_000_000 + rng.randrange(1_000_000) for _ in range(3)]
     start = time.perf_counter()
-    expected = sum(range(n))
+    expected = sum(range(ns[0]))
     loop = time.perf_counter() - start
     times = []
-    for _ in range(3):
+    for n in ns:
         start = time.perf_counter()
         got = adapters.run_sum_below(n)
         times.append(time.perf_counter() - start)
-        assert got == expected
+        assert got == n * (n - 1) // 2
+    assert expected == ns[0] * (ns[0] - 1) // 2
     ours = min(times)
-    assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s"
+    assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s (CS336_SPEED_SEED={seed} replays these inputs)"
 
 
 @pytest.mark.gpu
@@ -154,6 +163,17 @@ def test_mul_matches_the_hidden_fixture():
     for line in (HIDDEN / "products.txt").read_text().splitlines():
         a, b, product = map(int, line.split())
         assert adapters.run_mul(a, b) == product
+'''
+
+RULES = '''\
+[parts.calc]
+may_use = "Python's arithmetic"
+
+[[rules]]
+id = "no-operator-module"
+part = "calc"
+forbidden = ["operator", "math.prod"]
+says = "operator and math.prod may not be used: multiply yourself"
 '''
 
 STAFF_TESTS = '''\
@@ -199,7 +219,7 @@ def make_staff_repo(root: Path) -> Path:
         "pyproject.toml": PYPROJECT, "adapters.py": ADAPTERS, "rubric.toml": RUBRIC,
         "cs336_assignment/__init__.py": "", "cs336_assignment/calc.py": GOOD_CALC,
         "tests/__init__.py": "", "tests/conftest.py": CONFTEST, "tests/test_calc.py": PUBLIC_TESTS,
-        "tests/boundary.py": BOUNDARY.read_text(),
+        "tests/boundary.py": BOUNDARY.read_text(), "tests/rules.toml": RULES,
         "tests/hidden/__init__.py": "", "tests/hidden/test_calc.py": HIDDEN_TESTS,
         "tests/staff/__init__.py": "", "tests/staff/test_tooling.py": STAFF_TESTS,
         "fixtures/numbers.txt": "1 2 3\n", "fixtures/hidden/products.txt": "6 7 42\n-3 5 -15\n",
