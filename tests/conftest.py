@@ -1,4 +1,7 @@
-"""Shared pytest configuration: snapshots, device markers, and seeded generators.
+"""Shared pytest configuration: snapshots, device markers, seeded generators, and the rules check.
+
+At the end of a run, tests/rules.py reads your code (it runs nothing) and prints a line, in the
+rule's words, for each graded function that reaches an API tests/rules.toml forbids.
 
 The device markers (gpu, fp8, h100) and what each needs are defined in tests/devices.py; a test
 whose device is missing is skipped with the reason.
@@ -14,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests import progress
+from tests import progress, rules
 from tests.devices import skip_reason
 from tests.snapshot import Snapshot
 
@@ -36,6 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     progress.register(config)  # the per-part summary at the end of a run (tests/progress.py)
+    rules.register(config)  # a line per graded function that reaches a forbidden API, before that summary
 
 
 def _capability() -> tuple[int, int] | None:

@@ -97,7 +97,8 @@ def tree_fingerprint(root: Path) -> str:
 
 def _judge_env(gpu: bool, threads: int) -> dict[str, str]:
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-            "LD_LIBRARY_PATH", "UV_CACHE_DIR", "PYTHONPATH", "VIRTUAL_ENV")
+            "LD_LIBRARY_PATH", "UV_CACHE_DIR", "PYTHONPATH", "VIRTUAL_ENV",
+            "CS336_SPEED_SEED")  # a regrade replays the speed tests' inputs (tests/fresh.py)
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0",
                NO_COLOR="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -126,7 +127,7 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
                "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
                "--basetemp", str(scratch / "tmp"), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
-               "--continue-on-collection-errors", "-p", "no:cs336_progress"]
+               "--continue-on-collection-errors", "-p", "no:cs336_progress", "-p", "no:cs336_rules"]
         cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
         cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
         bwrap = find_bwrap()
