@@ -15,6 +15,11 @@ Corpora are far bigger than RAM, so they live on disk as raw token files opened 
 
 Deliberately left out: sampling without replacement / epochs, document boundaries and padding,
 multi-worker prefetching (``torch.utils.data.DataLoader``), sharding across ranks.
+
+Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
+    May use: numpy (np.memmap, np.load with mmap_mode), torch tensors and torch.Generator.
+    Not allowed: as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
+        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
 """
 
 from __future__ import annotations

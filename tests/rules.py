@@ -51,6 +51,7 @@ class Rule:
     forbidden: tuple[str, ...]
     allowed: tuple[str, ...]
     says: str
+    short: str  # the rule in a few words ("torch.optim's optimizers")
 
     def forbids(self, name: str) -> bool:
         """Whether the dotted ``name`` is, or lies under, a forbidden entry and not an allowed one."""
@@ -80,12 +81,13 @@ def load_rules(path: Path = RULES_FILE) -> RuleBook:
     may_use = {key: str(table.get("may_use", "")) for key, table in data.get("parts", {}).items()}
     rules = []
     for i, raw in enumerate(data.get("rules", [])):
-        missing = [k for k in ("id", "part", "forbidden", "says") if k not in raw]
+        missing = [k for k in ("id", "part", "forbidden", "says", "short") if k not in raw]
         if missing:
             raise RulesError(f"{path}: [[rules]] number {i + 1} lacks {', '.join(missing)}")
         if raw["part"] not in may_use:
             raise RulesError(f"{path}: rule {raw['id']!r} names part {raw['part']!r}, which has no [parts.{raw['part']}] table")
-        rules.append(Rule(raw["id"], raw["part"], tuple(raw["forbidden"]), tuple(raw.get("allowed", [])), raw["says"]))
+        rules.append(Rule(raw["id"], raw["part"], tuple(raw["forbidden"]), tuple(raw.get("allowed", [])), raw["says"],
+                          raw["short"]))
     return RuleBook(may_use, tuple(rules))
 
 

@@ -170,6 +170,7 @@ may_use = "Python's arithmetic"
 
 [[rules]]
 id = "no-operator-module"
+short = "the operator module"
 part = "calc"
 forbidden = ["operator", "math.prod"]
 says = "operator and math.prod may not be used: multiply yourself"
