@@ -173,3 +173,22 @@ def test_the_program_resolves_package_reexports() -> None:
     """`accounting.count_flops` in adapters.py is the function defined in accounting/flop_counter.py."""
     program = Program(REFERENCE)
     assert program.resolve("cs336_assignment.accounting.count_flops") == ("node", "cs336_assignment.accounting.flop_counter.count_flops")
+
+
+def test_every_statement_of_the_rules_is_checked_against_the_file(tmp_path: Path) -> None:
+    """Change a part's `may_use` in tests/rules.toml: cs336 parts --check names that part's module
+    docstring and prints the block to paste; on this repository there is nothing to report."""
+    import shutil
+
+    from cs336_staff import rules_docs
+    from cs336_staff.parts import load_parts
+
+    parts = load_parts(ROOT)
+    assert rules_docs.problems(ROOT, parts) == []
+    shutil.copytree(ROOT / "cs336_assignment", tmp_path / "cs336_assignment", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "adapters.py", tmp_path / "adapters.py")
+    (tmp_path / "tests").mkdir()
+    text = (ROOT / "tests" / "rules.toml").read_text()
+    (tmp_path / "tests" / "rules.toml").write_text(text.replace("torch.optim.Optimizer as the base class", "torch.optim.Optimizer only"))
+    found = rules_docs.problems(tmp_path, parts)
+    assert len(found) == 1 and "cs336_assignment/optim.py" in found[0] and "torch.optim.Optimizer only" in found[0], found
