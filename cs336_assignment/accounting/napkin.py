@@ -30,7 +30,12 @@ from jaxtyping import Float
 from torch import Tensor
 
 from cs336_assignment.accounting.flops import matmul_flops
-from cs336_assignment.validation import check_count, check_nonnegative_number, check_positive, check_positive_int
+from cs336_assignment.validation import (
+    check_count,
+    check_nonnegative_number,
+    check_positive,
+    check_positive_int,
+)
 
 SECONDS_PER_DAY = 60 * 60 * 24
 

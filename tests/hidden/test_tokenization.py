@@ -14,9 +14,9 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import adapters
+from tests.fresh import fresh_corpora, replay_hint
 from tests.hidden.bpe_naive import naive_train_bpe
 from tests.scenarios import tokenization
-from tests.fresh import fresh_corpora, replay_hint
 from tests.test_bpe_train import PARALLEL_KINDS, SPEED_CALLS, parallel_corpus
 from tests.test_tokenizer import GPT2_PATTERN
 
