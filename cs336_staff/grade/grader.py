@@ -303,7 +303,7 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
         notes.append(f"rejected: {intake.error}")
     else:
         notes += run.notes
-        notes += delegation.notes(rules) if rules is not None else []
+        notes += delegation.notes(rules, intake.files, plan.staff_root) if rules is not None else []
         if run.worker_crashes:
             notes.append(f"the worker had to be restarted {run.worker_crashes} times (after a crash, a timeout "
                          "or an unusable reply); the tests that caused it say so")

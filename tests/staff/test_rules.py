@@ -192,3 +192,22 @@ def test_every_statement_of_the_rules_is_checked_against_the_file(tmp_path: Path
     (tmp_path / "tests" / "rules.toml").write_text(text.replace("torch.optim.Optimizer as the base class", "torch.optim.Optimizer only"))
     found = rules_docs.problems(tmp_path, parts)
     assert len(found) == 1 and "cs336_assignment/optim.py" in found[0] and "torch.optim.Optimizer only" in found[0], found
+
+
+def test_delegation_in_adapters_py_costs_the_adapters_own_part_only() -> None:
+    """get_adam_cls returning a torch.optim.Adam subclass: the optim test loses, the accounting one keeps."""
+    files, *_ = CASES["adapter-returns-torch-adamw"]
+    report = check_sources(files)
+    reached = {"tests/test_optim.py::t": ["tests.scenarios.optim:student_trajectory#adamw"],
+               "tests/test_accounting.py::t": ["tests.scenarios.accounting:student_optimizer_state_bytes"]}
+    lost = delegation.penalties(report, reached, {"tests/test_optim.py::t": "optim", "tests/test_accounting.py::t": "accounting"}, ROOT)
+    assert sorted(lost) == ["tests/test_optim.py::t"]
+
+
+def test_constructs_in_the_staffs_own_given_code_are_not_noted() -> None:
+    """The reference's importlib dispatch in cli.py is the staff's own code: no note; an edited cli.py gets one."""
+    as_bytes = {k: v.encode() for k, v in REFERENCE.items()}
+    report = check_sources(REFERENCE)
+    assert not [n for n in delegation.notes(report, as_bytes, ROOT) if "review" in n]
+    edited = {**as_bytes, "cs336_assignment/cli.py": as_bytes["cs336_assignment/cli.py"] + b"\n# edited\n"}
+    assert [n for n in delegation.notes(report, edited, ROOT) if "review importlib.import_module" in n]
