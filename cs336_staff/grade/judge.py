@@ -228,6 +228,9 @@ class Judge:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
+        fresh = sys.modules.get("tests.fresh")
+        if fresh is not None and fresh.run_seed.cache_info().currsize:  # a speed test drew its inputs
+            self._emit({"event": "note", "text": f"the speed tests' inputs were drawn with {fresh.replay_hint()}"})
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
                     "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": _clip("\n".join(self.remote.consoles), 64_000)})
 

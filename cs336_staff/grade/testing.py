@@ -20,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 BOUNDARY = Path(__file__).resolve().parents[2] / "tests" / "boundary.py"
+FRESH = BOUNDARY.with_name("fresh.py")  # the speed tests' per-run seed
 
 GOOD_CALC = '''\
 """A correct implementation."""
@@ -85,15 +86,14 @@ def pytest_collection_modifyitems(config, items):
 '''
 
 PUBLIC_TESTS = '''\
-import os
 import random
-import secrets
 import time
 from pathlib import Path
 
 import pytest
 
 import adapters
+from tests.fresh import replay_hint, run_seed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -121,8 +121,7 @@ def test_sum_below_is_faster_than_a_python_loop():
     Each of the 3 timed calls gets its own n, drawn fresh per run (CS336_SPEED_SEED replays a run),
     so no table of answers and no cache of earlier calls helps; the best of the 3 counts on both
     sides, so one stall of a loaded machine (tens of ms) decides nothing."""
-    seed = int(os.environ.get("CS336_SPEED_SEED") or secrets.randbelow(2**31))
-    rng = random.Random(seed)
+    rng = random.Random(run_seed())
     ns = [3_000_000 + rng.randrange(1_000_000) for _ in range(3)]
     loops, times = [], []
     for n in ns:
@@ -134,7 +133,7 @@ def test_sum_below_is_faster_than_a_python_loop():
         times.append(time.perf_counter() - start)
         assert got == expected
     ours, loop = min(times), min(loops)  # best of 3 on both sides: a stall on either side is not a verdict
-    assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s (CS336_SPEED_SEED={seed} replays these inputs)"
+    assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s ({replay_hint()})"
 
 
 @pytest.mark.gpu
@@ -219,7 +218,7 @@ def make_staff_repo(root: Path) -> Path:
         "pyproject.toml": PYPROJECT, "adapters.py": ADAPTERS, "rubric.toml": RUBRIC,
         "cs336_assignment/__init__.py": "", "cs336_assignment/calc.py": GOOD_CALC,
         "tests/__init__.py": "", "tests/conftest.py": CONFTEST, "tests/test_calc.py": PUBLIC_TESTS,
-        "tests/boundary.py": BOUNDARY.read_text(), "tests/rules.toml": RULES,
+        "tests/boundary.py": BOUNDARY.read_text(), "tests/fresh.py": FRESH.read_text(), "tests/rules.toml": RULES,
         "tests/hidden/__init__.py": "", "tests/hidden/test_calc.py": HIDDEN_TESTS,
         "tests/staff/__init__.py": "", "tests/staff/test_tooling.py": STAFF_TESTS,
         "fixtures/numbers.txt": "1 2 3\n", "fixtures/hidden/products.txt": "6 7 42\n-3 5 -15\n",

@@ -501,6 +501,7 @@ def test_a_table_of_answers_or_a_cache_of_earlier_calls_does_not_pass_a_speed_te
     t = one(r, "test_sum_below_is_faster_than_a_python_loop")
     assert t.outcome == "failed" and "CS336_SPEED_SEED=" in t.output, explain(r)
     assert r.score == full(r) - points(r, "test_sum_below_is_faster_than_a_python_loop"), explain(r)
+    assert any("CS336_SPEED_SEED=" in n for n in r.notes), r.notes  # a regrade can replay the inputs
 
 
 def test_a_function_that_delegates_to_a_forbidden_api_earns_nothing_for_its_tests(graded):
