@@ -211,3 +211,10 @@ def test_constructs_in_the_staffs_own_given_code_are_not_noted() -> None:
     assert not [n for n in delegation.notes(report, as_bytes, ROOT) if "review" in n]
     edited = {**as_bytes, "cs336_assignment/cli.py": as_bytes["cs336_assignment/cli.py"] + b"\n# edited\n"}
     assert [n for n in delegation.notes(report, edited, ROOT) if "review importlib.import_module" in n]
+
+
+def test_the_base_class_and_schedulers_of_torch_optim_stay_allowed() -> None:
+    """torch.optim.Optimizer (the base class) and torch.optim.lr_scheduler are not optimizers: allowed."""
+    rule = next(r for r in load_rules().rules if r.id == "no-torch-optimizers")
+    assert not rule.forbids("torch.optim.Optimizer.zero_grad") and not rule.forbids("torch.optim.lr_scheduler.LambdaLR")
+    assert rule.forbids("torch.optim.AdamW") and rule.forbids("torch.optim.adamw.adamw") and rule.forbids("torch.optim")
