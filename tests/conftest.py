@@ -1,10 +1,16 @@
-"""Shared pytest configuration: snapshots, device markers, seeded generators, and the rules check.
+"""Shared pytest configuration: snapshots, device markers, seeded generators, repeatable runs, and
+the rules check.
 
 At the end of a run, tests/rules.py reads your code (it runs nothing) and prints a line, in the
 rule's words, for each graded function that reaches an API tests/rules.toml forbids.
 
 The device markers (gpu, fp8, h100) and what each needs are defined in tests/devices.py; a test
 whose device is missing is skipped with the reason.
+
+Every run draws the same cases: hypothesis is derandomized (the profile "cs336", loaded below), and
+each test starts with the global RNGs (random, numpy, torch) seeded with RNG_SEED, so rerunning the
+suite never changes a result. To explore other random cases on purpose, pass
+``--hypothesis-profile=cs336-random --hypothesis-seed=N``.
 """
 
 from __future__ import annotations
@@ -16,10 +22,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import settings
 
-from tests import progress, rules
+from tests import not_written, progress, rules
 from tests.devices import skip_reason
 from tests.snapshot import Snapshot
+
+#: The global RNGs' seed at the start of every test (grading seeds the sandboxed worker the same way).
+RNG_SEED = 0
+
+# Registered and loaded at import, before pytest's --hypothesis-profile option is read, so the option
+# can still choose the random profile.
+settings.register_profile("cs336", derandomize=True, database=None)
+settings.register_profile("cs336-random", derandomize=False, database=None)
+settings.load_profile("cs336")
 
 
 # BEGIN STAFF-ONLY
@@ -39,7 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     progress.register(config)  # the per-part summary at the end of a run (tests/progress.py)
-    rules.register(config)  # a line per graded function that reaches a forbidden API, before that summary
+    not_written.register(config)  # one line for a test that reaches a stub (tests/not_written.py)
+    rules.register(config)  # a line per graded function that reaches a forbidden API, before the summary
 
 
 def _capability() -> tuple[int, int] | None:
@@ -55,9 +72,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def keep_global_rngs() -> Iterator[None]:
-    """Tests may seed (and a checkpoint may restore) the global RNGs; put them back afterwards."""
+def seeded_global_rngs() -> Iterator[None]:
+    """Each test starts with the global RNGs seeded with RNG_SEED, whatever ran before it; afterwards
+    they are put back (tests may seed, and a checkpoint may restore, them)."""
     states = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    random.seed(RNG_SEED)
+    np.random.seed(RNG_SEED)
+    torch.manual_seed(RNG_SEED)
     yield
     torch.set_rng_state(states[0])
     np.random.set_state(states[1])

@@ -33,8 +33,9 @@ from pathlib import Path
 
 from cs336_staff.grade import delegation
 from cs336_staff.grade.intake import Intake, read_submission
-from cs336_staff.grade.judge import public_fixtures
+from cs336_staff.grade.judge import basetemp, public_fixtures
 from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
@@ -126,16 +127,18 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         (base / "spec.json").write_text(json.dumps(spec))
         cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
                "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
-               "--basetemp", str(scratch / "tmp"), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
+               "--basetemp", str(basetemp(scratch)), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
                "--continue-on-collection-errors", "-p", "no:cs336_progress", "-p", "no:cs336_rules"]
         cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
         cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
         bwrap = find_bwrap()
         if not insecure and not collect_only and bwrap is not None:
-            # The judge sees the machine as it is, except that its scratch folder (shared with the
-            # worker) is a private tmpfs of capped size: a hard disk limit, not a sampled one.
+            # The judge sees the machine as it is, except that its scratch folder (its own folder and
+            # the worker's copy of it, mirror.py) is a private tmpfs of capped size: a hard disk limit.
+            # The worker's copy has a tmpfs of its own, so a worker that fills its disk cannot fill the judge's.
+            _, worker_dir, _ = layout(scratch)
             cmd = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
-                   "--die-with-parent", "--", *cmd]
+                   "--size", str(limits.disk_bytes), "--tmpfs", str(worker_dir), "--die-with-parent", "--", *cmd]
         run = JudgeRun()
         try:
             proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu, threads_per_job(limits, jobs)), stdin=subprocess.DEVNULL,
@@ -172,7 +175,9 @@ def _read_results(path: Path, run: JudgeRun) -> None:
         elif kind == "note":
             run.notes.append(event.get("text", ""))
         elif kind == "finish":
-            run.isolation = event.get("isolation", {})
+            run.isolation = dict(event.get("isolation", {}))
+            if event.get("judge_peak_rss_kib"):  # what grading this submission cost the judge (the bound: limits.py)
+                run.isolation["judge_peak_rss_kib"] = str(int(event["judge_peak_rss_kib"]))
             run.worker_starts = int(event.get("worker_starts", 0))
             run.worker_crashes = int(event.get("worker_crashes", 0))
             if event.get("console"):
@@ -359,8 +364,13 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
     except Exception as e:  # a grader bug on one submission: that submission still gets a result
         result = score(plan, name, intake, None, time.monotonic() - start, error=f"{type(e).__name__}: {e}")
         console = ""
-    result.write(folder)
+    try:
+        result.write(folder)
+    except Exception as e:  # a result that cannot be written still leaves one that says why
+        result = score(plan, name, intake, None, time.monotonic() - start,
+                       error=f"writing the result failed: {type(e).__name__}: {e}")
+        result.write(folder)
     if console:
-        (folder / "console.txt").write_text(console)
+        (folder / "console.txt").write_bytes(console.encode("utf-8", "backslashreplace"))
     return {"name": name, "score": result.score, "max_score": result.max_score, "status": result.status,
             "skipped": False}

@@ -15,8 +15,9 @@ module is imported it
   scenarios it called (``reached``), as one JSON line in the results file as soon as the test ends
   (a run killed midway keeps what it finished).
 
-The spec (JSON): ``root`` (the staged worker root), ``scratch`` (pytest's basetemp, shared with
-the worker), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
+The spec (JSON): ``root`` (the staged worker root), ``scratch`` (the folder that holds the judge's
+folder with pytest's basetemp, the worker's copy of it and the judge's private temporary folder:
+``mirror.py``), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
 ``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
 ``preload`` (modules the worker imports before it says ready; see ``grader.worker_preload``).
 
@@ -29,6 +30,7 @@ import ast
 import importlib.abc
 import json
 import os
+import resource
 import sys
 import tempfile
 import types
@@ -39,6 +41,7 @@ import pytest
 
 from cs336_staff.grade import remote as remote_mod
 from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.mirror import Mirror, layout
 from cs336_staff.grade.sandbox import WorkerSpec, start_worker
 from cs336_staff.grade.worker import codec
 
@@ -131,13 +134,20 @@ class Judge:
         self.results = Path(spec["results"])
         self.only = set(spec["only"]) if spec.get("only") is not None else None
         limits = Limits(**spec.get("limits", {}))
+        insecure = bool(spec.get("insecure"))
+        judge_dir, worker_dir, _ = scratch_folders(Path(spec["scratch"]))
+        # the worker sees its own copy of the judge's folder at the judge's path; without a sandbox
+        # there is no mount to do that, so it shares the judge's (and could change it: NOT SANDBOXED)
+        mirror = None if insecure else Mirror(judge_dir, worker_dir, limits.output_file_bytes, limits.output_entries)
         worker = WorkerSpec(
-            root=Path(spec["root"]), scratch=Path(spec["scratch"]), staff_root=Path(spec["staff_root"]),
+            root=Path(spec["root"]), scratch=judge_dir, staff_root=Path(spec["staff_root"]),
             readonly=[Path(p) for p in spec.get("readonly", [])], limits=limits, gpu=bool(spec.get("gpu")),
-            jobs=int(spec.get("jobs", 1)), insecure=bool(spec.get("insecure")),
-            preload=tuple(spec.get("preload", [])),
+            jobs=int(spec.get("jobs", 1)), insecure=insecure,
+            preload=tuple(spec.get("preload", [])), scratch_source=None if insecure else worker_dir,
         )
-        self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes)
+        self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes,
+                                        value_limit=limits.value_bytes, message_chars=limits.message_chars,
+                                        mirror=mirror, tree_limit=limits.tree_bytes)
         self.tracer = Tracer(self.remote)
         self._phases: dict[str, list[pytest.TestReport]] = {}
         self._first_hidden: str | None = None
@@ -232,6 +242,7 @@ class Judge:
         if fresh is not None and fresh.run_seed.cache_info().currsize:  # a speed test drew its inputs
             self._emit({"event": "note", "text": f"the speed tests' inputs were drawn with {fresh.replay_hint()}"})
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
+                    "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                     "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": _clip("\n".join(self.remote.consoles), 64_000)})
 
 
@@ -258,12 +269,26 @@ def split_spec(config: pytest.Config) -> dict:
              for p in [staff / "adapters.py", *sorted((staff / "cs336_assignment").rglob("*.py"))]
              if "__pycache__" not in p.parts}
     stage(root, staff, files)
-    config.option.basetemp = str(scratch / "tmp")  # inside the folder the worker sees
+    config.option.basetemp = str(basetemp(scratch))  # inside the judge's folder, which the worker sees a copy of
     from cs336_staff.grade.grader import worker_preload
 
     return {"root": str(root), "scratch": str(scratch), "staff_root": str(staff), "preload": list(worker_preload(staff)),
             "readonly": [str(p) for p in public_fixtures(staff)], "results": str(base / "results.jsonl"),
             "insecure": bool(config.getoption("--split-insecure")), "gpu": True}
+
+
+def scratch_folders(scratch: Path) -> tuple[Path, Path, Path]:
+    """``mirror.layout(scratch)``, created: the judge's folder (pytest's basetemp is its ``tmp``), the
+    worker's copy of it, and the judge's private temporary folder (``tempfile``, never shown to the worker)."""
+    folders = layout(scratch)
+    for p in folders:
+        p.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
+def basetemp(scratch: Path) -> Path:
+    """pytest's ``--basetemp`` for a judge whose spec names ``scratch``."""
+    return layout(scratch)[0] / "tmp"
 
 
 def public_fixtures(staff_root: Path) -> list[Path]:
@@ -285,16 +310,17 @@ def pytest_configure(config: pytest.Config) -> None:
     judge.install(Path(spec["staff_root"]))
     if not config.option.collectonly:
         judge.remote.prepare_spare()  # the first worker starts while the judge collects the tests
-    # the judge's own temporary files (tempfile.mkdtemp in a test) go where the worker can read them
-    shared_tmp = Path(spec["scratch"]) / "judge-tmp"
-    shared_tmp.mkdir(exist_ok=True)
-    tempfile.tempdir = str(shared_tmp)
-    os.environ["TMPDIR"] = str(shared_tmp)
+    # the judge's own temporary files (tempfile.mkdtemp) go where the worker cannot reach: a test that
+    # hands a file to the worker writes it under tmp_path
+    private = scratch_folders(Path(spec["scratch"]))[2]
+    tempfile.tempdir = str(private)
+    os.environ["TMPDIR"] = str(private)
     config.pluginmanager.register(judge, "cs336-judge")
     try:
         from hypothesis import settings
 
-        settings.register_profile("cs336-judge", deadline=None, database=None)
+        # derandomize: one submission graded twice draws the same cases, so it gets the same grade
+        settings.register_profile("cs336-judge", deadline=None, database=None, derandomize=True)
         settings.load_profile("cs336-judge")
     except ImportError:
         pass

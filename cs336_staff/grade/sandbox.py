@@ -7,7 +7,9 @@ What the worker sees (its own mount namespace; everything else on the machine is
                                                                    ``.pth`` points at the staff repo,
                                                                    which is not mounted
     /grader: cs336_worker/, tests/{boundary,scenarios}, submission  read-only, staged per submission
-    the scratch folder (the judge's pytest ``tmp_path`` root)       read-write, at its own path
+    the worker's copy of the judge's scratch folder (``mirror.py``) read-write, at the path of the
+                                                                   judge's folder (pytest's basetemp
+                                                                   lives there), so paths agree
     the public fixtures (never fixtures/hidden)                     read-only, at their own path
     /tmp and /dev/shm                                                private tmpfs, size-capped
     /proc (its own), /dev (a minimal one; NVIDIA nodes on GPU runs)
@@ -121,8 +123,11 @@ def worker_env(limits: Limits, jobs: int, gpu: bool) -> dict[str, str]:
 
 
 def bwrap_command(bwrap: str, *, root: Path, scratch: Path, readonly: list[Path], limits: Limits,
-                  gpu: bool, env: dict[str, str]) -> list[str]:
-    """The bubblewrap command line that runs what follows it inside the sandbox."""
+                  gpu: bool, env: dict[str, str], scratch_source: Path | None = None) -> list[str]:
+    """The bubblewrap command line that runs what follows it inside the sandbox.
+
+    The worker sees ``scratch_source`` (default: ``scratch`` itself) read-write at ``scratch``.
+    """
     tmpfs = str(max(MiB, limits.disk_bytes // 2))
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
            "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "worker", "--clearenv"]
@@ -137,7 +142,7 @@ def bwrap_command(bwrap: str, *, root: Path, scratch: Path, readonly: list[Path]
     cmd += ["--ro-bind", str(root), INSIDE_ROOT]
     for p in readonly:
         cmd += ["--ro-bind", str(p), str(p)]
-    cmd += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+    cmd += ["--bind", str(scratch_source or scratch), str(scratch), "--chdir", str(scratch)]
     return cmd
 
 
@@ -171,7 +176,7 @@ class WorkerSpec:
     """How to start one submission's workers (each restart starts a fresh one from this)."""
 
     root: Path  # the staged worker root (see ``stage``)
-    scratch: Path  # read-write for the worker; the judge's tmp_path root
+    scratch: Path  # where the worker's scratch folder appears to it (the judge's basetemp's parent)
     staff_root: Path
     readonly: list[Path] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
@@ -179,6 +184,7 @@ class WorkerSpec:
     jobs: int = 1
     insecure: bool = False  # run without bubblewrap (refused unless asked for)
     preload: tuple[str, ...] = ()  # imported before the worker says ready
+    scratch_source: Path | None = None  # what is mounted there (the worker's copy, ``mirror.py``); None: scratch
 
 
 def start_worker(spec: WorkerSpec) -> WorkerProcess:
@@ -199,7 +205,7 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
         if bwrap is None:
             raise SandboxUnavailable("bubblewrap is not installed (uv sync the staff group, or apt-get install bubblewrap)")
         cmd = [*bwrap_command(bwrap, root=spec.root, scratch=spec.scratch, readonly=spec.readonly,
-                              limits=spec.limits, gpu=spec.gpu, env=env),
+                              limits=spec.limits, gpu=spec.gpu, env=env, scratch_source=spec.scratch_source),
                *python, INSIDE_ROOT, str(spec.staff_root.resolve()), *inner]
         isolation = {"sandbox": "bubblewrap: own mount, pid, network, ipc and user namespaces; no capabilities"}
         cwd = None
@@ -215,7 +221,7 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     finally:
         os.close(req_r)
         os.close(rep_w)
-    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch, cgroup)
+    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch_source or spec.scratch, cgroup)
     watchdog.start()
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation,
                          cleanup=watchdog.stop, verdict=watchdog.explain)

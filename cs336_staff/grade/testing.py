@@ -3,8 +3,9 @@
 The grader's own tests must not depend on the real (growing, torch-heavy) suite: they build a
 repository with a four-function package (no torch, so its workers start in a fraction of a
 second), public and hidden tests (one reading a hidden fixture, one a judge-timed speed check on
-inputs drawn fresh per run), one GPU test, a rubric and a rules file (tests/rules.toml), then
-grade hand-made hostile submissions against it.
+inputs drawn fresh per run), tests that hand the worker a file and read one it wrote
+(``tmp_path``), one GPU test, a rubric and a rules file (tests/rules.toml), then grade hand-made
+hostile submissions against it.
 
 >>> import tempfile; from pathlib import Path
 >>> root = make_staff_repo(Path(tempfile.mkdtemp()))
@@ -40,6 +41,10 @@ def scale_file(path, k):
 
 def sum_below(n):
     return n * (n - 1) // 2
+
+
+def save_sum(path, a, b):
+    with open(path, "w") as f: f.write(str(a + b))  # noqa: E701 - one line, so calc_with can replace it
 '''
 
 ADAPTERS = '''\
@@ -60,6 +65,10 @@ def run_scale_file(path, k):
 
 def run_sum_below(n):
     return calc.sum_below(n)
+
+
+def run_save_sum(path, a, b):
+    return calc.save_sum(path, a, b)
 '''
 
 PYPROJECT = '''\
@@ -134,6 +143,21 @@ def test_sum_below_is_faster_than_a_python_loop():
         assert got == expected
     ours, loop = min(times), min(loops)  # best of 3 on both sides: a stall on either side is not a verdict
     assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s ({replay_hint()})"
+
+
+def test_scale_file_of_a_file_the_test_wrote(tmp_path):
+    """scale_file reads a file the test wrote; the test reads it again afterwards for the expected answer."""
+    path = tmp_path / "numbers.txt"
+    path.write_text("4 5 6\\n")
+    got = adapters.run_scale_file(path, 3)
+    assert got == [3 * int(x) for x in path.read_text().split()]
+
+
+def test_sum_saved_to_a_file_reads_back(tmp_path):
+    """save_sum writes a + b, as text, to the path it is given; the test reads the file."""
+    path = tmp_path / "sum.txt"
+    adapters.run_save_sum(path, 20, 22)
+    assert path.read_text() == "42"
 
 
 @pytest.mark.gpu
