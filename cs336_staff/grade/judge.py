@@ -240,7 +240,7 @@ class Judge:
         self.remote.close()
         fresh = sys.modules.get("tests.fresh")
         if fresh is not None and fresh.run_seed.cache_info().currsize:  # a speed test drew its inputs
-            self._emit({"event": "note", "text": f"the speed tests' inputs were drawn with {fresh.replay_hint()}"})
+            self._emit({"event": "note", "text": f"the speed tests' {fresh.replay_hint()}"})
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
                     "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                     "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": _clip("\n".join(self.remote.consoles), 64_000)})

@@ -715,7 +715,8 @@ def test_a_function_that_delegates_to_a_forbidden_api_earns_nothing_for_its_test
     """mul calls operator.mul and scale_file math.prod (forbidden by the repo's rules): the tests that
     reach them pass but earn nothing, with a remark naming the rule; add's tests keep their points."""
     r = result(graded, "delegate")
-    lost = ("test_mul_matches_python", "test_mul_matches_the_hidden_fixture", "test_scale_file_reads_fixture")
+    lost = ("test_mul_matches_python", "test_mul_matches_the_hidden_fixture", "test_scale_file_reads_fixture",
+            "test_scale_file_of_a_file_the_test_wrote")
     for name in lost:
         t = one(r, name)
         assert t.outcome == "failed" and "no-operator-module" in t.output and t.points == 0, explain(r)
