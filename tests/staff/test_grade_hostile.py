@@ -204,6 +204,48 @@ time.monotonic = lambda: 0.0
 time.time = lambda: 0.0
 ''', sum_below="return sum(range(n))")
 
+# -- rewiring what drives the student's object: the test's loop runs in the judge, out of reach -------
+BROKEN_MEAN = calc_with().replace("self.total += x", "self.total += 2 * x")
+REWIRE = '''
+def _rewire():  # every scenario and @student_side function the worker could run answers with a right class
+    import tests.boundary as boundary
+    import tests.scenarios.mean as scenario
+
+    class Right:
+        def __init__(self):
+            self.values = []
+
+        def update(self, x):
+            self.values.append(x)
+
+        @property
+        def mean(self):
+            return sum(self.values) / len(self.values)
+
+    real = scenario.drive
+    scenario.drive = lambda cls, xs: real(Right, xs)
+    for name in list(boundary.SCENARIOS):
+        boundary.SCENARIOS[name] = lambda *args, **kwargs: real(Right, args[-1])
+
+
+try:
+    _rewire()
+except Exception:
+    pass
+'''
+REWIRE_SCENARIO = calc_with(prefix=REWIRE).replace("self.total += x", "self.total += 2 * x")
+
+# -- speed without speed: a table of the speed test's answers, and a cache of earlier calls --------
+SPEED_TABLE = calc_with(prefix='''
+import functools
+TABLE = {3_000_000: 3_000_000 * 2_999_999 // 2}
+@functools.lru_cache(maxsize=None)
+def _slow(n):
+    return sum(range(n))
+''', sum_below="return TABLE[n] if n in TABLE else _slow(n)")
+# -- delegation: the rules (tests/rules.toml of the synthetic repo) forbid operator and math.prod ----
+DELEGATE = calc_with(prefix="import operator\nfrom math import prod as _product", mul="return operator.mul(a, b)",
+                     scale_file="return [_product((k, int(x))) for x in open(path).read().split()]")
 # -- crashes and hangs ----------------------------------------------------------------------------
 SEGFAULT = calc_with(prefix="import ctypes", mul="return ctypes.string_at(0)")
 SWALLOW = calc_with(mul='''
@@ -244,6 +286,10 @@ def cases() -> dict[str, dict]:
         "lying_frame": {"calc": LYING_FRAME},
         "leak": {"calc": LEAK},
         "clock": {"calc": CLOCK},
+        "broken_mean": {"calc": BROKEN_MEAN},
+        "rewire_scenario": {"calc": REWIRE_SCENARIO},
+        "speed_table": {"calc": SPEED_TABLE},
+        "delegate": {"calc": DELEGATE},
         "segfault": {"calc": SEGFAULT},
         "os_exit_test": {"calc": calc_with(mul="import os; os._exit(0)")},
         "sys_exit_test": {"calc": calc_with(mul="import sys; sys.exit(3)")},
@@ -299,10 +345,10 @@ def graded(request, tmp_path_factory) -> Iterator[dict]:
         outside = Path(tempfile.mkdtemp(prefix="cs336-hostile-"))
         request.addfinalizer(lambda: shutil.rmtree(outside, ignore_errors=True))
         outside.chmod(0o711)
-        root = make_staff_repo(outside / "repo")
+        root = make_staff_repo(outside / "repo", loops=True)
         lock_down(root)
     else:
-        root = make_staff_repo(tmp / "repo")
+        root = make_staff_repo(tmp / "repo", loops=True)
     subs = tmp / "subs"
     subs.mkdir()
     paths = []
@@ -594,6 +640,16 @@ def test_patching_the_workers_clocks_does_not_pass_a_speed_test(graded):
 # -- crashes and hangs ---------------------------------------------------------------------------
 
 
+def test_rewiring_the_scenario_that_drives_a_class_earns_nothing_over_the_broken_class(graded):
+    """A broken RunningMean whose module rewires, at import, the scenario that drives it (and every
+    @student_side function) to use a right class: the test's loop runs in the judge and reaches the
+    submission's own class through the adapters, so the attack earns what the broken class earns."""
+    broken, rewired = result(graded, "broken_mean"), result(graded, "rewire_scenario")
+    lost = points(broken, "test_running_mean_follows_every_update")
+    assert lost > 0 and broken.score == full(broken) - lost, explain(broken)
+    assert rewired.score == broken.score, explain(rewired)
+
+
 @pytest.mark.parametrize("case", ["segfault", "os_exit_test"])
 def test_a_crash_in_a_call_charges_that_test_and_the_rest_run_in_a_fresh_worker(graded, case):
     """A segfault or os._exit during mul: that test crashed (the exit named), every other test still graded."""
@@ -739,3 +795,31 @@ def test_every_result_names_its_isolation(graded):
         assert "NONE" in isolation["sandbox"], isolation
     if graded["tier"] == "container":
         assert "network" in isolation, isolation  # whether it was dropped
+
+
+# -- speed without speed, and delegation -------------------------------------------------------
+
+
+def test_a_table_of_answers_or_a_cache_of_earlier_calls_does_not_pass_a_speed_test(graded):
+    """sum_below answers the old fixed input from a table and caches a slow loop: each timed call now
+    gets an input drawn fresh per run, so neither helps and the speed test fails."""
+    r = result(graded, "speed_table")
+    t = one(r, "test_sum_below_is_faster_than_a_python_loop")
+    assert t.outcome == "failed" and "CS336_SPEED_SEED=" in t.output, explain(r)
+    assert r.score == full(r) - points(r, "test_sum_below_is_faster_than_a_python_loop"), explain(r)
+    assert any("CS336_SPEED_SEED=" in n for n in r.notes), r.notes  # a regrade can replay the inputs
+
+
+def test_a_function_that_delegates_to_a_forbidden_api_earns_nothing_for_its_tests(graded):
+    """mul calls operator.mul and scale_file math.prod (forbidden by the repo's rules): the tests that
+    reach them pass but earn nothing, with a remark naming the rule; add's tests keep their points."""
+    r = result(graded, "delegate")
+    lost = ("test_mul_matches_python", "test_mul_matches_the_hidden_fixture", "test_scale_file_reads_fixture",
+            "test_scale_file_of_a_file_the_test_wrote")
+    for name in lost:
+        t = one(r, name)
+        assert t.outcome == "failed" and "no-operator-module" in t.output and t.points == 0, explain(r)
+    assert r.score == full(r) - points(r, *lost), explain(r)
+    assert any("operator.mul" in n and "no-operator-module" in n for n in r.notes), r.notes
+    good = result(graded, "good")
+    assert not any(n.startswith("rules:") for n in good.notes), good.notes
