@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     # Staff tooling: dropped from the handout (and from its `cs336 --help`) with this block.
     "grade": ("cs336_staff.grade.cli", "grade submissions (default: the bundled example)"),
     "merge": ("cs336_staff.grade.merge", "merge a CPU run and a GPU run of the same submissions"),
+    "autograder": ("cs336_staff.grade.autograder", "build autograder.zip for Gradescope (setup.sh, run_autograder, staff tests)"),
     "release": ("cs336_staff.release", "generate the student handout (or --check it)"),
     "snapshots": ("cs336_staff.snapshots", "regenerate .npz snapshots from the reference (or --check)"),
     "audit": ("cs336_staff.audit", "run the bug zoo: every mutant must be caught by the public suite"),

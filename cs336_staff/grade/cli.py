@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-gb", type=float, default=8,
                         help="memory for a submission's whole worker process tree, GiB (default 8)")
     parser.add_argument("--insecure", action="store_true",
-                        help="grade without the bubblewrap sandbox where it cannot start (every result says so)")
+                        help="grade without isolation where neither bubblewrap nor the container tier (root) can start "
+                             "(every result says so)")
     parser.add_argument("--staff-root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
     parser.add_argument("--slurm-partition", default=None)
@@ -92,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from cs336_staff.grade.grader import SandboxRefused, gpu_available, make_plan
     from cs336_staff.grade.limits import Limits
     from cs336_staff.grade.report import load
-    from cs336_staff.grade.sandbox import probe
+    from cs336_staff.grade.judge import public_fixtures
+    from cs336_staff.grade.sandbox import choose_tier
 
     try:
         _check(args)
@@ -108,8 +110,9 @@ def run(args: argparse.Namespace) -> int:
         zip_path, how = build_example(args.staff_root, out / "_example")
         print(f"grading the bundled example: the reference solution, {how}", file=sys.stderr)
         submissions = [zip_path]
-        why = probe(args.device not in ("cpu",) and gpu_available())
-        if why is not None and not insecure:
+        tier, why = choose_tier(args.staff_root, public_fixtures(args.staff_root),
+                                args.device not in ("cpu",) and gpu_available())
+        if tier is None and not insecure:
             insecure = True  # the staff's own reference is trusted; real submissions are refused instead
             print(f"no sandbox on this machine ({why}); grading the trusted example without one. Real "
                   "submissions are refused here unless you pass --insecure.", file=sys.stderr)

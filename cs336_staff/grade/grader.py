@@ -38,7 +38,7 @@ from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
-from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
+from cs336_staff.grade.sandbox import choose_tier, find_bwrap, stage, threads_per_job
 from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"
@@ -61,6 +61,7 @@ class Plan:
     jobs: int = 1
     fingerprint: str = ""
     insecure: bool = False  # grade without bubblewrap (every result says so)
+    tier: str = "bubblewrap"  # the isolation tier (sandbox.TIERS); "none" when insecure
     preload: tuple[str, ...] = ()  # imported by each worker before it says ready
 
     def runs_here(self, nodeid: str) -> bool:
@@ -110,10 +111,11 @@ def _judge_env(gpu: bool, threads: int) -> dict[str, str]:
 
 def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[str] | None, limits: Limits,
               gpu: bool, jobs: int = 1, insecure: bool = False, collect_only: bool = False,
-              preload: tuple[str, ...] = ()) -> JudgeRun:
+              preload: tuple[str, ...] = (), tier: str = "bubblewrap") -> JudgeRun:
     """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only)."""
     base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
-    base.chmod(0o700)
+    # The container tier's worker (another uid) must reach root/ and scratch/ by name, nothing else.
+    base.chmod(0o711 if tier == "container" and not insecure else 0o700)
     try:
         root, scratch = base / "root", base / "scratch"
         root.mkdir()
@@ -121,9 +123,11 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         if files is not None:
             stage(root, staff_root, files)
         results = base / "results.jsonl"
+        results.touch(mode=0o600)
         spec = {"root": str(root), "scratch": str(scratch), "staff_root": str(staff_root), "results": str(results),
                 "readonly": [str(p) for p in public_fixtures(staff_root)], "limits": asdict(limits), "gpu": gpu,
-                "jobs": jobs, "insecure": insecure, "only": only, "preload": list(preload)}
+                "jobs": jobs, "insecure": insecure, "only": only, "preload": list(preload), "tier": tier}
+        (base / "spec.json").touch(mode=0o600)
         (base / "spec.json").write_text(json.dumps(spec))
         cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
                "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
@@ -132,7 +136,7 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
         cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
         bwrap = find_bwrap()
-        if not insecure and not collect_only and bwrap is not None:
+        if tier == "bubblewrap" and not insecure and not collect_only and bwrap is not None:
             # The judge sees the machine as it is, except that its scratch folder (its own folder and
             # the worker's copy of it, mirror.py) is a private tmpfs of capped size: a hard disk limit.
             # The worker's copy has a tmpfs of its own, so a worker that fills its disk cannot fill the judge's.
@@ -141,7 +145,9 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
                    "--size", str(limits.disk_bytes), "--tmpfs", str(worker_dir), "--die-with-parent", "--", *cmd]
         run = JudgeRun()
         try:
-            proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu, threads_per_job(limits, jobs)), stdin=subprocess.DEVNULL,
+            env = _judge_env(gpu, threads_per_job(limits, jobs))
+            env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")  # never .hypothesis/ in the staff tree
+            proc = subprocess.run(cmd, cwd=staff_root, env=env, stdin=subprocess.DEVNULL,
                                   capture_output=True, text=True, errors="replace", timeout=limits.run_timeout)
             run.console = (proc.stdout + proc.stderr)[-200_000:]
         except subprocess.TimeoutExpired as e:
@@ -229,11 +235,15 @@ def make_plan(staff_root: Path, *, rubric_path: Path | None = None, device: str 
         raise ValueError(f"device={device!r} must be one of cpu, gpu, auto")
     if device == "auto":
         device = "all" if gpu_available() else "cpu"
+    tier = "none"
     if not insecure:
-        why = probe(device != "cpu")
-        if why is not None:
+        chosen, why = choose_tier(staff_root, public_fixtures(staff_root), device != "cpu")
+        if chosen is None:
             raise SandboxRefused(f"cannot sandbox the submissions on this machine: {why}. Fix that, or pass "
                                  "--insecure to grade without a sandbox (every result will say so)")
+        if why:
+            warn(f"bubblewrap cannot start here ({why}); grading on the container tier (a uid of its own per worker)")
+        tier = chosen
     limits = limits or Limits()
     collected, errors = collect_expected(staff_root, cache_dir, limits)
     for nodeid, err in errors.items():
@@ -244,10 +254,10 @@ def make_plan(staff_root: Path, *, rubric_path: Path | None = None, device: str 
     h = hashlib.sha256()
     for n in sorted(items):
         h.update(f"{n}|{items[n].points}|{items[n].visibility}|{items[n].concept}|{needs_gpu[n]}\n".encode())
-    h.update(f"{tree_fingerprint(staff_root)}|{device}|{insecure}|{GRADER_VERSION}".encode())
+    h.update(f"{tree_fingerprint(staff_root)}|{device}|{insecure}|{tier}|{GRADER_VERSION}".encode())
     preload = worker_preload(staff_root)
     return Plan(staff_root, items, needs_gpu, {c.name: c.title for c in rubric.concepts.values()},
-                device, limits, jobs, h.hexdigest(), insecure, preload)
+                device, limits, jobs, h.hexdigest(), insecure, tier, preload)
 
 
 def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: float,
@@ -358,7 +368,7 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
         if intake.error is None:
             run = run_judge(plan.staff_root, intake.files, only=[n for n in plan.items if plan.runs_here(n)],
                             limits=plan.limits, gpu=plan.device != "cpu", jobs=plan.jobs, insecure=plan.insecure,
-                            preload=plan.preload)
+                            preload=plan.preload, tier=plan.tier)
         result = score(plan, name, intake, run, time.monotonic() - start)
         console = run.console if run is not None else ""
     except Exception as e:  # a grader bug on one submission: that submission still gets a result

@@ -18,7 +18,7 @@ module is imported it
 The spec (JSON): ``root`` (the staged worker root), ``scratch`` (the folder that holds the judge's
 folder with pytest's basetemp, the worker's copy of it and the judge's private temporary folder:
 ``mirror.py``), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
-``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
+``tier`` (``sandbox.TIERS``), ``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
 ``preload`` (modules the worker imports before it says ready; see ``grader.worker_preload``).
 
 Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
@@ -137,13 +137,16 @@ class Judge:
         insecure = bool(spec.get("insecure"))
         judge_dir, worker_dir, _ = scratch_folders(Path(spec["scratch"]))
         # the worker sees its own copy of the judge's folder at the judge's path; without a sandbox
-        # there is no mount to do that, so it shares the judge's (and could change it: NOT SANDBOXED)
-        mirror = None if insecure else Mirror(judge_dir, worker_dir, limits.output_file_bytes, limits.output_entries)
+        # there is no mount to do that, so it shares the judge's (and could change it: NOT SANDBOXED);
+        # nor on the container tier (no mount namespace), where the folder is handed to its uid per call
+        tier = spec.get("tier", "bubblewrap")
+        shared = insecure or tier == "container"
+        mirror = None if shared else Mirror(judge_dir, worker_dir, limits.output_file_bytes, limits.output_entries)
         worker = WorkerSpec(
             root=Path(spec["root"]), scratch=judge_dir, staff_root=Path(spec["staff_root"]),
             readonly=[Path(p) for p in spec.get("readonly", [])], limits=limits, gpu=bool(spec.get("gpu")),
-            jobs=int(spec.get("jobs", 1)), insecure=insecure,
-            preload=tuple(spec.get("preload", [])), scratch_source=None if insecure else worker_dir,
+            jobs=int(spec.get("jobs", 1)), insecure=insecure, tier=tier,
+            preload=tuple(spec.get("preload", [])), scratch_source=None if shared else worker_dir,
         )
         self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes,
                                         value_limit=limits.value_bytes, message_chars=limits.message_chars,

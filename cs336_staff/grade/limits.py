@@ -9,7 +9,10 @@ for the whole tree, not per process:
                            PSS, once that sum passes the cap: shared pages count once) and counts
                            them, killing the sandbox on a breach (the judge reports why)
     disk                   tmpfs sizes for /tmp and /dev/shm (set by the sandbox); the watchdog
-                           also sums the scratch folder; RLIMIT_FSIZE caps any one file
+                           also sums the scratch folder (in the container tier, with what the
+                           worker's uid put in /tmp, /var/tmp, /dev/shm); RLIMIT_FSIZE caps any one file
+    the container tier     (``container.py``) the tree is every process of the worker's own uid:
+                           the watchdog counts and kills by uid (``kill_uid``), RLIMIT_NPROC caps it
     a backstop per process RLIMIT_AS (CPU runs only: CUDA maps huge address ranges), RLIMIT_CORE 0
     time                   ``test_timeout`` per test and ``run_timeout`` per submission, enforced
                            by the judge around the worker's calls
@@ -28,6 +31,7 @@ import contextlib
 import os
 import resource
 import signal
+import stat
 import threading
 import time
 import uuid
@@ -39,6 +43,8 @@ GiB = 1 << 30
 MiB = 1 << 20
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 POLL_SECONDS = 0.1
+#: World-writable folders a worker without a private /tmp can store files in (container tier).
+SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 #: Copies of one reply the judge may hold at once while it decodes it: the frame, its blobs, the
 #: values rebuilt from them. Whatever the worker sends, the judge's own memory stays within its
 #: baseline plus ``judge_growth_bound`` (``tests/staff/test_grade_hostile.py`` measures it).
@@ -53,6 +59,9 @@ class Limits:
     """Resource limits of one submission's worker (its whole process tree) and of its tests."""
 
     memory_bytes: int = 8 * GiB
+    #: RLIMIT_AS of each process (None: ``memory_bytes``); importing torch maps ~3 GiB of address space,
+    #: so a memory cap below that needs a larger one here
+    address_space_bytes: int | None = None
     processes: int = 64
     disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
     file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
@@ -80,7 +89,8 @@ def preexec(limits: Limits, gpu: bool, cgroup: Path | None):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
         if not gpu:
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+            space = limits.address_space_bytes or limits.memory_bytes
+            resource.setrlimit(resource.RLIMIT_AS, (space, space))
 
     return setup
 
@@ -145,7 +155,57 @@ def _pss_bytes(pid: str) -> int:
     return 0
 
 
-def _dir_bytes(root: Path, budget: int = 100_000) -> int:
+def uid_pids(uid: int) -> list[str]:
+    """Every live process owned by ``uid`` (the container tier's worker tree, however it forked or
+    regrouped); zombies, dead and waiting for a parent (often init) to reap them, are left out."""
+    pids = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if os.stat(f"/proc/{pid}").st_uid == uid:
+                    with open(f"/proc/{pid}/stat") as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                            pids.append(pid)
+    return pids
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process of ``uid`` at once: a child that becomes ``uid`` and calls kill(-1).
+
+    kill(-1) reaches every process the caller may signal (all of that uid's but itself), so a tree
+    forking as fast as it can cannot outrun it the way a scan of /proc could be outrun.
+    """
+    for _ in range(3):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.setgroups([])
+                os.setresgid(uid, uid, uid)
+                os.setresuid(uid, uid, uid)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        if not uid_pids(uid):
+            return
+        time.sleep(0.05)
+
+
+def owned_entries(uid: int) -> list[Path]:
+    """What ``uid`` created at the top of the world-writable folders (``SHARED_DIRS``)."""
+    found = []
+    for d in SHARED_DIRS:
+        with contextlib.suppress(OSError), os.scandir(d) as it:
+            for entry in it:
+                with contextlib.suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_uid == uid:
+                        found.append(Path(entry.path))
+    return found
+
+
+def _dir_bytes(root: Path, budget: int = 100_000, owner: int | None = None) -> int:
+    """Bytes of the files under ``root`` (only those ``owner`` owns, if given)."""
     total, stack = 0, [str(root)]
     while stack and budget > 0:
         with contextlib.suppress(OSError), os.scandir(stack.pop()) as it:
@@ -155,16 +215,29 @@ def _dir_bytes(root: Path, budget: int = 100_000) -> int:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
                     elif entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                        st = entry.stat(follow_symlinks=False)
+                        if owner is None or st.st_uid == owner:
+                            total += st.st_blocks * 512
+    return total
+
+
+def _owned_bytes(uid: int) -> int:
+    total = 0
+    for p in owned_entries(uid):
+        with contextlib.suppress(OSError):
+            st = p.lstat()
+            total += _dir_bytes(p) if stat.S_ISDIR(st.st_mode) else st.st_blocks * 512
     return total
 
 
 class Watchdog:
     """Polls the worker's tree; kills it (and says why) when it breaks a limit."""
 
-    def __init__(self, pid: int, limits: Limits, scratch: Path, cgroup: Path | None) -> None:
+    def __init__(self, pid: int, limits: Limits, scratch: Path, cgroup: Path | None, uid: int | None = None) -> None:
         self.pid, self.limits, self.scratch, self.cgroup = pid, limits, scratch, cgroup
+        self.uid = uid  # container tier: the tree is every process of this uid
         self.verdict: str | None = None
+        self.disk_breach = False  # killed for what it wrote (the container tier then deletes it)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._ns: str | None = None
@@ -189,6 +262,8 @@ class Watchdog:
             with contextlib.suppress(OSError):
                 return (self.cgroup / "cgroup.procs").read_text().split()
             return []
+        if self.uid is not None:
+            return uid_pids(self.uid)
         if self._ns is None:  # the pid namespace of the sandbox: that of bwrap's child (or the worker itself)
             kids = []
             with contextlib.suppress(OSError):
@@ -215,6 +290,8 @@ class Watchdog:
         if self.cgroup is not None:
             with contextlib.suppress(OSError):
                 (self.cgroup / "cgroup.kill").write_text("1")
+        if self.uid is not None:
+            kill_uid(self.uid)
 
     def _breach(self, why: str) -> None:
         self.verdict = f"the sandbox was killed: {why}"
@@ -253,7 +330,12 @@ class Watchdog:
                                  f"limit of {lim.memory_bytes / GiB:g} GiB")
                     continue
             if self._tick % 5 == 0:
-                disk = _dir_bytes(self.scratch)
+                # the container tier counts only this worker's uid's files: the scratch folder is shared
+                # with the judge's next (spare) worker, which must not be killed for this one's
+                disk = (_dir_bytes(self.scratch) if self.uid is None
+                        else _dir_bytes(self.scratch, owner=self.uid) + _owned_bytes(self.uid))
                 if disk > lim.disk_bytes:
-                    self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder, over the limit of "
+                    self.disk_breach = True
+                    self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder"
+                                 f"{'' if self.uid is None else ' and the shared temporary folders'}, over the limit of "
                                  f"{lim.disk_bytes / GiB:g} GiB")

@@ -208,6 +208,7 @@ class WorkerProcess:
     isolation: dict[str, str] = field(default_factory=dict)
     cleanup: Callable[[], None] | None = None  # e.g. stop a resource watchdog
     verdict: Callable[[], str | None] | None = None  # why it was killed, if a watchdog did it
+    before_request: Callable[[], None] | None = None  # e.g. hand the scratch folder to the worker's uid
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -674,6 +675,8 @@ class Remote:
     def _exchange(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         __tracebackhide__ = True
         worker = self.worker or self.start()
+        if worker.before_request is not None:
+            worker.before_request()
         encoder = self._encoder()
         message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
         message["storages"] = encoder.storages

@@ -19,9 +19,16 @@ view of other processes), ``--cap-drop ALL``, ``--new-session``, ``--die-with-pa
 65534 inside, with a fresh environment, within limits on its whole process tree (``limits.py``:
 a cgroup v2 where one can be created, else a watchdog; tmpfs sizes; rlimits).
 
-Where bubblewrap cannot start (no user namespaces, say), ``probe`` says why and grading refuses,
-unless ``--insecure``: then the worker is a plain child process (fresh environment, rlimits, the
-same watchdog) and every result says it was not sandboxed.
+Tiers, strongest first (``choose_tier``; every result's isolation record names its tier):
+
+    bubblewrap   the above
+    container    where bubblewrap cannot start but the grader is root (Gradescope, Docker, CI
+                 runners): the worker runs as a uid of its own, kept from the staff files by
+                 permissions (``container.py``)
+    none         ``--insecure``: a plain child process (fresh environment, rlimits, the same
+                 watchdog); every result says it was not sandboxed
+
+Where neither sandbox can start, ``choose_tier`` says why and grading refuses unless ``--insecure``.
 
 Deliberately left out: seccomp filters and protection against kernel exploits; CPU-time fairness
 between concurrent submissions (``--jobs N`` shares the cores).
@@ -38,6 +45,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from cs336_staff.grade import container
 from cs336_staff.grade.limits import Cgroup, GiB, Limits, MiB, Watchdog, preexec
 from cs336_staff.grade.remote import OutputTap, WorkerProcess
 
@@ -46,6 +54,7 @@ INSIDE_ROOT = "/grader"
 #: Inside-sandbox uid/gid (the conventional "nobody").
 NOBODY = 65534
 GPU_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH")
+TIERS = ("bubblewrap", container.TIER, "none")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -183,6 +192,7 @@ class WorkerSpec:
     gpu: bool = False
     jobs: int = 1
     insecure: bool = False  # run without bubblewrap (refused unless asked for)
+    tier: str = "bubblewrap"  # bubblewrap | container | none (see TIERS); insecure means none
     preload: tuple[str, ...] = ()  # imported before the worker says ready
     scratch_source: Path | None = None  # what is mounted there (the worker's copy, ``mirror.py``); None: scratch
 
@@ -195,9 +205,11 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     rep_r, rep_w = os.pipe()
     inner = ["--requests", str(req_r), "--replies", str(rep_w), *(a for m in spec.preload for a in ("--preload", m))]
     cgroup = Cgroup.create(spec.limits)
+    if spec.tier == container.TIER and not spec.insecure:
+        return _start_as_own_uid(spec, env, python, inner, cgroup, req_r, req_w, rep_r, rep_w)
     if spec.insecure:
         cmd = [*python, str(spec.root), str(spec.staff_root.resolve()), *inner]
-        isolation = {"sandbox": "NONE (--insecure): the worker ran as a plain child process"}
+        isolation = {"tier": "none", "sandbox": "NONE (--insecure): the worker ran as a plain child process"}
         cwd = spec.scratch
         popen_env = env
     else:
@@ -207,13 +219,11 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
         cmd = [*bwrap_command(bwrap, root=spec.root, scratch=spec.scratch, readonly=spec.readonly,
                               limits=spec.limits, gpu=spec.gpu, env=env, scratch_source=spec.scratch_source),
                *python, INSIDE_ROOT, str(spec.staff_root.resolve()), *inner]
-        isolation = {"sandbox": "bubblewrap: own mount, pid, network, ipc and user namespaces; no capabilities"}
+        isolation = {"tier": "bubblewrap",
+                     "sandbox": "bubblewrap: own mount, pid, network, ipc and user namespaces; no capabilities"}
         cwd = None
         popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    isolation["limits"] = (
-        f"{'cgroup v2' if cgroup else 'watchdog'}: memory {spec.limits.memory_bytes / GiB:g} GiB and "
-        f"{spec.limits.processes} processes for the whole tree, disk {spec.limits.disk_bytes / GiB:g} GiB"
-    )
+    isolation["limits"] = _describe_limits(spec.limits, cgroup)
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 pass_fds=(req_r, rep_w), cwd=cwd, env=popen_env,
@@ -225,6 +235,72 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     watchdog.start()
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation,
                          cleanup=watchdog.stop, verdict=watchdog.explain)
+
+
+def _describe_limits(limits: Limits, cgroup: Path | None) -> str:
+    return (f"{'cgroup v2' if cgroup else 'watchdog'}: memory {limits.memory_bytes / GiB:g} GiB and "
+            f"{limits.processes} processes for the whole tree, disk {limits.disk_bytes / GiB:g} GiB")
+
+
+_judge_group: container.Claim | None = None
+
+
+def _start_as_own_uid(spec: WorkerSpec, env: dict[str, str], python: list[str], inner: list[str],
+                      cgroup: Path | None, req_r: int, req_w: int, rep_r: int, rep_w: int) -> WorkerProcess:
+    """The container tier: the worker as a fresh uid of its own, in the judge's group (see container.py)."""
+    global _judge_group
+    if _judge_group is None:  # one group per judge: its workers may read the staged submission, no one else
+        _judge_group = container.Claim.take()
+    gid = _judge_group.uid
+    claim = container.Claim.take()
+    container.share_read_only(spec.root, gid)
+    private = spec.scratch.parent / "private"  # mirror.layout: the judge's own temporary files
+    if private.is_dir():
+        private.chmod(0o700)
+    home = spec.scratch / "worker-home"
+    home.mkdir(exist_ok=True)  # handed over with the scratch folder before the first request
+    env = {**env, "HOME": str(home), "TMPDIR": str(home)}
+    network = container.network_namespace_available()
+    isolation = {"tier": container.TIER, "sandbox": f"{container.DESCRIPTION}; uid {claim.uid}",
+                 "network": "none: a network namespace of its own" if network else
+                            "NOT dropped: this kernel or container refuses a network namespace",
+                 "limits": _describe_limits(spec.limits, cgroup)}
+    setup, become = preexec(spec.limits, spec.gpu, cgroup), container.become(claim.uid, gid, spec.limits.processes, network)
+    try:
+        proc = subprocess.Popen([*python, str(spec.root), str(spec.staff_root.resolve()), *inner],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                pass_fds=(req_r, rep_w), cwd=spec.scratch, env=env,
+                                preexec_fn=lambda: (setup(), become()))
+    except BaseException:
+        claim.release()
+        raise
+    finally:
+        os.close(req_r)
+        os.close(rep_w)
+    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch, cgroup, uid=None if cgroup else claim.uid)
+    watchdog.start()
+
+    def cleanup() -> None:
+        watchdog.stop()
+        if watchdog.disk_breach:  # else every later worker would be killed for the same files
+            container.remove_files_of(spec.scratch, claim.uid)
+        claim.release()
+
+    return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation, cleanup=cleanup,
+                         verdict=watchdog.explain,
+                         before_request=container.Handover(spec.scratch, claim.uid, gid))
+
+
+def choose_tier(staff_root: Path, public: list[Path], gpu: bool = False) -> tuple[str | None, str]:
+    """The strongest isolation tier that starts here (bubblewrap, else container), or None and why neither
+    does; ``public`` are the fixtures a worker may read (the container tier checks it can, and no more)."""
+    why = probe(gpu)
+    if why is None:
+        return "bubblewrap", ""
+    why_not = container.unavailable() or container.check_staff_hidden(staff_root, public)
+    if why_not is None:
+        return container.TIER, why
+    return None, f"{why}; and the container tier cannot run either: {why_not}"
 
 
 @lru_cache(maxsize=4)

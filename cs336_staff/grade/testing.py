@@ -360,3 +360,37 @@ def calc_with(prefix: str = "", **bodies: str) -> str:
         lines[i + 1] = "    " + body
         src = "\n".join(lines) + "\n"
     return src
+
+
+def grade_batch(root: Path, paths: list[Path], out: Path, limits, *, jobs: int, insecure: bool) -> dict:
+    """Grade ``paths`` against the staff repo ``root`` with the strongest tier here (``run_batch``):
+    the rows by name, the tier, and the peak memory of any judge or worker process (KiB)."""
+    import resource
+
+    from cs336_staff.grade.batch import run_batch
+    from cs336_staff.grade.grader import make_plan
+
+    plan = make_plan(root, device="cpu", limits=limits, jobs=jobs, cache_dir=out / ".cache", insecure=insecure)
+    rows = run_batch(paths, out, plan, jobs=jobs, progress=False)
+    return {"rows": {r["name"]: r for r in rows}, "tier": plan.tier,
+            "judge_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m cs336_staff.grade.testing SPEC.json``: ``grade_batch`` in a process of its own (for
+    a test that grades inside ``standin``); the spec names root, paths, out, limits, jobs, insecure,
+    and the JSON file the result is written to."""
+    import json
+    import sys
+
+    from cs336_staff.grade.limits import Limits
+
+    spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
+    result = grade_batch(Path(spec["root"]), [Path(p) for p in spec["paths"]], Path(spec["out"]),
+                         Limits(**spec["limits"]), jobs=spec["jobs"], insecure=spec["insecure"])
+    Path(spec["result"]).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,8 @@
 """Hostile submissions get no more than their code earns, harm nothing else, and never stop the batch.
 
-One batch (two at a time, the real ``run_batch`` path, bubblewrap where this machine allows it)
-grades every case below against a tiny synthetic staff repository (``cs336_staff/grade/
+One batch (four at a time, the real ``run_batch`` path) per isolation tier this machine can produce
+(``TIERS``: bubblewrap; the container tier inside ``standin``, root without user namespaces as in
+Docker; with neither, the unsandboxed fallback) grades every case below against a tiny synthetic staff repository (``cs336_staff/grade/
 testing.py``); each test then asserts the concrete outcome of one case: its score against what its
 code earns, the victim's score, files that must not exist, the judge's memory. The classes follow
 the grading-integrity issue: in-process patching, reading what it must not, cross-submission
@@ -11,27 +12,36 @@ sabotage, shared resources, leaks and clocks, batch robustness, plus crashes and
 from __future__ import annotations
 
 import json
+import json
 import os
-import resource
 import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from cs336_staff.grade.batch import run_batch
-from cs336_staff.grade.grader import make_plan
+from cs336_staff.grade import standin
+from cs336_staff.grade.container import lock_down
 from cs336_staff.grade.limits import Limits, MiB, judge_growth_bound
 from cs336_staff.grade.report import GradeResult, load
 from cs336_staff.grade.sandbox import probe
-from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, calc_with, make_staff_repo, make_zip
+from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, calc_with, grade_batch, make_staff_repo, make_zip
 
 pytestmark = [pytest.mark.staff, pytest.mark.timeout(900)]  # the module fixture grades a whole batch
 
 SANDBOX = probe(False)
-needs_sandbox = pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap sandbox here: {SANDBOX}")
+STANDIN = standin.unavailable()
+#: The tiers graded here: each that this machine can produce; the unsandboxed fallback only where none can.
+TIERS = [pytest.param("bubblewrap", marks=pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap here: {SANDBOX}")),
+         pytest.param("container", marks=pytest.mark.skipif(STANDIN is not None, reason=f"no container stand-in: {STANDIN}"))]
+if SANDBOX is not None and STANDIN is not None:
+    TIERS.append(pytest.param("none"))
 MARK = f"cs336-hostile-{uuid.uuid4().hex[:8]}"  # files an attack tries to leave on the host
 
 # -- in-process patching: the worker patches its own process; the tests run elsewhere ------------
@@ -324,12 +334,21 @@ LIMITS = Limits(test_timeout=3, run_timeout=120, memory_bytes=768 * MiB, process
                 output_file_bytes=8 * MiB)
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> Iterator[dict]:
-    tmp = tmp_path_factory.mktemp("hostile")
-    host_dir = Path(f"/tmp/{MARK}-host")  # a host folder an attack points the judge's basetemp at
+@pytest.fixture(scope="module", params=TIERS)
+def graded(request, tmp_path_factory) -> Iterator[dict]:
+    tier = request.param
+    tmp = tmp_path_factory.mktemp(f"hostile-{tier}")
+    host_dir = Path(f"/tmp/{MARK}-host-{tier}")  # a host folder an attack points the judge's basetemp at
     host_dir.mkdir()
-    root = make_staff_repo(tmp / "repo", loops=True)
+    request.addfinalizer(lambda: shutil.rmtree(host_dir, ignore_errors=True))
+    if tier == "container":  # as run_autograder lays it out: enterable folders, the tree locked down
+        outside = Path(tempfile.mkdtemp(prefix="cs336-hostile-"))
+        request.addfinalizer(lambda: shutil.rmtree(outside, ignore_errors=True))
+        outside.chmod(0o711)
+        root = make_staff_repo(outside / "repo", loops=True)
+        lock_down(root)
+    else:
+        root = make_staff_repo(tmp / "repo", loops=True)
     subs = tmp / "subs"
     subs.mkdir()
     paths = []
@@ -339,12 +358,33 @@ def graded(tmp_path_factory) -> Iterator[dict]:
     (subs / "corrupt.zip").write_bytes(b"PK\x03\x04 this is not really a zip")
     paths.append(subs / "corrupt.zip")
     paths.append(odd_directory_upload(subs / "odd_names_dir"))
-    plan = make_plan(root, device="cpu", limits=LIMITS, jobs=4, cache_dir=tmp / "out" / ".cache",
-                     insecure=SANDBOX is not None)
-    rows = run_batch(paths, tmp / "out", plan, jobs=4, progress=False)  # most cases wait (timeouts, kills)
-    yield {"out": tmp / "out", "rows": {r["name"]: r for r in rows}, "tmp": tmp, "root": root, "host_dir": host_dir,
-            "judge_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
-    shutil.rmtree(host_dir, ignore_errors=True)
+    out = tmp / "out"
+    if tier == "container":  # graded by a process of its own, as root in a container without user namespaces
+        spec = {"root": str(root), "paths": [str(p) for p in paths], "out": str(out), "limits": asdict(LIMITS),
+                "jobs": 4, "insecure": False, "result": str(tmp / "batch.json")}
+        (tmp / "spec.json").write_text(json.dumps(spec))
+        cmd = standin.command([sys.executable, "-m", "cs336_staff.grade.testing", str(tmp / "spec.json")])
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=800)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        batch = json.loads((tmp / "batch.json").read_text())
+    else:  # most cases wait (timeouts, kills), so four at a time
+        batch = grade_batch(root, paths, out, LIMITS, jobs=4, insecure=tier == "none")
+    assert batch["tier"] == tier, batch["tier"]
+    yield {"out": out, "rows": batch["rows"], "tmp": tmp, "root": root, "host_dir": host_dir,
+           "judge_rss": batch["judge_rss"], "tier": tier}
+
+
+def isolated(graded) -> None:
+    """Skip where the tier makes no promise (the unsandboxed fallback)."""
+    if graded["tier"] == "none":
+        pytest.skip("the unsandboxed fallback (--insecure) keeps nothing from the worker")
+
+
+def mirrored(graded) -> None:
+    """Skip where the worker shares the judge's scratch folder: only bubblewrap mounts the worker's
+    own copy at the judge's path (mirror.py); the container tier has no mount namespace."""
+    if graded["tier"] != "bubblewrap":
+        pytest.skip(f"the {graded['tier']} tier shares the judge's scratch folder (no mirror without a mount namespace)")
 
 
 def result(graded, name) -> GradeResult:
@@ -391,9 +431,10 @@ def test_patching_pytest_asserts_and_test_modules_in_the_worker_changes_nothing(
 # -- reading what it must not ------------------------------------------------------------------
 
 
-@needs_sandbox
 def test_the_worker_cannot_read_the_reference_hidden_tests_hidden_fixtures_or_host_secrets(graded):
-    """The staff repo's path is in a .pth and in cmdlines, but nothing of it is mounted: the hidden fixture stays unread."""
+    """The staff repo's path is in a .pth and in cmdlines, but nothing of it is mounted (bubblewrap) or
+    readable by the worker's uid (container): the hidden fixture stays unread."""
+    isolated(graded)
     r = result(graded, "snoop")
     assert one(r, "test_mul_matches_the_hidden_fixture").outcome == "failed", explain(r)
     assert one(r, "test_mul_matches_python").outcome == "failed"
@@ -402,9 +443,10 @@ def test_the_worker_cannot_read_the_reference_hidden_tests_hidden_fixtures_or_ho
 # -- cross-submission sabotage and shared resources --------------------------------------------
 
 
-@needs_sandbox
 def test_a_submission_cannot_touch_another_sandbox_or_leave_files_on_the_host(graded):
-    """Writing conftest.py into other sandboxes and markers into /tmp, /var/tmp, /dev/shm: victim unharmed, host clean."""
+    """Writing conftest.py into other sandboxes and markers into /tmp, /var/tmp, /dev/shm: victim unharmed,
+    host clean (private tmpfs under bubblewrap; the container tier deletes what the worker's uid left)."""
+    isolated(graded)
     victim = result(graded, "victim")
     assert victim.status == "ok" and victim.score == full(victim), victim.summary()
     attacker = result(graded, "sabotage")
@@ -419,20 +461,26 @@ def test_writing_past_the_disk_limit_fails_that_test_only(graded):
     watchdog kills the worker where there is none); the other tests pass."""
     r = result(graded, "disk_flood")
     t = one(r, "test_mul_matches_python")
-    assert ("No space left" in t.output) if SANDBOX is None else (t.outcome == "crashed" and "scratch folder" in t.output), t.output[-800:]
+    if graded["tier"] == "bubblewrap":
+        assert "No space left" in t.output, t.output[-800:]
+    else:
+        assert t.outcome == "crashed" and "scratch folder" in t.output, t.output[-800:]
     lost = ["test_mul_matches_python", "test_mul_matches_the_hidden_fixture"]
-    if SANDBOX is None:  # its flood stays in its own (full) copy of the scratch folder; the judge's has its own tmpfs
+    if graded["tier"] == "bubblewrap":  # its flood stays in its own (full) copy of the scratch folder; the judge's has its own tmpfs
         lost += ["test_scale_file_of_a_file_the_test_wrote", "test_sum_saved_to_a_file_reads_back"]
         assert "No space left" in one(r, "test_sum_saved_to_a_file_reads_back").output, explain(r)
     assert r.score == full(r) - points(r, *lost), explain(r)
 
 
-@needs_sandbox
 def test_filling_tmp_hits_the_private_tmpfs_size(graded):
-    """200 MiB into /tmp: /tmp is a private tmpfs of 48 MiB, so the write fails (No space left on device)."""
+    """200 MiB into /tmp: under bubblewrap /tmp is a private tmpfs of 48 MiB (No space left on device); in
+    the container tier the 64 MiB file-size limit stops it (File too large) and the file is deleted after."""
+    isolated(graded)
     r = result(graded, "tmpfs_flood")
     t = one(r, "test_mul_matches_python")
-    assert t.outcome == "failed" and "No space left" in t.output, t.output[-800:]
+    stopped = "No space left" if graded["tier"] == "bubblewrap" else "File too large"
+    assert t.outcome == "failed" and stopped in t.output, t.output[-800:]
+    assert not Path("/tmp/flood.bin").exists()
 
 
 def test_memory_summed_over_forked_processes_is_capped(graded):
@@ -481,13 +529,13 @@ def test_megabytes_of_printing_are_cut_and_every_file_stays_small(graded):
 # -- files: the judge reads and writes nothing the worker can change -----------------------------
 
 
-@needs_sandbox
 def test_symlinks_planted_in_each_new_folder_never_redirect_a_judge_write(graded):
     """A thread that turns pytest's basetemp into a symlink to a host folder and plants symlinks (to host /tmp)
     wherever tests write: the judge writes in its own folder only, which the worker never sees; nothing lands on
     the host. (Against the shared folder of before, the basetemp swap made pytest error and the file links lost
     their race with the judge's writes on this machine: this case guards the design, the issue's run showed the
     attack.)"""
+    mirrored(graded)
     r = result(graded, "plant_symlinks")
     assert not list(Path("/tmp").glob(f"{MARK}-planted-*")), "a judge write followed a planted symlink"
     assert not list(graded["host_dir"].iterdir()), "the judge's tmp_path followed a symlinked basetemp to the host"
@@ -496,9 +544,9 @@ def test_symlinks_planted_in_each_new_folder_never_redirect_a_judge_write(graded
     assert r.score <= full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
 
 
-@needs_sandbox
 def test_a_file_written_as_a_symlink_to_a_hidden_test_is_refused_unread(graded):
     """save_sum leaves a symlink to tests/hidden/test_calc.py: refused, and no line of the hidden test shows."""
+    mirrored(graded)
     r = result(graded, "link_to_hidden")
     t = one(r, "test_sum_saved_to_a_file_reads_back")
     assert t.outcome == "failed" and "is a symlink" in t.output, t.output[-800:]
@@ -506,9 +554,9 @@ def test_a_file_written_as_a_symlink_to_a_hidden_test_is_refused_unread(graded):
     assert r.score == full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
 
 
-@needs_sandbox
 def test_emptying_the_judges_input_file_does_not_empty_the_judges_reference(graded):
     """scale_file empties its input and answers for an empty file: the judge's copy is intact, so the test fails."""
+    mirrored(graded)
     r = result(graded, "empty_the_corpus")
     assert one(r, "test_scale_file_of_a_file_the_test_wrote").outcome == "failed", explain(r)
     assert r.score == full(r) - points(r, "test_scale_file_of_a_file_the_test_wrote"), explain(r)
@@ -525,11 +573,12 @@ def judge_peak_bytes(graded, name: str) -> int:
 JUDGE_SLACK = 64 * MiB
 
 
-@pytest.mark.parametrize("case", ["stride_zero", pytest.param("sparse_file", marks=needs_sandbox), "huge_messages",
-                                  "lying_frame", "huge_reply"])
+@pytest.mark.parametrize("case", ["stride_zero", "sparse_file", "huge_messages", "lying_frame", "huge_reply"])
 def test_the_judge_stays_within_its_stated_memory_bound_whatever_the_worker_sends(graded, case):
     """Hostile replies grow the judge by no more than ``judge_growth_bound`` over the correct submission graded
     in the same batch (each size is refused before torch is even imported)."""
+    if case == "sparse_file":
+        mirrored(graded)
     baseline = judge_peak_bytes(graded, "good")
     peak = judge_peak_bytes(graded, case)
     bound = baseline + judge_growth_bound(LIMITS) + JUDGE_SLACK
@@ -544,9 +593,9 @@ def test_a_stride_zero_tensor_claiming_gigabytes_fails_that_call_only(graded):
     assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
 
 
-@needs_sandbox  # without the sandbox's mount the worker shares the judge's folder (THREAT_MODEL.md)
 def test_a_sparse_file_past_the_cap_is_refused_unread(graded):
     """A 60 MiB sparse 'sum.txt' against an 8 MiB cap: the call fails naming the file and the cap."""
+    mirrored(graded)  # without the sandbox's mount the worker shares the judge's folder (THREAT_MODEL.md)
     r = result(graded, "sparse_file")
     t = one(r, "test_sum_saved_to_a_file_reads_back")
     assert t.outcome == "failed" and "over the limit of 8388608 bytes per file" in t.output, t.output[-800:]
@@ -625,10 +674,13 @@ def test_a_loop_that_swallows_every_exception_times_out_and_the_run_goes_on(grad
     assert one(r, "test_add_negative").outcome == "passed"
 
 
-@needs_sandbox
 def test_the_worker_has_no_network_but_loopback(graded):
-    """No route out (the connection fails) and only `lo` in /proc/self/net/dev: add passes only then."""
+    """No route out (the connection fails) and only `lo` in /proc/self/net/dev: add passes only then.
+    The container tier drops the network only where the kernel allows a network namespace, and says so."""
+    isolated(graded)
     r = result(graded, "network")
+    if "NOT dropped" in r.isolation.get("network", ""):
+        pytest.skip(f"this container keeps the network: {r.isolation['network']}")
     assert one(r, "test_add_matches_python[1-2]").outcome == "passed", explain(r)
 
 
@@ -653,9 +705,9 @@ def test_os_exit_at_import_scores_zero_and_the_run_still_ends(graded):
     assert {t.outcome for t in r.tests if t.outcome != "pending"} == {"crashed"}
 
 
-@needs_sandbox
 def test_a_missing_module_never_falls_back_to_the_staff_reference(graded):
-    """Without calc.py the tests fail: the reference is neither mounted nor on the worker's path."""
+    """Without calc.py the tests fail: the reference is neither mounted (or readable) nor on the worker's path."""
+    isolated(graded)
     r = result(graded, "reference_fallback")
     assert r.score == 0, explain(r)
 
@@ -735,10 +787,14 @@ def test_a_directory_upload_with_odd_names_and_special_files_gets_a_result(grade
 
 
 def test_every_result_names_its_isolation(graded):
-    """results.json says how the worker was isolated (bubblewrap, or NOT SANDBOXED with --insecure)."""
+    """results.json names the tier the worker ran on (bubblewrap, container, or none: NOT SANDBOXED)."""
     data = json.loads((graded["out"] / "good" / "results.json").read_text())
-    isolation = json.dumps(data["extra_data"]["isolation"])
-    assert ("bubblewrap" in isolation) if SANDBOX is None else ("NONE" in isolation)
+    isolation = data["extra_data"]["isolation"]
+    assert isolation["tier"] == graded["tier"], isolation
+    if graded["tier"] == "none":
+        assert "NONE" in isolation["sandbox"], isolation
+    if graded["tier"] == "container":
+        assert "network" in isolation, isolation  # whether it was dropped
 
 
 # -- speed without speed, and delegation -------------------------------------------------------

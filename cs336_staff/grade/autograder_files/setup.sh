@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, while it builds the autograder image (Ubuntu; the zip is
+# unpacked in /autograder/source). It installs uv and the locked environment (uv.lock, the
+# project itself left out: the reference and the tests stay only in the source folder, which
+# run_autograder locks) where every user may read them, because the worker runs as a uid of its
+# own. Written by `cs336 autograder` (cs336_staff/grade/autograder.py).
+#
+# Environment (all optional):
+#   CS336_AUTOGRADER_ENV   where uv, Python and the venv go (default /opt/cs336; made world-readable)
+#   CS336_AUTOGRADER_UV    an uv binary to use instead of downloading uv (a quick staff test passes
+#                          its own, with UV_CACHE_DIR and UV_OFFLINE=1 to install from a warm cache)
+set -euo pipefail
+source_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+env_dir="${CS336_AUTOGRADER_ENV:-/opt/cs336}"
+uv_version="@UV_VERSION@"
+python_version="@PYTHON_VERSION@"
+
+mkdir -p "$env_dir"
+chmod 755 "$env_dir"
+if [[ -n "${CS336_AUTOGRADER_UV:-}" ]]; then
+    uv="$CS336_AUTOGRADER_UV"
+else
+    command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl ca-certificates; }
+    curl -LsSf "https://astral.sh/uv/${uv_version}/install.sh" | env UV_UNMANAGED_INSTALL="$env_dir/bin" sh
+    uv="$env_dir/bin/uv"
+fi
+export UV_PYTHON_INSTALL_DIR="$env_dir/python" UV_PROJECT_ENVIRONMENT="$env_dir/venv" UV_NO_PROGRESS=1
+cd "$source_dir"
+"$uv" sync --frozen --no-install-project --python "$python_version"
+chmod -R a+rX "$env_dir"
+"$env_dir/venv/bin/python" -c "import torch, pytest, safetensors; print('cs336 autograder environment ready: torch', torch.__version__)"

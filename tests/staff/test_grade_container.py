@@ -1,0 +1,129 @@
+"""The container tier's parts, one at a time (the whole tier is graded in test_grade_hostile.py).
+
+Each needs root (switching uid, chown): skipped with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cs336_staff.grade import container, standin
+from cs336_staff.grade.limits import uid_pids
+from cs336_staff.grade.testing import make_staff_repo
+
+pytestmark = [pytest.mark.staff,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the container tier needs root (it switches uid)")]
+
+
+@pytest.fixture
+def claim():
+    c = container.Claim.take()
+    yield c
+    c.release()
+
+
+@pytest.fixture
+def enterable():
+    """A folder other users may pass through (pytest's tmp_path is 0700, as root's folders should be)."""
+    base = Path(tempfile.mkdtemp(prefix="cs336-container-test-"))
+    base.chmod(0o711)
+    yield base
+    subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+def as_uid(uid: int, *argv: str) -> subprocess.CompletedProcess:
+    """Run a system binary as ``uid`` (this machine's Python may live where other users cannot go)."""
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, cwd="/",
+                          preexec_fn=container.become(uid, uid, 16, False))
+
+
+def check(root: Path, public: list[Path]) -> str | None:
+    """``check_staff_hidden`` where a fresh uid can run this Python: here, or inside the stand-in."""
+    code = ("import json, sys; from pathlib import Path; from cs336_staff.grade import container; "
+            "print(json.dumps(container.check_staff_hidden(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]])))")
+    argv = [sys.executable, "-c", code, str(root), *map(str, public)]
+    if standin.unavailable() is None:
+        argv = standin.command(argv)
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2])
+    assert r.returncode == 0, r.stderr[-2000:]
+    why = json.loads(r.stdout.strip().splitlines()[-1])
+    if why is not None and "cannot run the grader's Python" in why:
+        pytest.skip(f"no stand-in here and this Python is closed to other users: {why}")
+    return why
+
+
+def test_a_claimed_uid_is_unused_and_two_claims_differ(claim):
+    """No account and no process has the uid; a second claim while the first is held gets another."""
+    other = container.Claim.take()
+    try:
+        assert claim.uid != other.uid
+        assert claim.uid in container.UID_RANGE and not container._in_use(claim.uid)
+    finally:
+        other.release()
+
+
+def test_release_kills_the_uids_processes_even_outside_its_process_group(claim):
+    """A child that made itself a new session survives killpg; release kills it by uid."""
+    proc = subprocess.Popen(["sh", "-c", "setsid sleep 60 & sleep 60"],
+                            preexec_fn=container.become(claim.uid, claim.uid, 16, False))
+    for _ in range(100):
+        if len(uid_pids(claim.uid)) >= 2:
+            break
+        subprocess.run(["sleep", "0.05"])
+    assert len(uid_pids(claim.uid)) >= 2
+    claim.release()
+    proc.wait(timeout=10)
+    assert uid_pids(claim.uid) == []
+
+
+def test_release_deletes_what_the_uid_left_in_tmp(claim):
+    """A file the worker's uid made in /tmp is gone after release; root's files stay."""
+    r = as_uid(claim.uid, "mktemp", "/tmp/cs336-leftover.XXXXXX")
+    left = Path(r.stdout.strip())
+    assert r.returncode == 0 and left.exists(), r.stderr
+    claim.release()
+    assert not left.exists()
+
+
+def test_hand_over_gives_folders_but_never_follows_a_symlink_or_a_hard_link(claim, tmp_path):
+    """The scratch folder and what the judge made in it become the worker's; a symlink to a staff file
+    and a hard link to one keep the staff file root's."""
+    staff = tmp_path / "staff.txt"
+    staff.write_text("secret")
+    scratch = tmp_path / "scratch"
+    (scratch / "made-by-judge").mkdir(parents=True, mode=0o700)
+    (scratch / "made-by-judge" / "input.txt").write_text("x")
+    (scratch / "link").symlink_to(staff)
+    os.link(staff, scratch / "hard")
+    container.hand_over(scratch, claim.uid, claim.uid)
+    assert (scratch / "made-by-judge").stat().st_uid == claim.uid
+    assert (scratch / "made-by-judge" / "input.txt").stat().st_uid == claim.uid
+    assert staff.stat().st_uid == 0
+
+
+def test_lock_down_leaves_only_the_public_fixtures_to_other_users(claim, enterable):
+    """After lock_down, a fresh uid reads the public fixture by path and nothing else: the check agrees."""
+    root = make_staff_repo(enterable / "repo")
+    public = [root / "fixtures" / "numbers.txt"]
+    assert "may read" in (check(root, public) or "")  # as written: world-readable
+    container.lock_down(root)
+    assert check(root, public) is None
+    r = as_uid(claim.uid, "cat", str(public[0]))
+    assert r.returncode == 0 and "1 2 3" in r.stdout, r.stderr
+    for secret in ("fixtures/hidden/products.txt", "tests/hidden/test_calc.py", "cs336_assignment/calc.py"):
+        r = as_uid(claim.uid, "cat", str(root / secret))
+        assert r.returncode != 0 and "Permission denied" in r.stderr, (secret, r.stdout)
+
+
+def test_the_container_tier_is_refused_where_the_worker_could_read_the_staff_tree(enterable):
+    """choose_tier never picks the container tier over a world-readable staff tree (it says what to run)."""
+    root = make_staff_repo(enterable / "repo")
+    why = check(root, [])
+    assert why is not None and "lock-down" in why
