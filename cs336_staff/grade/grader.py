@@ -28,15 +28,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.grade.intake import Intake, read_submission
-from cs336_staff.grade.judge import public_fixtures
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
+from cs336_staff.grade.spec import JudgeSpec, public_fixtures, worker_preload
 from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"
@@ -117,10 +117,10 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         if files is not None:
             stage(root, staff_root, files)
         results = base / "results.jsonl"
-        spec = {"root": str(root), "scratch": str(scratch), "staff_root": str(staff_root), "results": str(results),
-                "readonly": [str(p) for p in public_fixtures(staff_root)], "limits": asdict(limits), "gpu": gpu,
-                "jobs": jobs, "insecure": insecure, "only": only, "preload": list(preload)}
-        (base / "spec.json").write_text(json.dumps(spec))
+        spec = JudgeSpec(root=root, scratch=scratch, staff_root=staff_root, results=results,
+                         readonly=public_fixtures(staff_root), limits=limits, gpu=gpu, jobs=jobs, insecure=insecure,
+                         only=None if only is None else tuple(only), preload=tuple(preload))
+        spec.write(base / "spec.json")
         cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
                "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
                "--basetemp", str(scratch / "tmp"), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
@@ -192,14 +192,6 @@ def collect_expected(staff_root: Path, cache_dir: Path | None = None,
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"collected": collected, "errors": run.collect_errors}))
     return collected, run.collect_errors
-
-
-def worker_preload(staff_root: Path) -> tuple[str, ...]:
-    """Modules each worker imports before it says ready: ``[tool.cs336] grade-worker-preload``."""
-    import tomllib
-
-    data = tomllib.loads((staff_root / "pyproject.toml").read_text())
-    return tuple(data.get("tool", {}).get("cs336", {}).get("grade-worker-preload", []))
 
 
 def gpu_available() -> bool:

@@ -14,10 +14,7 @@ module is imported it
 * records each test's outcome, with what the worker printed during it, as one JSON line in the
   results file as soon as the test ends (a run killed midway keeps what it finished).
 
-The spec (JSON): ``root`` (the staged worker root), ``scratch`` (pytest's basetemp, shared with
-the worker), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
-``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
-``preload`` (modules the worker imports before it says ready; see ``grader.worker_preload``).
+The spec is a ``spec.JudgeSpec`` (written by the grader as JSON, or built here for ``--split``).
 
 Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
 """
@@ -37,8 +34,8 @@ from typing import Any
 import pytest
 
 from cs336_staff.grade import remote as remote_mod
-from cs336_staff.grade.limits import Limits
-from cs336_staff.grade.sandbox import WorkerSpec, start_worker
+from cs336_staff.grade.sandbox import stage, start_worker
+from cs336_staff.grade.spec import JudgeSpec, public_fixtures, worker_preload
 from cs336_staff.grade.worker import codec
 
 OUTPUT_CHARS = 4000
@@ -105,18 +102,11 @@ def _clip(text: str, limit: int = OUTPUT_CHARS) -> str:
 
 
 class Judge:
-    def __init__(self, config: pytest.Config, spec: dict) -> None:
+    def __init__(self, config: pytest.Config, spec: JudgeSpec) -> None:
         self.config, self.spec = config, spec
-        self.results = Path(spec["results"])
-        self.only = set(spec["only"]) if spec.get("only") is not None else None
-        limits = Limits(**spec.get("limits", {}))
-        worker = WorkerSpec(
-            root=Path(spec["root"]), scratch=Path(spec["scratch"]), staff_root=Path(spec["staff_root"]),
-            readonly=[Path(p) for p in spec.get("readonly", [])], limits=limits, gpu=bool(spec.get("gpu")),
-            jobs=int(spec.get("jobs", 1)), insecure=bool(spec.get("insecure")),
-            preload=tuple(spec.get("preload", [])),
-        )
-        self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes)
+        self.results = spec.results
+        self.only = set(spec.only) if spec.only is not None else None
+        self.remote = remote_mod.Remote(lambda: start_worker(spec), reply_limit=spec.limits.reply_bytes)
         self._phases: dict[str, list[pytest.TestReport]] = {}
         self._first_hidden: str | None = None
         self._outputs: dict[str, str] = {}
@@ -219,10 +209,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="--split, with the worker run without bubblewrap (implies --split)")
 
 
-def split_spec(config: pytest.Config) -> dict:
+def split_spec(config: pytest.Config) -> JudgeSpec:
     """A judge spec that grades this repository's own reference (for ``--split``)."""
-    from cs336_staff.grade.sandbox import stage
-
     staff = Path(str(config.rootpath)).resolve()
     base = Path(tempfile.mkdtemp(prefix="cs336-split-"))
     root, scratch = base / "root", base / "scratch"
@@ -233,34 +221,26 @@ def split_spec(config: pytest.Config) -> dict:
              if "__pycache__" not in p.parts}
     stage(root, staff, files)
     config.option.basetemp = str(scratch / "tmp")  # inside the folder the worker sees
-    from cs336_staff.grade.grader import worker_preload
-
-    return {"root": str(root), "scratch": str(scratch), "staff_root": str(staff), "preload": list(worker_preload(staff)),
-            "readonly": [str(p) for p in public_fixtures(staff)], "results": str(base / "results.jsonl"),
-            "insecure": bool(config.getoption("--split-insecure")), "gpu": True}
-
-
-def public_fixtures(staff_root: Path) -> list[Path]:
-    """The fixtures a worker may read: every entry of fixtures/ but fixtures/hidden."""
-    fixtures = staff_root / "fixtures"
-    return sorted(p for p in fixtures.iterdir() if p.name != "hidden") if fixtures.is_dir() else []
+    return JudgeSpec(root=root, scratch=scratch, staff_root=staff, results=base / "results.jsonl",
+                     readonly=public_fixtures(staff), gpu=True, preload=worker_preload(staff),
+                     insecure=bool(config.getoption("--split-insecure")))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--judge")
     if path:
-        spec = json.loads(Path(path).read_text())
+        spec = JudgeSpec.read(Path(path))
     elif config.getoption("--split") or config.getoption("--split-insecure"):
         spec = split_spec(config)
     else:
         return
     judge = Judge(config, spec)
-    judge.install(Path(spec["staff_root"]))
+    judge.install(spec.staff_root)
     if not config.option.collectonly:
         judge.remote.prepare_spare()  # the first worker starts while the judge collects the tests
     # the judge's own temporary files (tempfile.mkdtemp in a test) go where the worker can read them
-    shared_tmp = Path(spec["scratch"]) / "judge-tmp"
+    shared_tmp = spec.scratch / "judge-tmp"
     shared_tmp.mkdir(exist_ok=True)
     tempfile.tempdir = str(shared_tmp)
     os.environ["TMPDIR"] = str(shared_tmp)

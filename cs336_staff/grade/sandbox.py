@@ -32,12 +32,12 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from cs336_staff.grade.limits import Cgroup, GiB, Limits, MiB, Watchdog, preexec
 from cs336_staff.grade.remote import OutputTap, WorkerProcess
+from cs336_staff.grade.spec import JudgeSpec
 
 WORKER_PACKAGE = Path(__file__).with_name("worker")
 INSIDE_ROOT = "/grader"
@@ -166,23 +166,8 @@ def stage(root: Path, staff_root: Path, files: dict[str, bytes]) -> None:
         p.chmod(0o755 if p.is_dir() else 0o644)
 
 
-@dataclass
-class WorkerSpec:
-    """How to start one submission's workers (each restart starts a fresh one from this)."""
-
-    root: Path  # the staged worker root (see ``stage``)
-    scratch: Path  # read-write for the worker; the judge's tmp_path root
-    staff_root: Path
-    readonly: list[Path] = field(default_factory=list)
-    limits: Limits = field(default_factory=Limits)
-    gpu: bool = False
-    jobs: int = 1
-    insecure: bool = False  # run without bubblewrap (refused unless asked for)
-    preload: tuple[str, ...] = ()  # imported before the worker says ready
-
-
-def start_worker(spec: WorkerSpec) -> WorkerProcess:
-    """Start one worker per ``spec``; the judge's ``Remote`` calls this for each (re)start."""
+def start_worker(spec: JudgeSpec) -> WorkerProcess:
+    """Start one of ``spec``'s workers; the judge's ``Remote`` calls this for each (re)start."""
     env = worker_env(spec.limits, spec.jobs, spec.gpu)
     python = [sys.executable, "-I", "-B", "-c", BOOT]
     req_r, req_w = os.pipe()

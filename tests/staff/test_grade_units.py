@@ -9,10 +9,14 @@ import zipfile
 
 import pytest
 
+from pathlib import Path
+
 from cs336_staff.grade.intake import read_submission, safe_relpath, submission_name
+from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.merge import merge_results
 from cs336_staff.grade.report import GradeResult, TestResult, write_gradebook
 from cs336_staff.grade.rubric import Rubric
+from cs336_staff.grade.spec import SPEC_VERSION, JudgeSpec, SpecError
 from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, make_zip
 
 pytestmark = pytest.mark.staff
@@ -141,3 +145,25 @@ def test_merge_takes_gpu_tests_from_the_gpu_run_and_the_rest_from_the_cpu_run():
     assert merged.score == 2.0 and not any(t.outcome == "pending" for t in merged.tests)
     crashed = merge_results(cpu, _result({"t::g": ("passed", "gpu")}, status="crashed"))
     assert crashed.status == "crashed" and crashed.score == 2.0  # the worse status stays visible
+
+
+def test_judge_spec_round_trips_through_its_json_file(tmp_path):
+    """What the grader writes is exactly what the judge and the worker launcher read back."""
+    spec = JudgeSpec(root=tmp_path / "root", scratch=tmp_path / "scratch", staff_root=tmp_path, results=tmp_path / "r.jsonl",
+                     readonly=(tmp_path / "fixtures" / "a",), limits=Limits(memory_bytes=3, threads=2, test_timeout=1.5),
+                     gpu=True, jobs=3, insecure=True, only=("tests/test_a.py::test_x",), preload=("torch",))
+    assert JudgeSpec.read(spec.write(tmp_path / "spec.json")) == spec
+    everything = JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x"))
+    assert JudgeSpec.from_json(everything.to_json()) == everything
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"version": SPEC_VERSION + 1}, "has version"), ({"version": None}, "has version"),
+    ({"surprise": 1}, "does not know: surprise"),
+])
+def test_judge_spec_from_another_checkout_is_refused_by_name(change, match):
+    """A grader and a judge of different versions never half-understand each other."""
+    data = json.loads(JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x")).to_json())
+    data.update(change)
+    with pytest.raises(SpecError, match=match):
+        JudgeSpec.from_json(json.dumps(data))
