@@ -30,6 +30,7 @@ import json
 import shutil
 from pathlib import Path
 
+from cs336_staff.release.results import Check
 from cs336_staff.release.runner import PytestRun
 
 IO_PROBE = Path(__file__).with_name("io_probe.py")
@@ -192,7 +193,6 @@ def judge_args(recordings: list[Path], files: list[str], graded: list[str]) -> l
 
 def judge(run: PytestRun):
     """The ``Check`` line of the judge's run (a warm script job in the stub tree)."""
-    from cs336_staff.release.check import Check
 
     lines = run.output.strip().splitlines()
     try:

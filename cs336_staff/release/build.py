@@ -39,7 +39,6 @@ import string
 import subprocess
 import sys
 import tomllib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomlkit
@@ -52,8 +51,9 @@ from cs336_staff.markers import (
     strip_source,
     strip_staff_only,
 )
-from cs336_staff.release.handout_parts import readme_values, write_extras
+from cs336_staff.release.handout_parts import extras, readme_values
 from cs336_staff.release.lock import prune_lock
+from cs336_staff.release.results import Handout, ReleaseError
 
 PACKAGE = "cs336_assignment"
 SHIPPED_DIRS: dict[str, tuple[str, ...]] = {
@@ -67,21 +67,6 @@ JUNK_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", ".myp
 JUNK_SUFFIXES = (".pyc", ".pyo")
 STAFF_BLOCK_SUFFIXES = (".py", ".sh", ".gitignore")
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
-
-
-class ReleaseError(RuntimeError):
-    """The handout cannot be built; the message says what to fix."""
-
-
-@dataclass
-class Handout:
-    """A built handout: where it is, which files it has, what was stubbed and what was left out."""
-
-    root: Path
-    files: list[str] = field(default_factory=list)
-    regions: dict[str, list[Region]] = field(default_factory=dict)
-    left_out: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -343,7 +328,9 @@ def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
     _write(root / "README.md", render_readme(repo, handout.regions, tests))
     _write(root / "CHANGELOG.md", changelog(repo))
     handout.files += ["pyproject.toml", "README.md", "CHANGELOG.md"]
-    handout.files += write_extras(repo, root, handout)  # tests/points.json, assignment.pdf
+    for rel, data in extras(repo, handout.regions).items():  # tests/points.json, assignment.pdf
+        _write(root / rel, data)
+        handout.files.append(rel)
     _ruff_drop_unused_imports(root, stripped)
     if lock and (repo / "uv.lock").is_file():
         _prune_lock(repo, root)

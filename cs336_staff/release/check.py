@@ -46,35 +46,18 @@ import sys
 import tempfile
 import tomllib
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.release import behaviour
-from cs336_staff.release.build import PACKAGE, Handout
+from cs336_staff.release.build import PACKAGE
 from cs336_staff.release.handout_parts import check_parts
 from cs336_staff.release.leftovers import check_leftovers
+from cs336_staff.release.results import Check, Handout
 from cs336_staff.release.runner import PytestRun, copy_tree, hide_installed, merge_runs
 from cs336_staff.release.warm import WarmPool
 
 MIN_LEAK_NODES = 8
 REQUIRED_IN_HANDOUT = ("adapters.py", "pyproject.toml", "README.md", "CHANGELOG.md", "make_submission.sh", f"{PACKAGE}/__init__.py")
-SHOW = 12  # list at most this many offenders per check
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    summary: str
-    details: list[str] = field(default_factory=list)
-
-    def render(self) -> str:
-        lines = [f"  [{'ok' if self.ok else 'FAIL'}]{' ' * (5 - (2 if self.ok else 4))}{self.name:<10} {self.summary}"]
-        shown = self.details[:SHOW]
-        lines += [f"           {d}" for d in shown]
-        if len(self.details) > SHOW:
-            lines.append(f"           ... and {len(self.details) - SHOW} more")
-        return "\n".join(lines)
 
 
 def _first(text: str) -> str:
