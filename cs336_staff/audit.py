@@ -11,7 +11,7 @@ audit patches a scratch copy of the repository's public tree (the files the hand
 ``pyproject.toml``), runs ``pytest <mutant.tests> -x -q`` there, and restores the file. Each of the
 ``--jobs`` workers owns one scratch copy.
 
-The runs are forked from a warm server (``release/warm.py``) that imported torch, pytest and
+The runs are forked from a warm server (``session/warm.py``) that imported torch, pytest and
 hypothesis and took torch's slow lazy imports once, so a mutant costs its tests, not a Python
 start-up: the whole zoo runs in a few minutes on two cores instead of most of an hour. The server
 never imports the code under test; each child drops the editable install's path to this
@@ -46,9 +46,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_staff.release.build import SHIPPED_DIRS, shipped_sources
-from cs336_staff.release.runner import PytestRun, hide_installed
-from cs336_staff.release.warm import KILLED, WarmPool
+from cs336_staff.session.runner import PytestRun, hide_installed
+from cs336_staff.session.warm import KILLED, WarmPool
+from cs336_staff.shipped import SHIPPED_DIRS, shipped_sources
 
 REPO = Path(__file__).resolve().parents[1]
 EXTRA_FILES = ("pyproject.toml", "README.md")

@@ -31,7 +31,7 @@ import shutil
 from pathlib import Path
 
 from cs336_staff.release.results import Check
-from cs336_staff.release.runner import PytestRun
+from cs336_staff.session.runner import PytestRun
 
 IO_PROBE = Path(__file__).with_name("io_probe.py")
 PROBE_MODULE = "cs336_io_probe"

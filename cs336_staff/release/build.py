@@ -54,17 +54,9 @@ from cs336_staff.markers import (
 from cs336_staff.release.handout_parts import extras, readme_values
 from cs336_staff.release.lock import prune_lock
 from cs336_staff.release.results import Handout, ReleaseError
+from cs336_staff.shipped import PACKAGE, SHIPPED_DIRS, shipped_sources
 
-PACKAGE = "cs336_assignment"
-SHIPPED_DIRS: dict[str, tuple[str, ...]] = {
-    PACKAGE: (),
-    "tests": ("tests/hidden", "tests/staff"),
-    "fixtures": ("fixtures/hidden",),
-}
-SHIPPED_FILES = ("adapters.py", "make_submission.sh", ".gitignore")
 REQUIRED_FILES = ("adapters.py", "pyproject.toml")
-JUNK_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", ".mypy_cache"}
-JUNK_SUFFIXES = (".pyc", ".pyo")
 STAFF_BLOCK_SUFFIXES = (".py", ".sh", ".gitignore")
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
@@ -72,20 +64,6 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 # ------------------------------------------------------------------------------------------------
 # Which files
 # ------------------------------------------------------------------------------------------------
-
-
-def shipped_sources(repo: Path) -> list[str]:
-    """Relative posix paths of the repository files the allowlist ships, sorted."""
-    out = [f for f in SHIPPED_FILES if (repo / f).is_file()]
-    for top, skip in SHIPPED_DIRS.items():
-        base = repo / top
-        for dirpath, dirnames, filenames in os.walk(base):
-            rel_dir = Path(dirpath).relative_to(repo)
-            dirnames[:] = sorted(
-                d for d in dirnames if d not in JUNK_DIRS and (rel_dir / d).as_posix() not in skip and not d.endswith(".egg-info")
-            )
-            out.extend((rel_dir / f).as_posix() for f in sorted(filenames) if not f.endswith(JUNK_SUFFIXES))
-    return sorted(out)
 
 
 def _mode(path: Path) -> int:

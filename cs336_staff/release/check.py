@@ -53,8 +53,8 @@ from cs336_staff.release.build import PACKAGE
 from cs336_staff.release.handout_parts import check_parts
 from cs336_staff.release.leftovers import check_leftovers
 from cs336_staff.release.results import Check, Handout
-from cs336_staff.release.runner import PytestRun, copy_tree, hide_installed, merge_runs
-from cs336_staff.release.warm import WarmPool
+from cs336_staff.session.runner import PytestRun, copy_tree, hide_installed, merge_runs
+from cs336_staff.session.warm import WarmPool
 
 MIN_LEAK_NODES = 8
 REQUIRED_IN_HANDOUT = ("adapters.py", "pyproject.toml", "README.md", "CHANGELOG.md", "make_submission.sh", f"{PACKAGE}/__init__.py")

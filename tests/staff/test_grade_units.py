@@ -6,10 +6,9 @@ import json
 import os
 import xml.etree.ElementTree as ET
 import zipfile
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from cs336_staff.grade.intake import read_submission, safe_relpath, submission_name
 from cs336_staff.grade.limits import Limits

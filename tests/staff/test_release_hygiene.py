@@ -19,7 +19,7 @@ import pytest
 from cs336_staff.release import behaviour, io_probe
 from cs336_staff.release.build import PACKAGE, build
 from cs336_staff.release.leftovers import find_leftovers
-from cs336_staff.release.runner import PytestRun, copy_tree
+from cs336_staff.session.runner import PytestRun, copy_tree
 from tests.util import ROOT
 
 pytestmark = pytest.mark.staff

@@ -4,7 +4,7 @@ The staff tools (``release --check``, ``snapshots``, ``audit``) all need the sam
 tests of a *copy* of the repository (a handout, a scratch copy with a mutant) with this
 repository's Python environment, and learn per test whether it passed, failed with which
 exception, or was skipped. Exit codes and text output cannot say that, so the child loads
-``probe.py`` (copied to a scratch directory as ``cs336_probe``) which writes JSON.
+``outcomes.py`` (copied to a scratch directory as ``cs336_outcomes``) which writes JSON.
 
 The child is ``python -m pytest`` with the current interpreter, run from the tree (so the tree's
 ``cs336_assignment`` comes first on ``sys.path``), with ``-p no:cacheprovider`` and
@@ -26,13 +26,13 @@ from pathlib import Path
 
 from tests.devices import DEVICE_MARKERS
 
-PROBE = Path(__file__).with_name("probe.py")
+OUTCOME_PLUGIN = Path(__file__).with_name("outcomes.py")
 INSTALLED_REPO = Path(__file__).resolve().parents[2]  # on sys.path through the editable install
 
 
 @dataclass
 class Outcome:
-    """How one test ended (see ``probe.py``)."""
+    """How one test ended (see ``outcomes.py``)."""
 
     nodeid: str
     outcome: str  # passed | failed | error | skipped | xfailed | xpassed
@@ -72,7 +72,7 @@ class PytestRun:
 
 
 class PytestJob:
-    """A child pytest started now; ``result()`` waits for it and parses the probe's JSON."""
+    """A child pytest started now (cold: a fresh interpreter); ``result()`` waits for it and parses the outcomes."""
 
     def __init__(
         self,
@@ -85,8 +85,8 @@ class PytestJob:
         timeout: float = 1800,
     ):
         self.cwd, self.timeout = Path(cwd), timeout
-        self._scratch = Path(tempfile.mkdtemp(prefix="cs336-probe-"))
-        shutil.copyfile(PROBE, self._scratch / "cs336_probe.py")
+        self._scratch = Path(tempfile.mkdtemp(prefix="cs336-session-"))
+        shutil.copyfile(OUTCOME_PLUGIN, self._scratch / "cs336_outcomes.py")
         self._out = self._scratch / "results.json"
         child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
         child_env.update(
@@ -98,7 +98,7 @@ class PytestJob:
         if only_fixture:
             child_env["CS336_PROBE_ONLY_FIXTURE"] = only_fixture
         child_env.update(env or {})
-        cmd = [sys.executable, "-m", "pytest", "-p", "cs336_probe", "-p", "no:cacheprovider", f"--rootdir={self.cwd}", *args]
+        cmd = [sys.executable, "-m", "pytest", "-p", "cs336_outcomes", "-p", "no:cacheprovider", f"--rootdir={self.cwd}", *args]
         self._log = open(self._scratch / "output.txt", "w+")  # noqa: SIM115 (closed in result())
         self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=child_env, stdout=self._log, stderr=subprocess.STDOUT)
 
@@ -120,7 +120,7 @@ class PytestJob:
 
 
 def read_run(returncode: int, results: Path | None, output: str) -> PytestRun:
-    """A ``PytestRun`` from the probe's JSON file (None if the child never wrote it) and the output."""
+    """A ``PytestRun`` from the outcome plugin's JSON file (None if the child never wrote it) and the output."""
     data = json.loads(Path(results).read_text()) if results is not None else {}
     return PytestRun(
         returncode=returncode,

@@ -1,7 +1,8 @@
 """A pytest plugin that records how every test ended, for the staff tools that read outcomes.
 
-Loaded into a child pytest as ``-p cs336_probe`` (``runner.py`` copies this file to a scratch
-directory under that name, so it needs nothing from the staff repository). Driven by environment
+Loaded into a child pytest as ``-p cs336_outcomes`` (``runner.py`` copies this file to a scratch
+directory under that name, so it needs nothing from the staff repository), or handed to
+``pytest.main`` by the warm server's children (``warm.py``). Driven by environment
 variables:
 
     CS336_PROBE_OUT           write the results here as JSON when the session ends
