@@ -21,7 +21,6 @@ Deliberately left out: parallelism inside one submission (the batch runs submiss
 
 from __future__ import annotations
 
-import ast
 import importlib.abc
 import json
 import os
@@ -37,15 +36,15 @@ from cs336_staff.grade import remote as remote_mod
 from cs336_staff.grade.sandbox import stage, start_worker
 from cs336_staff.grade.spec import JudgeSpec, public_fixtures, worker_preload
 from cs336_staff.grade.worker import codec
+from cs336_staff.grade.worker.adapter_rule import read_adapters
 
 OUTPUT_CHARS = 4000
 HIDDEN_PREFIX = "tests/hidden/"
 
 
 def adapter_names(adapters_file: Path) -> list[str]:
-    """The adapters' public functions, read from the source (importing it would import the reference)."""
-    tree = ast.parse(adapters_file.read_text())
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith(("run_", "get_"))]
+    """The adapters, read from the source (importing it would import the reference)."""
+    return list(read_adapters(adapters_file.read_text()))
 
 
 class AdaptersProxy(types.ModuleType):

@@ -30,6 +30,7 @@ import json
 import shutil
 from pathlib import Path
 
+from cs336_staff.grade.worker.adapter_rule import read_adapters
 from cs336_staff.release.results import Check
 from cs336_staff.session.runner import PytestRun
 
@@ -38,11 +39,12 @@ PROBE_MODULE = "cs336_io_probe"
 CALL_SECONDS = 5
 
 JUDGE = r'''
-import ast, importlib, importlib.util, inspect, json, math, pickle, re, signal, sys, warnings
+import importlib, importlib.util, inspect, json, math, pickle, signal, sys, warnings
 from pathlib import Path
 
 root = Path.cwd()
 recordings_files, files, graded = sys.argv[1], json.loads(sys.argv[2]), set(json.loads(sys.argv[3]))
+targets = json.loads(sys.argv[4])  # adapter -> the function it calls (grade/worker/adapter_rule.py)
 calls = {}
 for f in json.loads(recordings_files):
     with open(f, "rb") as fh:
@@ -57,12 +59,6 @@ class _Absent:  # stands for torch or numpy when no recording needed them
 def _late(name):
     return sys.modules.get(name, _Absent)
 
-targets = {}  # adapter -> the name its docstring says it calls ("See cs336_assignment.tensors.flat_index.")
-for node in ast.parse((root / "adapters.py").read_text()).body:
-    if isinstance(node, ast.FunctionDef) and node.name.startswith("run_"):
-        m = re.search(r"cs336_assignment\.([\w.]*\w)", ast.get_docstring(node) or "")
-        if m:
-            targets[node.name] = m.group(1).split(".")[-1]
 calls = {a: c[:8] for a, c in calls.items() if targets.get(a) in graded}
 
 
@@ -181,14 +177,24 @@ print(json.dumps({"findings": findings, "candidates": len(candidates), "adapters
 '''.replace("CALL_SECONDS", str(CALL_SECONDS))
 
 
-def prepare_reference_tree(tree: Path) -> None:
-    """Put the recording plugin into a reference tree (load it with ``-p cs336_io_probe``)."""
+def data_adapters(tree: Path) -> dict[str, str]:
+    """The adapters of ``tree`` that take and return data -> the function each calls."""
+    adapters = read_adapters((Path(tree) / "adapters.py").read_text())
+    return {a.name: a.target for a in adapters.values() if a.takes_data}
+
+
+def prepare_reference_tree(tree: Path) -> dict[str, str]:
+    """Put the recording plugin into a reference tree (load it with ``-p cs336_io_probe``); the
+    environment that tells it what to record, but for ``CS336_IO_OUT``."""
     shutil.copyfile(IO_PROBE, Path(tree) / f"{PROBE_MODULE}.py")
+    return {"CS336_IO_ADAPTERS": ",".join(data_adapters(tree))}
 
 
-def judge_args(recordings: list[Path], files: list[str], graded: list[str]) -> list[str]:
-    """argv for ``JUDGE``: the recording files, the handout's .py files, the graded function names."""
-    return [json.dumps([str(p) for p in recordings]), json.dumps(files), json.dumps(sorted(graded))]
+def judge_args(recordings: list[Path], files: list[str], graded: list[str], tree: Path) -> list[str]:
+    """argv for ``JUDGE``: the recording files, the handout's .py files in ``tree``, the graded function
+    names, and what each of the tree's data adapters calls."""
+    return [json.dumps([str(p) for p in recordings]), json.dumps(files), json.dumps(sorted(graded)),
+            json.dumps(data_adapters(tree))]
 
 
 def judge(run: PytestRun):

@@ -294,7 +294,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
         stub_tree, ref_tree = scratch / "stubs", scratch / "reference"
         copy_tree(handout.root, stub_tree)
         copy_tree(handout.root, ref_tree)
-        behaviour.prepare_reference_tree(ref_tree)  # records the adapters' calls for the behaviour check
+        recording_env = behaviour.prepare_reference_tree(ref_tree)  # records the adapters' calls for the behaviour check
         # Drop the reference modules in, file by file, with the staff-only ones the handout left out
         # (the reference may use them, e.g. its numpy fast path for BPE encoding).
         for rel in [*handout.files, *handout.left_out]:
@@ -309,7 +309,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             # everything, then keeps every n-th test), so it does not run on one core at the end
             recordings = [scratch / f"io-{k}.pt" for k in range(shards)]
             ref_jobs = [warm.submit(ref_tree, ["-q", "-p", behaviour.PROBE_MODULE], hide=hide,
-                                    env={**threads, "CS336_PROBE_SHARD": f"{k}/{shards}", "CS336_IO_OUT": str(recordings[k])})
+                                    env={**threads, **recording_env, "CS336_PROBE_SHARD": f"{k}/{shards}", "CS336_IO_OUT": str(recordings[k])})
                         for k in range(shards)]
             imports_job = warm.submit(stub_tree, [str(stub_tree)], hide=hide, code=_IMPORT_SCRIPT.format(package=PACKAGE), timeout=300)
             checks.append(check_ruff(repo, handout))
@@ -320,7 +320,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             stub, ref = stub_job.result(), merge_runs([j.result() for j in ref_jobs])
             graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
             py = [f for f in handout.files if f.endswith(".py")]
-            judge_job = warm.submit(stub_tree, behaviour.judge_args([r for r in recordings if r.exists()], py, graded),
+            judge_job = warm.submit(stub_tree, behaviour.judge_args([r for r in recordings if r.exists()], py, graded, stub_tree),
                                     hide=hide, code=behaviour.JUDGE, timeout=600)
             checks.append(behaviour.judge(judge_job.result()))
         checks.append(check_collect(stub, ref))

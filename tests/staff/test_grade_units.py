@@ -16,6 +16,7 @@ from cs336_staff.grade.merge import merge_results
 from cs336_staff.grade.report import GradeResult, TestResult, write_gradebook
 from cs336_staff.grade.rubric import Rubric
 from cs336_staff.grade.spec import SPEC_VERSION, JudgeSpec, SpecError
+from cs336_staff.grade.worker.adapter_rule import is_adapter, read_adapters
 from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, make_zip
 
 pytestmark = pytest.mark.staff
@@ -166,3 +167,31 @@ def test_judge_spec_from_another_checkout_is_refused_by_name(change, match):
     data.update(change)
     with pytest.raises(SpecError, match=match):
         JudgeSpec.from_json(json.dumps(data))
+
+
+def test_adapter_rule_reads_names_and_targets_from_the_code_not_the_docstring():
+    """One rule for what an adapter is; its target is what the body uses (the docstring may say anything)."""
+    source = '''
+from cs336_assignment import models, tensors as t
+import cs336_assignment.data as data
+
+def run_a(x):
+    """See cs336_assignment.wrong.name."""
+    return t.flat_index(x)
+
+def get_b():
+    layer = models.Linear(1, 2)
+    return models.Other
+
+def run_c():
+    return data.get_batch()
+
+def helper():
+    return t.flat_index(0)
+'''
+    adapters = read_adapters(source)
+    assert list(adapters) == ["run_a", "get_b", "run_c"]
+    assert (adapters["run_a"].module, adapters["run_a"].target, adapters["run_a"].takes_data) == ("tensors", "flat_index", True)
+    assert (adapters["get_b"].target, adapters["get_b"].takes_data) == ("Linear", False)
+    assert (adapters["run_c"].module, adapters["run_c"].target) == ("", "")  # not `from cs336_assignment import`
+    assert is_adapter("run_x") and is_adapter("get_y") and not is_adapter("helper") and not is_adapter("_run_x")

@@ -83,7 +83,7 @@ def test_behaviour_check_catches_the_naive_bpe_trainer_where_it_once_shipped(han
     graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
-        [sys.executable, "-c", behaviour.JUDGE, *behaviour.judge_args([recording], py, graded)],
+        [sys.executable, "-c", behaviour.JUDGE, *behaviour.judge_args([recording], py, graded, stubs)],
         cwd=stubs, env=env, capture_output=True, text=True, timeout=600,
     )
     result = behaviour.judge(PytestRun(proc.returncode, [], [], [], {}, proc.stdout + proc.stderr))
