@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
-import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -33,6 +32,8 @@ from cs336_staff.grade.intake import ADAPTERS, PACKAGE, submission_name
 from cs336_staff.grade.report import write_gradebook
 
 EXECUTORS = ("local", "slurm", "submitit-local", "submitit-debug")
+#: How often submitit's ``as_completed`` looks at the jobs' state (a sacct call per look on Slurm).
+POLL_SECONDS = 0.5
 
 
 def expand(paths: list[Path]) -> list[Path]:
@@ -158,18 +159,9 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
         ex.update_parameters(timeout_min=int(plan.limits.run_timeout / 60) + 10)
     else:
         ex = submitit.DebugExecutor(folder=folder)
-    jobs = [(ex.submit(grade_one, path, name, out, plan, force), name) for path, name in named]
-    pending = list(jobs)
-    while pending:
-        still = []
-        for job, name in pending:
-            if job.done():
-                try:
-                    done(job.result())
-                except Exception as e:
-                    done(_error_row(name, e))
-            else:
-                still.append((job, name))
-        pending = still
-        if pending:
-            time.sleep(0.5)
+    jobs = {ex.submit(grade_one, path, name, out, plan, force): name for path, name in named}
+    for job in submitit.helpers.as_completed(list(jobs), poll_frequency=POLL_SECONDS):
+        try:
+            done(job.result())
+        except Exception as e:
+            done(_error_row(jobs[job], e))
