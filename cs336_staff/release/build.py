@@ -39,9 +39,12 @@ import string
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import tomlkit
+from tomlkit.container import Container
+from tomlkit.items import Comment, Table
 
 from cs336_staff.markers import (
     MarkerError,
@@ -81,30 +84,34 @@ def _write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _staff_only_entries(text: str) -> list[tuple[str, str, list[int]]]:
-    """(table, key, comment line numbers) of each ``# STAFF-ONLY`` marked entry of a TOML text.
+def _staff_only_entries(doc: Container, text: str, path: str = "") -> Iterator[tuple[str, str, list[Comment]]]:
+    """(dotted table, key, marker comments) of each ``# STAFF-ONLY`` marked entry of a parsed TOML document.
 
     The marker is a comment line starting with ``# STAFF-ONLY``; the comment lines right after it
-    belong to it, and the first ``key = ...`` line after them is the entry it marks.
+    belong to it, and the ``key = ...`` entry right after them is the entry it marks (``text``, the
+    source, only names the marker's line when nothing follows it).
     """
-    lines = text.splitlines()
-    entries, table, i = [], "", 0
-    while i < len(lines):
-        stripped = lines[i].strip()
-        header = re.match(r"^\[\[?([^\]]+)\]\]?", stripped)
-        if header:
-            table = header.group(1).strip()
-        if stripped.startswith("# STAFF-ONLY"):
-            j = i + 1
-            while j < len(lines) and lines[j].strip().startswith("#"):
-                j += 1
-            key = re.match(r"^\s*([A-Za-z0-9_\-\"]+)\s*=", lines[j]) if j < len(lines) else None
-            if key is None:
-                raise ReleaseError(f"pyproject.toml:{i + 1}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
-            entries.append((table, key.group(1).strip('"'), list(range(i, j))))
-            i = j
-        i += 1
-    return entries
+    marker: list[Comment] | None = None
+    for key, item in doc.body:
+        if isinstance(item, Comment):
+            if item.as_string().strip().startswith("# STAFF-ONLY"):
+                marker = [item]
+            elif marker is not None:
+                marker.append(item)
+            continue
+        if marker is not None and (key is None or isinstance(item, Table)):  # a blank line or a table header
+            line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.strip() == marker[0].as_string().strip())
+            raise ReleaseError(f"pyproject.toml:{line}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
+        if key is None:
+            continue
+        if marker is not None:
+            yield path, key.key, marker
+            marker = None
+        if isinstance(item, Table):
+            yield from _staff_only_entries(item.value, text, f"{path}.{key.key}".lstrip("."))
+    if marker is not None:
+        line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.strip() == marker[0].as_string().strip())
+        raise ReleaseError(f"pyproject.toml:{line}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
 
 
 def _table(doc: tomlkit.TOMLDocument, dotted: str):
@@ -123,11 +130,12 @@ def handout_pyproject(text: str) -> str:
     default-groups``, wheel packages the handout lacks (``cs336_staff``) from ``[tool.hatch.build.
     targets.wheel] packages``, and a table left empty disappears.
     """
-    entries = _staff_only_entries(text)
-    marker_lines = {n for _, _, numbers in entries for n in numbers}
-    doc = tomlkit.parse("\n".join(line for n, line in enumerate(text.splitlines()) if n not in marker_lines) + "\n")
+    doc = tomlkit.parse(text)
+    entries = list(_staff_only_entries(doc, text))
     groups = set()
-    for table, key, _ in entries:
+    for table, key, comments in entries:
+        for comment in comments:  # a comment has no key to delete it by: it renders as nothing
+            comment.trivia.indent = comment.trivia.comment = comment.trivia.trail = ""
         del _table(doc, table)[key]
         if table == "dependency-groups":
             groups.add(key)
