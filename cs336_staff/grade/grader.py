@@ -24,8 +24,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -37,6 +35,7 @@ from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
 from cs336_staff.grade.spec import JudgeSpec, public_fixtures, worker_preload
+from cs336_staff.session.runner import PytestJob
 from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"
@@ -121,28 +120,26 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
                          readonly=public_fixtures(staff_root), limits=limits, gpu=gpu, jobs=jobs, insecure=insecure,
                          only=None if only is None else tuple(only), preload=tuple(preload))
         spec.write(base / "spec.json")
-        cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
-               "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
-               "--basetemp", str(scratch / "tmp"), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
-               "--continue-on-collection-errors", "-p", "no:cs336_progress"]
-        cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
-        cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
+        args = [*(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
+                "-c", str(staff_root / "pyproject.toml"), "--basetemp", str(scratch / "tmp"), "-q", "-rN",
+                f"--timeout={limits.test_timeout:g}", "--color=no", "--continue-on-collection-errors", "-p", "no:cs336_progress"]
+        args += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
+        args += ["--collect-only", "tests"] if collect_only else ["tests"]
+        prefix: list[str] = []
         bwrap = find_bwrap()
         if not insecure and not collect_only and bwrap is not None:
             # The judge sees the machine as it is, except that its scratch folder (shared with the
             # worker) is a private tmpfs of capped size: a hard disk limit, not a sampled one.
-            cmd = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
-                   "--die-with-parent", "--", *cmd]
+            prefix = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
+                      "--die-with-parent", "--"]
         run = JudgeRun()
-        try:
-            proc = subprocess.run(cmd, cwd=staff_root, env=_judge_env(gpu, threads_per_job(limits, jobs)), stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, errors="replace", timeout=limits.run_timeout)
-            run.console = (proc.stdout + proc.stderr)[-200_000:]
-        except subprocess.TimeoutExpired as e:
+        # the judge records its own outcomes (a JSON line per test as it ends: see judge.py)
+        session = PytestJob(staff_root, args, outcomes=False, inherit_env=False, prefix=prefix,
+                            env=_judge_env(gpu, threads_per_job(limits, jobs)), timeout=limits.run_timeout).result()
+        run.console = session.output[-200_000:]
+        if session.timed_out:
             run.timed_out = True
             run.notes.append(f"the run exceeded its limit of {limits.run_timeout:g} s and was stopped")
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            run.console = out[-200_000:]
         _read_results(results, run)
         return run
     finally:

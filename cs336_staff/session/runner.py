@@ -28,6 +28,7 @@ from tests.devices import DEVICE_MARKERS
 
 OUTCOME_PLUGIN = Path(__file__).with_name("outcomes.py")
 INSTALLED_REPO = Path(__file__).resolve().parents[2]  # on sys.path through the editable install
+KILLED = -9  # the return code of a session stopped at its timeout
 
 
 @dataclass
@@ -63,6 +64,7 @@ class PytestRun:
     output: str
     foreign_modules: list[str] = field(default_factory=list)  # tested modules imported from outside the tree
     seconds: float = 0.0
+    timed_out: bool = False  # stopped at its timeout (its return code is then KILLED)
 
     def with_outcome(self, *outcomes: str) -> list[Outcome]:
         return [t for t in self.tests.values() if t.outcome in outcomes]
@@ -83,38 +85,52 @@ class PytestJob:
         only_fixture: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 1800,
+        outcomes: bool = True,
+        inherit_env: bool = True,
+        prefix: list[str] | tuple[str, ...] = (),
     ):
+        """``outcomes=False``: no outcome plugin (the child records its own; ``PytestRun.tests`` stays
+        empty); ``inherit_env=False``: the child's environment is ``env`` alone; ``prefix``: a command
+        that runs the child (``bwrap ... --``)."""
         self.cwd, self.timeout = Path(cwd), timeout
         self._scratch = Path(tempfile.mkdtemp(prefix="cs336-session-"))
-        shutil.copyfile(OUTCOME_PLUGIN, self._scratch / "cs336_outcomes.py")
         self._out = self._scratch / "results.json"
-        child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
-        child_env.update(
-            PYTHONPATH=str(self._scratch),
-            PYTHONDONTWRITEBYTECODE="1",
-            CS336_PROBE_OUT=str(self._out),
-            CS336_PROBE_HIDE=os.pathsep.join(str(Path(p).resolve()) for p in hide),
-        )
-        if only_fixture:
-            child_env["CS336_PROBE_ONLY_FIXTURE"] = only_fixture
+        child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")} if inherit_env else {}
+        plugin: list[str] = []
+        if outcomes:
+            shutil.copyfile(OUTCOME_PLUGIN, self._scratch / "cs336_outcomes.py")
+            plugin = ["-p", "cs336_outcomes"]
+            child_env.update(
+                PYTHONPATH=str(self._scratch),
+                PYTHONDONTWRITEBYTECODE="1",
+                CS336_PROBE_OUT=str(self._out),
+                CS336_PROBE_HIDE=os.pathsep.join(str(Path(p).resolve()) for p in hide),
+            )
+            if only_fixture:
+                child_env["CS336_PROBE_ONLY_FIXTURE"] = only_fixture
+        elif hide or only_fixture:
+            raise ValueError("hide and only_fixture are done by the outcome plugin: they need outcomes=True")
         child_env.update(env or {})
-        cmd = [sys.executable, "-m", "pytest", "-p", "cs336_outcomes", "-p", "no:cacheprovider", f"--rootdir={self.cwd}", *args]
-        self._log = open(self._scratch / "output.txt", "w+")  # noqa: SIM115 (closed in result())
-        self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=child_env, stdout=self._log, stderr=subprocess.STDOUT)
+        cmd = [*prefix, sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", f"--rootdir={self.cwd}", *args]
+        self._log = open(self._scratch / "output.txt", "w+", errors="replace")  # noqa: SIM115 (closed in result())
+        self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=self._log,
+                                      stderr=subprocess.STDOUT)
 
     def result(self) -> PytestRun:
+        timed_out = False
         try:
             returncode = self._proc.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-            returncode = -9
+            returncode, timed_out = KILLED, True
         self._log.seek(0)
         output = self._log.read()
         self._log.close()
-        if returncode == -9:
+        if timed_out:
             output += f"\n[killed: pytest ran longer than {self.timeout:.0f} s]"
         run = read_run(returncode, self._out if self._out.exists() else None, output)
+        run.timed_out = timed_out
         shutil.rmtree(self._scratch, ignore_errors=True)
         return run
 

@@ -52,7 +52,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from cs336_staff.session import outcomes
-from cs336_staff.session.runner import PytestRun, read_run
+from cs336_staff.session.runner import KILLED, PytestRun, read_run
 
 # Imported and warmed up by the server (whatever of these is installed); never the code under test.
 WARM_MODULES = (
@@ -61,7 +61,6 @@ WARM_MODULES = (
     "torch.testing", "torch.utils.flop_counter", "torch.utils._python_dispatch",
 )
 TESTED_PACKAGES = ("cs336_assignment", "adapters", "tests", "conftest")  # never imported by the server
-KILLED = -9
 
 
 # ------------------------------------------------------------------------------------------------
@@ -384,6 +383,7 @@ class WarmPool:
         run = read_run(msg["returncode"], results if results.exists() else None, output)
         run.foreign_modules = foreign
         run.seconds = msg.get("seconds", 0.0)
+        run.timed_out = msg["returncode"] == KILLED
         shutil.rmtree(Path(job["output"]).parent, ignore_errors=True)
         return run
 
