@@ -140,7 +140,7 @@ def _failures(run: PytestRun) -> list[tuple[str, str]]:
     return out
 
 
-def judge(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float, timeout: float = MUTANT_TIMEOUT) -> Verdict:
+def verdict(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float, timeout: float = MUTANT_TIMEOUT) -> Verdict:
     """Classify a finished run of ``mutant``'s tests."""
     if run.foreign_modules:
         return Verdict(part, mutant, "invalid", note="the run imported code from outside its scratch copy, so it tested nothing: "
@@ -264,7 +264,7 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
         for i, ((part, mutant), f) in enumerate(zip(mutants, futures, strict=True), 1):
             v = f.result()
             if not isinstance(v, Verdict):
-                v = judge(part, mutant, v[0], failing, v[1], timeout)
+                v = verdict(part, mutant, v[0], failing, v[1], timeout)
             echo(v.render(i, len(mutants)))
             verdicts.append(v)
         return verdicts, baseline_lines.result()

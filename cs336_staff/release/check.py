@@ -308,7 +308,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             # the reference run is the long one: split it across the cores (every child collects
             # everything, then keeps every n-th test), so it does not run on one core at the end
             recordings = [scratch / f"io-{k}.pt" for k in range(shards)]
-            ref_jobs = [warm.submit(ref_tree, ["-q", "-p", behaviour.PROBE_MODULE], hide=hide,
+            ref_jobs = [warm.submit(ref_tree, ["-q", "-p", behaviour.RECORDER_MODULE], hide=hide,
                                     env={**threads, **recording_env, "CS336_PROBE_SHARD": f"{k}/{shards}", "CS336_IO_OUT": str(recordings[k])})
                         for k in range(shards)]
             imports_job = warm.submit(stub_tree, [str(stub_tree)], hide=hide, code=_IMPORT_SCRIPT.format(package=PACKAGE), timeout=300)
@@ -320,9 +320,9 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             stub, ref = stub_job.result(), merge_runs([j.result() for j in ref_jobs])
             graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
             py = [f for f in handout.files if f.endswith(".py")]
-            judge_job = warm.submit(stub_tree, behaviour.judge_args([r for r in recordings if r.exists()], py, graded, stub_tree),
-                                    hide=hide, code=behaviour.JUDGE, timeout=600)
-            checks.append(behaviour.judge(judge_job.result()))
+            replay_job = warm.submit(stub_tree, behaviour.replay_args([r for r in recordings if r.exists()], py, graded, stub_tree),
+                                    hide=hide, code=behaviour.REPLAY, timeout=600)
+            checks.append(behaviour.replay_check(replay_job.result()))
         checks.append(check_collect(stub, ref))
         checks.append(check_stubs(stub, ref))
         checks.append(check_reference(ref))

@@ -7,7 +7,7 @@ never from a higher one, and the modules named in one layer do not import each o
     cs336_staff:      the commands (audit, snapshots, release, parts_cli)
                       > writeup > parts > grade > contracts, mutants, raises_probe
                       > session (running a pytest session in a child) > shipped, markers
-    cs336_staff.release: check > build > handout_parts, behaviour, leftovers > results, lock, io_probe
+    cs336_staff.release: check > build > handout_parts, behaviour, leftovers > results, lock, io_recorder
     cs336_staff.grade:   cli > batch, merge, example, testing > grader, judge > sandbox > remote, spec
                          > limits, intake, report, rubric > worker
 
@@ -39,7 +39,7 @@ LAYERS = {
         "check",
         "build",
         grimp.Layer("handout_parts", "behaviour", "leftovers"),
-        grimp.Layer("results", "lock", "io_probe"),
+        grimp.Layer("results", "lock", "io_recorder"),
     ),
     "cs336_staff.grade": (
         "cli",

@@ -1,6 +1,6 @@
 """A pytest plugin that records what the adapters that take data get and return.
 
-Loaded into the reference runs of ``release --check`` (copied into the tree as ``cs336_io_probe``)
+Loaded into the reference runs of ``release --check`` (copied into the tree as ``cs336_io_recorder``)
 with ``CS336_IO_OUT=<file>`` and ``CS336_IO_ADAPTERS=<name,name,...>`` (the ``run_*`` adapters, as
 ``grade/worker/adapter_rule.py`` says: this file runs in the handout tree, where the staff
 repository is hidden, so it is told the names): it wraps each named adapter and, for up to
