@@ -19,6 +19,8 @@ submission and installed libraries.
 
 from __future__ import annotations
 
+import importlib.util
+
 import grimp
 import pytest
 
@@ -56,9 +58,16 @@ IN_SANDBOX = ("cs336_staff.grade.worker", "tests.boundary", "tests.scenarios")
 SUBMISSION = ("cs336_assignment", "adapters")
 
 
+def _importable(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except ImportError:  # run split, the judge refuses cs336_assignment: the staff graph is still checked
+        return False
+
+
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph(*PACKAGES, include_external_packages=False, cache_dir=None)
+    return grimp.build_graph(*filter(_importable, PACKAGES), include_external_packages=False, cache_dir=None)
 
 
 def _under(module: str, packages: tuple[str, ...]) -> bool:
