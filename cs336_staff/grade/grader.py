@@ -35,7 +35,8 @@ from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
 from cs336_staff.grade.spec import JudgeSpec, public_fixtures, worker_preload
-from cs336_staff.session.runner import PytestJob
+from cs336_staff.session.outcomes import clip
+from cs336_staff.session.runner import PytestJob, events
 from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"
@@ -146,18 +147,32 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         shutil.rmtree(base, ignore_errors=True)
 
 
+def graded_outcome(phases: list[dict]) -> tuple[str, str]:
+    """(outcome, output) of a test from its phases (``session/outcomes.py``): the first failure wins
+    (``crashed``/``timeout`` when the judge said so, else ``failed`` in the call, ``error`` around it),
+    then the first skip (an xfail is a skip); what the worker printed follows a failure's report."""
+    failed = [p for p in phases if p["outcome"] == "failed"]
+    skipped = [p for p in phases if p["outcome"] == "skipped"]
+    if failed:
+        p = failed[0]
+        outcome = p["properties"].get("judge_outcome") or ("failed" if p["when"] == "call" else "error")
+        text = p["text"] + "".join(f"\n----- {title} -----\n{content}" for q in phases for title, content in q["sections"])
+        return outcome, clip(text)
+    if skipped:
+        p = skipped[0]
+        return "skipped", clip(f"xfail: {p['wasxfail']}" if p["wasxfail"] is not None else p["text"])
+    return "passed", ""
+
+
 def _read_results(path: Path, run: JudgeRun) -> None:
     if not path.is_file():
         run.notes.append("the judge wrote no results (see console.txt)")
         return
-    for line in path.read_text().splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
+    for event in events(path):
         kind = event.get("event")
         if kind == "result":
-            run.outcomes[event["nodeid"]] = (event["outcome"], event.get("output", ""), float(event.get("duration", 0.0)))
+            outcome, output = graded_outcome(event["phases"])
+            run.outcomes[event["nodeid"]] = (outcome, output, float(event.get("duration", 0.0)))
         elif kind == "collected":
             run.collected = {i["nodeid"]: i["markers"] for i in event["items"]}
         elif kind == "collect_error":

@@ -12,7 +12,8 @@ module is imported it
 * orders the run: visible tests first, then hidden ones in a fresh worker, so nothing the worker
   saw of a hidden test's inputs can appear in a visible test's output;
 * records each test's outcome, with what the worker printed during it, as one JSON line in the
-  results file as soon as the test ends (a run killed midway keeps what it finished).
+  results file as soon as the test ends (a run killed midway keeps what it finished), through the
+  staff tools' one outcome recorder (``session/outcomes.py``), adding why a test crashed or timed out.
 
 The spec is a ``spec.JudgeSpec`` (written by the grader as JSON, or built here for ``--split``).
 
@@ -22,7 +23,6 @@ Deliberately left out: parallelism inside one submission (the batch runs submiss
 from __future__ import annotations
 
 import importlib.abc
-import json
 import os
 import sys
 import tempfile
@@ -37,8 +37,10 @@ from cs336_staff.grade.sandbox import stage, start_worker
 from cs336_staff.grade.spec import JudgeSpec, public_fixtures, worker_preload
 from cs336_staff.grade.worker import codec
 from cs336_staff.grade.worker.adapter_rule import read_adapters
+from cs336_staff.session.outcomes import Recorder, clip
 
-OUTPUT_CHARS = 4000
+#: The title of the report sections that carry what the worker printed during a test.
+WORKER_OUTPUT = "worker output"
 HIDDEN_PREFIX = "tests/hidden/"
 
 
@@ -78,37 +80,13 @@ class NoSubmissionImports(importlib.abc.MetaPathFinder):
         return None
 
 
-def _outcome(reports: list[pytest.TestReport]) -> tuple[str, str, float]:
-    duration = sum(getattr(r, "duration", 0.0) or 0.0 for r in reports)
-    failed = [r for r in reports if r.failed]
-    if failed:
-        r = failed[0]
-        text = r.longreprtext or ""
-        outcome = dict(r.user_properties).get("judge_outcome") or ("failed" if r.when == "call" else "error")
-        return outcome, text, duration
-    skipped = [r for r in reports if r.skipped]
-    if skipped:
-        r = skipped[0]
-        if hasattr(r, "wasxfail"):
-            return "skipped", f"xfail: {r.wasxfail}", duration
-        text = str(r.longrepr[2]) if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3 else str(r.longrepr)
-        return "skipped", text, duration
-    return "passed", "", duration
-
-
-def _clip(text: str, limit: int = OUTPUT_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
-
-
 class Judge:
     def __init__(self, config: pytest.Config, spec: JudgeSpec) -> None:
         self.config, self.spec = config, spec
-        self.results = spec.results
+        self.recorder = Recorder(spec.results, sections=(WORKER_OUTPUT,))  # each test's outcome, as it ends
         self.only = set(spec.only) if spec.only is not None else None
         self.remote = remote_mod.Remote(lambda: start_worker(spec), reply_limit=spec.limits.reply_bytes)
-        self._phases: dict[str, list[pytest.TestReport]] = {}
         self._first_hidden: str | None = None
-        self._outputs: dict[str, str] = {}
 
     def install(self, staff_root: Path) -> None:
         sys.meta_path.insert(0, NoSubmissionImports())
@@ -119,14 +97,9 @@ class Judge:
         codec.use_data_types(tests.boundary.DATA_TYPES)
 
     def _emit(self, record: dict) -> None:
-        with self.results.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        self.recorder.emit(record)
 
     # -- collection ------------------------------------------------------------------------
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self._emit({"event": "collect_error", "nodeid": report.nodeid, "longrepr": _clip(str(report.longrepr))})
-
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if self.only is not None:
@@ -135,8 +108,6 @@ class Judge:
             items[:] = keep
         items.sort(key=lambda i: i.nodeid.startswith(HIDDEN_PREFIX))  # stable: visible first
         self._first_hidden = next((i.nodeid for i in items if i.nodeid.startswith(HIDDEN_PREFIX)), None)
-        self._emit({"event": "collected", "items": [
-            {"nodeid": i.nodeid, "markers": sorted({m.name for m in i.iter_markers()})} for i in items]})
 
     # -- running ---------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -163,9 +134,6 @@ class Judge:
                 pass  # the test's own first call will start a fresh worker
         self.remote.take_output()
 
-    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
-        self._phases[nodeid] = []
-
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
@@ -177,25 +145,12 @@ class Judge:
                 report.user_properties.append(("judge_outcome", "timeout"))
         printed = self.remote.take_output()
         if printed:
-            report.sections.append((f"worker output ({call.when})", printed))
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self._phases.setdefault(report.nodeid, []).append(report)
-
-    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
-        reports = self._phases.pop(nodeid, [])
-        outcome, text, duration = _outcome(reports)
-        for r in reports:
-            for title, content in r.sections:
-                if title.startswith("worker output") and outcome not in ("passed", "skipped"):
-                    text += f"\n----- {title} -----\n{content}"
-        self._emit({"event": "result", "nodeid": nodeid, "outcome": outcome, "output": _clip(text),
-                    "duration": round(duration, 4)})
+            report.sections.append((f"{WORKER_OUTPUT} ({call.when})", printed))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
-                    "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": _clip("\n".join(self.remote.consoles), 64_000)})
+                    "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": clip("\n".join(self.remote.consoles), 64_000)})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -244,6 +199,7 @@ def pytest_configure(config: pytest.Config) -> None:
     tempfile.tempdir = str(shared_tmp)
     os.environ["TMPDIR"] = str(shared_tmp)
     config.pluginmanager.register(judge, "cs336-judge")
+    config.pluginmanager.register(judge.recorder, "cs336-outcomes")
     try:
         from hypothesis import settings
 

@@ -1,11 +1,11 @@
-"""A pytest plugin that records how every test ended, for the staff tools that read outcomes.
+"""The pytest plugin that records how every test ended: one JSON line per event, written as it happens.
 
-Loaded into a child pytest as ``-p cs336_outcomes`` (``runner.py`` copies this file to a scratch
-directory under that name, so it needs nothing from the staff repository), or handed to
-``pytest.main`` by the warm server's children (``warm.py``). Driven by environment
-variables:
+The one outcome recorder of the staff tools. Grading's judge registers a ``Recorder`` on its
+results file (``grade/judge.py``); every other child session (``runner.py``, which copies this file
+to a scratch directory as ``cs336_outcomes`` so it needs nothing from the staff repository, and
+the warm server's children, ``warm.py``) gets one from the environment:
 
-    CS336_PROBE_OUT           write the results here as JSON when the session ends
+    CS336_PROBE_OUT           the JSON-lines file to write
     CS336_PROBE_ONLY_FIXTURE  deselect every test that does not use this fixture (e.g. ``snapshot``)
     CS336_PROBE_SHARD         ``k/n``: keep only every n-th test from the k-th on (``n`` children
                               that each collect everything run the suite in parallel)
@@ -13,10 +13,14 @@ variables:
                               test code is imported (the staff repository, which the editable
                               install puts on the path, must not satisfy the handout's imports)
 
-For each test it records the outcome (passed, failed, error, skipped, xfailed, xpassed), the
-phase, the exception type names along the cause/context chain and inside exception groups (so
-a ``NotImplementedError`` re-raised as another error still counts), the first line of the
-message, and the test's markers. Deliberately standard library only, and it changes no outcome.
+Events: ``collect_error`` (a module that did not collect, its report clipped), ``deselected``,
+``collected`` (the test ids to run, with their markers), and for each test as it ends a
+``result`` with its markers, its duration and its phases (setup, call, teardown): each phase's
+outcome, xfail reason, report text (clipped), the exception type names along the cause/context
+chain and inside exception groups (so a ``NotImplementedError`` re-raised as another error still
+counts), the first line of the message, and the report's user properties. Consumers interpret the
+phases (``runner.read_run``, ``grade/grader.py``); a session killed midway keeps every test it
+finished. Deliberately standard library only, and it changes no outcome.
 """
 
 from __future__ import annotations
@@ -27,17 +31,15 @@ import sys
 
 import pytest
 
+OUTPUT_CHARS = 4000  # the most of a report's text kept (head and tail)
+
 _HIDE = {os.path.realpath(p) for p in os.environ.get("CS336_PROBE_HIDE", "").split(os.pathsep) if p}
 if _HIDE:
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.getcwd()) not in _HIDE]
 
-_RESULTS: dict = {"collected": [], "collect_errors": [], "deselected": [], "tests": {}}
 
-
-def reset() -> None:
-    """Forget every recorded result (a warm fork-server child runs one session with a fresh record)."""
-    _RESULTS.clear()
-    _RESULTS.update({"collected": [], "collect_errors": [], "deselected": [], "tests": {}})
+def clip(text: str, limit: int = OUTPUT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
 
 
 def _chain(exc: BaseException | None) -> list[str]:
@@ -59,68 +61,81 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
 
 
-def _record(item, report, call) -> None:
-    entry = _RESULTS["tests"].setdefault(
-        report.nodeid,
-        {"outcome": "passed", "when": "call", "exc": [], "message": "", "markers": sorted({m.name for m in item.iter_markers()})},
-    )
-    if entry["outcome"] not in ("passed",):  # keep the first thing that went wrong
-        return
-    if report.skipped:
-        if hasattr(report, "wasxfail"):
-            entry.update(outcome="xfailed", when=report.when, message=str(report.wasxfail))
-        else:
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-            entry.update(outcome="skipped", when=report.when, message=reason)
-    elif report.failed:
-        excinfo = call.excinfo
-        exc = excinfo.value if excinfo is not None else None
-        entry.update(
-            outcome="failed" if report.when == "call" else "error",
-            when=report.when,
-            exc=_chain(exc),
-            message=_first_line(exc) if exc is not None else str(report.longrepr).splitlines()[-1],
-        )
-    elif report.when == "call" and hasattr(report, "wasxfail"):
-        entry.update(outcome="xpassed", message=str(report.wasxfail))
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items) -> None:
-    fixture = os.environ.get("CS336_PROBE_ONLY_FIXTURE")
-    shard = os.environ.get("CS336_PROBE_SHARD")  # "k/n": keep every n-th test, starting at the k-th
-    keep = [i for i in items if not fixture or fixture in getattr(i, "fixturenames", ())]
-    if shard:
-        k, n = (int(x) for x in shard.split("/"))
-        keep = keep[k::n]
-    kept = {id(i) for i in keep}
-    drop = [i for i in items if id(i) not in kept]
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        _RESULTS["deselected"].extend(i.nodeid for i in drop)
-    items[:] = keep
+class Recorder:
+    """Writes the events of one session to ``path`` (see the module docstring).
+
+    ``sections``: report sections whose title starts with one of these are kept with the phase
+    (the judge's ``worker output``); ``only_fixture`` and ``shard`` deselect tests."""
+
+    def __init__(self, path: str | os.PathLike, *, sections: tuple[str, ...] = (), only_fixture: str | None = None,
+                 shard: str | None = None) -> None:
+        self.path, self.sections, self.only_fixture, self.shard = path, sections, only_fixture, shard
+        self._phases: dict[str, list[dict]] = {}
+
+    def emit(self, event: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(event) + "\n")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        keep = [i for i in items if not self.only_fixture or self.only_fixture in getattr(i, "fixturenames", ())]
+        if self.shard:
+            k, n = (int(x) for x in self.shard.split("/"))
+            keep = keep[k::n]
+        kept = {id(i) for i in keep}
+        drop = [i for i in items if id(i) not in kept]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            self.emit({"event": "deselected", "items": [i.nodeid for i in drop]})
+        items[:] = keep
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.emit({"event": "collect_error", "nodeid": report.nodeid, "longrepr": clip(str(report.longrepr))})
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.emit({"event": "collected", "items": [
+            {"nodeid": i.nodeid, "markers": sorted({m.name for m in i.iter_markers()})} for i in session.items]})
+
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        self._phases[nodeid] = []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        exc = call.excinfo.value if call.excinfo is not None else None  # the exception itself: only here
+        self._phases.setdefault(report.nodeid, []).append(
+            {"report": report, "exc": exc, "markers": sorted({m.name for m in item.iter_markers()})})
+        return report
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
+        phases, markers, duration = [], [], 0.0
+        for seen in self._phases.pop(nodeid, []):  # complete now: other plugins' report hooks have run
+            report, exc = seen["report"], seen["exc"]
+            markers = markers or seen["markers"]
+            duration += getattr(report, "duration", 0.0) or 0.0
+            phase = {"when": report.when, "outcome": report.outcome, "wasxfail": getattr(report, "wasxfail", None),
+                     "exc": [], "message": "", "text": "",
+                     "properties": {k: v for k, v in report.user_properties if isinstance(v, (str, int, float, bool))},
+                     "sections": [[t, c] for t, c in report.sections if self.sections and t.startswith(self.sections)]}
+            if report.failed:
+                phase["exc"] = _chain(exc)
+                phase["message"] = _first_line(exc) if exc is not None else str(report.longrepr).splitlines()[-1]
+                phase["text"] = clip(report.longreprtext or "")
+            elif report.skipped:
+                phase["text"] = _skip_reason(report)
+            phases.append(phase)
+        self.emit({"event": "result", "nodeid": nodeid, "markers": markers, "phases": phases, "duration": round(duration, 4)})
 
 
-def pytest_collectreport(report) -> None:
-    if report.failed:
-        text = str(report.longrepr)
-        _RESULTS["collect_errors"].append({"nodeid": report.nodeid, "message": text[-2000:]})
-
-
-def pytest_collection_finish(session) -> None:
-    _RESULTS["collected"] = [i.nodeid for i in session.items]
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    report = yield
-    _record(item, report, call)
-    return report
-
-
-def pytest_sessionfinish(session, exitstatus) -> None:
+def pytest_configure(config: pytest.Config) -> None:
+    """As ``-p cs336_outcomes`` or a warm child's plugin: a ``Recorder`` on ``CS336_PROBE_OUT``."""
     out = os.environ.get("CS336_PROBE_OUT")
     if out:
-        _RESULTS["exitstatus"] = int(exitstatus)
-        with open(out, "w") as f:
-            json.dump(_RESULTS, f, indent=1, sort_keys=True)
+        config.pluginmanager.register(Recorder(out, only_fixture=os.environ.get("CS336_PROBE_ONLY_FIXTURE"),
+                                               shard=os.environ.get("CS336_PROBE_SHARD")), "cs336-outcomes")

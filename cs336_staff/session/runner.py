@@ -94,7 +94,7 @@ class PytestJob:
         that runs the child (``bwrap ... --``)."""
         self.cwd, self.timeout = Path(cwd), timeout
         self._scratch = Path(tempfile.mkdtemp(prefix="cs336-session-"))
-        self._out = self._scratch / "results.json"
+        self._out = self._scratch / "results.jsonl"
         child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")} if inherit_env else {}
         plugin: list[str] = []
         if outcomes:
@@ -135,17 +135,52 @@ class PytestJob:
         return run
 
 
+def events(results: Path | None) -> list[dict]:
+    """The outcome plugin's events, in order (a line cut short by a killed child is dropped)."""
+    out = []
+    for line in (Path(results).read_text(errors="replace").splitlines() if results is not None else []):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def test_outcome(nodeid: str, markers: list[str], phases: list[dict]) -> Outcome:
+    """How one test ended, from its phases: the first thing that went wrong (a skip, a failure, an
+    unexpected pass), else passed."""
+    t = Outcome(nodeid=nodeid, outcome="passed", markers=markers)
+    for phase in phases:
+        if phase["outcome"] == "skipped":
+            if phase["wasxfail"] is not None:
+                t.outcome, t.when, t.message = "xfailed", phase["when"], str(phase["wasxfail"])
+            else:
+                t.outcome, t.when, t.message = "skipped", phase["when"], phase["text"]
+            break
+        if phase["outcome"] == "failed":
+            t.outcome = "failed" if phase["when"] == "call" else "error"
+            t.when, t.exc, t.message = phase["when"], phase["exc"], phase["message"]
+            break
+        if phase["when"] == "call" and phase["wasxfail"] is not None:
+            t.outcome, t.message = "xpassed", str(phase["wasxfail"])
+            break
+    return t
+
+
 def read_run(returncode: int, results: Path | None, output: str) -> PytestRun:
-    """A ``PytestRun`` from the outcome plugin's JSON file (None if the child never wrote it) and the output."""
-    data = json.loads(Path(results).read_text()) if results is not None else {}
-    return PytestRun(
-        returncode=returncode,
-        collected=data.get("collected", []),
-        collect_errors=data.get("collect_errors", []),
-        deselected=data.get("deselected", []),
-        tests={k: Outcome(nodeid=k, **v) for k, v in data.get("tests", {}).items()},
-        output=output,
-    )
+    """A ``PytestRun`` from the outcome plugin's events (None if the child never wrote them) and the output."""
+    run = PytestRun(returncode=returncode, collected=[], collect_errors=[], deselected=[], tests={}, output=output)
+    for event in events(results):
+        kind = event.get("event")
+        if kind == "collected":
+            run.collected = [i["nodeid"] for i in event["items"]]
+        elif kind == "collect_error":
+            run.collect_errors.append({"nodeid": event["nodeid"], "message": event["longrepr"]})
+        elif kind == "deselected":
+            run.deselected.extend(event["items"])
+        elif kind == "result":
+            run.tests[event["nodeid"]] = test_outcome(event["nodeid"], event["markers"], event["phases"])
+    return run
 
 
 def merge_runs(runs: list[PytestRun]) -> PytestRun:

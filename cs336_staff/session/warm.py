@@ -192,7 +192,6 @@ def _child(job: dict) -> int:
         os.environ["CS336_PROBE_OUT"] = job["results"]
         if job.get("only_fixture"):
             os.environ["CS336_PROBE_ONLY_FIXTURE"] = job["only_fixture"]
-        outcomes.reset()
         sys.argv = ["pytest"]
         # the server imported pytest's plugins (hypothesis, pytest_timeout, ...) before pytest could
         # rewrite their asserts; pytest says so once per plugin, which is no news about the tree
@@ -409,7 +408,7 @@ class WarmPool:
             "id": i, "kind": "script" if code is not None else "pytest", "code": code, "cwd": str(Path(cwd).resolve()),
             "args": [str(a) for a in args], "hide": [str(Path(h).resolve()) for h in hide], "only_fixture": only_fixture,
             "env": dict(env or {}), "timeout": timeout,
-            "output": str(d / "output.txt"), "results": str(d / "results.json"), "foreign": str(d / "foreign.json"),
+            "output": str(d / "output.txt"), "results": str(d / "results.jsonl"), "foreign": str(d / "foreign.json"),
         }
         future: Future = Future()
         with self._lock:
