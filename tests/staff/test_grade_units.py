@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cs336_staff.grade.grader import graded_outcome
 from cs336_staff.grade.intake import read_submission, safe_relpath, submission_name
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.merge import merge_results
@@ -195,3 +196,29 @@ def helper():
     assert (adapters["get_b"].target, adapters["get_b"].takes_data) == ("Linear", False)
     assert (adapters["run_c"].module, adapters["run_c"].target) == ("", "")  # not `from cs336_assignment import`
     assert is_adapter("run_x") and is_adapter("get_y") and not is_adapter("helper") and not is_adapter("_run_x")
+
+
+def _phase(when, outcome, *, text="", wasxfail=None, verdict=None, sections=()):
+    return {"when": when, "outcome": outcome, "wasxfail": wasxfail, "exc": [], "message": "", "text": text,
+            "properties": {"judge_outcome": verdict} if verdict else {}, "sections": [list(s) for s in sections]}
+
+
+@pytest.mark.parametrize(("phases", "expected"), [
+    ([_phase("setup", "passed"), _phase("call", "passed"), _phase("teardown", "passed")], ("passed", "")),
+    ([_phase("setup", "passed"), _phase("call", "failed", text="E boom", sections=[("worker output (call)", "hi")]),
+      _phase("teardown", "passed")], ("failed", "E boom\n----- worker output (call) -----\nhi")),
+    ([_phase("setup", "failed", text="fixture")], ("error", "fixture")),
+    ([_phase("setup", "passed"), _phase("call", "failed", text="T", verdict="timeout")], ("timeout", "T")),
+    ([_phase("setup", "skipped", text="needs a GPU")], ("skipped", "needs a GPU")),
+    ([_phase("setup", "passed"), _phase("call", "skipped", wasxfail="known")], ("skipped", "xfail: known")),
+    ([_phase("setup", "skipped", text="s"), _phase("teardown", "failed", text="t")], ("error", "t")),  # a failure wins
+])
+def test_a_tests_graded_outcome_comes_from_its_recorded_phases(phases, expected):
+    """The grader's reading of the outcome recorder: failure first (the judge's verdict if it gave one), then a skip."""
+    assert graded_outcome(phases) == expected
+
+
+def test_a_long_failure_report_is_clipped_with_the_worker_output_at_its_end():
+    text, printed = "x" * 10_000, "the worker's last words"
+    outcome, output = graded_outcome([_phase("call", "failed", text=text, sections=[("worker output (call)", printed)])])
+    assert outcome == "failed" and len(output) < 4100 and output.startswith("x" * 100) and output.endswith(printed)

@@ -48,3 +48,13 @@ def test_a_prefixed_session_with_its_own_environment_and_no_outcome_plugin(tmp_p
     assert leaky.returncode == 1, leaky.output
     with pytest.raises(ValueError, match="outcomes=True"):
         PytestJob(tree, [], outcomes=False, hide=[tmp_path])
+
+
+def test_xfail_and_xpass_and_a_fixture_error_are_told_apart(tmp_path):
+    tree = _tree(tmp_path, "import pytest\n@pytest.fixture\ndef broken():\n    raise KeyError('k')\n"
+                           "def test_fixture(broken): pass\n@pytest.mark.xfail(reason='known')\ndef test_xf(): assert 0\n"
+                           "@pytest.mark.xfail(reason='fixed?')\ndef test_xp(): pass\n")
+    run = run_pytest(tree, ["-q", "-p", "no:timeout"])
+    got = {n.split("::")[1]: (t.outcome, t.when, t.message) for n, t in run.tests.items()}
+    assert got == {"test_fixture": ("error", "setup", "KeyError: 'k'"), "test_xf": ("xfailed", "call", "known"),
+                   "test_xp": ("xpassed", "call", "fixed?")}, got
