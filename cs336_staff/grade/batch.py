@@ -3,7 +3,8 @@
 Nothing is lost: each worker writes ``OUT/<name>/results.json`` the moment its submission is
 graded (``results.json`` is written last and atomically, so its presence means "finished"). A
 rerun skips every submission already graded with the same content and the same plan (tests,
-rubric, device), unless ``--force``; so an interrupted batch resumes where it stopped. The CSV
+rubric, device), unless ``--force``, without submitting a job for it; so an interrupted batch
+resumes where it stopped. The CSV
 gradebook is rebuilt from the result folders after every submission.
 
 Executors:
@@ -14,26 +15,31 @@ Executors:
 * ``submitit-local`` / ``submitit-debug``: the same code path through submitit's
   ``LocalExecutor`` (subprocesses) or ``DebugExecutor`` (in-process), to test it without Slurm.
 
+A Slurm job that ends without a result (killed at its time limit, out of memory, cancelled) is
+reported with Slurm's state (``TIMEOUT`` ...), and the rerun grades it (``slurm.py``). Ctrl-C
+cancels the jobs still queued or running, so the rerun grades each of them once.
+
 Deliberately left out: a scheduler of our own, retries of failed jobs (rerun the command).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import sys
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from tqdm import tqdm
 
-from cs336_staff.grade.grader import Plan, grade_one
+from cs336_staff.grade.grader import Plan, already_graded, grade_one
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE, submission_name
 from cs336_staff.grade.report import write_gradebook
+from cs336_staff.grade.slurm import JobWatch, SlurmJobEnded, grade_in_slurm_job
 
 EXECUTORS = ("local", "slurm", "submitit-local", "submitit-debug")
-#: How often submitit's ``as_completed`` looks at the jobs' state (a sacct call per look on Slurm).
-POLL_SECONDS = 0.5
 
 
 def expand(paths: list[Path]) -> list[Path]:
@@ -151,7 +157,11 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
     folder = out / ".submitit" / "%j"
     if executor == "slurm":
         ex = submitit.AutoExecutor(folder=folder, cluster="slurm")
-        params = {"timeout_min": int(plan.limits.run_timeout / 60) + 10, "slurm_job_name": "cs336-grade"}
+        # use_srun=False: the grader runs in the batch shell, out of reach of the USR2 that submitit has
+        # Slurm send a job's steps 90 s before its time limit (to checkpoint and requeue): grading cannot
+        # checkpoint, and a USR2 that lands before submitit's handler kills the job (a 1-minute limit).
+        params = {"timeout_min": int(plan.limits.run_timeout / 60) + 10, "slurm_job_name": "cs336-grade",
+                  "slurm_use_srun": False}
         params.update({k: v for k, v in slurm.items() if v is not None})
         ex.update_parameters(**params)
     elif executor == "submitit-local":
@@ -159,9 +169,39 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
         ex.update_parameters(timeout_min=int(plan.limits.run_timeout / 60) + 10)
     else:
         ex = submitit.DebugExecutor(folder=folder)
-    jobs = {ex.submit(grade_one, path, name, out, plan, force): name for path, name in named}
-    for job in submitit.helpers.as_completed(list(jobs), poll_frequency=POLL_SECONDS):
-        try:
-            done(job.result())
-        except Exception as e:
-            done(_error_row(jobs[job], e))
+    jobs = []
+    for path, name in named:  # a submission graded before takes no place in a queue (and no job)
+        row = None
+        if not force:
+            with contextlib.suppress(Exception):  # an unreadable zip: its job says why
+                row = already_graded(path, name, out, plan)
+        if row is not None:
+            done(row)
+        else:
+            jobs.append((ex.submit(grade_in_slurm_job if executor == "slurm" else grade_one,
+                                   path, name, out, plan, force), name))
+    watch = JobWatch() if executor == "slurm" else None
+    pending = list(jobs)
+    try:
+        while pending:
+            over = watch.over([job for job, _ in pending]) if watch else {
+                job.job_id: None for job, _ in pending if job.done()}
+            still = []
+            for job, name in pending:
+                if job.job_id not in over:
+                    still.append((job, name))
+                    continue
+                try:
+                    if over[job.job_id] is not None:
+                        raise SlurmJobEnded.of(job, over[job.job_id])
+                    done(job.result())
+                except Exception as e:
+                    done(_error_row(name, e))
+            pending = still
+            if pending:
+                time.sleep(0.5)
+    except BaseException:  # Ctrl-C: cancel what is queued or running, so a rerun grades it once
+        for job, _ in pending:
+            with contextlib.suppress(Exception):
+                job.cancel(check=False)
+        raise

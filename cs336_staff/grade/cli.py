@@ -5,6 +5,7 @@
     uv run cs336 grade uploads/ --jobs 2         # every .zip / folder in uploads/, 2 at a time
     uv run cs336 grade uploads/ --executor slurm --device gpu --slurm-partition h100
     uv run cs336 merge grades-cpu/ grades-gpu/ --out grades/
+    uv run cs336 grade --fail-under 100          # CI: exit 1 unless the example gets every point graded here
 
 Each submission gets OUT/<name>/ with results.json (Gradescope), junit.xml, summary.md and
 console.txt; OUT/gradebook.csv has one row per submission. Rerunning skips submissions already
@@ -46,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-gpus-per-node", type=int, default=None)
     parser.add_argument("--slurm-cpus-per-task", type=int, default=None)
     parser.add_argument("--slurm-mem-gb", type=float, default=None)
+    parser.add_argument("--slurm-time-min", type=int, default=None,
+                        help="each Slurm job's time limit in minutes (default: --timeout + 10 min); a job "
+                             "killed at it is reported with Slurm's state TIMEOUT and regraded by a rerun")
+    parser.add_argument("--fail-under", type=float, default=None, metavar="PERCENT",
+                        help="exit 1 if a submission scores under PERCENT of the points graded here (tests "
+                             "pending for another runner left out); CI grades the bundled example with 100")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -54,6 +61,10 @@ def _check(args: argparse.Namespace) -> None:
     for name in ("timeout", "test_timeout", "memory_gb"):
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be positive")
+    if args.slurm_time_min is not None and args.slurm_time_min < 1:
+        raise ValueError(f"--slurm-time-min {args.slurm_time_min}: must be at least 1 (Slurm counts minutes)")
+    if args.fail_under is not None and not 0 <= args.fail_under <= 100:
+        raise ValueError(f"--fail-under {args.fail_under}: must be a percentage, 0 to 100")
     missing = [str(p) for p in args.submissions if not p.exists()]
     if missing:
         raise ValueError(f"no such submission: {', '.join(missing)} (give .zip files or folders)")
@@ -115,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"cs336 grade: {e}", file=sys.stderr)
         return 2
     slurm = {"slurm_partition": args.slurm_partition, "gpus_per_node": args.slurm_gpus_per_node,
-             "cpus_per_task": args.slurm_cpus_per_task, "mem_gb": args.slurm_mem_gb}
+             "cpus_per_task": args.slurm_cpus_per_task, "mem_gb": args.slurm_mem_gb, "timeout_min": args.slurm_time_min}
     try:
         rows = run_batch(submissions, out, plan, executor=args.executor, jobs=args.jobs, force=args.force,
                          progress=not args.quiet, slurm=slurm)
@@ -129,4 +140,22 @@ def run(args: argparse.Namespace) -> int:
         flag = " (already graded; --force regrades)" if r.get("skipped") else ""
         print(f"{r['name']}: {r['score']:g} / {r['max_score']:g}  [{r['status']}]{flag}{_pending_note(out, r)}")
     print(f"results in {out}/ (gradebook: {out / 'gradebook.csv'}); {time.perf_counter() - t0:.1f} s")
-    return 1 if any(r["status"].startswith("grader error") for r in rows) else 0
+    if any(r["status"].startswith("grader error") for r in rows):
+        return 1
+    return 1 if args.fail_under is not None and _under(out, rows, args.fail_under) else 0
+
+
+def _under(out: Path, rows: list[dict], percent: float) -> bool:
+    """Say on stderr which submissions score under ``percent`` of the points graded here; any?"""
+    from cs336_staff.grade.report import load
+
+    under = False
+    for r in rows:
+        tests = [t for t in load(out / r["name"]).tests if t.outcome != "pending"]
+        here, got = sum(t.max_points for t in tests), sum(t.points for t in tests)
+        if here and 100 * got / here < percent - 1e-6:
+            under = True
+            lost = ", ".join(t.nodeid for t in tests if t.outcome != "passed")
+            print(f"cs336 grade: {r['name']} got {got:.2f} of the {here:.2f} points graded here, under "
+                  f"--fail-under {percent:g}%; not passed: {lost}", file=sys.stderr)
+    return under

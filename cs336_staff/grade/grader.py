@@ -318,6 +318,22 @@ def finished(folder: Path, sha256: str, fingerprint: str) -> bool:
     return x.get("sha256") == sha256 and x.get("fingerprint") == fingerprint and x.get("status") != "error"
 
 
+def skipped_row(folder: Path, sha256: str, plan: Plan) -> dict | None:
+    """The summary row of a submission ``finished`` in ``folder`` (marked skipped), else None."""
+    if not finished(folder, sha256, plan.fingerprint):
+        return None
+    x = json.loads((folder / "results.json").read_text())
+    return {"name": folder.name, "score": x["score"], "max_score": x["extra_data"].get("max_score", 0.0),
+            "status": x["extra_data"]["status"], "skipped": True}
+
+
+def already_graded(submission: Path, name: str, out: Path, plan: Plan) -> dict | None:
+    """:func:`skipped_row` for ``submission`` graded into ``out/name/``, checked without grading it."""
+    if not (out / name / "results.json").is_file():
+        return None
+    return skipped_row(out / name, read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py").sha256, plan)
+
+
 def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = False) -> dict:
     """Grade ``submission`` into ``out/name/``; always writes a result, even when the grader itself fails."""
     start = time.monotonic()
@@ -325,10 +341,8 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
     intake = Intake(name=name, source=str(submission))
     try:
         intake = read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py")
-        if not force and finished(folder, intake.sha256, plan.fingerprint):
-            x = json.loads((folder / "results.json").read_text())
-            return {"name": name, "score": x["score"], "max_score": x["extra_data"].get("max_score", 0.0),
-                    "status": x["extra_data"]["status"], "skipped": True}
+        if not force and (row := skipped_row(folder, intake.sha256, plan)) is not None:
+            return row
         run = None
         if intake.error is None:
             run = run_judge(plan.staff_root, intake.files, only=[n for n in plan.items if plan.runs_here(n)],

@@ -74,6 +74,27 @@ def test_submitit_executors_grade_and_write_results(repo, tmp_path, executor):
     assert all(load(out / r["name"]).score == r["score"] for r in rows)
 
 
+def test_submitit_rerun_submits_no_job_for_what_is_graded(repo, tmp_path):
+    """A rerun through submitit skips a graded submission before submitting: no job, no queue wait."""
+    out = tmp_path / "out"
+    run_batch(_sorted(repo["subs"])[:1], out, repo["plan"], executor="submitit-debug", progress=False)
+    jobs = sorted((out / ".submitit").iterdir())
+    rows = run_batch(_sorted(repo["subs"])[:1], out, repo["plan"], executor="submitit-debug", progress=False)
+    assert [(r["name"], r["skipped"], r["score"]) for r in rows] == [("alice", True, FULL)]
+    assert sorted((out / ".submitit").iterdir()) == jobs
+
+
+def test_cli_fail_under_exits_1_naming_what_a_submission_lost(repo, tmp_path, capsys):
+    """`--fail-under PERCENT` (CI: 100 on the bundled example) fails the run, naming the tests lost."""
+    args = ["grade", str(repo["subs"]), "--out", str(tmp_path / "g"), "--quiet", "--staff-root", str(repo["root"]),
+            "--test-timeout", "5", *(["--insecure"] if INSECURE else [])]
+    assert main([*args, "--fail-under", "100"]) == 1
+    err = capsys.readouterr().err
+    assert f"bob got {BOB:.2f} of the {FULL:.2f} points graded here" in err and "alice" not in err, err
+    assert "test_mul" in err
+    assert main([*args, "--fail-under", str(100 * BOB / FULL)]) == 0  # bob exactly at the bar
+
+
 def test_cli_grades_a_folder_of_submissions_with_two_jobs(repo, tmp_path, capsys):
     """`cs336 grade FOLDER --jobs 2` grades each zip in it and writes the gradebook."""
     out = tmp_path / "grades"
@@ -121,6 +142,8 @@ def test_cli_merge_combines_cpu_and_gpu_runs(repo, tmp_path, capsys):
     (["--jobs", "0"], "--jobs 0"),
     (["/no/such/submission.zip"], "no such submission"),
     (["--timeout", "-1"], "--timeout"),
+    (["--fail-under", "101"], "--fail-under"),
+    (["--slurm-time-min", "0"], "--slurm-time-min"),
 ])
 def test_cli_rejects_bad_arguments_with_a_message(argv, match, capsys, tmp_path):
     """Bad options exit 2 with a message naming the option."""

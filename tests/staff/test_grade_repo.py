@@ -69,3 +69,14 @@ def test_both_workflows_exist_with_the_jobs_graders_rely_on():
     grade = (ROOT / ".github/workflows/grade.yml").read_text()
     assert 'pytest -m "not gpu"' in ci and "pytest -m gpu" in ci and '"3.13"' in ci
     assert "cs336 grade" in grade and "cs336 merge" in grade and "h100" in grade
+
+
+def test_workflows_start_the_sandbox_under_apparmor_and_are_linted():
+    """ubuntu-latest restricts user namespaces: each GitHub-hosted job that grades or runs the staff
+    tests loads the .venv bwrap's AppArmor profile first; ci.yml lints the workflows with actionlint."""
+    ci = (ROOT / ".github/workflows/ci.yml").read_text()
+    grade = (ROOT / ".github/workflows/grade.yml").read_text()
+    for text in (ci, grade):
+        assert text.index(".ci/allow-bwrap.sh") < text.index("uv run " + ("pytest" if text is ci else "cs336 grade"))
+    assert "--only-group lint actionlint" in ci and (ROOT / ".github/actionlint.yaml").is_file()
+    assert (ROOT / ".ci/allow-bwrap.sh").stat().st_mode & 0o111

@@ -8,7 +8,7 @@ never from a higher one, and the modules named in one layer do not import each o
                       > writeup > parts > grade > contracts, mutants, raises_probe
                       > session (running a pytest session in a child) > shipped, markers
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers > results, lock, io_recorder
-    cs336_staff.grade:   cli > batch, merge, example, testing > grader, judge > sandbox > remote, spec
+    cs336_staff.grade:   cli > batch, merge, example, testing > slurm > grader, judge > sandbox > remote, spec
                          > limits, intake, report, rubric > worker
 
 The worker runs inside the sandbox from a read-only copy of ``cs336_staff/grade/worker`` (as
@@ -46,6 +46,7 @@ LAYERS = {
     "cs336_staff.grade": (
         "cli",
         grimp.Layer("batch", "merge", "example", "testing"),
+        "slurm",
         grimp.Layer("grader", "judge"),
         "sandbox",
         grimp.Layer("remote", "spec"),
