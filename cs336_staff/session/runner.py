@@ -146,7 +146,7 @@ def events(results: Path | None) -> list[dict]:
     return out
 
 
-def test_outcome(nodeid: str, markers: list[str], phases: list[dict]) -> Outcome:
+def outcome_of(nodeid: str, markers: list[str], phases: list[dict]) -> Outcome:
     """How one test ended, from its phases: the first thing that went wrong (a skip, a failure, an
     unexpected pass), else passed."""
     t = Outcome(nodeid=nodeid, outcome="passed", markers=markers)
@@ -179,7 +179,7 @@ def read_run(returncode: int, results: Path | None, output: str) -> PytestRun:
         elif kind == "deselected":
             run.deselected.extend(event["items"])
         elif kind == "result":
-            run.tests[event["nodeid"]] = test_outcome(event["nodeid"], event["markers"], event["phases"])
+            run.tests[event["nodeid"]] = outcome_of(event["nodeid"], event["markers"], event["phases"])
     return run
 
 
