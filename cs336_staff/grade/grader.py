@@ -31,10 +31,11 @@ from pathlib import Path
 
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
-from cs336_staff.grade.spec import JudgeSpec, public_fixtures, worker_preload
+from cs336_staff.grade.spec import JudgeSpec, basetemp, public_fixtures, worker_preload
 from cs336_staff.session.outcomes import clip
 from cs336_staff.session.runner import PytestJob, events
 from tests.devices import DEVICE_MARKERS
@@ -122,17 +123,19 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
                          only=None if only is None else tuple(only), preload=tuple(preload))
         spec.write(base / "spec.json")
         args = [*(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
-                "-c", str(staff_root / "pyproject.toml"), "--basetemp", str(scratch / "tmp"), "-q", "-rN",
+                "-c", str(staff_root / "pyproject.toml"), "--basetemp", str(basetemp(scratch)), "-q", "-rN",
                 f"--timeout={limits.test_timeout:g}", "--color=no", "--continue-on-collection-errors", "-p", "no:cs336_progress"]
         args += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
         args += ["--collect-only", "tests"] if collect_only else ["tests"]
         prefix: list[str] = []
         bwrap = find_bwrap()
         if not insecure and not collect_only and bwrap is not None:
-            # The judge sees the machine as it is, except that its scratch folder (shared with the
-            # worker) is a private tmpfs of capped size: a hard disk limit, not a sampled one.
+            # The judge sees the machine as it is, except that its scratch folder (its own folder and
+            # the worker's copy of it, mirror.py) is a private tmpfs of capped size: a hard disk limit.
+            # The worker's copy has a tmpfs of its own, so a worker that fills its disk cannot fill the judge's.
+            _, worker_dir, _ = layout(scratch)
             prefix = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
-                      "--die-with-parent", "--"]
+                      "--size", str(limits.disk_bytes), "--tmpfs", str(worker_dir), "--die-with-parent", "--"]
         run = JudgeRun()
         # the judge records its own outcomes (a JSON line per test as it ends: see judge.py)
         session = PytestJob(staff_root, args, outcomes=False, inherit_env=False, prefix=prefix,
@@ -180,7 +183,9 @@ def _read_results(path: Path, run: JudgeRun) -> None:
         elif kind == "note":
             run.notes.append(event.get("text", ""))
         elif kind == "finish":
-            run.isolation = event.get("isolation", {})
+            run.isolation = dict(event.get("isolation", {}))
+            if event.get("judge_peak_rss_kib"):  # what grading this submission cost the judge (the bound: limits.py)
+                run.isolation["judge_peak_rss_kib"] = str(int(event["judge_peak_rss_kib"]))
             run.worker_starts = int(event.get("worker_starts", 0))
             run.worker_crashes = int(event.get("worker_crashes", 0))
             if event.get("console"):
@@ -353,8 +358,13 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
     except Exception as e:  # a grader bug on one submission: that submission still gets a result
         result = score(plan, name, intake, None, time.monotonic() - start, error=f"{type(e).__name__}: {e}")
         console = ""
-    result.write(folder)
+    try:
+        result.write(folder)
+    except Exception as e:  # a result that cannot be written still leaves one that says why
+        result = score(plan, name, intake, None, time.monotonic() - start,
+                       error=f"writing the result failed: {type(e).__name__}: {e}")
+        result.write(folder)
     if console:
-        (folder / "console.txt").write_text(console)
+        (folder / "console.txt").write_bytes(console.encode("utf-8", "backslashreplace"))
     return {"name": name, "score": result.score, "max_score": result.max_score, "status": result.status,
             "skipped": False}

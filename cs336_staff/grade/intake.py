@@ -18,7 +18,12 @@ one at a time, through a bounded reader, so
 * ``../`` components, absolute paths, drive letters and NUL bytes are refused (entry ignored);
 * symlinks (zip entries whose mode says ``S_IFLNK``, or symlinks in a directory) are ignored;
 * a zip bomb cannot inflate more than ``max_bytes`` of graded files (the submission is rejected);
-* a corrupt zip (bad header, bad CRC) rejects the submission with a clear reason.
+* a corrupt zip (bad header, bad CRC) rejects the submission with a clear reason;
+* in a directory, special files (fifos, sockets, device nodes) are ignored, and a regular file is
+  opened without following a symlink and without blocking, then checked again (``fstat``);
+* a name that is not UTF-8, or holds control characters, is reported escaped (``printable``); a
+  graded file with such a name is ignored (Python could not import it under that name anyway).
+  Every upload gets a result, whatever its names.
 
 Deliberately left out: grading anything but Python (no notebooks, no compiled extensions), and
 guessing at arbitrary layouts (only one wrapping top-level folder is unwrapped).
@@ -34,6 +39,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from cs336_staff.grade.mirror import file_kind
+
 PACKAGE = "cs336_assignment"
 ADAPTERS = "adapters.py"
 #: File names that configure pytest or Python itself: never taken from a submission.
@@ -45,6 +52,8 @@ CONFIG_NAMES = frozenset(
 EXPECTED_EXTRAS = frozenset({"writeup.pdf"})
 MAX_BYTES = 16 * 2**20  # uncompressed size of all graded files together
 MAX_ENTRIES = 20_000
+#: Why a file whose name is not printable UTF-8 is not taken.
+ODD_NAME = "name is not printable UTF-8 (shown escaped); not taken"
 
 
 @dataclass
@@ -76,6 +85,25 @@ def submission_name(path: Path) -> str:
     stem = path.name[: -len(".zip")] if path.name.lower().endswith(".zip") else path.name
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip(".") or "submission"
     return name[:100]
+
+
+def printable(name: str) -> str:
+    r"""``name`` as one line of valid UTF-8: undecodable bytes as ``\xNN``, control characters escaped.
+
+    >>> printable("notes-\udcff.txt"), printable("a\nb.py"), printable("caf\u00e9.py")
+    ('notes-\\xff.txt', 'a\\nb.py', 'café.py')
+    """
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def is_utf8(name: str) -> bool:
+    """Whether ``name`` (as ``os`` returns it) was valid UTF-8 on disk (no surrogate escapes)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def safe_relpath(name: str) -> str | None:
@@ -151,12 +179,15 @@ def _read_zip(path: Path, intake: Intake, max_bytes: int) -> None:
         for info in infos:
             rel = safe_relpath(info.filename)
             if rel is None:
-                intake.ignored.append(f"{info.filename!r}: unsafe path (absolute or '..'); not extracted")
+                intake.ignored.append(f"{printable(info.filename)!r}: unsafe path (absolute or '..'); not extracted")
                 continue
             if info.is_dir():
                 continue
             if stat.S_ISLNK(info.external_attr >> 16):
-                intake.ignored.append(f"{rel}: symlink; not extracted")
+                intake.ignored.append(f"{printable(rel)}: symlink; not extracted")
+                continue
+            if printable(rel) != rel:
+                intake.ignored.append(f"{printable(rel)}: {ODD_NAME}")
                 continue
             safe.append((rel, info))
         prefix = _unwrap_prefix([rel for rel, _ in safe])
@@ -195,7 +226,7 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
         here = Path(dirpath)
         for d in list(dirnames):
             if (here / d).is_symlink():
-                intake.ignored.append(f"{(here / d).relative_to(path).as_posix()}/: symlink; not followed")
+                intake.ignored.append(f"{printable((here / d).relative_to(path).as_posix())}/: symlink; not followed")
                 dirnames.remove(d)
             elif d in ("__pycache__", ".git", ".venv", "node_modules"):
                 dirnames.remove(d)
@@ -206,14 +237,19 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
                 return
             full = here / fname
             rel = full.relative_to(path).as_posix()
-            mode = full.lstat().st_mode
+            try:
+                mode = full.lstat().st_mode
+            except OSError as e:  # gone since the walk listed it
+                intake.ignored.append(f"{printable(rel)}: unreadable ({e.strerror})")
+                continue
             if stat.S_ISLNK(mode):
-                intake.ignored.append(f"{rel}: symlink; not followed")
-                continue
-            if not stat.S_ISREG(mode):
-                intake.ignored.append(f"{rel}: not a regular file")
-                continue
-            candidates.append((rel, full))
+                intake.ignored.append(f"{printable(rel)}: symlink; not followed")
+            elif not stat.S_ISREG(mode):
+                intake.ignored.append(f"{printable(rel)}: not a regular file ({file_kind(mode)}); not read")
+            elif not is_utf8(rel) or printable(rel) != rel:
+                intake.ignored.append(f"{printable(rel)}: {ODD_NAME}")
+            else:
+                candidates.append((rel, full))
     prefix = _unwrap_prefix([rel for rel, _ in candidates])
     for rel, full in sorted(candidates):
         rel = rel[len(prefix):] if prefix and rel.startswith(prefix) else rel
@@ -222,12 +258,26 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
             if reason:
                 intake.ignored.append(f"{rel}: {reason}")
             continue
-        with open(full, "rb") as f:
-            data = f.read(max(budget.left, 0) + 1)
+        data = _read_regular(full, max(budget.left, 0) + 1)
+        if data is None:
+            intake.ignored.append(f"{rel}: not a regular file when opened; not read")
+            continue
         if not budget.take(len(data)):
             intake.error = f"graded files exceed {max_bytes // 2**20} MiB (at {rel}); rejected"
             return
         intake.files[rel] = data
+
+
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """At most ``limit`` bytes of ``path`` if it is a regular file (no symlink followed, never blocking), else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read(limit)
 
 
 def _drop_file_folder_clashes(intake: Intake) -> None:

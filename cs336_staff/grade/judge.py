@@ -15,7 +15,9 @@ module is imported it
   results file as soon as the test ends (a run killed midway keeps what it finished), through the
   staff tools' one outcome recorder (``session/outcomes.py``), adding why a test crashed or timed out.
 
-The spec is a ``spec.JudgeSpec`` (written by the grader as JSON, or built here for ``--split``).
+The spec is a ``spec.JudgeSpec`` (written by the grader as JSON, or built here for ``--split``); its
+``scratch`` holds the judge's folder with pytest's basetemp, the worker's copy of it and the
+judge's private temporary folder (``mirror.py``, ``spec.scratch_folders``).
 
 Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import importlib.abc
 import os
+import resource
 import sys
 import tempfile
 import types
@@ -33,8 +36,15 @@ from typing import Any
 import pytest
 
 from cs336_staff.grade import remote as remote_mod
+from cs336_staff.grade.mirror import Mirror
 from cs336_staff.grade.sandbox import stage, start_worker
-from cs336_staff.grade.spec import JudgeSpec, public_fixtures, worker_preload
+from cs336_staff.grade.spec import (
+    JudgeSpec,
+    basetemp,
+    public_fixtures,
+    scratch_folders,
+    worker_preload,
+)
 from cs336_staff.grade.worker import codec
 from cs336_staff.grade.worker.adapter_rule import read_adapters
 from cs336_staff.session.outcomes import Recorder, clip
@@ -85,7 +95,14 @@ class Judge:
         self.config, self.spec = config, spec
         self.recorder = Recorder(spec.results, sections=(WORKER_OUTPUT,))  # each test's outcome, as it ends
         self.only = set(spec.only) if spec.only is not None else None
-        self.remote = remote_mod.Remote(lambda: start_worker(spec), reply_limit=spec.limits.reply_bytes)
+        limits = spec.limits
+        judge_dir, worker_dir, _ = scratch_folders(spec.scratch)
+        # the worker sees its own copy of the judge's folder at the judge's path; without a sandbox
+        # there is no mount to do that, so it shares the judge's (and could change it: NOT SANDBOXED)
+        mirror = None if spec.insecure else Mirror(judge_dir, worker_dir, limits.output_file_bytes, limits.output_entries)
+        self.remote = remote_mod.Remote(lambda: start_worker(spec), reply_limit=limits.reply_bytes,
+                                        value_limit=limits.value_bytes, message_chars=limits.message_chars,
+                                        mirror=mirror, tree_limit=limits.tree_bytes)
         self._first_hidden: str | None = None
 
     def install(self, staff_root: Path) -> None:
@@ -150,7 +167,8 @@ class Judge:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
-                    "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": clip("\n".join(self.remote.consoles), 64_000)})
+                    "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes,
+                    "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "console": clip("\n".join(self.remote.consoles), 64_000)})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -174,7 +192,7 @@ def split_spec(config: pytest.Config) -> JudgeSpec:
              for p in [staff / "adapters.py", *sorted((staff / "cs336_assignment").rglob("*.py"))]
              if "__pycache__" not in p.parts}
     stage(root, staff, files)
-    config.option.basetemp = str(scratch / "tmp")  # inside the folder the worker sees
+    config.option.basetemp = str(basetemp(scratch))  # inside the judge's folder, which the worker sees a copy of
     return JudgeSpec(root=root, scratch=scratch, staff_root=staff, results=base / "results.jsonl",
                      readonly=public_fixtures(staff), gpu=True, preload=worker_preload(staff),
                      insecure=bool(config.getoption("--split-insecure")))
@@ -193,11 +211,11 @@ def pytest_configure(config: pytest.Config) -> None:
     judge.install(spec.staff_root)
     if not config.option.collectonly:
         judge.remote.prepare_spare()  # the first worker starts while the judge collects the tests
-    # the judge's own temporary files (tempfile.mkdtemp in a test) go where the worker can read them
-    shared_tmp = spec.scratch / "judge-tmp"
-    shared_tmp.mkdir(exist_ok=True)
-    tempfile.tempdir = str(shared_tmp)
-    os.environ["TMPDIR"] = str(shared_tmp)
+    # the judge's own temporary files (tempfile.mkdtemp) go where the worker cannot reach: a test that
+    # hands a file to the worker writes it under tmp_path
+    private = scratch_folders(spec.scratch)[2]
+    tempfile.tempdir = str(private)
+    os.environ["TMPDIR"] = str(private)
     config.pluginmanager.register(judge, "cs336-judge")
     config.pluginmanager.register(judge.recorder, "cs336-outcomes")
     try:

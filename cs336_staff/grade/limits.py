@@ -13,6 +13,10 @@ for the whole tree, not per process:
     a backstop per process RLIMIT_AS (CPU runs only: CUDA maps huge address ranges), RLIMIT_CORE 0
     time                   ``test_timeout`` per test and ``run_timeout`` per submission, enforced
                            by the judge around the worker's calls
+    what the judge accepts a reply frame (``reply_bytes``), its JSON part (``tree_bytes``), a tensor or array by its claimed size
+                           (``value_bytes``), an exception's text (``message_chars``), a file
+                           the worker wrote (``output_file_bytes``, ``output_entries``): each is
+                           checked before anything is allocated, and breaking one fails the call
 
 Deliberately left out: CPU-time fairness between concurrent submissions (``--jobs N`` shares the
 cores), I/O bandwidth limits.
@@ -36,6 +40,13 @@ import psutil
 GiB = 1 << 30
 MiB = 1 << 20
 POLL_SECONDS = 0.1
+#: Copies of one reply the judge may hold at once while it decodes it: the frame, its blobs, the
+#: values rebuilt from them. Whatever the worker sends, the judge's own memory stays within its
+#: baseline plus ``judge_growth_bound`` (``tests/staff/test_grade_hostile.py`` measures it).
+REPLY_COPIES = 3
+#: Bytes of Python objects per byte of a reply's JSON part, at worst (``[[],[],...]``: a 56-byte list
+#: and an 8-byte pointer per 3 bytes of JSON).
+TREE_EXPANSION = 24
 
 
 @dataclass(frozen=True)
@@ -46,10 +57,20 @@ class Limits:
     processes: int = 64
     disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
     file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
-    reply_bytes: int = 512 * MiB  # the largest reply the judge reads from the worker
+    reply_bytes: int = 512 * MiB  # the largest reply frame the judge reads from the worker
+    tree_bytes: int = 64 * MiB  # the largest JSON part of a reply (strings, numbers, lists; blobs apart)
+    value_bytes: int = 512 * MiB  # the largest tensor/array the judge rebuilds (element count x element size)
+    message_chars: int = 16_000  # characters of a worker exception's message (and of its traceback) kept
+    output_file_bytes: int = 256 * MiB  # the largest file the worker writes that the judge copies back
+    output_entries: int = 5_000  # files and folders the judge mirrors between itself and the worker
     threads: int | None = None  # OMP/MKL threads (default: cores / jobs)
     test_timeout: float = 120.0  # seconds per test (the judge's pytest-timeout)
     run_timeout: float = 1800.0  # seconds for one submission's whole judge run
+
+
+def judge_growth_bound(limits: Limits) -> int:
+    """Bytes by which one reply can grow the judge: every size the worker claims is checked against a cap first."""
+    return REPLY_COPIES * limits.reply_bytes + TREE_EXPANSION * limits.tree_bytes
 
 
 def preexec(limits: Limits, gpu: bool, cgroup: Path | None):

@@ -12,6 +12,9 @@ containers, ``Record``s and ``RemoteObject`` proxies. What can go wrong, and wha
     the worker died (segfault, os._exit, OOM kill)   WorkerCrashed, naming the exit status; the next
                                                      call starts a fresh worker
     the reply is oversized or malformed              WorkerProtocolError; the worker is restarted
+    (a frame, a tensor's claimed size, ...)
+    it left a symlink, a special file or an over-size  WorkerOutputRefused, naming it (``mirror.py``)
+    file in its scratch folder (or filled it)
     the test timed out mid-call (pytest-timeout)     the timeout's own error; the worker is killed
     more than ``max_starts`` workers were needed     WorkerUnavailable for every later call
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -34,9 +38,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.mirror import Mirror, MirrorRefused
 from cs336_staff.grade.worker import channel, codec
 
-REPLY_LIMIT = 512 << 20  # bytes in one reply: a flood cannot grow the judge past this
+REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the judge past this
+MESSAGE_CHARS = Limits.message_chars  # characters of an exception's message, and of its traceback, kept
+NAME_CHARS = 200  # characters of a type name or a repr the worker sends
 OUTPUT_PER_TEST = 8000  # characters of worker output kept per test (head and tail)
 CONSOLE_LIMIT = 64 << 10  # characters of worker output kept for the whole run (head and tail)
 
@@ -57,6 +65,11 @@ class WorkerUnavailable(WorkerError):
     """No worker could be started, or too many were needed already."""
 
 
+class WorkerOutputRefused(WorkerError):
+    """A file was not mirrored: the worker left one the judge does not copy back (a symlink, a special
+    file, an over-size file), or the judge could not copy a test's file in (the worker's disk is full)."""
+
+
 class FromWorker(Exception):
     """Mixin of every exception rebuilt from the worker (``except FromWorker`` to tell them apart)."""
 
@@ -70,8 +83,30 @@ def _worker_str(self: BaseException) -> str:
 _REBUILT: dict[tuple[str, type], type] = {}
 
 
-def rebuild_exception(error: dict) -> BaseException:
+def _clip_text(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit // 2]}\n[... {len(text) - limit} characters cut ...]\n{text[-limit // 2 :]}"
+
+
+def bounded_error(error: Any, chars: int = MESSAGE_CHARS) -> dict:
+    """The worker's error description, cut to what the judge keeps: megabyte messages on every call
+    would otherwise live on in each failed test's report (and grow the judge by gigabytes)."""
+    if not isinstance(error, dict):
+        return {}
+    types = error.get("types")
+    types = [str(t)[:NAME_CHARS] for t in types[:64]] if isinstance(types, list) else []
+    args = error.get("args")
+    try:
+        args_size = len(json.dumps(args)) if isinstance(args, list) else 0
+    except (TypeError, ValueError, RecursionError):
+        args, args_size = None, 0
+    return {"types": types, "args": args if isinstance(args, list) and args_size <= chars else None,
+            "message": _clip_text(str(error.get("message", "")), chars),
+            "traceback": _clip_text(str(error.get("traceback", "")), chars)}
+
+
+def rebuild_exception(error: dict, chars: int = MESSAGE_CHARS) -> BaseException:
     """A local exception standing for one the submission raised: same builtin base, name, args and str()."""
+    error = bounded_error(error, chars)
     types = [str(t) for t in error.get("types", [])]
     message = str(error.get("message", ""))
     base: type[BaseException] = WorkerError
@@ -94,7 +129,7 @@ def rebuild_exception(error: dict) -> BaseException:
         exc = cls(*args) if isinstance(args, list) and base is not WorkerError else cls(message)
     except Exception:
         exc = cls(message)
-    if str(exc) != message and "[... cut ...]" not in message:
+    if str(exc) != message and "characters cut ...]" not in message and "[... cut ...]" not in message:
         # args do not always make the message: an OSError keeps its filename outside them
         # ("[Errno 2] No such file or directory: 'ckpt.pt'"), a class may define __str__
         exc.worker_str = message
@@ -218,7 +253,8 @@ class RemoteObject:
 
     def __init__(self, remote: Remote, node: dict) -> None:
         self._remote, self._generation = remote, remote.generation
-        self._id, self._type, self._repr = int(node["id"]), str(node.get("type", "?")), str(node.get("repr", ""))
+        self._id, self._type = int(node["id"]), str(node.get("type", "?"))[:NAME_CHARS]
+        self._repr = str(node.get("repr", ""))[:NAME_CHARS]
         weakref.finalize(self, remote._release, self._generation, self._id)
 
     def _op(self, op: str, *args: Any, **fields: Any) -> Any:
@@ -258,9 +294,15 @@ class Remote:
     """One worker at a time; ``call`` is what ``tests.boundary`` and the adapters proxy use."""
 
     def __init__(self, launch: Launcher, *, max_starts: int = 12, startup_timeout: float = 300.0,
-                 reply_limit: int = REPLY_LIMIT) -> None:
+                 reply_limit: int = REPLY_LIMIT, value_limit: int | None = Limits.value_bytes,
+                 message_chars: int = MESSAGE_CHARS, mirror: Mirror | None = None,
+                 tree_limit: int | None = Limits.tree_bytes) -> None:
         self._launch = launch
         self.max_starts, self.startup_timeout, self.reply_limit = max_starts, startup_timeout, reply_limit
+        self.value_limit = value_limit  # the largest tensor/array a reply may claim (codec.check_value_size)
+        self.message_chars = message_chars
+        self.tree_limit = tree_limit  # the largest JSON part of a reply (channel.tree_size_problem)
+        self.mirror: Mirror | None = mirror  # the judge's scratch and the worker's copy of it, synced per call
         self.worker: WorkerProcess | None = None
         self.starts = 0
         self.crashes = 0  # workers that ended badly (crash, timeout, unusable reply)
@@ -378,6 +420,35 @@ class Remote:
         return None
 
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
+        """One call, with the scratch folders mirrored around it (``mirror.py``) where the judge has a mirror."""
+        __tracebackhide__ = True
+        scopes = self.mirror.scopes([args, kwargs]) if self.mirror is not None else []
+        if not scopes:  # a call that names no file in the judge's folder
+            return self._exchange(head, args, kwargs)
+        try:
+            self.mirror.push(scopes)
+        except MirrorRefused as e:
+            raise WorkerOutputRefused(f"before {head.get('target') or head['op']}: {e}") from None
+        try:
+            value = self._exchange(head, args, kwargs)
+        except FromWorker:  # the submission's own error: what it left behind is copied back all the same
+            self._pull(head, scopes)
+            raise
+        except BaseException:  # a crash or a timeout: copy back what can be, and report the first failure
+            with contextlib.suppress(Exception):
+                self._pull(head, scopes)
+            raise
+        self._pull(head, scopes)
+        return value
+
+    def _pull(self, head: dict, scopes: list[str]) -> None:
+        __tracebackhide__ = True
+        try:
+            self.mirror.pull(scopes)
+        except MirrorRefused as e:
+            raise WorkerOutputRefused(f"after {head.get('target') or head['op']}: {e}") from None
+
+    def _exchange(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         __tracebackhide__ = True
         encoder = codec.Encoder(ref_of=self._ref_of)
         message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
@@ -387,7 +458,7 @@ class Remote:
         what = head.get("target") or f"{head['op']} on a worker object"
         try:
             channel.send(worker.requests, message, encoder.blobs)
-            reply, blobs = channel.receive(worker.replies, self.reply_limit)
+            reply, blobs = channel.receive(worker.replies, self.reply_limit, tree_limit=self.tree_limit)
         except (channel.ChannelClosed, BrokenPipeError):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.proc.wait(timeout=5)
@@ -409,10 +480,13 @@ class Remote:
             self.crashes += 1
             raise
         if "error" in reply:
-            raise rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {})
+            exc = rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {}, self.message_chars)
+            del reply, blobs  # the raised exception keeps this frame: it must not keep the reply's megabytes
+            raise exc
         try:
             decoder = codec.Decoder(reply.get("storages", []), blobs, known=encoder.storage_objects,
-                                    handle=lambda node: RemoteObject(self, node), allow_memmap=False)
+                                    handle=lambda node: RemoteObject(self, node), allow_memmap=False,
+                                    max_value_bytes=self.value_limit)
             value = decoder.decode(reply.get("ok"))
             for index, data in reply.get("mutated", []):
                 target = encoder.storage_objects[index]

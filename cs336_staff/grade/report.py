@@ -180,8 +180,9 @@ class GradeResult:
         """Write junit.xml, summary.md, then results.json last (its presence means "finished")."""
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(folder / "junit.xml", self.to_junit())
-        _atomic_write(folder / "summary.md", self.summary().encode())
-        _atomic_write(folder / "results.json", json.dumps(self.to_gradescope(), indent=1).encode())
+        # any text (a name that is not UTF-8, say) is written escaped, never refused: every upload gets a result
+        _atomic_write(folder / "summary.md", self.summary().encode("utf-8", "backslashreplace"))
+        _atomic_write(folder / "results.json", json.dumps(self.to_gradescope(), indent=1).encode("utf-8", "backslashreplace"))
 
 
 def load(folder: Path) -> GradeResult:

@@ -7,7 +7,9 @@ What the worker sees (its own mount namespace; everything else on the machine is
                                                                    ``.pth`` points at the staff repo,
                                                                    which is not mounted
     /grader: cs336_worker/, tests/{boundary,scenarios}, submission  read-only, staged per submission
-    the scratch folder (the judge's pytest ``tmp_path`` root)       read-write, at its own path
+    the worker's copy of the judge's scratch folder (``mirror.py``) read-write, at the path of the
+                                                                   judge's folder (pytest's basetemp
+                                                                   lives there), so paths agree
     the public fixtures (never fixtures/hidden)                     read-only, at their own path
     /tmp and /dev/shm                                                private tmpfs, size-capped
     /proc (its own), /dev (a minimal one; NVIDIA nodes on GPU runs)
@@ -36,6 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cs336_staff.grade.limits import Cgroup, GiB, Limits, MiB, Watchdog, preexec
+from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.remote import OutputTap, WorkerProcess
 from cs336_staff.grade.spec import JudgeSpec
 
@@ -121,8 +124,11 @@ def worker_env(limits: Limits, jobs: int, gpu: bool) -> dict[str, str]:
 
 
 def bwrap_command(bwrap: str, *, root: Path, scratch: Path, readonly: list[Path], limits: Limits,
-                  gpu: bool, env: dict[str, str]) -> list[str]:
-    """The bubblewrap command line that runs what follows it inside the sandbox."""
+                  gpu: bool, env: dict[str, str], scratch_source: Path | None = None) -> list[str]:
+    """The bubblewrap command line that runs what follows it inside the sandbox.
+
+    The worker sees ``scratch_source`` (default: ``scratch`` itself) read-write at ``scratch``.
+    """
     tmpfs = str(max(MiB, limits.disk_bytes // 2))
     cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
            "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "worker", "--clearenv"]
@@ -137,7 +143,7 @@ def bwrap_command(bwrap: str, *, root: Path, scratch: Path, readonly: list[Path]
     cmd += ["--ro-bind", str(root), INSIDE_ROOT]
     for p in readonly:
         cmd += ["--ro-bind", str(p), str(p)]
-    cmd += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch)]
+    cmd += ["--bind", str(scratch_source or scratch), str(scratch), "--chdir", str(scratch)]
     return cmd
 
 
@@ -167,7 +173,12 @@ def stage(root: Path, staff_root: Path, files: dict[str, bytes]) -> None:
 
 
 def start_worker(spec: JudgeSpec) -> WorkerProcess:
-    """Start one of ``spec``'s workers; the judge's ``Remote`` calls this for each (re)start."""
+    """Start one of ``spec``'s workers; the judge's ``Remote`` calls this for each (re)start.
+
+    The worker's scratch folder appears at the judge's folder's path (``mirror.layout``); sandboxed,
+    what is mounted there is the worker's own copy of it."""
+    judge_dir, worker_dir, _ = layout(spec.scratch)
+    scratch, scratch_source = judge_dir, (None if spec.insecure else worker_dir)
     env = worker_env(spec.limits, spec.jobs, spec.gpu)
     python = [sys.executable, "-I", "-B", "-c", BOOT]
     req_r, req_w = os.pipe()
@@ -177,14 +188,14 @@ def start_worker(spec: JudgeSpec) -> WorkerProcess:
     if spec.insecure:
         cmd = [*python, str(spec.root), str(spec.staff_root.resolve()), *inner]
         isolation = {"sandbox": "NONE (--insecure): the worker ran as a plain child process"}
-        cwd = spec.scratch
+        cwd = scratch
         popen_env = env
     else:
         bwrap = find_bwrap()
         if bwrap is None:
             raise SandboxUnavailable("bubblewrap is not installed (uv sync the staff group, or apt-get install bubblewrap)")
-        cmd = [*bwrap_command(bwrap, root=spec.root, scratch=spec.scratch, readonly=spec.readonly,
-                              limits=spec.limits, gpu=spec.gpu, env=env),
+        cmd = [*bwrap_command(bwrap, root=spec.root, scratch=scratch, readonly=list(spec.readonly),
+                              limits=spec.limits, gpu=spec.gpu, env=env, scratch_source=scratch_source),
                *python, INSIDE_ROOT, str(spec.staff_root.resolve()), *inner]
         isolation = {"sandbox": "bubblewrap: own mount, pid, network, ipc and user namespaces; no capabilities"}
         cwd = None
@@ -200,7 +211,7 @@ def start_worker(spec: JudgeSpec) -> WorkerProcess:
     finally:
         os.close(req_r)
         os.close(rep_w)
-    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch, cgroup)
+    watchdog = Watchdog(proc.pid, spec.limits, scratch_source or scratch, cgroup)
     watchdog.start()
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation,
                          cleanup=watchdog.stop, verdict=watchdog.explain)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.mirror import layout
 
 #: Bumped whenever a field is added, removed or changes meaning.
 SPEC_VERSION = 1
@@ -33,7 +34,7 @@ class JudgeSpec:
     """One judge run: where the submission is staged, what its worker may see, which tests run."""
 
     root: Path  # the staged worker root (``sandbox.stage``)
-    scratch: Path  # pytest's basetemp, read-write and shared with the worker
+    scratch: Path  # the judge's folder, the worker's copy of it, the judge's private one (``scratch_folders``)
     staff_root: Path  # the staff repository whose tests judge
     results: Path  # the JSON-lines file the judge writes outcomes to
     readonly: tuple[Path, ...] = ()  # folders the worker may read (the public fixtures)
@@ -94,3 +95,17 @@ def worker_preload(staff_root: Path) -> tuple[str, ...]:
     """Modules each worker imports before it says ready: ``[tool.cs336] grade-worker-preload``."""
     data = tomllib.loads((staff_root / "pyproject.toml").read_text())
     return tuple(data.get("tool", {}).get("cs336", {}).get("grade-worker-preload", []))
+
+
+def scratch_folders(scratch: Path) -> tuple[Path, Path, Path]:
+    """``mirror.layout(scratch)``, created: the judge's folder (pytest's basetemp is its ``tmp``), the
+    worker's copy of it, and the judge's private temporary folder (``tempfile``, never shown to the worker)."""
+    folders = layout(scratch)
+    for p in folders:
+        p.mkdir(parents=True, exist_ok=True)
+    return folders
+
+
+def basetemp(scratch: Path) -> Path:
+    """pytest's ``--basetemp`` for a judge whose spec names ``scratch``."""
+    return layout(scratch)[0] / "tmp"

@@ -3,7 +3,7 @@
 The grader's own tests must not depend on the real (growing, torch-heavy) suite: they build a
 repository with a four-function package (no torch, so its workers start in a fraction of a
 second), public and hidden tests (one reading a hidden fixture, one a judge-timed speed check),
-one GPU test and a rubric, then grade hand-made hostile submissions against it.
+tests that hand the worker a file and read one it wrote (``tmp_path``), one GPU test and a rubric, then grade hand-made hostile submissions against it.
 
 >>> import tempfile; from pathlib import Path
 >>> root = make_staff_repo(Path(tempfile.mkdtemp()))
@@ -38,6 +38,10 @@ def scale_file(path, k):
 
 def sum_below(n):
     return n * (n - 1) // 2
+
+
+def save_sum(path, a, b):
+    with open(path, "w") as f: f.write(str(a + b))  # noqa: E701 - one line, so calc_with can replace it
 '''
 
 ADAPTERS = '''\
@@ -58,6 +62,10 @@ def run_scale_file(path, k):
 
 def run_sum_below(n):
     return calc.sum_below(n)
+
+
+def run_save_sum(path, a, b):
+    return calc.save_sum(path, a, b)
 '''
 
 PYPROJECT = '''\
@@ -127,6 +135,21 @@ def test_sum_below_is_faster_than_a_python_loop():
         assert got == expected
     ours = min(times)
     assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s"
+
+
+def test_scale_file_of_a_file_the_test_wrote(tmp_path):
+    """scale_file reads a file the test wrote; the test reads it again afterwards for the expected answer."""
+    path = tmp_path / "numbers.txt"
+    path.write_text("4 5 6\\n")
+    got = adapters.run_scale_file(path, 3)
+    assert got == [3 * int(x) for x in path.read_text().split()]
+
+
+def test_sum_saved_to_a_file_reads_back(tmp_path):
+    """save_sum writes a + b, as text, to the path it is given; the test reads the file."""
+    path = tmp_path / "sum.txt"
+    adapters.run_save_sum(path, 20, 22)
+    assert path.read_text() == "42"
 
 
 @pytest.mark.gpu

@@ -17,7 +17,7 @@ from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
 pytestmark = pytest.mark.staff
 INSECURE = probe(False) is not None  # no bubblewrap here: grade the synthetic submissions without it
-FULL, BOB, TOTAL = 9.5, 6.5, 11  # every CPU point; mul returning 0 loses mul (2) and the hidden product (1)
+FULL, BOB, TOTAL = 11.5, 8.5, 13  # every CPU point; mul returning 0 loses mul (2) and the hidden product (1)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def test_cli_without_arguments_grades_the_bundled_example_with_full_marks(repo, 
         (root / "make_submission.sh").unlink()
     out = capsys.readouterr().out
     assert code == 0 and f"cs336-assignment-submission: {FULL:g} / {TOTAL}  [ok]" in out, out
-    assert "| **total** | 7/8 | 1 |" in out
+    assert "| **total** | 9/10 | 1 |" in out
 
 
 def test_cli_merge_combines_cpu_and_gpu_runs(repo, tmp_path, capsys):

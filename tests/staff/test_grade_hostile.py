@@ -11,18 +11,22 @@ sabotage, shared resources, leaks and clocks, batch robustness, plus crashes and
 from __future__ import annotations
 
 import json
+import os
 import resource
+import shutil
+import socket
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
-from cs336_staff.grade.limits import Limits, MiB
+from cs336_staff.grade.limits import Limits, MiB, judge_growth_bound
 from cs336_staff.grade.report import GradeResult, load
 from cs336_staff.grade.sandbox import probe
-from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
+from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, calc_with, make_staff_repo, make_zip
 
 pytestmark = [pytest.mark.staff, pytest.mark.timeout(900)]  # the module fixture grades a whole batch
 
@@ -110,6 +114,73 @@ CHANNEL_FLOOD = calc_with(prefix="import os, sys", mul='''os.write(int(sys.argv[
 HUGE_REPLY = calc_with(mul="return 'x' * (64 << 20)")
 PRINT_FLOOD = calc_with(prefix="print('x' * 5_000_000)", add="print('y' * 5_000_000); return a + b")
 
+# -- files the worker shares with the judge (the judge's folder and the worker's copy: mirror.py) ------
+PLANT_SYMLINKS = calc_with(prefix=f'''
+import os, threading, time
+def _plant():
+    # pytest's basetemp (the folder of every tmp_path) becomes a symlink to a host folder, and every
+    # folder below gets links where the tests write: the judge's own mkdir/write_text would follow them
+    base = os.path.join(os.getcwd(), "tmp")
+    while True:
+        try:
+            if os.path.isdir(base) and not os.path.islink(base):
+                os.rename(base, base + ".moved")
+                os.symlink("/tmp/{MARK}-host", base)
+        except OSError:
+            pass
+        for d, _, _ in os.walk(os.getcwd()):
+            for name in ("numbers.txt", "sum.txt"):
+                try:
+                    os.symlink("/tmp/{MARK}-planted-" + name, os.path.join(d, name))
+                except OSError:
+                    pass
+        time.sleep(0.001)
+threading.Thread(target=_plant, daemon=True).start()
+''')
+
+LINK_TO_HIDDEN = calc_with(prefix='''
+import os
+def _staff():
+    args = open("/proc/self/cmdline", "rb").read().split(b"\\0")
+    return args[args.index(b"/grader") + 1].decode() if b"/grader" in args else "/nonexistent"
+''', save_sum='''os.symlink(_staff() + "/tests/hidden/test_calc.py", path)''')
+EMPTY_THE_CORPUS = calc_with(scale_file='''
+    try:
+        open(path, "w").close()  # the judge's reference reads the file after the call
+    except OSError:
+        return [k * int(x) for x in open(path).read().split()]  # read-only: answer honestly
+    return []''')
+
+# -- sizes the worker claims ----------------------------------------------------------------------
+# A float the worker's (patched) encoder sends as a float32 tensor of shape SHAPE over one 4-byte storage,
+# stride 0: what `torch.zeros(1).expand(*SHAPE)` would send, written by hand (torch does not fit the
+# worker's address-space limit here, and a submission may write any reply it likes anyway).
+TENSOR_REPLY = '''
+import struct
+import cs336_worker.codec as _codec
+class Claim(float):
+    pass
+_encode = _codec.Encoder.encode
+def _forged(self, value, depth=0):
+    if isinstance(value, Claim):
+        self.storages.append({"device": "cpu", "blob": self.blob(struct.pack("<f", float(value)))})
+        return {"$": "tensor", "dtype": "float32", "shape": SHAPE, "stride": [0] * len(SHAPE), "offset": 0,
+                "device": "cpu", "requires_grad": False, "parameter": False, "storage": len(self.storages) - 1}
+    return _encode(self, value, depth)
+_codec.Encoder.encode = _forged
+'''
+STRIDE_ZERO = calc_with(prefix="SHAPE = [3 << 29]" + TENSOR_REPLY, mul="return Claim(a * b)")  # 1.5 Gi elements
+SPARSE_FILE = calc_with(save_sum='''open(path, "wb").truncate(60 << 20)''')
+HUGE_MESSAGES = calc_with(prefix='''
+import cs336_worker.main as _m
+_m._clip = lambda text, limit=0: text  # the worker's own cut is the submission's to undo
+_BIG = "m" * (6 << 20)
+''', add="raise ValueError(_BIG)", mul="raise ValueError(_BIG)", scale_file="raise ValueError(_BIG)",
+                          sum_below="raise ValueError(_BIG)", save_sum="raise ValueError(_BIG)")
+LYING_FRAME = calc_with(prefix="import os, sys, struct, time", mul='''
+    fd = int(sys.argv[sys.argv.index("--replies") + 1])
+    os.write(fd, struct.pack("<Q", (16 << 20) - 1) + b"x" * 64); time.sleep(60)''')  # just under the cap
+
 # -- leaks and clocks -----------------------------------------------------------------------------
 LEAK = calc_with(prefix='''
 import os, sys
@@ -154,6 +225,13 @@ def cases() -> dict[str, dict]:
         "channel_flood": {"calc": CHANNEL_FLOOD},
         "huge_reply": {"calc": HUGE_REPLY},
         "print_flood": {"calc": PRINT_FLOOD},
+        "plant_symlinks": {"calc": PLANT_SYMLINKS},
+        "link_to_hidden": {"calc": LINK_TO_HIDDEN},
+        "empty_the_corpus": {"calc": EMPTY_THE_CORPUS},
+        "stride_zero": {"calc": STRIDE_ZERO},
+        "sparse_file": {"calc": SPARSE_FILE},
+        "huge_messages": {"calc": HUGE_MESSAGES},
+        "lying_frame": {"calc": LYING_FRAME},
         "leak": {"calc": LEAK},
         "clock": {"calc": CLOCK},
         "segfault": {"calc": SEGFAULT},
@@ -180,13 +258,31 @@ def cases() -> dict[str, dict]:
     }
 
 
+def odd_directory_upload(folder: Path) -> Path:
+    """A correct directory upload that also holds names that are not UTF-8, a newline in a name, a fifo and a socket."""
+    (folder / "cs336_assignment").mkdir(parents=True)
+    (folder / "cs336_assignment" / "calc.py").write_text(GOOD_CALC)
+    (folder / "adapters.py").write_text(ADAPTERS)
+    raw = os.fsencode(folder)
+    for name in (b"/notes-\xff.txt", b"/cs336_assignment/m\xe9t\xe9o.py", b"/two\nlines.txt"):
+        with open(raw + name, "wb") as f:
+            f.write(b"x = 1\n")
+    os.mkfifo(folder / "cs336_assignment" / "pipe.py")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(folder / "cs336_assignment" / "sock.py"))
+    return folder
+
+
 LIMITS = Limits(test_timeout=3, run_timeout=120, memory_bytes=768 * MiB, processes=32, disk_bytes=96 * MiB,
-                file_bytes=64 * MiB, reply_bytes=16 * MiB)
+                file_bytes=64 * MiB, reply_bytes=16 * MiB, tree_bytes=1 * MiB, value_bytes=16 * MiB,
+                output_file_bytes=8 * MiB)
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory) -> dict:
+def graded(tmp_path_factory) -> Iterator[dict]:
     tmp = tmp_path_factory.mktemp("hostile")
+    host_dir = Path(f"/tmp/{MARK}-host")  # a host folder an attack points the judge's basetemp at
+    host_dir.mkdir()
     root = make_staff_repo(tmp / "repo")
     subs = tmp / "subs"
     subs.mkdir()
@@ -196,11 +292,13 @@ def graded(tmp_path_factory) -> dict:
         paths.append(make_zip(subs / f"{name}.zip", spec.get("files", {}), **kwargs))
     (subs / "corrupt.zip").write_bytes(b"PK\x03\x04 this is not really a zip")
     paths.append(subs / "corrupt.zip")
+    paths.append(odd_directory_upload(subs / "odd_names_dir"))
     plan = make_plan(root, device="cpu", limits=LIMITS, jobs=4, cache_dir=tmp / "out" / ".cache",
                      insecure=SANDBOX is not None)
     rows = run_batch(paths, tmp / "out", plan, jobs=4, progress=False)  # most cases wait (timeouts, kills)
-    return {"out": tmp / "out", "rows": {r["name"]: r for r in rows}, "tmp": tmp, "root": root,
+    yield {"out": tmp / "out", "rows": {r["name"]: r for r in rows}, "tmp": tmp, "root": root, "host_dir": host_dir,
             "judge_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+    shutil.rmtree(host_dir, ignore_errors=True)
 
 
 def result(graded, name) -> GradeResult:
@@ -265,7 +363,8 @@ def test_a_submission_cannot_touch_another_sandbox_or_leave_files_on_the_host(gr
     assert victim.status == "ok" and victim.score == full(victim), victim.summary()
     attacker = result(graded, "sabotage")
     assert attacker.score == full(attacker)  # its own code is correct
-    leftovers = [p for d in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(d).glob(f"**/{MARK}") if p.exists()]
+    leftovers = [os.path.join(here, MARK) for d in ("/tmp", "/var/tmp", "/dev/shm")  # os.walk skips folders that
+                 for here, _, names in os.walk(d) if MARK in names]  # vanish meanwhile (other runs' scratch)
     assert not leftovers, leftovers
 
 
@@ -275,7 +374,11 @@ def test_writing_past_the_disk_limit_fails_that_test_only(graded):
     r = result(graded, "disk_flood")
     t = one(r, "test_mul_matches_python")
     assert ("No space left" in t.output) if SANDBOX is None else (t.outcome == "crashed" and "scratch folder" in t.output), t.output[-800:]
-    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
+    lost = ["test_mul_matches_python", "test_mul_matches_the_hidden_fixture"]
+    if SANDBOX is None:  # its flood stays in its own (full) copy of the scratch folder; the judge's has its own tmpfs
+        lost += ["test_scale_file_of_a_file_the_test_wrote", "test_sum_saved_to_a_file_reads_back"]
+        assert "No space left" in one(r, "test_sum_saved_to_a_file_reads_back").output, explain(r)
+    assert r.score == full(r) - points(r, *lost), explain(r)
 
 
 @needs_sandbox
@@ -327,6 +430,99 @@ def test_megabytes_of_printing_are_cut_and_every_file_stays_small(graded):
     folder = graded["out"] / "print_flood"
     assert (folder / "results.json").stat().st_size < 200_000
     assert (folder / "console.txt").stat().st_size < 300_000
+
+
+# -- files: the judge reads and writes nothing the worker can change -----------------------------
+
+
+@needs_sandbox
+def test_symlinks_planted_in_each_new_folder_never_redirect_a_judge_write(graded):
+    """A thread that turns pytest's basetemp into a symlink to a host folder and plants symlinks (to host /tmp)
+    wherever tests write: the judge writes in its own folder only, which the worker never sees; nothing lands on
+    the host. (Against the shared folder of before, the basetemp swap made pytest error and the file links lost
+    their race with the judge's writes on this machine: this case guards the design, the issue's run showed the
+    attack.)"""
+    r = result(graded, "plant_symlinks")
+    assert not list(Path("/tmp").glob(f"{MARK}-planted-*")), "a judge write followed a planted symlink"
+    assert not list(graded["host_dir"].iterdir()), "the judge's tmp_path followed a symlinked basetemp to the host"
+    # its own links break its own saves (refused, or not found once it swapped its basetemp): no point gained
+    assert one(r, "test_sum_saved_to_a_file_reads_back").outcome == "failed", explain(r)
+    assert r.score <= full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
+
+
+@needs_sandbox
+def test_a_file_written_as_a_symlink_to_a_hidden_test_is_refused_unread(graded):
+    """save_sum leaves a symlink to tests/hidden/test_calc.py: refused, and no line of the hidden test shows."""
+    r = result(graded, "link_to_hidden")
+    t = one(r, "test_sum_saved_to_a_file_reads_back")
+    assert t.outcome == "failed" and "is a symlink" in t.output, t.output[-800:]
+    assert not any("SECRET_OPERAND" in x.output or "918273645" in x.output for x in r.tests), explain(r)
+    assert r.score == full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
+
+
+@needs_sandbox
+def test_emptying_the_judges_input_file_does_not_empty_the_judges_reference(graded):
+    """scale_file empties its input and answers for an empty file: the judge's copy is intact, so the test fails."""
+    r = result(graded, "empty_the_corpus")
+    assert one(r, "test_scale_file_of_a_file_the_test_wrote").outcome == "failed", explain(r)
+    assert r.score == full(r) - points(r, "test_scale_file_of_a_file_the_test_wrote"), explain(r)
+
+
+# -- sizes: every size is checked before it is believed ------------------------------------------
+
+
+def judge_peak_bytes(graded, name: str) -> int:
+    return 1024 * int(result(graded, name).isolation["judge_peak_rss_kib"])
+
+
+#: What the allocator and one decoded reply's bookkeeping may add beyond the stated bound (noise).
+JUDGE_SLACK = 64 * MiB
+
+
+@pytest.mark.parametrize("case", ["stride_zero", pytest.param("sparse_file", marks=needs_sandbox), "huge_messages",
+                                  "lying_frame", "huge_reply"])
+def test_the_judge_stays_within_its_stated_memory_bound_whatever_the_worker_sends(graded, case):
+    """Hostile replies grow the judge by no more than ``judge_growth_bound`` over the correct submission graded
+    in the same batch (each size is refused before torch is even imported)."""
+    baseline = judge_peak_bytes(graded, "good")
+    peak = judge_peak_bytes(graded, case)
+    bound = baseline + judge_growth_bound(LIMITS) + JUDGE_SLACK
+    assert peak <= bound, f"{case}: the judge peaked at {peak / MiB:.0f} MiB, over {bound / MiB:.0f} MiB"
+
+
+def test_a_stride_zero_tensor_claiming_gigabytes_fails_that_call_only(graded):
+    """A 1-element storage viewed as 1.5 Gi float32s: refused by its claimed size, that test fails, the rest pass."""
+    r = result(graded, "stride_zero")
+    t = one(r, "test_mul_matches_python")
+    assert t.outcome == "failed" and "exceeds the limit" in t.output, t.output[-800:]
+    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
+
+
+@needs_sandbox  # without the sandbox's mount the worker shares the judge's folder (THREAT_MODEL.md)
+def test_a_sparse_file_past_the_cap_is_refused_unread(graded):
+    """A 60 MiB sparse 'sum.txt' against an 8 MiB cap: the call fails naming the file and the cap."""
+    r = result(graded, "sparse_file")
+    t = one(r, "test_sum_saved_to_a_file_reads_back")
+    assert t.outcome == "failed" and "over the limit of 8388608 bytes per file" in t.output, t.output[-800:]
+    assert r.score == full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
+
+
+def test_megabyte_exception_messages_on_every_call_are_refused_unparsed(graded):
+    """6 MB messages from every call (the worker's own cut undone), against a 1 MiB cap on a reply's JSON part:
+    each call fails saying so, before the judge parses the text; each test's output stays small."""
+    r = result(graded, "huge_messages")
+    ran = [t for t in r.tests if t.outcome != "pending"]
+    assert r.score == 0 and all(t.outcome == "failed" and "over the limit of 1048576 bytes" in t.output
+                                for t in ran), explain(r)
+    assert (graded["out"] / "huge_messages" / "results.json").stat().st_size < 400_000
+
+
+def test_a_frame_that_claims_nearly_the_cap_and_hangs_times_out_without_the_allocation(graded):
+    """A reply header claiming 16 MiB (the cap), 64 bytes, then silence: that test times out, the rest pass, and
+    the judge's memory stays within its bound (the read allocates what arrives: test_grade_untrusted.py)."""
+    r = result(graded, "lying_frame")
+    assert one(r, "test_mul_matches_python").outcome == "timeout", explain(r)
+    assert one(r, "test_add_negative").outcome == "passed", explain(r)
 
 
 # -- leaks and clocks ----------------------------------------------------------------------------
@@ -468,7 +664,18 @@ def test_a_submission_named_like_a_batch_output_gets_its_own_folder(graded):
     assert result(graded, "submission-gradebook.csv").score > 0
     assert result(graded, "submission-hidden_name").score > 0
     lines = (graded["out"] / "gradebook.csv").read_text().splitlines()
-    assert len(lines) == 1 + len(cases()) + 1, lines  # header, every case, corrupt.zip
+    assert len(lines) == 1 + len(cases()) + 2, lines  # header, every case, corrupt.zip, the odd directory
+
+
+def test_a_directory_upload_with_odd_names_and_special_files_gets_a_result(graded):
+    """Names that are not UTF-8 (a file, a module), a newline in a name, a fifo, a socket: graded, each named escaped."""
+    r = result(graded, "odd_names_dir")
+    assert r.status == "ok" and r.score == full(r), explain(r)
+    ignored = "\n".join(r.ignored)
+    for shown in ("notes-\\xff.txt: name is not", "m\\xe9t\\xe9o.py: name is not", "two\\nlines.txt: name is not",
+                  "pipe.py: not a regular file (a fifo)", "sock.py: not a regular file (a socket)"):
+        assert shown in ignored, ignored
+    assert any(line.startswith("odd_names_dir,") for line in (graded["out"] / "gradebook.csv").read_text().splitlines())
 
 
 def test_every_result_names_its_isolation(graded):

@@ -48,6 +48,29 @@ def test_directory_submission_skips_symlinks_and_config(tmp_path):
     assert "conftest.py: pytest/Python configuration" in text
 
 
+def test_directory_submission_with_odd_names_and_special_files_is_read_and_reported_escaped(tmp_path):
+    """Names that are not UTF-8 or hold a newline, a socket, a fifo named like a module: reported escaped, never read."""
+    import socket
+
+    sub = tmp_path / "bob"
+    (sub / "cs336_assignment").mkdir(parents=True)
+    (sub / "cs336_assignment" / "calc.py").write_text(GOOD_CALC)
+    raw = os.fsencode(sub)
+    open(raw + b"/notes-\xff.txt", "wb").write(b"x")
+    open(raw + b"/cs336_assignment/mod\xfe.py", "wb").write(b"x = 1")
+    (sub / "cs336_assignment" / "two\nlines.py").write_text("x = 1")
+    os.mkfifo(sub / "cs336_assignment" / "model.py")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sub / "cs336_assignment" / "sock.py"))
+        intake = read_submission(sub)
+    assert intake.error is None and sorted(intake.files) == ["cs336_assignment/__init__.py", "cs336_assignment/calc.py"]
+    text = "\n".join(intake.ignored)
+    assert "notes-\\xff.txt: name is not printable UTF-8" in text and "mod\\xfe.py: name is not" in text, text
+    assert "two\\nlines.py: name is not" in text, text
+    assert "model.py: not a regular file (a fifo)" in text and "sock.py: not a regular file (a socket)" in text, text
+    json.dumps(intake.ignored).encode("utf-8")  # every remark is valid UTF-8 text
+
+
 def test_wrapping_folder_is_unwrapped_and_missing_init_is_supplied(tmp_path):
     """A zip of the folder (not its contents) still works; a missing __init__.py is noted."""
     z = tmp_path / "bob.zip"

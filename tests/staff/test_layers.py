@@ -9,7 +9,7 @@ never from a higher one, and the modules named in one layer do not import each o
                       > session (running a pytest session in a child) > shipped, markers
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers > results, lock, io_recorder
     cs336_staff.grade:   cli > batch, merge, example, testing > slurm > grader, judge > sandbox > remote, spec
-                         > limits, intake, report, rubric > worker
+                         > limits, intake, report, rubric > mirror > worker
 
 The worker runs inside the sandbox from a read-only copy of ``cs336_staff/grade/worker`` (as
 ``cs336_worker``) beside ``tests/boundary.py`` and ``tests/scenarios/`` (``sandbox.stage``): nothing
@@ -51,6 +51,7 @@ LAYERS = {
         "sandbox",
         grimp.Layer("remote", "spec"),
         grimp.Layer("limits", "intake", "report", "rubric"),
+        "mirror",
         "worker",
     ),
 }

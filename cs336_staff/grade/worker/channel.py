@@ -5,7 +5,8 @@ The file holds the message's JSON tree as the byte tensor ``__msg__`` and its by
 nothing in it is ever executed (no pickle anywhere). Writing the format is a JSON header and the
 bytes end to end, done here so that neither side needs numpy just to talk. The reader refuses a
 frame longer than its ``limit`` before allocating it, so a flood from the worker cannot grow the
-judge.
+judge; and it reads a frame as its bytes arrive, so a frame that claims more than it sends costs
+only what it sent (and the caller's deadline or timeout ends the wait).
 
 >>> import os
 >>> r, w = os.pipe()
@@ -63,39 +64,63 @@ def send(fd: int, message: dict, blobs: list[Blob]) -> None:
         view = view[written:]
 
 
-def _read_exactly(fd: int, n: int, deadline: float | None) -> bytearray:
+#: Bytes read per ``read``: a frame's buffer grows with the bytes that actually arrive, never with
+#: the length its header claims (a header declaring 400 MiB followed by 64 bytes costs 64 bytes).
+CHUNK = 1 << 20
+
+
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes:
     __tracebackhide__ = True  # pytest: a timeout while waiting shows the test's line, not this loop
-    buf = bytearray(n)
-    view = memoryview(buf)
+    chunks: list[bytes] = []
     got = 0
     while got < n:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 raise ChannelTimeout(f"no complete message in time ({got} of {n} bytes read)")
-        chunk = os.readv(fd, [view[got:]])
-        if chunk == 0:
+        chunk = os.read(fd, min(n - got, CHUNK))
+        if not chunk:
             raise ChannelClosed(f"pipe closed after {got} of {n} bytes")
-        got += chunk
-    return buf
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)  # the chunks and the frame: twice the bytes that arrived, at most
 
 
-def receive(fd: int, limit: int, deadline: float | None = None) -> tuple[dict, list[bytearray]]:
+def tree_size_problem(size: int, limit: int) -> str:
+    return (f"the message's values take {size} bytes of JSON, over the limit of {limit} bytes "
+            "(long strings, such as exception messages, or long lists)")
+
+
+def receive(fd: int, limit: int, deadline: float | None = None,
+            tree_limit: int | None = None) -> tuple[dict, list[bytearray]]:
     """One message and its blobs; ChannelError if it is larger than ``limit`` bytes or malformed.
 
     ``deadline`` (a ``time.monotonic()`` value): ChannelTimeout if the message is not complete by then.
+    ``tree_limit``: the largest JSON part, refused before it is parsed (parsing ``[[],[],...]`` costs
+    some twenty times its size in Python objects; raw blobs cost their size).
     """
     __tracebackhide__ = True
     (length,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
     if length > limit:
         raise ChannelError(f"a message of {length} bytes exceeds the limit of {limit} bytes")
-    payload = bytes(_read_exactly(fd, length, deadline))
+    message, blobs, problem = _parse(_read_exactly(fd, length, deadline), tree_limit)
+    if problem is not None:  # raised here, where no local holds the frame: a kept exception keeps no megabytes
+        raise ChannelError(problem)
+    return message, blobs
+
+
+def _parse(payload: bytes, tree_limit: int | None) -> tuple[dict, list[bytearray], str | None]:
+    """The message and blobs of one frame's payload, or why it is refused."""
     try:
         tensors = dict(safetensors.deserialize(payload))
+        del payload
+        size = len(tensors["__msg__"]["data"]) if "__msg__" in tensors else 0
+        if tree_limit is not None and size > tree_limit:
+            return {}, [], tree_size_problem(size, tree_limit)
         message = json.loads(bytes(tensors.pop("__msg__")["data"]))
         blobs = [tensors.pop(f"b{i}")["data"] for i in range(len(tensors))]
     except Exception as e:  # any malformed container, JSON or blob numbering
-        raise ChannelError(f"malformed message: {type(e).__name__}: {e}") from None
+        return {}, [], f"malformed message: {type(e).__name__}: {str(e)[:200]}"
     if not isinstance(message, dict):
-        raise ChannelError("malformed message: not a JSON object")
-    return message, blobs
+        return {}, [], "malformed message: not a JSON object"
+    return message, blobs, None
