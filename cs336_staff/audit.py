@@ -21,6 +21,14 @@ not test the scratch copy). A child that outlives ``--timeout`` is killed with e
 
 The baseline is one run of every public test file the mutants name, on the unmutated copy, in
 parallel with the first mutants: a test that fails there does not count as catching anything.
+It also records which solution functions each test executes (``reach_probe.py``), and the audit
+fails when a test of one part executes a solution function of another (``part_reach.py``; only
+the training loop combines parts): then a bug in one part would cost points in another. The same
+measurement is the parts' "Also used by" (``cs336_staff/used_by.json``, which ``cs336 parts
+--write`` puts in the handout's README): the audit fails when the file disagrees, and
+``--write-used-by`` rewrites it. No test
+that never executes a function can see a mutant of it, so this stands for running every mutant
+against the whole suite, at the cost of one profiled baseline run.
 
 The report gives, per mutant, the tests that caught it and the first line of each failure message
 (what a student with that bug would read), and ends with ``caught N of M``. The audit fails
@@ -35,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import pkgutil
 import queue
@@ -46,6 +55,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cs336_staff import part_reach
+from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.session.runner import PytestRun, hide_installed
 from cs336_staff.session.warm import KILLED, WarmPool
 from cs336_staff.shipped import SHIPPED_DIRS, shipped_sources
@@ -54,6 +65,8 @@ REPO = Path(__file__).resolve().parents[1]
 EXTRA_FILES = ("pyproject.toml", "README.md")
 MUTANT_TIMEOUT = 300.0  # seconds; a mutant's tests normally take a few
 BASELINE_TIMEOUT = 1800.0
+CROSS_PART = "(cross-part) "  # how a crossing starts among the baseline's lines
+USED_BY = "(used-by) "  # how a stale cs336_staff/used_by.json starts among them
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip the run of the named tests on the unmutated reference")
     parser.add_argument("--timeout", type=float, default=MUTANT_TIMEOUT, help="seconds before a mutant's run is killed (default: %(default).0f)")
     parser.add_argument("--dry-run", action="store_true", help="only check that every mutant applies and parses; run no tests")
+    parser.add_argument("--write-used-by", action="store_true",
+                        help="write what the baseline measured into cs336_staff/used_by.json (the parts' 'Also used by') instead of checking it")
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
@@ -222,9 +237,11 @@ def _baseline_failures(run: PytestRun) -> list[str]:
 
 def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full: bool = False,
           baseline: bool = True, timeout: float = MUTANT_TIMEOUT, echo=print,
-          pool: WarmPool | None = None) -> tuple[list[Verdict], list[str]]:
+          pool: WarmPool | None = None, write_used_by: bool = False) -> tuple[list[Verdict], list[str]]:
     """Audit ``mutants`` against the public tree of ``repo``: (one verdict per mutant, baseline failures).
 
+    The baseline's lines include crossings (``CROSS_PART``) and a stale ``USED_BY_FILE``
+    (``USED_BY``), or, with ``write_used_by``, it is rewritten from the measurement instead.
     ``pool`` is a warm fork-server to reuse (its owner closes it); by default the audit starts its own."""
     repo = Path(repo).resolve()
     jobs = max(1, min(jobs, len(mutants) or 1))
@@ -243,12 +260,31 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
 
             def run_baseline() -> list[str]:
                 scratch = scratches.get()
+                probe = scratch / f"{part_reach.PROBE_MODULE}.py"
+                functions, reach = root / "reach-functions.json", root / "reach.json"
                 try:
-                    run = pool.run(scratch, _pytest_args(tests, full=True), hide=hide_installed(scratch),
-                                   env=_child_env(jobs), timeout=BASELINE_TIMEOUT)
+                    parts = load_parts(repo)
+                except PartsError:  # a tree without parts (a sample repository): nothing to cross
+                    parts = []
+                try:
+                    shutil.copyfile(part_reach.PROBE_SOURCE, probe)
+                    functions.write_text(json.dumps(part_reach.graded_functions(parts)))
+                    env = {**_child_env(jobs), "CS336_REACH_FUNCTIONS": str(functions), "CS336_REACH_OUT": str(reach)}
+                    run = pool.run(scratch, [*_pytest_args(tests, full=True), "-p", part_reach.PROBE_MODULE],
+                                   hide=hide_installed(scratch), env=env, timeout=BASELINE_TIMEOUT)
                 finally:
+                    probe.unlink(missing_ok=True)
                     scratches.put(scratch)
-                return _baseline_failures(run)
+                if not reach.is_file() or not parts:
+                    return _baseline_failures(run)
+                measured = json.loads(reach.read_text())
+                lines = [CROSS_PART + line for line in part_reach.crossings(measured, parts)]
+                uses, ran = part_reach.used_by(measured, parts), {n.split("::")[0] for n in measured}
+                if write_used_by:
+                    echo(f"audit: wrote {part_reach.write_used_by(uses, ran, repo)}")
+                else:
+                    lines += [USED_BY + line for line in part_reach.used_by_drift(uses, ran, repo)]
+                return _baseline_failures(run) + lines
 
             baseline_lines = ex.submit(run_baseline)
         def task(part: str, mutant) -> Verdict | tuple[PytestRun, float]:
@@ -259,7 +295,7 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
                 scratches.put(scratch)
 
         futures = [ex.submit(task, p, m) for p, m in mutants]
-        failing = {line.split(": ", 1)[0] for line in baseline_lines.result()}
+        failing = {line.split(": ", 1)[0] for line in baseline_lines.result() if not line.startswith((CROSS_PART, USED_BY))}
         verdicts = []
         for i, ((part, mutant), f) in enumerate(zip(mutants, futures, strict=True), 1):
             v = f.result()
@@ -298,14 +334,20 @@ def run(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         verdicts, baseline_failures = audit(args.repo, mutants, jobs=args.jobs, full=args.full, baseline=args.baseline,
-                                            timeout=args.timeout, echo=lambda line: print(line, flush=True))
+                                            timeout=args.timeout, echo=lambda line: print(line, flush=True),
+                                            write_used_by=args.write_used_by)
     except KeyboardInterrupt:
         print("audit: interrupted; the scratch copies are deleted")
         return 130
     finally:
         signal.signal(signal.SIGTERM, previous)
     for f in baseline_failures:
-        print(f"baseline: fails without any mutant: {f}")
+        if f.startswith(CROSS_PART):
+            print(f"cross-part: {f.removeprefix(CROSS_PART)}")
+        elif f.startswith(USED_BY):
+            print(f"used-by: {f.removeprefix(USED_BY)}")
+        else:
+            print(f"baseline: fails without any mutant: {f}")
     by_status: dict[str, list[str]] = {}
     for v in verdicts:
         by_status.setdefault(v.status, []).append(v.mutant.name)

@@ -31,6 +31,7 @@ the part its rules give ``FILE::test``; the grader itself resolves each test).
 from __future__ import annotations
 
 import ast
+import json
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
@@ -45,6 +46,12 @@ TITLE = re.compile(r"^(\d+)\.\s+(\S.*)$")
 README_BEGIN, README_END = "<!-- parts:begin -->", "<!-- parts:end -->"
 _SECTION = re.compile(r"^#\s+(?:(\d+)\.\s+)?(\S.*?)\s*$")
 _DEF = re.compile(r"^def\s+(\w+)")
+
+
+#: Which other parts' public test files execute each part's solution functions, as ``cs336 audit``
+#: measured it (``part_reach.py``; ``cs336 audit --write-used-by`` writes it, the audit checks it).
+#: Without it (a sample repository) a part is used by the test files that name its adapters.
+USED_BY_FILE = "cs336_staff/used_by.json"
 
 
 class PartsError(ValueError):
@@ -63,7 +70,7 @@ class Part:
     adapters: list[str] = field(default_factory=list)
     tests: list[str] = field(default_factory=list)  # public test files graded under this part
     hidden_tests: list[str] = field(default_factory=list)
-    used_by: list[str] = field(default_factory=list)  # other public test files calling its adapters
+    used_by: list[str] = field(default_factory=list)  # other parts' public test files that run its code (USED_BY_FILE)
 
     @property
     def heading(self) -> str:
@@ -152,6 +159,8 @@ def load_parts(repo: Path, regions: dict[str, list[Region]] | None = None) -> li
     public, hidden = _test_files(repo, "tests"), _test_files(repo, "tests/hidden")
     graded = _graded_files(rubric, public + hidden)
     sources = {t: (repo / t).read_text(encoding="utf-8") for t in public}
+    used_path = repo / USED_BY_FILE
+    measured_uses = json.loads(used_path.read_text(encoding="utf-8")) if used_path.is_file() else None
     parts = []
     for i, concept in enumerate(rubric.concepts.values(), 1):
         m = TITLE.match(concept.title)
@@ -180,7 +189,9 @@ def load_parts(repo: Path, regions: dict[str, list[Region]] | None = None) -> li
                 optional[f] = [n for n in names if n in marked]
         adapters = [name for name, number in owner.items() if number == i]
         tests = [t for t in public if graded.get(t) == concept.name]
-        uses = [t for t in public if t not in tests and any(re.search(rf"\badapters\.{a}\b", sources[t]) for a in adapters)]
+        uses = measured_uses.get(concept.name, []) if measured_uses is not None else [
+            t for t in public if t not in tests and any(re.search(rf"\badapters\.{a}\b", sources[t]) for a in adapters)
+        ]
         parts.append(Part(
             key=concept.name, number=i, title=m.group(2), points=float(concept.points or 0), module=module,
             functions=functions, optional=optional, adapters=adapters, tests=tests,

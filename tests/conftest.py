@@ -1,7 +1,12 @@
-"""Shared pytest configuration: snapshots, device markers, and seeded generators.
+"""Shared pytest configuration: snapshots, device markers, seeded generators, and repeatable runs.
 
 The device markers (gpu, fp8, h100) and what each needs are defined in tests/devices.py; a test
 whose device is missing is skipped with the reason.
+
+Every run draws the same cases: hypothesis is derandomized (the profile "cs336", loaded below), and
+each test starts with the global RNGs (random, numpy, torch) seeded with RNG_SEED, so rerunning the
+suite never changes a result. To explore other random cases on purpose, pass
+``--hypothesis-profile=cs336-random --hypothesis-seed=N``.
 """
 
 from __future__ import annotations
@@ -13,10 +18,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import settings
 
-from tests import progress
+from tests import not_written, progress
 from tests.devices import skip_reason
 from tests.snapshot import Snapshot
+
+#: The global RNGs' seed at the start of every test (grading seeds the sandboxed worker the same way).
+RNG_SEED = 0
+
+# Registered and loaded at import, before pytest's --hypothesis-profile option is read, so the option
+# can still choose the random profile.
+settings.register_profile("cs336", derandomize=True, database=None)
+settings.register_profile("cs336-random", derandomize=False, database=None)
+settings.load_profile("cs336")
 
 
 # BEGIN STAFF-ONLY
@@ -36,6 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     progress.register(config)  # the per-part summary at the end of a run (tests/progress.py)
+    not_written.register(config)  # one line for a test that reaches a stub (tests/not_written.py)
 
 
 def _capability() -> tuple[int, int] | None:
@@ -51,9 +67,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def keep_global_rngs() -> Iterator[None]:
-    """Tests may seed (and a checkpoint may restore) the global RNGs; put them back afterwards."""
+def seeded_global_rngs() -> Iterator[None]:
+    """Each test starts with the global RNGs seeded with RNG_SEED, whatever ran before it; afterwards
+    they are put back (tests may seed, and a checkpoint may restore, them)."""
     states = torch.get_rng_state(), np.random.get_state(), random.getstate()
+    random.seed(RNG_SEED)
+    np.random.seed(RNG_SEED)
+    torch.manual_seed(RNG_SEED)
     yield
     torch.set_rng_state(states[0])
     np.random.set_state(states[1])

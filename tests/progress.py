@@ -2,7 +2,7 @@
 
 The graders' points come from the course rubric: each part is worth a number of points, shared by
 its tests (public and hidden). This plugin shows what the public tests you just ran say, part by
-part; the last lines of ``uv run pytest`` then look like::
+part, as the very last thing ``uv run pytest`` prints (after pytest's own summary)::
 
     ======================= public progress by part (points) =======================
     part                                           passed  failed  skipped   points
@@ -17,8 +17,10 @@ tests (other seeds, shapes and dtypes) and, separately, the written problems of 
 Where the points come from: ``tests/points.json``, generated from the course rubric (never edit
 it by hand). Only public tests (``tests/test_*.py``) are counted; any other tests that ran (the
 staff have more) are counted in one line under the table, not scored.
-Nothing is printed when no public test ran, or with ``--collect-only``; ``-p no:cs336_progress``
-turns the summary off.
+A public test file that cannot be collected (a syntax error, a failed import) is listed under the
+table and its part scores nothing, since none of its tests ran. Nothing is printed when no public
+test ran or failed to collect, or with ``--collect-only``; ``-p no:cs336_progress`` turns the
+summary off.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class Row:
     outcomes: dict[str, str] = field(default_factory=dict)  # nodeid -> passed | failed | skipped
     weights: dict[str, float] = field(default_factory=dict)
     fixed: dict[str, float] = field(default_factory=dict)  # tests worth fixed points, outside the budget
+    uncollected: list[str] = field(default_factory=list)  # its public test files that failed to collect
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes.values() if o == outcome)
@@ -113,6 +116,8 @@ class Progress:
         self.data = data
         self.outcomes: dict[str, str] = {}
         self.others: set[str] = set()
+        self.uncollected: list[str] = []  # public test files that failed to collect
+        self.exitstatus: int | None = None  # set once pytest's summary ran; the table comes after it
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
@@ -125,6 +130,10 @@ class Progress:
             self.outcomes[nodeid] = "skipped"
         elif report.when == "call" and report.passed and nodeid not in self.outcomes:
             self.outcomes[nodeid] = "passed"
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and report.nodeid.startswith(PUBLIC_PREFIX):
+            self.uncollected.append(report.nodeid.split("::")[0])
 
     def rows(self) -> tuple[list[Row], list[str]]:
         """The parts with public tests in this run, in the rubric's order; and unscored tests."""
@@ -140,14 +149,24 @@ class Progress:
             row.weights[nodeid] = float(s.get("weight", 1.0))
             if "points" in s:
                 row.fixed[nodeid] = float(s["points"])
-        return [r for r in rows.values() if r.outcomes], unscored
+        for path in self.uncollected:  # nothing of it ran: the part's points are all at stake, none earned
+            row = rows.get(score(f"{path}::*", self.data["rules"]).get("concept"))
+            if row is not None:
+                row.uncollected.append(path)
+        return [r for r in rows.values() if r.outcomes or r.uncollected], unscored
+
+    def pytest_terminal_summary(self, exitstatus: int) -> None:
+        self.exitstatus = exitstatus
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
-        rows, unscored = self.rows()
-        if not rows or config.option.collectonly:
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Print the table after everything pytest prints (its short summary and final counts)."""
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None or self.exitstatus is None or config.option.collectonly:
             return
-        tr = terminalreporter
+        rows, unscored = self.rows()
+        if not rows:
+            return
         width = max(len("part"), *(len(r.title) for r in rows))
         tr.write_sep("=", "public progress by part (points)")
         tr.write_line(f"{'part':<{width}}  {'passed':>9}  {'failed':>6}  {'skipped':>7}  {'points':>11}")
@@ -155,16 +174,21 @@ class Progress:
         for r in rows:
             n = len(r.outcomes)
             got = r.earned()
+            if r.uncollected:
+                got = (0.0, float(r.points or 0))
             if got is None:
                 pts = "-"
             else:
                 earned_total, stake_total = earned_total + got[0], stake_total + got[1]
                 pts = f"{got[0]:.1f}/{got[1]:g}"
             line = f"{r.title:<{width}}  {r.count('passed'):>4}/{n:<4}  {r.count('failed'):>6}  {r.count('skipped'):>7}  {pts:>11}"
-            tr.write_line(line, green=got is not None and got[0] == got[1] > 0, red=r.count("failed") > 0)
+            tr.write_line(line, green=got is not None and got[0] == got[1] > 0, red=r.count("failed") > 0 or bool(r.uncollected))
         tr.write_line(f"{'total':<{width}}  {'':>9}  {'':>6}  {'':>7}  {f'{earned_total:.1f}/{stake_total:g}':>11}")
         parts = len(self.data["parts"])
         notes = []
+        if self.uncollected:
+            notes.append(f"Could not be collected (see the errors above), so their parts score 0 here: "
+                         f"{', '.join(self.uncollected)}.")
         if len(rows) < parts:
             notes.append(f"{parts - len(rows)} of {parts} parts had no public test in this run.")
         notes.append(

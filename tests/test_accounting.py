@@ -109,8 +109,8 @@ def count_flops_case(name: str) -> tuple[Net, tuple[torch.Tensor, ...]]:
     g = torch.Generator().manual_seed(0)
     if name == "nn.Linear with bias":
         return Net("linear", (7, 5), bias=True), (torch.randn(3, 7, generator=g),)
-    if name == "models.Linear on 3-d input":
-        return Net("models.Linear", (6, 4)), (torch.randn(2, 3, 6, generator=g),)
+    if name == "bias-free Linear on 3-d input":
+        return Net("linear", (6, 4)), (torch.randn(2, 3, 6, generator=g),)
     if name == "Cruncher":
         return Net("Cruncher", (8, 3)), (torch.randn(5, 8, generator=g),)
     if name == "einsum attention scores":
@@ -121,7 +121,7 @@ def count_flops_case(name: str) -> tuple[Net, tuple[torch.Tensor, ...]]:
     return Net("mlp", tuple(dims)), (torch.randn(random_dims(seed + 10, 1)[0], dims[0], generator=g),)
 
 
-COUNT_FLOPS_CASES = ["nn.Linear with bias", "models.Linear on 3-d input", "Cruncher", "einsum attention scores",
+COUNT_FLOPS_CASES = ["nn.Linear with bias", "bias-free Linear on 3-d input", "Cruncher", "einsum attention scores",
                      "MLP seed 0", "MLP seed 1", "MLP seed 2"]
 
 
@@ -283,26 +283,24 @@ def test_activation_bytes_exclude_parameters_and_inputs() -> None:
     assert accounting.student_activation_bytes(Net("linear", (5, 3), bias=True), torch.randn(4, 5)) == 0
 
 
-@pytest.mark.parametrize("impl", ["torch", "ours"])
 @pytest.mark.parametrize("name", OPTIMIZERS)
-def test_optimizer_state_bytes_match_the_analytic_count(name: str, impl: str) -> None:
+def test_optimizer_state_bytes_match_the_analytic_count(name: str) -> None:
     """Bytes in optimizer.state after a step are states-per-parameter x 4 x params (fp32)."""
     net = Net("mlp", (7, 5, 3))
     x = torch.randn(4, 7, generator=torch.Generator().manual_seed(0))
-    measured = accounting.student_optimizer_state_bytes(net, name, impl, optimizer_kwargs(name), [x])
+    measured = accounting.student_optimizer_state_bytes(net, name, optimizer_kwargs(name), [x])
     num_params = accounting.num_params(net)
     assert measured == 4 * OPTIMIZER_STATES[name] * num_params
     analytic = adapters.run_training_memory_bytes(num_params, 0, name, "fp32") - 8 * num_params
     assert analytic == measured, f"{name}: analytic state {analytic} bytes, optimizer.state holds {measured}"
 
 
-@pytest.mark.parametrize("impl", ["torch", "ours"])
 @pytest.mark.parametrize("name", OPTIMIZERS)
-def test_optimizer_state_bytes_count_a_scalar_parameters_state_but_no_step(name: str, impl: str) -> None:
+def test_optimizer_state_bytes_count_a_scalar_parameters_state_but_no_step(name: str) -> None:
     """A 0-d parameter's state (0-d like it) counts; torch's 0-d step counters, shaped the same, do not."""
     net = Net("sequential", parts=(Net("mlp", (7, 5, 3)), Net("scale")))
     x = torch.randn(4, 7, generator=torch.Generator().manual_seed(0))
-    measured = accounting.student_optimizer_state_bytes(net, name, impl, optimizer_kwargs(name), [x])
+    measured = accounting.student_optimizer_state_bytes(net, name, optimizer_kwargs(name), [x])
     num_params = accounting.num_params(net)
     per_param = 4 * OPTIMIZER_STATES[name]
     expected = per_param * num_params
@@ -312,21 +310,20 @@ def test_optimizer_state_bytes_count_a_scalar_parameters_state_but_no_step(name:
                       "leave out 'step' by its key",
     }
     assert measured == expected, (
-        f"{name} ({impl}) on {num_params} fp32 parameters, one of them 0-d: optimizer_state_bytes = {measured}, "
+        f"{name} on {num_params} fp32 parameters, one of them 0-d: optimizer_state_bytes = {measured}, "
         f"expected {OPTIMIZER_STATES[name]} x 4 x {num_params} = {expected}; {hint.get(measured, 'see the docstring')}"
     )
 
 
-@pytest.mark.parametrize("impl", ["torch", "ours"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=["bf16", "fp64"])
-def test_optimizer_state_bytes_count_each_state_at_its_dtypes_size(dtype: torch.dtype, impl: str) -> None:
+def test_optimizer_state_bytes_count_each_state_at_its_dtypes_size(dtype: torch.dtype) -> None:
     """Adam on bf16 (fp64) parameters keeps bf16 (fp64) state: 2 (8) bytes per value, read from the tensors."""
     net = Net("mlp", (7, 5, 3), dtype=dtype)
     x = torch.randn(4, 7, generator=torch.Generator().manual_seed(0)).to(dtype)
-    measured = accounting.student_optimizer_state_bytes(net, "adam", impl, {"lr": 1e-3}, [x])
+    measured = accounting.student_optimizer_state_bytes(net, "adam", {"lr": 1e-3}, [x])
     size, num_params = dtype.itemsize, accounting.num_params(net)
     assert measured == 2 * size * num_params, (
-        f"Adam ({impl}) on {num_params} {dtype} parameters: optimizer_state_bytes = {measured}, expected "
+        f"Adam on {num_params} {dtype} parameters: optimizer_state_bytes = {measured}, expected "
         f"2 states x {size} bytes x {num_params} = {2 * size * num_params}: take each tensor's own element size "
         "(tensor_memory_bytes), not 4"
     )

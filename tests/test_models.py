@@ -69,6 +69,8 @@ def linear_matches_functional(
         x = torch.randn(*batch_shape, d_in, generator=g, dtype=torch.float64).to(dtype)
     try:
         out = adapters.run_linear(d_in, d_out, weights, x)
+    except NotImplementedError:  # a RuntimeError too: Linear is not written yet, not a view() problem
+        raise
     except RuntimeError as e:
         if not transposed:
             raise

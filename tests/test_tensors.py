@@ -333,7 +333,7 @@ def shapes_and_strides(draw):
     return shape, tuple(reversed(strides))
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@settings(max_examples=100, deadline=None)
 @given(shapes_and_strides())
 def test_is_contiguous_agrees_with_torch_on_arbitrary_strides(case):
     """For any shape and strides, is_contiguous agrees with torch.empty_strided(...).is_contiguous()."""

@@ -1,6 +1,6 @@
 """Prove a built handout is what students should get: ``cs336 release --check``.
 
-Ten checks, each a line of the report, each failure naming the file, test or line:
+Twelve checks, each a line of the report, each failure naming the file, test or line:
 
     contents   the handout has the files students need (make_submission.sh, README, ...)
     imports    ``cs336_assignment``, every module in it, and ``adapters`` import from the handout
@@ -10,6 +10,8 @@ Ten checks, each a line of the report, each failure naming the file, test or lin
     stubs      run as students first run it, every test fails with NotImplementedError (anywhere in
                the exception chain); none passes, none fails or errors for another reason; tests
                that need a GPU may skip, and so may tests that also skip with the reference
+    output     what that stub run printed is short (at most 5,000 lines), reports each failure as a
+               function not written yet, and ends with the per-part table (``student_output.py``)
     reference  the handout with the reference modules dropped in passes every test
     parts      the parts' copies, the writeup's problems and tests/points.json agree with rubric.toml
                and the code; assignment.pdf is a fresh build; no answer key ships (handout_parts.py)
@@ -21,6 +23,8 @@ Ten checks, each a line of the report, each failure naming the file, test or lin
                library boilerplate, not solution (see ``_library_only``)
     behaviour  no function the handout ships reproduces a graded adapter's recorded calls: a
                solution written independently of the reference (see ``behaviour.py``)
+    answers    no distinctive number of the writeup's answer key appears in the handout's code,
+               docstrings or README, in any spelling (``answer_leaks.py``)
     leftovers  no staff path, staff command, staff pytest option or staff-only import in the
                handout (see ``leftovers.py``)
 
@@ -49,10 +53,12 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from cs336_staff.release import behaviour
+from cs336_staff.release.answer_leaks import check_answer_leaks
 from cs336_staff.release.build import PACKAGE
 from cs336_staff.release.handout_parts import check_parts
 from cs336_staff.release.leftovers import check_leftovers
 from cs336_staff.release.results import Check, Handout
+from cs336_staff.release.student_output import check_output
 from cs336_staff.session.runner import PytestRun, copy_tree, hide_installed, merge_runs
 from cs336_staff.session.warm import WarmPool
 
@@ -304,7 +310,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
         shards = max(1, min(4, os.cpu_count() or 1))
         threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // (shards + 1)))}
         with WarmPool() if pool is None else nullcontext(pool) as warm:
-            stub_job = warm.submit(stub_tree, ["-q"], hide=hide, env=threads)
+            stub_job = warm.submit(stub_tree, [], hide=hide, env=threads)  # as students run it: its output is checked
             # the reference run is the long one: split it across the cores (every child collects
             # everything, then keeps every n-th test), so it does not run on one core at the end
             recordings = [scratch / f"io-{k}.pt" for k in range(shards)]
@@ -316,6 +322,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             checks.append(check_leaks(repo, handout))
             checks.append(check_parts(repo, handout))
             checks.append(check_leftovers(repo, handout))
+            checks.append(check_answer_leaks(repo, handout))
             checks.append(check_imports(imports_job.result()))
             stub, ref = stub_job.result(), merge_runs([j.result() for j in ref_jobs])
             graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
@@ -325,11 +332,12 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             checks.append(behaviour.replay_check(replay_job.result()))
         checks.append(check_collect(stub, ref))
         checks.append(check_stubs(stub, ref))
+        checks.append(check_output(stub.output, handout.files))
         checks.append(check_reference(ref))
     finally:
         if keep:
             print(f"kept the scratch trees in {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    order = ["contents", "imports", "ruff", "collect", "stubs", "reference", "leaks", "behaviour", "leftovers", "parts"]
+    order = ["contents", "imports", "ruff", "collect", "stubs", "output", "reference", "leaks", "behaviour", "leftovers", "answers", "parts"]
     return sorted(checks, key=lambda c: order.index(c.name))

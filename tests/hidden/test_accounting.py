@@ -176,26 +176,25 @@ def test_activation_bytes_of_views_in_other_dtypes(dtype: torch.dtype) -> None:
     assert got == batch * width * dtype.itemsize, f"{dtype}: measured {got}"
 
 
-@pytest.mark.parametrize("impl", ["torch", "ours"])
 @pytest.mark.parametrize("name", list(OPTIMIZER_STATES))
-def test_optimizer_state_bytes_with_scalar_parameters_in_float64(name: str, impl: str) -> None:
+def test_optimizer_state_bytes_with_scalar_parameters_in_float64(name: str) -> None:
     """Two 0-d parameters among float64 ones, two steps: every state counts at 8 bytes, no step counter does."""
     net = Net("sequential", dtype=torch.float64, parts=(Net("mlp", (5, 4, 2)), Net("scale"), Net("scale")))
     kwargs = {"lr": 1e-2, **({"momentum": 0.5} if name == "momentum" else {})}
     g = torch.Generator().manual_seed(2)
     inputs = [torch.randn(3, 5, generator=g, dtype=torch.float64) for _ in range(2)]
-    measured = accounting.student_optimizer_state_bytes(net, name, impl, kwargs, inputs)
+    measured = accounting.student_optimizer_state_bytes(net, name, kwargs, inputs)
     assert measured == 8 * OPTIMIZER_STATES[name] * accounting.num_params(net)
 
 
 @pytest.mark.parametrize("name", list(OPTIMIZER_STATES))
-def test_optimizer_state_bytes_of_our_optimizers_on_a_cruncher(name: str) -> None:
-    """Our optimizers' state on a Cruncher is states-per-parameter x 4 x params after two steps."""
+def test_optimizer_state_bytes_on_a_cruncher(name: str) -> None:
+    """torch's optimizers' state on (torch's twin of) a Cruncher is states-per-parameter x 4 x params after two steps."""
     net = Net("Cruncher", (6, 2), seed=1)
     kwargs = {"lr": 1e-2, **({"momentum": 0.5} if name == "momentum" else {})}
     g = torch.Generator().manual_seed(1)
     inputs = [torch.randn(3, 6, generator=g) for _ in range(2)]
-    measured = accounting.student_optimizer_state_bytes(net, name, "ours", kwargs, inputs)
+    measured = accounting.student_optimizer_state_bytes(net, name, kwargs, inputs)
     assert measured == 4 * OPTIMIZER_STATES[name] * accounting.num_params(net)
 
 
@@ -203,7 +202,7 @@ def test_optimizer_state_bytes_in_bfloat16() -> None:
     """State kept in bf16 (torch Adam on bf16 parameters) is counted at 2 bytes per value."""
     net = Net("mlp", (4, 6, 2), dtype=torch.bfloat16)
     x = torch.randn(3, 4, dtype=torch.bfloat16)
-    assert accounting.student_optimizer_state_bytes(net, "adam", "torch", {}, [x]) == 2 * 2 * (4 * 6 + 6 * 2)
+    assert accounting.student_optimizer_state_bytes(net, "adam", {}, [x]) == 2 * 2 * (4 * 6 + 6 * 2)
 
 
 def test_training_memory_of_nothing_is_zero() -> None:

@@ -263,7 +263,7 @@ def test_is_view_of_an_empty_slice_and_an_expanded_view():
     assert not adapters.run_is_view_of(base[1:2].expand(5, 4), base[0])
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 5), max_size=5))
 def test_contiguous_strides_match_torch_for_any_shape(shape):
     """For any shape (zeros and ones included, given as a list or torch.Size), the strides of torch.empty."""
@@ -302,7 +302,7 @@ def shapes_and_strides(draw):
     return shape, tuple(reversed(strides))
 
 
-@settings(max_examples=120, deadline=None, derandomize=True, database=None)
+@settings(max_examples=120, deadline=None)
 @given(shapes_and_strides())
 def test_is_contiguous_agrees_with_torch_on_size_one_zero_and_empty_dims(case):
     """For shapes rich in size-0/size-1 dims and stride-0 dims, is_contiguous agrees with torch."""

@@ -1,12 +1,12 @@
 """Scenarios of part 7, resource accounting: your counters and measurements run on a network.
 
 A network (or a plain torch function) is described by a ``Net``, plain data, so that both sides of
-the line build the same one: ``build(net)`` gives torch's version (for the test's oracle,
-``FlopCounterMode``), ``build(net, student=True)`` the same network with your ``models.Linear``
-and ``Cruncher`` where the description names them. The ``student_...`` functions run one of your
-counters (``count_flops``, ``FlopCounter``, ``activation_bytes``, ``optimizer_state_bytes``) or one
-of the given measurement helpers on such a network and return what it reported: numbers, dicts,
-tensors. ``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare that with torch.
+the line build the same one with ``build(net)``: torch's modules only (``nn.Linear``, and torch's
+twin of the ``Cruncher``), never your ``models`` or ``optim`` code, so these tests grade your
+accounting alone and a bug in another part costs no accounting points. The ``student_...``
+functions run one of your counters (``count_flops``, ``FlopCounter``, ``activation_bytes``,
+``optimizer_state_bytes``) or one of the given measurement helpers on such a network, trained by
+torch's optimizers, and return what it reported: numbers, dicts, tensors. ``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare that with torch.
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ class Net:
         ``"scale"``          ``Scale()``: multiplies by one learnable number, a 0-d parameter
         ``"sequential"``     ``nn.Sequential`` of ``parts``
         ``"chain"``          a plain function applying ``parts`` (functions) in turn to one tensor
-        ``"models.Linear"``  your ``Linear(*dims)``; torch's twin is ``nn.Linear(*dims, bias=False)``
-        ``"Cruncher"``       your ``Cruncher(*dims)`` (dim, num_layers); torch's twin is ``Cruncher`` below
+        ``"Cruncher"``       ``Cruncher(*dims)`` below (dim, num_layers): torch's twin of models.Cruncher
         ``"torch.NAME"``     the function ``torch.NAME``, called as ``torch.NAME(*before, *tensors, *after)``
     Modules are built with torch's RNG seeded with ``seed`` and cast to ``dtype``.
     """
@@ -79,8 +78,9 @@ class Scale(nn.Module):
 
 
 class Cruncher(nn.Module):
-    """torch's twin of your ``models.Cruncher``: the same module tree (``layers.i``, ``final``), of
-    bias-free ``nn.Linear``, and the same class name (FlopCounterMode names the root module by it)."""
+    """torch's twin of your ``models.Cruncher``, which the accounting tests count on instead of yours:
+    the same module tree (``layers.i``, ``final``), of bias-free ``nn.Linear``, and the same class
+    name (FlopCounterMode names the root module by it)."""
 
     def __init__(self, dim: int, num_layers: int, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None) -> None:
@@ -105,12 +105,12 @@ def _function(net: Net) -> Callable[..., torch.Tensor]:
     return lambda *tensors: fn(*net.before, *tensors, *net.after)
 
 
-def build(net: Net, student: bool = False) -> Callable[..., Any]:
-    """The network (torch's, or with your modules if ``student``), or the function, ``net`` describes."""
+def build(net: Net) -> Callable[..., Any]:
+    """The network (of torch's modules), or the function, ``net`` describes."""
     if net.kind.startswith("torch."):
         return _function(net)
     if net.kind == "chain":
-        fns = [build(part, student) for part in net.parts]
+        fns = [build(part) for part in net.parts]
 
         def chain(x: torch.Tensor) -> torch.Tensor:
             for fn in fns:
@@ -129,12 +129,9 @@ def build(net: Net, student: bool = False) -> Callable[..., Any]:
         elif net.kind == "scale":
             module = Scale()
         elif net.kind == "sequential":
-            module = nn.Sequential(*(build(part, student) for part in net.parts))
-        elif net.kind == "models.Linear":
-            module = adapters.get_linear_cls()(*net.dims) if student else nn.Linear(*net.dims, bias=False)
+            module = nn.Sequential(*(build(part) for part in net.parts))
         elif net.kind == "Cruncher":
-            cls = adapters.get_cruncher_cls() if student else Cruncher
-            return cls(*net.dims, dtype=net.dtype)
+            return Cruncher(*net.dims, dtype=net.dtype)
         else:
             raise ValueError(f"unknown kind of Net: {net.kind!r}")
     return module.to(net.dtype)
@@ -153,8 +150,8 @@ def num_params(net: Net) -> int:
 
 @student_side
 def student_count_flops(net: Net, *args: torch.Tensor, backward: bool = True) -> int:
-    """``count_flops`` of the network (with your modules where ``net`` names them) on ``args``."""
-    return adapters.run_count_flops(build(net, student=True), *args, backward=backward)
+    """``count_flops`` of the network on ``args``."""
+    return adapters.run_count_flops(build(net), *args, backward=backward)
 
 
 @student_side
@@ -168,7 +165,7 @@ def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
     once before the first block and once after each; each block's counts are read after the run
     that follows it.
     """
-    model = build(net, student=True)
+    model = build(net)
 
     def outside() -> None:
         model(x).sum().backward()
@@ -204,8 +201,8 @@ def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, ite
 
 @student_side
 def student_activation_bytes(net: Net, *args: torch.Tensor) -> int:
-    """``activation_bytes`` of the network (with your modules where ``net`` names them) on ``args``."""
-    return adapters.run_activation_bytes(build(net, student=True), *args)
+    """``activation_bytes`` of the network on ``args``."""
+    return adapters.run_activation_bytes(build(net), *args)
 
 
 #: torch's optimizers by the names the tests use ("momentum" is SGD with a momentum buffer).
@@ -214,21 +211,14 @@ TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
     "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
 }
 
-#: Your optimizers by the same names.
-STUDENT_OPTIMIZERS: dict[str, Callable[[], type[torch.optim.Optimizer]]] = {
-    "sgd": adapters.get_sgd_cls, "momentum": adapters.get_sgd_cls, "adagrad": adapters.get_adagrad_cls,
-    "rmsprop": adapters.get_rmsprop_cls, "adam": adapters.get_adam_cls, "adamw": adapters.get_adamw_cls,
-}
-
 
 @student_side
-def student_optimizer_state_bytes(net: Net, optimizer: str, impl: str, kwargs: dict[str, Any],
+def student_optimizer_state_bytes(net: Net, optimizer: str, kwargs: dict[str, Any],
                                   inputs: list[torch.Tensor]) -> int:
-    """Train the network one step per input (``model(x).sum()``) with optimizer ``optimizer`` from
-    torch (``impl="torch"``) or yours (``impl="ours"``); return ``optimizer_state_bytes`` of it."""
-    model = build(net, student=True)
-    cls = TORCH_OPTIMIZERS[optimizer] if impl == "torch" else STUDENT_OPTIMIZERS[optimizer]()
-    opt = cls(model.parameters(), **kwargs)
+    """Train the network one step per input (``model(x).sum()``) with torch's optimizer ``optimizer``
+    (``TORCH_OPTIMIZERS``, not yours: those are graded in part 3); return ``optimizer_state_bytes`` of it."""
+    model = build(net)
+    opt = TORCH_OPTIMIZERS[optimizer](model.parameters(), **kwargs)
     for x in inputs:
         opt.zero_grad()
         model(x).sum().backward()
@@ -264,7 +254,7 @@ def prepare_cuda(device: torch.device) -> None:
 @student_side
 def student_training_step_memory(dim: int, num_layers: int, batch: int, device: torch.device | str,
                                  seed: int = 0) -> TrainingMemory:
-    """``measure_training_step`` of your ``Cruncher(dim, num_layers)`` with torch's AdamW (foreach=False:
+    """``measure_training_step`` of torch's twin ``Cruncher(dim, num_layers)`` with torch's AdamW (foreach=False:
     the multi-tensor kernels would add a parameter-sized temporary) on a seeded ``(batch, dim)`` input."""
     device_ = torch.device(device)
     baseline = None
@@ -273,7 +263,7 @@ def student_training_step_memory(dim: int, num_layers: int, batch: int, device: 
         baseline = torch.cuda.memory_allocated(device_)
     with torch.random.fork_rng(devices=[device_] if device_.type == "cuda" else []):
         torch.manual_seed(seed)
-        model = adapters.get_cruncher_cls()(dim, num_layers, device=device_)
+        model = Cruncher(dim, num_layers, device=device_)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
     x = torch.randn(batch, dim, generator=torch.Generator().manual_seed(seed)).to(device_)
     m = adapters.run_measure_training_step(model, optimizer, x)

@@ -5,9 +5,10 @@ layers, highest first; a module may import from its own layer's package and from
 never from a higher one, and the modules named in one layer do not import each other:
 
     cs336_staff:      the commands (audit, snapshots, release, parts_cli)
-                      > writeup > parts > grade > contracts, mutants, raises_probe
+                      > writeup, part_reach > parts > grade > contracts, mutants, raises_probe, reach_probe
                       > session (running a pytest session in a child) > shipped, markers
-    cs336_staff.release: check > build > handout_parts, behaviour, leftovers > results, lock, io_recorder
+    cs336_staff.release: check > build > handout_parts, behaviour, leftovers, answer_leaks, student_output
+                         > results, lock, io_recorder
     cs336_staff.grade:   cli > batch, merge, example, testing > slurm > grader, judge > sandbox > remote, spec
                          > limits, intake, report, rubric > mirror > worker
 
@@ -30,17 +31,17 @@ PACKAGES = ("cs336_staff", "cs336_assignment", "tests")  # adapters.py is a modu
 LAYERS = {
     "cs336_staff": (
         grimp.Layer("audit", "snapshots", "release", "parts_cli"),
-        "writeup",
+        grimp.Layer("writeup", "part_reach"),
         "parts",
         "grade",
-        grimp.Layer("contracts", "mutants", "raises_probe"),
+        grimp.Layer("contracts", "mutants", "raises_probe", "reach_probe"),
         "session",
         grimp.Layer("shipped", "markers"),
     ),
     "cs336_staff.release": (
         "check",
         "build",
-        grimp.Layer("handout_parts", "behaviour", "leftovers"),
+        grimp.Layer("handout_parts", "behaviour", "leftovers", "answer_leaks", "student_output"),
         grimp.Layer("results", "lock", "io_recorder"),
     ),
     "cs336_staff.grade": (

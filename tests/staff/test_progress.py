@@ -104,7 +104,23 @@ def test_table_per_part_with_weighted_points_from_the_rubric(tmp_path):
     assert beta.split() == ["2.", "Beta", "1/2", "1", "0", "2.0/6"]  # test_heavy weighs 2 of 3
     assert next(line for line in lines if line.startswith("total")).split() == ["total", "7.0/16"]
     assert "Not counted above: 1 other tests" in out
-    assert out.index("public progress by part") < out.index("short test summary") or "short test summary" not in out
+    # the table is the last thing printed: after pytest's short summary and its final counts
+    assert out.index("short test summary") < out.index("2 failed, 3 passed") < out.index("public progress by part")
+    assert out.rstrip().splitlines()[-1].startswith("Not counted above"), out[-800:]
+
+
+def test_table_comes_last_and_names_a_test_file_that_does_not_collect(tmp_path):
+    """A public test file that fails to import: the table still ends the output, its part at 0 points,
+    the file named under it."""
+    root = sample(tmp_path)
+    (root / "tests" / "test_beta.py").write_text("import missing_student_module\n")
+    out = pytest_out(root)
+    assert "error" in out.lower() and "public progress by part" in out, out
+    lines = out.splitlines()
+    beta = next(line for line in lines if line.startswith("2. Beta"))
+    assert beta.split()[-1] == "0.0/6", beta
+    assert "tests/test_beta.py" in out[out.index("public progress by part"):], out[-1200:]
+    assert out.index("during collection") < out.index("public progress by part"), out[-1200:]
 
 
 def test_generated_points_file_is_used_without_a_rubric(tmp_path):

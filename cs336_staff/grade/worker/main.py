@@ -39,6 +39,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT_LIMIT = 4000
 
 
+#: The global RNGs' seed at the start of every test, the value tests/conftest.py seeds in a local run.
+RNG_SEED = 0
+
+
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
 
@@ -70,10 +74,19 @@ class Worker:
 
     # -- global RNGs: each test starts from the same state, as in one process ----------------
     def save_rngs(self) -> None:
-        """Remember the global RNG states (numpy's and torch's where they were preloaded)."""
+        """Seed the global RNGs with RNG_SEED (numpy's and torch's where they were preloaded) and remember them.
+
+        Seeded, not as found: numpy and random seed themselves from the OS at import, so two gradings of
+        one submission would otherwise draw different numbers (tests/conftest.py seeds the same way).
+        """
         import random
 
         np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+        random.seed(RNG_SEED)
+        if np:
+            np.random.seed(RNG_SEED)
+        if torch:
+            torch.manual_seed(RNG_SEED)
         self._rngs = (random.getstate(), np.random.get_state() if np else None, torch.get_rng_state() if torch else None)
 
     def restore_rngs(self) -> None:
