@@ -9,7 +9,8 @@
 # checkpoints (*.bin, *.npy, *.pt, data/, checkpoints/, ...) and any single file over 1 MB, and
 # lists what it left out. Then it unpacks the zip into an empty directory and imports adapters.py
 # and every module of cs336_assignment/ from there, so a module the zip lacks is caught here, not
-# by the graders. It refuses (exit status 1) if that import fails or the zip would exceed 10 MB;
+# by the graders. It refuses (exit status 1) if that import fails, if writeup.pdf is over its own
+# limit of 5 MB (compress it: see the message), or if the zip would exceed 10 MB;
 # a refusal renames an earlier cs336-assignment-submission.zip to
 # cs336-assignment-submission.zip.stale, since it no longer holds your code. It prints the
 # manifest when done.
@@ -41,6 +42,8 @@ OUT = Path("cs336-assignment-submission.zip")
 STALE = Path(f"{OUT}.stale")
 MAX_ZIP = 10 * 1024 * 1024
 MAX_FILE = 1024 * 1024
+MAX_WRITEUP = 5 * 1024 * 1024  # writeup.pdf's own limit: text and a few figures fit in far less
+WRITEUP = Path("writeup.pdf")
 SKIP_DIRS = {"data", "checkpoints", "ckpts", "runs", "wandb", "outputs", "node_modules", "site-packages"}
 SKIP_SUFFIXES = {
     ".so", ".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".npy", ".npz", ".memmap",
@@ -122,9 +125,16 @@ for root, dirs, names in os.walk("cs336_assignment"):
         else:
             files.append(path)
 files.append(Path("adapters.py"))
-has_writeup = Path("writeup.pdf").is_file()
+has_writeup = WRITEUP.is_file()
+if has_writeup and WRITEUP.stat().st_size > MAX_WRITEUP:
+    refuse(
+        f"{WRITEUP} is {mib(WRITEUP.stat().st_size)}, over its own limit of {mib(MAX_WRITEUP)}. Compress it: "
+        f"`gs -sDEVICE=pdfwrite -dPDFSETTINGS=/ebook -o writeup-small.pdf {WRITEUP}` (Ghostscript; or your "
+        "editor's \"reduce file size\" export), and save plots as PNG at about 150 dpi rather than vector "
+        "graphics with many points or full-resolution photos; then replace writeup.pdf with the smaller file"
+    )
 if has_writeup:
-    files.append(Path("writeup.pdf"))
+    files.append(WRITEUP)
 
 fd, tmp = tempfile.mkstemp(prefix=".submission.", suffix=".zip", dir=".")
 os.close(fd)
@@ -137,7 +147,8 @@ try:
     if size > MAX_ZIP:
         largest = sorted(files, key=lambda p: p.stat().st_size, reverse=True)[:5]
         listing = ", ".join(f"{p} ({mib(p.stat().st_size)})" for p in largest)
-        refuse(f"the zip would be {mib(size)}, over the {mib(MAX_ZIP)} limit; largest files: {listing}; remove what the graders do not need")
+        refuse(f"the zip would be {mib(size)}, over the {mib(MAX_ZIP)} limit; largest files: {listing}; move what the graders "
+               "do not need (data, outputs, notebooks) out of cs336_assignment/")
 
     # Import the zip's own contents, unpacked in an empty directory, as the graders will.
     with zipfile.ZipFile(tmp) as zf:

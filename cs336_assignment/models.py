@@ -20,6 +20,12 @@ the tails at ±3 standard deviations removes the rare huge weights that destabil
 Deliberately left out: biases, activations (the Cruncher is linear on purpose, to study
 initialisation and optimisers in isolation), and fused or low-precision kernels (see
 ``precision/scaled_matmul.py``).
+
+Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
+    May use: torch tensors and autograd, nn.Module, nn.Parameter, nn.ModuleList, nn.init, einops.
+    Not allowed: torch.nn.Linear and torch.nn.functional.linear may not be used: store the weight as
+        an nn.Parameter and multiply by it yourself (einsum or @); and, as in every part:
+        torch.optim's optimizers, FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
 """
 
 from __future__ import annotations

@@ -52,6 +52,14 @@ Deliberately left out (torch has them, these do not): ``maximize``, ``amsgrad``,
 RMSProp, sparse gradients, complex parameters, tensor-valued learning rates, and the
 ``foreach``/``fused`` multi-tensor kernels (the loops below visit one tensor at a time, which is
 the readable version and the one torch itself runs on CPU).
+
+Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
+    May use: torch tensors and autograd, torch.optim.Optimizer as the base class (param_groups,
+        state, state_dict).
+    Not allowed: torch.optim's optimizers (torch.optim.SGD, Adagrad, RMSprop, Adam, AdamW, ..., and
+        their functional forms) may not be used or subclassed: write each update yourself on a
+        torch.optim.Optimizer subclass; and, as in every part: torch.nn.Linear or F.linear,
+        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
 """
 
 from __future__ import annotations

@@ -21,6 +21,12 @@ iteration) or a pure function of things that are (the batch of step t depends on
 
 Deliberately left out: learning-rate schedules, gradient clipping and accumulation, evaluation,
 logging to files, mixed precision (see ``precision/mixed.py``), multiple devices.
+
+Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
+    May use: your own code from the earlier parts, torch tensors and autograd, torch.nn.functional's
+        losses.
+    Not allowed: as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
+        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
 """
 
 from __future__ import annotations

@@ -67,6 +67,17 @@ def check_positive(**values: Any) -> None:
     _check(values, lambda value: _is_number(value) and 0 < value < math.inf, "a positive number")
 
 
+def check_nonnegative_number(**values: Any) -> None:
+    """Raise ``ValueError`` for the first value that is not a finite number ``>= 0`` (FLOPs, bytes on paper).
+
+    >>> check_nonnegative_number(flops=-1.0)
+    Traceback (most recent call last):
+        ...
+    ValueError: flops must be a non-negative number, got -1.0
+    """
+    _check(values, lambda value: _is_number(value) and 0 <= value < math.inf, "a non-negative number")
+
+
 def check_nonnegative(**values: float) -> None:
     """Raise ``ValueError`` for the first hyperparameter that is negative or NaN, as torch.optim words it.
 

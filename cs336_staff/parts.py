@@ -12,6 +12,8 @@ Where each fact about a part is defined (once):
                             tools, belongs to no part)
     graded tests            the rubric's ``[[rules]]`` that give a test file the part's concept
     written problems        ``writeup/assignment.typ`` (``cs336_staff/writeup``)
+    rules (may / may not)   ``tests/rules.toml`` (``cs336_staff/rules_docs.py``: each part's module
+                            docstring states them, the writeup reads them, the reference obeys them)
 
 Everything else is generated from these, or checked against them by ``problems()``, which
 ``cs336 parts --check``, ``cs336 release --check`` and a staff test run:
@@ -37,9 +39,11 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from cs336_staff import rules_docs
 from cs336_staff.grade.rubric import Rubric
 from cs336_staff.grade.worker.adapter_rule import is_adapter
 from cs336_staff.markers import Region, find_regions, is_staff_only
+from tests.rules import load_rules
 
 PACKAGE = "cs336_assignment"
 TITLE = re.compile(r"^(\d+)\.\s+(\S.*)$")
@@ -279,12 +283,13 @@ def with_readme_block(text: str, parts: list[Part]) -> str:
 def writeup_data(parts: list[Part], repo: Path) -> dict:
     """What the writeup's Typst source reads (as JSON, through ``sys.inputs``)."""
     project = tomllib.loads((Path(repo) / "pyproject.toml").read_text()).get("project", {})
+    book = load_rules(Path(repo) / "tests" / "rules.toml")
     return {
         "name": project.get("name", ""),
         "version": project.get("version", ""),
         "description": project.get("description", ""),
         "points": sum(p.points for p in parts),
-        "parts": [{**asdict(p), "heading": p.heading} for p in parts],
+        "parts": [{**asdict(p), "heading": p.heading, "rules": rules_docs.for_part(book, p.key)} for p in parts],
     }
 
 
@@ -328,6 +333,7 @@ def problems(repo: Path, parts: list[Part] | None = None) -> list[str]:
     for p in parts:
         if not p.tests:
             out.append(f"part {p.heading} has no public test file graded under it (rubric.toml [[rules]])")
+    out += rules_docs.problems(repo, parts)  # tests/rules.toml: module docstrings state it, the reference obeys it
     readme = repo / "README.md"
     if readme.is_file():
         text = readme.read_text(encoding="utf-8")

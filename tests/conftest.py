@@ -1,4 +1,8 @@
-"""Shared pytest configuration: snapshots, device markers, seeded generators, and repeatable runs.
+"""Shared pytest configuration: snapshots, device markers, seeded generators, repeatable runs, and
+the rules check.
+
+At the end of a run, tests/rules.py reads your code (it runs nothing) and prints a line, in the
+rule's words, for each graded function that reaches an API tests/rules.toml forbids.
 
 The device markers (gpu, fp8, h100) and what each needs are defined in tests/devices.py; a test
 whose device is missing is skipped with the reason.
@@ -20,7 +24,7 @@ import pytest
 import torch
 from hypothesis import settings
 
-from tests import not_written, progress
+from tests import not_written, progress, rules
 from tests.devices import skip_reason
 from tests.snapshot import Snapshot
 
@@ -52,6 +56,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     progress.register(config)  # the per-part summary at the end of a run (tests/progress.py)
     not_written.register(config)  # one line for a test that reaches a stub (tests/not_written.py)
+    rules.register(config)  # a line per graded function that reaches a forbidden API, before the summary
 
 
 def _capability() -> tuple[int, int] | None:

@@ -14,6 +14,14 @@ PyTorch itself report the same number, so the counts are exact rather than plaus
 144
 >>> max_trainable_params(8, 80e9, bytes_per_param("adamw", "mixed")) / 1e9
 40.0
+
+Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
+    May use: arithmetic; torch tensors, TorchDispatchMode and torch.utils.module_tracker;
+        torch.cuda's memory statistics and events.
+    Not allowed: FlopCounterMode (torch.utils.flop_counter) and FLOP-counting libraries may not be
+        used: count the matmuls yourself in a TorchDispatchMode; and, as in every part:
+        torch.optim's optimizers, torch.nn.Linear or F.linear, tokenizer libraries,
+        torch.amp.GradScaler.
 """
 
 from cs336_assignment.accounting.flop_counter import (

@@ -30,7 +30,12 @@ from jaxtyping import Float
 from torch import Tensor
 
 from cs336_assignment.accounting.flops import matmul_flops
-from cs336_assignment.validation import check_count, check_positive, check_positive_int
+from cs336_assignment.validation import (
+    check_count,
+    check_nonnegative_number,
+    check_positive,
+    check_positive_int,
+)
 
 SECONDS_PER_DAY = 60 * 60 * 24
 
@@ -121,12 +126,12 @@ def mfu(flops: float, seconds: float, peak_flops_per_sec: float) -> float:
     Raises:
         ValueError: if ``seconds`` or ``peak_flops_per_sec`` is not a positive number, naming it:
             "seconds must be a positive number, got 0.0".
-        ValueError: if ``flops`` is negative: "flops must be non-negative, got -1.0".
+        ValueError: if ``flops`` is negative (``validation.check_nonnegative_number``): "flops must
+            be a non-negative number, got -1.0".
     """
     # BEGIN SOLUTION
     check_positive(seconds=seconds, peak_flops_per_sec=peak_flops_per_sec)
-    if not flops >= 0:
-        raise ValueError(f"flops must be non-negative, got {flops!r}")
+    check_nonnegative_number(flops=flops)
     return flops / seconds / peak_flops_per_sec
     # END SOLUTION
 

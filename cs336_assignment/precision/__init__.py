@@ -7,6 +7,12 @@ Five pieces, in the order the lecture builds them, one module each:
     scaled_matmul.py  fp8_matmul: two scaled fp8 operands through torch._scaled_mm
     mixed.py          mixed_precision_step: low-precision compute, fp32 master weights and loss
     loss_scaling.py   DynamicLossScaler: fp16 gradients kept in range, as torch.amp.GradScaler does
+
+Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
+    May use: torch dtypes and finfo, torch.autocast, torch._scaled_mm, torch tensors and autograd.
+    Not allowed: torch.amp.GradScaler may not be used: keep the loss scale and make its decisions
+        yourself; and, as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
+        FlopCounterMode, tokenizer libraries.
 """
 
 from cs336_assignment.precision.formats import FORMAT_BITS, dtype_info

@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from cs336_assignment.validation import check_positive, check_positive_int
+
 
 class DynamicLossScaler:
     """Dynamic loss scaling for fp16 training, making the same decisions as ``torch.amp.GradScaler``.
@@ -39,8 +41,9 @@ class DynamicLossScaler:
 
     Raises:
         ValueError: from ``__init__``, for a hyperparameter out of range, naming it:
-            "init_scale must be a finite positive number, got 0.0", "growth_factor must be > 1.0",
-            "backoff_factor must be in (0, 1)", "growth_interval must be a positive int, got 0".
+            "init_scale must be a positive number, got 0.0" and "growth_interval must be a positive
+            integer, got 0" (``validation.check_positive``, ``check_positive_int``), "growth_factor
+            must be > 1.0", "backoff_factor must be in (0, 1)".
         ValueError: from ``unscale_`` (and so ``step``), if a gradient is fp16: "Attempting to
             unscale fp16 gradients: keep fp32 master weights (model.float())".
         RuntimeError: on misuse, as GradScaler: ``unscale_`` twice or after ``step`` before the
@@ -55,8 +58,7 @@ class DynamicLossScaler:
         growth_interval: int = 2000,
     ) -> None:
         # BEGIN SOLUTION
-        if not (0.0 < init_scale < float("inf")):
-            raise ValueError(f"init_scale must be a finite positive number, got {init_scale}")
+        check_positive(init_scale=init_scale)
         if not growth_factor > 1.0:
             raise ValueError(
                 f"growth_factor must be > 1.0 (the scale grows after clean steps), got {growth_factor}"
@@ -65,8 +67,7 @@ class DynamicLossScaler:
             raise ValueError(
                 f"backoff_factor must be in (0, 1) (the scale shrinks on overflow), got {backoff_factor}"
             )
-        if not (isinstance(growth_interval, int) and growth_interval > 0):
-            raise ValueError(f"growth_interval must be a positive int, got {growth_interval!r}")
+        check_positive_int(growth_interval=growth_interval)
         self.growth_factor = growth_factor
         self.backoff_factor = backoff_factor
         self.growth_interval = growth_interval

@@ -43,6 +43,8 @@ import torch
 from jaxtyping import Shaped
 from torch import Tensor
 
+from cs336_assignment.validation import check_count
+
 
 def flat_index(index: Sequence[int], strides: Sequence[int], storage_offset: int = 0) -> int:
     """The storage position of the element at ``index``: ``storage_offset + sum_d index[d] * strides[d]``.
@@ -61,8 +63,8 @@ def flat_index(index: Sequence[int], strides: Sequence[int], storage_offset: int
             tuples: "index (1, 2) has 2 entries but strides (3, 1, 1) has 3".
         ValueError: if an entry of ``index`` is negative; the message says "negative" and shows
             the index.
-        ValueError: if ``storage_offset`` is negative; the message names its value
-            ("storage_offset must be non-negative, got -3").
+        ValueError: if ``storage_offset`` is not an integer ``>= 0``; the message names its value
+            (``validation.check_count``: "storage_offset must be a non-negative integer, got -3").
     """
     # BEGIN SOLUTION
     if len(index) != len(strides):
@@ -75,8 +77,7 @@ def flat_index(index: Sequence[int], strides: Sequence[int], storage_offset: int
             f"index {tuple(index)} has a negative entry; flat_index knows no shape to count from "
             "the end, so convert negative indices with the shape first"
         )
-    if storage_offset < 0:
-        raise ValueError(f"storage_offset must be non-negative, got {storage_offset}")
+    check_count(storage_offset=storage_offset)
     return storage_offset + sum(i * s for i, s in zip(index, strides, strict=True))
     # END SOLUTION
 

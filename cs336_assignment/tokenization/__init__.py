@@ -7,6 +7,13 @@
     train.py        BPE training, fast: parallel pre-tokenization, incremental counts, a heap
     tokenizer.py    Tokenizer: encode / decode / encode_iterable with a trained vocab and merges
     io.py           vocab.json + merges.txt (GPT-2's format), exact for any bytes
+
+Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
+    May use: the Python standard library, regex (for the GPT-2 pattern), multiprocessing.
+    Not allowed: tokenizer libraries (tiktoken, Hugging Face tokenizers or transformers,
+        sentencepiece) may not be used: train and apply BPE yourself (the tests use them only as
+        oracles); and, as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
+        FlopCounterMode, torch.amp.GradScaler.
 """
 
 from .io import load_bpe, save_bpe

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cs336_staff.grade import delegation
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import layout
@@ -71,6 +72,7 @@ class JudgeRun:
     """What one judge run reported (``outcomes``: nodeid -> (outcome, output, duration))."""
 
     outcomes: dict[str, tuple[str, str, float]] = field(default_factory=dict)
+    reached: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> adapters/scenarios it called
     collected: dict[str, list[str]] = field(default_factory=dict)
     collect_errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -82,9 +84,9 @@ class JudgeRun:
 
 
 def tree_fingerprint(root: Path) -> str:
-    """Hash of everything that decides which tests exist and how they judge: tests/, fixtures, pyproject."""
+    """Hash of everything that decides which tests exist and how they judge: tests/ (and its rules), fixtures, pyproject."""
     h = hashlib.sha256()
-    paths = [root / "pyproject.toml", root / "adapters.py"]
+    paths = [root / "pyproject.toml", root / "adapters.py", root / "tests" / "rules.toml"]
     for sub in ("tests", "cs336_staff/grade"):
         paths += sorted(p for p in (root / sub).rglob("*.py") if "__pycache__" not in p.parts
                         and not p.relative_to(root).as_posix().startswith("tests/staff/"))
@@ -96,7 +98,8 @@ def tree_fingerprint(root: Path) -> str:
 
 def _judge_env(gpu: bool, threads: int) -> dict[str, str]:
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-            "LD_LIBRARY_PATH", "UV_CACHE_DIR", "PYTHONPATH", "VIRTUAL_ENV")
+            "LD_LIBRARY_PATH", "UV_CACHE_DIR", "PYTHONPATH", "VIRTUAL_ENV",
+            "CS336_SPEED_SEED")  # a regrade replays the speed tests' inputs (tests/fresh.py)
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0",
                NO_COLOR="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -124,7 +127,8 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         spec.write(base / "spec.json")
         args = [*(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
                 "-c", str(staff_root / "pyproject.toml"), "--basetemp", str(basetemp(scratch)), "-q", "-rN",
-                f"--timeout={limits.test_timeout:g}", "--color=no", "--continue-on-collection-errors", "-p", "no:cs336_progress"]
+                f"--timeout={limits.test_timeout:g}", "--color=no", "--continue-on-collection-errors", "-p", "no:cs336_progress",
+                "-p", "no:cs336_rules"]
         args += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
         args += ["--collect-only", "tests"] if collect_only else ["tests"]
         prefix: list[str] = []
@@ -176,6 +180,7 @@ def _read_results(path: Path, run: JudgeRun) -> None:
         if kind == "result":
             outcome, output = graded_outcome(event["phases"])
             run.outcomes[event["nodeid"]] = (outcome, output, float(event.get("duration", 0.0)))
+            run.reached[event["nodeid"]] = list(event.get("reached", []))
         elif kind == "collected":
             run.collected = {i["nodeid"]: i["markers"] for i in event["items"]}
         elif kind == "collect_error":
@@ -256,6 +261,9 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
     tests = []
     errors = run.collect_errors if run else {}
     aborted = "\n".join(run.notes) if run and run.timed_out else ""
+    rules = delegation.check_submission(intake.files, plan.staff_root) if run is not None and error is None else None
+    forbidden = delegation.penalties(rules, run.reached, {n: i.concept for n, i in plan.items.items()},
+                                     plan.staff_root) if rules is not None else {}
     for nodeid, item in plan.items.items():
         device = "gpu" if plan.needs_gpu[nodeid] else "cpu"
         duration = 0.0
@@ -272,6 +280,8 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
             if outcome == "skipped" and device == "gpu":
                 outcome = "pending"
                 output = f"this runner cannot run it ({output}); grade it on a runner that can and merge"
+            elif outcome == "passed" and nodeid in forbidden:
+                outcome, output = "failed", forbidden[nodeid]
         else:
             module = nodeid.split("::", 1)[0]
             err = next((e for k, e in errors.items() if k == module or module.startswith(k + "/")), None)
@@ -303,6 +313,7 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
         notes.append(f"rejected: {intake.error}")
     else:
         notes += run.notes
+        notes += delegation.notes(rules, intake.files, plan.staff_root) if rules is not None else []
         if run.worker_crashes:
             notes.append(f"the worker had to be restarted {run.worker_crashes} times (after a crash, a timeout "
                          "or an unusable reply); the tests that caused it say so")

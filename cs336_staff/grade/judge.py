@@ -11,9 +11,10 @@ module is imported it
   otherwise test the staff's reference instead of the submission;
 * orders the run: visible tests first, then hidden ones in a fresh worker, so nothing the worker
   saw of a hidden test's inputs can appear in a visible test's output;
-* records each test's outcome, with what the worker printed during it, as one JSON line in the
-  results file as soon as the test ends (a run killed midway keeps what it finished), through the
-  staff tools' one outcome recorder (``session/outcomes.py``), adding why a test crashed or timed out.
+* records each test's outcome, with what the worker printed during it and the adapters and
+  scenarios it called (``reached``), as one JSON line in the results file as soon as the test ends
+  (a run killed midway keeps what it finished), through the staff tools' one outcome recorder
+  (``session/outcomes.py``), adding why a test crashed or timed out.
 
 The spec is a ``spec.JudgeSpec`` (written by the grader as JSON, or built here for ``--split``); its
 ``scratch`` holds the judge's folder with pytest's basetemp, the worker's copy of it and the
@@ -62,20 +63,40 @@ def adapter_names(adapters_file: Path) -> list[str]:
 class AdaptersProxy(types.ModuleType):
     """Stands in for ``adapters`` in the judge: each function sends its call to the worker."""
 
-    def __init__(self, remote: remote_mod.Remote, names: list[str]) -> None:
+    def __init__(self, remote: remote_mod.Remote | Tracer, names: list[str]) -> None:
         super().__init__("adapters", "The submission's adapters, called across the sandbox boundary.")
         self.__all__ = list(names)
         for name in names:
             setattr(self, name, self._proxy(remote, name))
 
     @staticmethod
-    def _proxy(remote: remote_mod.Remote, name: str):
+    def _proxy(remote: remote_mod.Remote | Tracer, name: str):
         def call(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True  # a failure shows the test's line and the submission's error
             return remote.call(f"adapters:{name}", args, kwargs)
 
         call.__name__ = call.__qualname__ = name
         return call
+
+
+class Tracer:
+    """Records which adapters and scenarios each test called (the judge's own record: the rules
+    check, ``grade/delegation.py``, takes the points of a test that reached a forbidden API)."""
+
+    def __init__(self, remote: remote_mod.Remote) -> None:
+        self.remote = remote
+        self.targets: set[str] = set()
+
+    def call(self, target: str, args: tuple, kwargs: dict) -> Any:
+        __tracebackhide__ = True  # a failure shows the test's line and the submission's error
+        # a scenario's first argument, when a string, names which student class it drives ("adam")
+        self.targets.add(f"{target}#{args[0]}" if args and isinstance(args[0], str) and ":" in target
+                         and not target.startswith("adapters:") else target)
+        return self.remote.call(target, args, kwargs)
+
+    def take(self) -> list[str]:
+        out, self.targets = sorted(self.targets), set()
+        return out
 
 
 class NoSubmissionImports(importlib.abc.MetaPathFinder):
@@ -93,7 +114,8 @@ class NoSubmissionImports(importlib.abc.MetaPathFinder):
 class Judge:
     def __init__(self, config: pytest.Config, spec: JudgeSpec) -> None:
         self.config, self.spec = config, spec
-        self.recorder = Recorder(spec.results, sections=(WORKER_OUTPUT,))  # each test's outcome, as it ends
+        # each test's outcome as it ends, with what the worker printed and what the test reached
+        self.recorder = Recorder(spec.results, sections=(WORKER_OUTPUT,), extra=lambda nodeid: {"reached": self.tracer.take()})
         self.only = set(spec.only) if spec.only is not None else None
         limits = spec.limits
         judge_dir, worker_dir, _ = scratch_folders(spec.scratch)
@@ -103,14 +125,15 @@ class Judge:
         self.remote = remote_mod.Remote(lambda: start_worker(spec), reply_limit=limits.reply_bytes,
                                         value_limit=limits.value_bytes, message_chars=limits.message_chars,
                                         mirror=mirror, tree_limit=limits.tree_bytes)
+        self.tracer = Tracer(self.remote)  # the adapters and scenarios each test calls
         self._first_hidden: str | None = None
 
     def install(self, staff_root: Path) -> None:
         sys.meta_path.insert(0, NoSubmissionImports())
-        sys.modules["adapters"] = AdaptersProxy(self.remote, adapter_names(staff_root / "adapters.py"))
+        sys.modules["adapters"] = AdaptersProxy(self.tracer, adapter_names(staff_root / "adapters.py"))
         import tests.boundary
 
-        tests.boundary.remote = self.remote
+        tests.boundary.remote = self.tracer
         codec.use_data_types(tests.boundary.DATA_TYPES)
 
     def _emit(self, record: dict) -> None:
@@ -151,6 +174,9 @@ class Judge:
                 pass  # the test's own first call will start a fresh worker
         self.remote.take_output()
 
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.tracer.take()  # forget calls made between tests
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
@@ -166,6 +192,9 @@ class Judge:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
+        fresh = sys.modules.get("tests.fresh")
+        if fresh is not None and fresh.run_seed.cache_info().currsize:  # a speed test drew its inputs
+            self._emit({"event": "note", "text": f"the speed tests' {fresh.replay_hint()}"})
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
                     "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes,
                     "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "console": clip("\n".join(self.remote.consoles), 64_000)})

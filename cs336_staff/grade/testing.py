@@ -2,8 +2,10 @@
 
 The grader's own tests must not depend on the real (growing, torch-heavy) suite: they build a
 repository with a four-function package (no torch, so its workers start in a fraction of a
-second), public and hidden tests (one reading a hidden fixture, one a judge-timed speed check),
-tests that hand the worker a file and read one it wrote (``tmp_path``), one GPU test and a rubric, then grade hand-made hostile submissions against it.
+second), public and hidden tests (one reading a hidden fixture, one a judge-timed speed check on
+inputs drawn fresh per run), tests that hand the worker a file and read one it wrote
+(``tmp_path``), one GPU test, a rubric and a rules file (tests/rules.toml), then grade hand-made
+hostile submissions against it.
 
 >>> import tempfile; from pathlib import Path
 >>> root = make_staff_repo(Path(tempfile.mkdtemp()))
@@ -19,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 BOUNDARY = Path(__file__).resolve().parents[2] / "tests" / "boundary.py"
+FRESH = BOUNDARY.with_name("fresh.py")  # the speed tests' per-run seed
 
 GOOD_CALC = '''\
 """A correct implementation."""
@@ -92,12 +95,14 @@ def pytest_collection_modifyitems(config, items):
 '''
 
 PUBLIC_TESTS = '''\
+import random
 import time
 from pathlib import Path
 
 import pytest
 
 import adapters
+from tests.fresh import replay_hint, run_seed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -122,19 +127,22 @@ def test_scale_file_reads_fixture():
 def test_sum_below_is_faster_than_a_python_loop():
     """sum_below(n) is right and, timed by the test, at least 5x faster than a loop timed in the same run.
 
-    The best of 3 calls counts, so one stall of a loaded machine (tens of ms) is not a failure."""
-    n = 3_000_000
-    start = time.perf_counter()
-    expected = sum(range(n))
-    loop = time.perf_counter() - start
-    times = []
-    for _ in range(3):
+    Each of the 3 timed calls gets its own n, drawn fresh per run (CS336_SPEED_SEED replays a run),
+    so no table of answers and no cache of earlier calls helps; the best of the 3 counts on both
+    sides, so one stall of a loaded machine (tens of ms) decides nothing."""
+    rng = random.Random(run_seed())
+    ns = [3_000_000 + rng.randrange(1_000_000) for _ in range(3)]
+    loops, times = [], []
+    for n in ns:
+        start = time.perf_counter()
+        expected = sum(range(n))
+        loops.append(time.perf_counter() - start)
         start = time.perf_counter()
         got = adapters.run_sum_below(n)
         times.append(time.perf_counter() - start)
         assert got == expected
-    ours = min(times)
-    assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s"
+    ours, loop = min(times), min(loops)  # best of 3 on both sides: a stall on either side is not a verdict
+    assert ours < loop / 5, f"sum_below took {ours:.3f} s, the loop {loop:.3f} s ({replay_hint()})"
 
 
 def test_scale_file_of_a_file_the_test_wrote(tmp_path):
@@ -177,6 +185,18 @@ def test_mul_matches_the_hidden_fixture():
     for line in (HIDDEN / "products.txt").read_text().splitlines():
         a, b, product = map(int, line.split())
         assert adapters.run_mul(a, b) == product
+'''
+
+RULES = '''\
+[parts.calc]
+may_use = "Python's arithmetic"
+
+[[rules]]
+id = "no-operator-module"
+short = "the operator module"
+part = "calc"
+forbidden = ["operator", "math.prod"]
+says = "operator and math.prod may not be used: multiply yourself"
 '''
 
 STAFF_TESTS = '''\
@@ -222,7 +242,7 @@ def make_staff_repo(root: Path) -> Path:
         "pyproject.toml": PYPROJECT, "adapters.py": ADAPTERS, "rubric.toml": RUBRIC,
         "cs336_assignment/__init__.py": "", "cs336_assignment/calc.py": GOOD_CALC,
         "tests/__init__.py": "", "tests/conftest.py": CONFTEST, "tests/test_calc.py": PUBLIC_TESTS,
-        "tests/boundary.py": BOUNDARY.read_text(),
+        "tests/boundary.py": BOUNDARY.read_text(), "tests/fresh.py": FRESH.read_text(), "tests/rules.toml": RULES,
         "tests/hidden/__init__.py": "", "tests/hidden/test_calc.py": HIDDEN_TESTS,
         "tests/staff/__init__.py": "", "tests/staff/test_tooling.py": STAFF_TESTS,
         "fixtures/numbers.txt": "1 2 3\n", "fixtures/hidden/products.txt": "6 7 42\n-3 5 -15\n",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -70,11 +71,12 @@ class Recorder:
     """Writes the events of one session to ``path`` (see the module docstring).
 
     ``sections``: report sections whose title starts with one of these are kept with the phase
-    (the judge's ``worker output``); ``only_fixture`` and ``shard`` deselect tests."""
+    (the judge's ``worker output``); ``extra(nodeid)`` adds fields to a test's result (the judge's
+    ``reached``); ``only_fixture`` and ``shard`` deselect tests."""
 
     def __init__(self, path: str | os.PathLike, *, sections: tuple[str, ...] = (), only_fixture: str | None = None,
-                 shard: str | None = None) -> None:
-        self.path, self.sections, self.only_fixture, self.shard = path, sections, only_fixture, shard
+                 shard: str | None = None, extra: Callable[[str], dict] | None = None) -> None:
+        self.path, self.sections, self.only_fixture, self.shard, self.extra = path, sections, only_fixture, shard, extra
         self._phases: dict[str, list[dict]] = {}
 
     def emit(self, event: dict) -> None:
@@ -130,7 +132,8 @@ class Recorder:
             elif report.skipped:
                 phase["text"] = _skip_reason(report)
             phases.append(phase)
-        self.emit({"event": "result", "nodeid": nodeid, "markers": markers, "phases": phases, "duration": round(duration, 4)})
+        self.emit({"event": "result", "nodeid": nodeid, "markers": markers, "phases": phases, "duration": round(duration, 4),
+                   **(self.extra(nodeid) if self.extra is not None else {})})
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -194,6 +194,17 @@ time.monotonic = lambda: 0.0
 time.time = lambda: 0.0
 ''', sum_below="return sum(range(n))")
 
+# -- speed without speed: a table of the speed test's answers, and a cache of earlier calls --------
+SPEED_TABLE = calc_with(prefix='''
+import functools
+TABLE = {3_000_000: 3_000_000 * 2_999_999 // 2}
+@functools.lru_cache(maxsize=None)
+def _slow(n):
+    return sum(range(n))
+''', sum_below="return TABLE[n] if n in TABLE else _slow(n)")
+# -- delegation: the rules (tests/rules.toml of the synthetic repo) forbid operator and math.prod ----
+DELEGATE = calc_with(prefix="import operator\nfrom math import prod as _product", mul="return operator.mul(a, b)",
+                     scale_file="return [_product((k, int(x))) for x in open(path).read().split()]")
 # -- crashes and hangs ----------------------------------------------------------------------------
 SEGFAULT = calc_with(prefix="import ctypes", mul="return ctypes.string_at(0)")
 SWALLOW = calc_with(mul='''
@@ -234,6 +245,8 @@ def cases() -> dict[str, dict]:
         "lying_frame": {"calc": LYING_FRAME},
         "leak": {"calc": LEAK},
         "clock": {"calc": CLOCK},
+        "speed_table": {"calc": SPEED_TABLE},
+        "delegate": {"calc": DELEGATE},
         "segfault": {"calc": SEGFAULT},
         "os_exit_test": {"calc": calc_with(mul="import os; os._exit(0)")},
         "sys_exit_test": {"calc": calc_with(mul="import sys; sys.exit(3)")},
@@ -683,3 +696,31 @@ def test_every_result_names_its_isolation(graded):
     data = json.loads((graded["out"] / "good" / "results.json").read_text())
     isolation = json.dumps(data["extra_data"]["isolation"])
     assert ("bubblewrap" in isolation) if SANDBOX is None else ("NONE" in isolation)
+
+
+# -- speed without speed, and delegation -------------------------------------------------------
+
+
+def test_a_table_of_answers_or_a_cache_of_earlier_calls_does_not_pass_a_speed_test(graded):
+    """sum_below answers the old fixed input from a table and caches a slow loop: each timed call now
+    gets an input drawn fresh per run, so neither helps and the speed test fails."""
+    r = result(graded, "speed_table")
+    t = one(r, "test_sum_below_is_faster_than_a_python_loop")
+    assert t.outcome == "failed" and "CS336_SPEED_SEED=" in t.output, explain(r)
+    assert r.score == full(r) - points(r, "test_sum_below_is_faster_than_a_python_loop"), explain(r)
+    assert any("CS336_SPEED_SEED=" in n for n in r.notes), r.notes  # a regrade can replay the inputs
+
+
+def test_a_function_that_delegates_to_a_forbidden_api_earns_nothing_for_its_tests(graded):
+    """mul calls operator.mul and scale_file math.prod (forbidden by the repo's rules): the tests that
+    reach them pass but earn nothing, with a remark naming the rule; add's tests keep their points."""
+    r = result(graded, "delegate")
+    lost = ("test_mul_matches_python", "test_mul_matches_the_hidden_fixture", "test_scale_file_reads_fixture",
+            "test_scale_file_of_a_file_the_test_wrote")
+    for name in lost:
+        t = one(r, name)
+        assert t.outcome == "failed" and "no-operator-module" in t.output and t.points == 0, explain(r)
+    assert r.score == full(r) - points(r, *lost), explain(r)
+    assert any("operator.mul" in n and "no-operator-module" in n for n in r.notes), r.notes
+    good = result(graded, "good")
+    assert not any(n.startswith("rules:") for n in good.notes), good.notes

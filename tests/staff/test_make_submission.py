@@ -173,16 +173,43 @@ def test_virtualenvs_are_found_by_pyvenv_cfg_not_by_name(tree):
 
 
 def test_refuses_a_zip_over_ten_megabytes(tree):
-    """An 11 MB (incompressible) writeup makes the zip too big: non-zero exit, a message, no zip, no temp file."""
-    write(tree / "writeup.pdf", os.urandom(11 * 1024 * 1024))
+    """Twelve 0.9 MB (incompressible) files in the package make the zip too big: non-zero exit, a
+    message naming the largest files and saying what to move, no zip, no temp file."""
+    for i in range(12):
+        write(tree / f"cs336_assignment/notes_{i}.txt", os.urandom(900 * 1024))
     proc = run_script(tree)
     assert proc.returncode != 0
-    assert "over the 10.00 MiB limit" in proc.stderr and "writeup.pdf" in proc.stderr, proc.stderr
+    assert "over the 10.00 MiB limit" in proc.stderr and "notes_" in proc.stderr and "out of cs336_assignment/" in proc.stderr, proc.stderr
     leftovers = sorted(p.name for p in tree.glob("*.zip*")) + sorted(
         p.name for p in tree.glob(".submission.*")
     )
     assert leftovers == [], f"a refused run left {leftovers} behind"
     assert not list(Path(tempfile.gettempdir()).glob("cs336-submission-check-*")), "the unpacked copy was left behind"
+
+
+def test_refuses_a_writeup_over_its_own_limit_with_advice_to_compress_it(tree):
+    """A 12 MB writeup.pdf is refused by the writeup's own 5 MB limit, named in the message with how
+    to compress a PDF; a 4 MB one is packaged."""
+    write(tree / "writeup.pdf", os.urandom(12 * 1024 * 1024))
+    proc = run_script(tree)
+    assert proc.returncode != 0
+    assert "writeup.pdf is 12.00 MiB, over its own limit of 5.00 MiB" in proc.stderr, proc.stderr
+    assert "Compress it" in proc.stderr and "-dPDFSETTINGS=/ebook" in proc.stderr, proc.stderr
+    assert not list(tree.glob("*.zip*"))
+    write(tree / "writeup.pdf", os.urandom(4 * 1024 * 1024))
+    proc = run_script(tree)
+    assert proc.returncode == 0, proc.stderr
+    with zipfile.ZipFile(tree / ZIP) as zf:
+        assert "writeup.pdf" in zf.namelist()
+
+
+def test_the_writeup_limit_is_stated_where_students_read_it():
+    """The script's leading comment (the handout README's "Submitting" section) states the limit
+    the code checks."""
+    text = SCRIPT.read_text()
+    assert "MAX_WRITEUP = 5 * 1024 * 1024" in text
+    head = text.split("set -euo pipefail")[0]
+    assert "writeup.pdf is over its own\n# limit of 5 MB" in head, head
 
 
 def test_refuses_without_adapters_py(tree):

@@ -47,9 +47,9 @@ def test_every_copy_agrees_with_the_source():
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A copy of what the parts are read from: rubric, adapters, README, the package and the tests."""
+    """A copy of what the parts are read from: rubric, adapters, README, the package, the tests and their rules."""
     root = tmp_path / "repo"
-    for f in ("rubric.toml", "adapters.py", "README.md", "pyproject.toml"):
+    for f in ("rubric.toml", "adapters.py", "README.md", "pyproject.toml", "tests/rules.toml"):
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / f, root / f)
     shutil.copytree(REPO / "cs336_assignment", root / "cs336_assignment", ignore=shutil.ignore_patterns("__pycache__"))
