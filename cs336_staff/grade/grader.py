@@ -34,9 +34,9 @@ from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
-from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import find_bwrap, probe, stage, threads_per_job
 from cs336_staff.grade.spec import JudgeSpec, basetemp, public_fixtures, worker_preload
+from cs336_staff.rubric import Item, Rubric, find_rubric
 from cs336_staff.session.outcomes import clip
 from cs336_staff.session.runner import PytestJob, events
 from tests.devices import DEVICE_MARKERS

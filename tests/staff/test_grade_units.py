@@ -15,10 +15,10 @@ from cs336_staff.grade.intake import read_submission, safe_relpath, submission_n
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.merge import merge_results
 from cs336_staff.grade.report import GradeResult, TestResult, write_gradebook
-from cs336_staff.grade.rubric import Rubric
 from cs336_staff.grade.spec import SPEC_VERSION, JudgeSpec, SpecError
 from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, make_zip
 from cs336_staff.grade.worker.adapter_rule import is_adapter, read_adapters
+from cs336_staff.rubric import Rubric
 
 pytestmark = pytest.mark.staff
 
