@@ -4,14 +4,18 @@ When you run ``uv run pytest``, everything runs in one process and this module d
 ``adapters.run_...`` and every function marked ``@student_side`` are plain calls.
 
 When the staff grade your submission, the tests run in a trusted *judge* process that never
-imports your code. Your code runs in a separate, sandboxed *worker*; each ``adapters.run_...``
-call and each ``@student_side`` call is sent there, and only plain data comes back: numbers,
-strings, lists, dicts, tensors (with their shapes, strides and shared storage), numpy arrays,
-dataclasses marked ``@plain_data``. That is why tests that drive your objects over many steps
-(an optimizer over a trajectory, a model under a seed, a checkpoint round trip) do so through the
-scenarios in ``tests/scenarios/``: a scenario runs on your side of the line and returns what it
-observed; the test compares that with the same scenario run on a reference (``torch.optim.AdamW``,
-say) on the judge's side.
+imports your code. Your code runs in a separate, sandboxed *worker*; each ``adapters`` call is
+sent there, and only plain data comes back: numbers, strings, lists, dicts, tensors (with their
+shapes, strides and shared storage), numpy arrays, dataclasses. An object your code returns (an
+optimizer, a module, a tokenizer) stays on your side, and the test drives it call by call: the
+loops of a test (an optimizer over a trajectory) run in the test, and each ``opt.step()`` crosses.
+The parameters a test hands your optimizer are the test's own tensors on both sides (their data
+and ``.grad`` are kept in step), the global RNGs a test seeds are the ones your code draws from,
+and a backward pass through your module's output runs on through your module.
+
+A few scenarios, marked ``@student_side`` in ``tests/scenarios/``, run on your side instead: they
+observe what only happens inside your process (memory, the ops your code ran, what a command
+prints) and return what they saw.
 
 So: the same tests, the same failure messages, locally and in grading. Nothing here changes what
 your code must do.
@@ -43,7 +47,8 @@ DATA_TYPES: dict[str, type] = {}
 
 
 def student_side(fn: F) -> F:
-    """Mark a scenario that drives student code: in grading it runs in the sandboxed worker.
+    """Mark a scenario that observes what happens inside the student's process: in grading it runs
+    in the sandboxed worker (the rest of a test, loops included, runs in the judge).
 
     Its arguments and its return value must be plain data (see the module docstring).
     """

@@ -3,8 +3,8 @@
 Oracles: ``torch.nn.functional.linear`` for the forward pass, the closed-form statistics of a
 truncated normal for the initialisation, a composition of ``F.linear`` for the Cruncher, and one
 generated snapshot (``fixtures/snapshots/test_models/``) for the Cruncher's forward on fixed weights.
-Seeded initialisation and ``set_seed`` run in ``tests/scenarios/models.py`` (in grading, on your side
-of the line, where your code draws its random numbers: see ``tests/boundary.py``).
+Seeded initialisation and ``set_seed`` run in ``tests/scenarios/models.py`` (in grading too, the
+global RNGs a test seeds are the ones your code draws from: see ``tests/boundary.py``).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ Tolerance: float32 results may differ from torch's by rounding when the same mat
 another order (``b1 * m + (1 - b1) * g`` instead of ``m.lerp_(g, 1 - b1)``), so float32 runs allow
 ``1e-6 + 1e-5 * |p|``; float64 runs (hidden tests) allow 1e-6 absolute.
 
-Your optimizer is driven by ``tests/scenarios/optim.py`` (in grading, on your side of the line:
-see ``tests/boundary.py``); torch's runs the same scenario here.
+Your optimizer and torch's are driven by the same scenario, ``tests/scenarios/optim.py`` (in
+grading too, it runs here and drives your optimizer call by call: see ``tests/boundary.py``).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def compare_with_torch(
         groups=groups, no_grad=no_grad, zero_grad_in_place=zero_grad_in_place,
         lr_schedule=lr_schedule, first_grad=first_grad,
     )
-    ours = scenario.student_trajectory(name, problem, kwargs, steps, checkpoints, **driving)
+    ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, kwargs, steps, checkpoints, **driving)
     ref = scenario.trajectory(OPTIMIZERS[name][1], problem, kwargs, steps, checkpoints, **driving)
     tol = TOLERANCES[dtype]
     for step in sorted(checkpoints):
@@ -233,7 +233,7 @@ def test_optimizer_matches_torch_when_gradients_are_zeroed_in_place(name, kwargs
 def test_optimizer_step_leaves_the_gradient_unchanged(name, kwargs):
     """step() reads p.grad but never writes into it, weight decay and Nesterov momentum included."""
     problem = Problem.make(0, 3, torch.float32)
-    ours = scenario.student_trajectory(name, problem, kwargs, 3, {3}, watch=True)
+    ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, kwargs, 3, {3}, watch=True)
     assert not ours.grad_changed, (
         f"{describe(name, kwargs)}: step() changed p.grad of {ours.grad_changed[0][1]!r} at step "
         f"{ours.grad_changed[0][0]}. Compute terms such as grad + weight_decay * p out of place "
@@ -246,7 +246,7 @@ def test_optimizer_step_leaves_the_gradient_unchanged(name, kwargs):
 def test_optimizer_updates_each_parameter_in_place(name, kwargs):
     """step() updates every parameter in place: its data stays in the same memory."""
     problem = Problem.make(0, 3, torch.float32)
-    ours = scenario.student_trajectory(name, problem, kwargs, 3, {3}, watch=True)
+    ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, kwargs, 3, {3}, watch=True)
     assert not ours.moved, (
         f"{describe(name, kwargs)}: after step {ours.moved[0][0]}, the data of {ours.moved[0][1]!r} lives in "
         "new memory. Update parameters in place (p.add_, p.addcdiv_, under torch.no_grad()), not with "
@@ -271,7 +271,7 @@ def test_optimizer_state_takes_the_parameters_dtype_and_device(
 
     On ``device="meta"`` tensors have no memory, so any machine can check the device.
     """
-    ours, error = scenario.student_state_placement(name, kwargs, WITH_SCALAR, dtype, device)
+    ours, error = scenario.state_placement(OPTIMIZERS[name][0](), kwargs, WITH_SCALAR, dtype, device)
     ref, _ = scenario.state_placement(OPTIMIZERS[name][1], kwargs, WITH_SCALAR, dtype, device)
     for k, theirs in ref.items():
         for key, where in theirs.items():

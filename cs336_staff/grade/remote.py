@@ -30,6 +30,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -40,11 +41,12 @@ from typing import Any
 
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import Mirror, MirrorRefused
-from cs336_staff.grade.worker import channel, codec
+from cs336_staff.grade.worker import bound, channel, codec, rngs
 
 REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the judge past this
 MESSAGE_CHARS = Limits.message_chars  # characters of an exception's message, and of its traceback, kept
 NAME_CHARS = 200  # characters of a type name or a repr the worker sends
+TAKE_BATCH = 256  # most items of a worker iterator fetched in one round trip
 OUTPUT_PER_TEST = 8000  # characters of worker output kept per test (head and tail)
 CONSOLE_LIMIT = 64 << 10  # characters of worker output kept for the whole run (head and tail)
 
@@ -244,17 +246,23 @@ def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
 class RemoteObject:
     """A proxy for an object that lives in the worker (a tokenizer, a class, a bound method).
 
-    Attribute reads, calls, iteration, ``len`` and ``in`` cross the line; the values that come
-    back are plain data or further proxies. ``with`` blocks and ``isinstance`` do not work on a
-    proxy: tests that need them run a scenario on the worker's side.
+    Attribute reads and writes, calls, iteration, ``len``, ``in``, ``[]`` and ``with`` cross the
+    line; the values that come back are plain data or further proxies. A list or dict read from
+    an attribute (``opt.param_groups``) is a copy that writes through: ``group["lr"] = x`` on it
+    also assigns in the worker's object. ``isinstance`` does not work on a proxy.
     """
 
-    __slots__ = ("_remote", "_id", "_generation", "_type", "_repr", "__weakref__")
+    __slots__ = ("_remote", "_id", "_generation", "_type", "_repr", "_methods", "_ahead", "_batch", "__weakref__")
 
     def __init__(self, remote: Remote, node: dict) -> None:
         self._remote, self._generation = remote, remote.generation
         self._id, self._type = int(node["id"]), str(node.get("type", "?"))[:NAME_CHARS]
         self._repr = str(node.get("repr", ""))[:NAME_CHARS]
+        methods = node.get("methods")
+        self._methods = (frozenset(m[:NAME_CHARS] for m in methods if isinstance(m, str))
+                         if isinstance(methods, list) else frozenset())
+        self._ahead: list = []  # items of this iterator fetched but not yet handed out
+        self._batch = 0  # how many the next fetch asks for (0: one, by "next")
         weakref.finalize(self, remote._release, self._generation, self._id)
 
     def _op(self, op: str, *args: Any, **fields: Any) -> Any:
@@ -265,17 +273,53 @@ class RemoteObject:
         __tracebackhide__ = True
         if name.startswith("__"):
             raise AttributeError(name)
+        if name in self._methods:  # called in one round trip, not read then called
+            return RemoteMethod(self, name)
         return self._op("getattr", name=name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
         return self._remote.op("call_handle", self, args, kwargs)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        __tracebackhide__ = True
+        if name in RemoteObject.__slots__:
+            object.__setattr__(self, name, value)
+        elif name.startswith("__"):
+            raise AttributeError(f"special attribute {name} of a worker object cannot be set")
+        else:
+            self._op("setattr", value, name=name)
+
+    def __enter__(self) -> Any:
+        __tracebackhide__ = True
+        return self._op("enter")
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+        __tracebackhide__ = True
+        self._op("exit", None if error is None else f"{type(error).__name__}: {error}")
+        return False  # an exception of the test's is never swallowed by the worker
+
     def __iter__(self) -> RemoteObject:
         return self._op("iter")
 
     def __next__(self) -> Any:
-        return self._op("next")
+        """The next item. Items drawn one after another with no other call between are fetched in
+        doubling batches (up to ``TAKE_BATCH``): ``list(stream)`` costs a few round trips, while
+        streams advanced in turns still advance one item per call, in order."""
+        __tracebackhide__ = True
+        if self._ahead:
+            return self._ahead.pop(0)
+        if self._remote.last_handle != self._id:
+            self._batch = 0
+        if self._batch == 0:
+            self._batch = 1
+            return self._op("next")
+        self._batch = min(2 * self._batch, TAKE_BATCH)
+        items, exhausted = self._op("take", self._batch)
+        if not items and exhausted:
+            raise StopIteration
+        self._ahead = list(items)
+        return self._ahead.pop(0)
 
     def __len__(self) -> int:
         return self._op("len")
@@ -286,8 +330,123 @@ class RemoteObject:
     def __contains__(self, item: Any) -> bool:
         return self._op("contains", item)
 
+    def __setitem__(self, key: Any, value: Any) -> None:
+        __tracebackhide__ = True
+        self._op("setitem", key, value)
+
     def __repr__(self) -> str:
         return f"<{self._type} in the worker: {self._repr}>"
+
+
+_ANCHOR: list = []
+
+
+def _anchor() -> Any:
+    """A leaf that requires grad, so the judge's autograd keeps a node for a worker result."""
+    if not _ANCHOR:
+        import torch
+
+        _ANCHOR.append(torch.zeros((), requires_grad=True))
+    return _ANCHOR[0]
+
+
+def _through_worker_cls() -> type:
+    import torch
+
+    class ThroughWorker(torch.autograd.Function):
+        """A worker result in the judge's autograd: backward runs the worker's own backward from it.
+
+        The gradients land on the worker's leaves; those bound to judge tensors (the test's input
+        ``x``, parameters read from the model) come back with the reply.
+        """
+
+        @staticmethod
+        def forward(ctx: Any, anchor: Any, value: Any, worker_tensor: RemoteObject) -> Any:
+            ctx.worker_tensor = worker_tensor
+            return value.clone()
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            ctx.worker_tensor._op("backward", grad)
+            return None, None, None
+
+    return ThroughWorker
+
+
+class _LazyFunction:
+    def __getattr__(self, name: str) -> Any:
+        cls = _through_worker_cls()
+        globals()["_ThroughWorker"] = cls
+        return getattr(cls, name)
+
+
+_ThroughWorker: Any = _LazyFunction()
+
+
+class RemoteMethod:
+    """``obj.method`` of a worker object, not yet called: calling it is one request (``call_method``)."""
+
+    __slots__ = ("_owner", "_name")
+
+    def __init__(self, owner: RemoteObject, name: str) -> None:
+        self._owner, self._name = owner, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        owner = self._owner
+        return owner._remote.op("call_method", owner, args, kwargs, name=self._name)
+
+    def __repr__(self) -> str:
+        return f"<method {self._name} of {self._owner!r}>"
+
+
+def _refuse(name: str) -> Callable[..., Any]:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{name}() on a copy of a worker object's {type(self).__mro__[2].__name__} would not reach the "
+            "worker; assign items (x[key] = value), or call a method of the object"
+        )
+
+    return refuse
+
+
+class _WritesThrough:
+    """A copy of a list or dict read from a worker object at ``path``: ``x[k] = v`` also assigns there."""
+
+    def __init__(self, owner: RemoteObject, path: list, items: Any) -> None:
+        super().__init__(items)  # type: ignore[call-arg]
+        self._owner, self._path = owner, path
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        __tracebackhide__ = True
+        if isinstance(self, list) and not isinstance(key, int):
+            raise TypeError("assign one item at a time into a worker object's list")
+        self._owner._op("assign", [*self._path, key], value)
+        super().__setitem__(key, write_through(value, self._owner, [*self._path, key]))  # type: ignore[misc]
+
+
+class WriteThroughList(_WritesThrough, list):
+    """A list read from a worker object's attribute: ``x[i] = v`` also assigns in the worker."""
+
+
+class WriteThroughDict(_WritesThrough, dict):
+    """A dict read from a worker object's attribute: ``x[k] = v`` also assigns in the worker."""
+
+
+for _cls, _names in ((WriteThroughList, ["append", "extend", "insert", "pop", "remove", "clear", "sort",
+                                         "reverse", "__delitem__", "__iadd__"]),
+                     (WriteThroughDict, ["update", "pop", "popitem", "clear", "setdefault", "__delitem__", "__ior__"])):
+    for _name in _names:
+        setattr(_cls, _name, _refuse(_name))
+
+
+def write_through(value: Any, owner: RemoteObject, path: list) -> Any:
+    """``value`` (read from ``owner`` at ``path``) with its plain lists and dicts made write-through."""
+    if type(value) is dict:
+        return WriteThroughDict(owner, path, {k: write_through(v, owner, [*path, k]) for k, v in value.items()})
+    if type(value) is list:
+        return WriteThroughList(owner, path, [write_through(v, owner, [*path, i]) for i, v in enumerate(value)])
+    return value
 
 
 class Remote:
@@ -311,6 +470,11 @@ class Remote:
         self.isolation: dict[str, str] = {}
         self.last_crash: str | None = None
         self._pending_release: list[int] = []
+        self.last_handle: int | None = None  # the worker object the last request used
+        self.bindings = bound.Bindings(weak=True, limit=self.value_limit)
+        self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
+        self._callbacks: dict[int, Callable] = {}
+        self._next_callback = 1
         self._spare: Future[WorkerProcess] | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-ready")
 
@@ -360,6 +524,9 @@ class Remote:
         self.starts += 1
         self.generation += 1
         self._pending_release = []
+        self._callbacks.clear()
+        self.bindings = bound.Bindings(weak=True, limit=self.value_limit)  # a fresh worker has no twins: tensors bind again
+        self._proxies = weakref.WeakValueDictionary()
         spare, self._spare = self._spare, None
         worker = spare.result() if spare is not None else self._spawn()
         self.isolation = worker.isolation
@@ -397,10 +564,14 @@ class Remote:
     # -- calls ---------------------------------------------------------------------------
     def call(self, target: str, args: tuple | list, kwargs: dict) -> Any:
         __tracebackhide__ = True
+        self.last_handle = None
         return self._request({"op": "call", "target": target}, args, kwargs)
 
     def reset(self) -> None:
-        """Put the worker's global RNGs (torch, numpy, random) back to their state at its start."""
+        """Between tests: forget the functions and iterators the last test passed (they may be called
+        back until then), and put the worker's global RNGs back to their start state (the next call
+        brings the judge's own)."""
+        self._callbacks.clear()
         self._request({"op": "reset"}, [], {})
 
     def op(self, op: str, obj: RemoteObject, args: tuple | list, kwargs: dict, **fields: Any) -> Any:
@@ -410,7 +581,9 @@ class Remote:
                 f"{obj!r} lived in a worker that has since ended (after a crash or a timeout); "
                 "create it again"
             )
-        return self._request({"op": op, "handle": obj._id, **fields}, args, kwargs)
+        self.last_handle = obj._id
+        value = self._request({"op": op, "handle": obj._id, **fields}, args, kwargs)
+        return write_through(value, obj, [fields["name"]]) if op == "getattr" else value
 
     def _ref_of(self, value: Any) -> int | None:
         if isinstance(value, RemoteObject):
@@ -418,6 +591,56 @@ class Remote:
                 raise WorkerError(f"{value!r} lived in a worker that has since ended; create it again")
             return value._id
         return None
+
+    def _callback(self, fn: Callable) -> int:
+        number, self._next_callback = self._next_callback, self._next_callback + 1
+        self._callbacks[number] = fn
+        return number
+
+    def _encoder(self) -> codec.Encoder:
+        return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode, callback=self._callback)
+
+    def _decoder(self, reply: dict, blobs: list, known: list | None = None) -> codec.Decoder:
+        return codec.Decoder(reply.get("storages", []), blobs, known=known, handle=self._proxy,
+                             allow_memmap=False, max_value_bytes=self.value_limit,
+                             bound=self.bindings.decode, graph=self._through_worker)
+
+    def _proxy(self, node: dict) -> RemoteObject:
+        """The one proxy of a worker object (a handle seen again, e.g. ``iter(generator)``, is the same proxy)."""
+        proxy = self._proxies.get(node.get("id"))
+        if proxy is None:
+            proxy = RemoteObject(self, node)
+            self._proxies[proxy._id] = proxy
+            with contextlib.suppress(ValueError):  # a proxy of it died since the last request: keep it
+                self._pending_release.remove(proxy._id)
+        return proxy
+
+    def _through_worker(self, value: Any, handle: Any) -> Any:
+        """``value`` (a result computed with autograd in the worker) as the output of a node of the
+        judge's autograd graph whose backward sends the gradient to the worker's own graph."""
+        import torch
+
+        if not torch.is_grad_enabled():
+            return value.requires_grad_(False)
+        worker_tensor = self._proxy({"id": handle, "type": "torch.Tensor", "repr": "a result with a graph"})
+        return _ThroughWorker.apply(_anchor(), value.detach(), worker_tensor)
+
+    def _outgoing(self, message: dict, encoder: codec.Encoder) -> None:
+        """What every message to the worker carries besides its call: bound-tensor changes, releases,
+        grad mode, global RNG states."""
+        message["bound"] = self.bindings.changes(encoder)
+        message["rngs"] = rngs.capture(encoder)
+        message["unbind"], self.bindings.released = self.bindings.released, []
+        message["release"], self._pending_release = self._pending_release, []
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            message["grad_enabled"] = torch.is_grad_enabled()
+
+    def _incoming(self, reply: dict, blobs: list) -> None:
+        """Take what every message from the worker carries: bound-tensor changes, global RNG states."""
+        self.bindings.apply(reply.get("bound", []), blobs)
+        if "rngs" in reply:
+            rngs.restore(reply["rngs"], blobs)
 
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         """One call, with the scratch folders mirrored around it (``mirror.py``) where the judge has a mirror."""
@@ -450,15 +673,20 @@ class Remote:
 
     def _exchange(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         __tracebackhide__ = True
-        encoder = codec.Encoder(ref_of=self._ref_of)
-        message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
         worker = self.worker or self.start()
+        encoder = self._encoder()
+        message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
         message["storages"] = encoder.storages
-        message["release"], self._pending_release = self._pending_release, []
+        self._outgoing(message, encoder)
         what = head.get("target") or f"{head['op']} on a worker object"
+        failed: list[BaseException] = []  # exceptions of the judge's own callbacks, raised once the call ends
         try:
             channel.send(worker.requests, message, encoder.blobs)
-            reply, blobs = channel.receive(worker.replies, self.reply_limit, tree_limit=self.tree_limit)
+            while True:
+                reply, blobs = channel.receive(worker.replies, self.reply_limit, tree_limit=self.tree_limit)
+                if "callback" not in reply:
+                    break
+                self._answer_callback(worker, reply, blobs, failed)
         except (channel.ChannelClosed, BrokenPipeError):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.proc.wait(timeout=5)
@@ -479,22 +707,57 @@ class Remote:
             self.restart()
             self.crashes += 1
             raise
+        try:
+            self._incoming(reply, blobs)
+            if "error" not in reply:
+                decoder = self._decoder(reply, blobs, known=encoder.storage_objects)
+                value = decoder.decode(reply.get("ok"))
+                for index, data in reply.get("mutated", []):
+                    target = encoder.storage_objects[index]
+                    flat = codec.storage_as_bytes_tensor(target)
+                    flat.copy_(codec.bytes_tensor(decoder.blobs[data]).to(flat.device))
+                for index, data in reply.get("generators", []):
+                    encoder.generators[index].set_state(codec.bytes_tensor(decoder.blobs[data]))
+        except Exception as e:  # a malformed reply is the worker's failure, never the judge's
+            self.restart()
+            raise WorkerProtocolError(f"the worker's reply to {what} could not be decoded: {type(e).__name__}: {e}") from None
+        if failed:
+            raise failed[0]
         if "error" in reply:
             exc = rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {}, self.message_chars)
             del reply, blobs  # the raised exception keeps this frame: it must not keep the reply's megabytes
             raise exc
-        try:
-            decoder = codec.Decoder(reply.get("storages", []), blobs, known=encoder.storage_objects,
-                                    handle=lambda node: RemoteObject(self, node), allow_memmap=False,
-                                    max_value_bytes=self.value_limit)
-            value = decoder.decode(reply.get("ok"))
-            for index, data in reply.get("mutated", []):
-                target = encoder.storage_objects[index]
-                flat = codec.storage_as_bytes_tensor(target)
-                flat.copy_(codec.bytes_tensor(decoder.blobs[data]).to(flat.device))
-            for index, data in reply.get("generators", []):
-                encoder.generators[index].set_state(codec.bytes_tensor(decoder.blobs[data]))
-        except Exception as e:  # a malformed reply is the worker's failure, never the judge's
-            self.restart()
-            raise WorkerProtocolError(f"the worker's reply to {what} could not be decoded: {type(e).__name__}: {e}") from None
         return value
+
+    def _answer_callback(self, worker: WorkerProcess, reply: dict, blobs: list, failed: list[BaseException]) -> None:
+        """Run a function of the judge's the worker called back (a closure), and send its result.
+
+        It runs here, in the judge, under the grad mode the worker had when it called (``step``
+        enables grad around its closure). An exception it raises is the test's: the worker is told
+        the function failed, and the judge raises the exception itself once the call ends.
+        """
+        __tracebackhide__ = True
+        self._incoming(reply, blobs)
+        fn = self._callbacks.get(reply.get("callback"))  # type: ignore[arg-type]
+        encoder = self._encoder()
+        answer: dict[str, Any] = {"op": "return"}
+        try:
+            if fn is None:
+                raise WorkerError("the worker called a function of the test's after the test that passed it had ended")
+            decoder = self._decoder(reply, blobs)
+            args, kwargs = decoder.decode(reply.get("args", [])), decoder.decode(reply.get("kwargs", {"$": "dict", "items": []}))
+            torch = sys.modules.get("torch")
+            mode = torch.set_grad_enabled(bool(reply.get("grad_enabled", True))) if torch is not None else contextlib.nullcontext()
+            with mode:
+                result = fn(*args, **kwargs)
+            answer["ok"] = encoder.encode(result)
+        except StopIteration:  # an iterator of the test's is exhausted: the worker's stand-in stops too
+            answer = {"op": "return", "stop": True}
+            encoder = self._encoder()
+        except BaseException as e:  # noqa: BLE001 - the test's own failure, raised when the call ends
+            failed.append(e)
+            encoder = self._encoder()
+            answer["error"] = f"{type(e).__name__}: {e}"[:2000]
+        answer["storages"] = encoder.storages
+        self._outgoing(answer, encoder)
+        channel.send(worker.requests, answer, encoder.blobs)

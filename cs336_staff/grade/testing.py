@@ -45,6 +45,19 @@ def sum_below(n):
 
 def save_sum(path, a, b):
     with open(path, "w") as f: f.write(str(a + b))  # noqa: E701 - one line, so calc_with can replace it
+
+
+class RunningMean:
+    def __init__(self):
+        self.count, self.total = 0, 0.0
+
+    def update(self, x):
+        self.count += 1
+        self.total += x
+
+    @property
+    def mean(self):
+        return self.total / self.count
 '''
 
 ADAPTERS = '''\
@@ -69,6 +82,10 @@ def run_sum_below(n):
 
 def run_save_sum(path, a, b):
     return calc.save_sum(path, a, b)
+
+
+def get_running_mean_cls():
+    return calc.RunningMean
 '''
 
 PYPROJECT = '''\
@@ -187,6 +204,56 @@ def test_mul_matches_the_hidden_fixture():
         assert adapters.run_mul(a, b) == product
 '''
 
+# -- with ``loops=True``: a test that drives a student object over many calls from the judge ---------
+LOOP_SCENARIO = '''\
+"""Feeds values to a running-mean class one update at a time (the loop runs in the judge)."""
+
+
+def drive(cls, xs):
+    """The mean after each of ``xs``, given to a fresh ``cls()`` one ``update`` at a time."""
+    m = cls()
+    means = []
+    for x in xs:
+        m.update(x)
+        means.append(m.mean)
+    return means
+'''
+
+LOOP_TESTS = '''\
+import pytest
+
+import adapters
+from tests.scenarios.mean import drive
+
+
+class Reference:
+    def __init__(self):
+        self.values = []
+
+    def update(self, x):
+        self.values.append(x)
+
+    @property
+    def mean(self):
+        return sum(self.values) / len(self.values)
+
+
+def test_running_mean_follows_every_update():
+    """After each update, mean is the mean of every value so far."""
+    xs = [3.0, -1.0, 4.0, 1.5, -9.0, 2.0]
+    assert drive(adapters.get_running_mean_cls(), xs) == pytest.approx(drive(Reference, xs))
+'''
+
+LOOP_RUBRIC = '''
+[concepts.means]
+title = "Running means"
+points = 2
+
+[[rules]]
+match = "tests/test_mean.py::*"
+concept = "means"
+'''
+
 RULES = '''\
 [parts.calc]
 may_use = "Python's arithmetic"
@@ -236,8 +303,11 @@ weight = 2
 '''
 
 
-def make_staff_repo(root: Path) -> Path:
-    """Write the synthetic staff repository under ``root`` and return ``root``."""
+def make_staff_repo(root: Path, loops: bool = False) -> Path:
+    """Write the synthetic staff repository under ``root`` and return ``root``.
+
+    ``loops``: also a test that drives ``RunningMean`` call by call through a scenario module.
+    """
     files = {
         "pyproject.toml": PYPROJECT, "adapters.py": ADAPTERS, "rubric.toml": RUBRIC,
         "cs336_assignment/__init__.py": "", "cs336_assignment/calc.py": GOOD_CALC,
@@ -247,6 +317,9 @@ def make_staff_repo(root: Path) -> Path:
         "tests/staff/__init__.py": "", "tests/staff/test_tooling.py": STAFF_TESTS,
         "fixtures/numbers.txt": "1 2 3\n", "fixtures/hidden/products.txt": "6 7 42\n-3 5 -15\n",
     }
+    if loops:
+        files.update({"tests/scenarios/__init__.py": "", "tests/scenarios/mean.py": LOOP_SCENARIO,
+                      "tests/test_mean.py": LOOP_TESTS, "rubric.toml": RUBRIC + LOOP_RUBRIC})
     for rel, text in files.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)

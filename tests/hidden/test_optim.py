@@ -86,7 +86,7 @@ def test_optimizer_handles_all_zero_gradients_like_torch(name):
     problem = Problem(
         init={"p": init}, target=zeros, curvature=zeros, noise={"p": torch.zeros(30, 6)}
     )
-    ours = scenario.student_trajectory(name, problem, FULL[name], 30, {30}).final["p"]
+    ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, FULL[name], 30, {30}).final["p"]
     ref = scenario.trajectory(OPTIMIZERS[name][1], problem, FULL[name], 30, {30}).final["p"]
     assert not ours.isnan().any(), (
         f"{describe(name, FULL[name])} produced NaN from zero gradients (0/0?)"
@@ -98,7 +98,7 @@ def test_optimizer_handles_all_zero_gradients_like_torch(name):
 def test_optimizer_step_with_closure_returns_its_loss(name):
     """step(closure) re-evaluates the loss with gradients enabled, steps, and returns that loss."""
     target = torch.tensor([1.0, -2.0, 3.0])
-    ours_p, ours_returned = scenario.student_closure_run(name, FULL[name], target, 5)
+    ours_p, ours_returned = scenario.closure_run(OPTIMIZERS[name][0](), FULL[name], target, 5)
     torch_p, torch_returned = scenario.closure_run(OPTIMIZERS[name][1], FULL[name], target, 5)
     ours_losses = [float(v.detach()) for v in ours_returned]
     torch_losses = [float(v.detach()) for v in torch_returned]
@@ -112,7 +112,7 @@ def test_optimizer_step_with_closure_returns_its_loss(name):
 def test_optimizer_state_dict_round_trip_resumes_exactly(name):
     """Saving state_dict after k steps and loading it into a fresh optimizer continues bit for bit."""
     problem = Problem.make(seed=15, steps=20, dtype=torch.float32)
-    straight, resumed = scenario.student_resumed_by_state_dict(name, problem, FULL[name], 10, 20)
+    straight, resumed = scenario.resumed_by_state_dict(OPTIMIZERS[name][0](), problem, FULL[name], 10, 20)
     for k in straight:
         assert torch.equal(straight[k], resumed[k]), (
             f"{describe(name, FULL[name])}: {k!r} differs after resuming from state_dict"
@@ -162,8 +162,8 @@ def test_optimizer_follows_a_schedule_on_each_param_group(name):
 def test_optimizer_step_leaves_odd_shaped_gradients_and_storage_alone(name):
     """With every term on (FULL settings) and scalar/3-D/row parameters, step() neither writes p.grad nor moves p."""
     problem = Problem.make(18, 4, torch.float64, ODD_SHAPES)
-    ours = scenario.student_trajectory(
-        name, problem, FULL[name], 4, {4}, zero_grad_in_place=True, watch=True
+    ours = scenario.trajectory(
+        OPTIMIZERS[name][0](), problem, FULL[name], 4, {4}, zero_grad_in_place=True, watch=True
     )
     assert not ours.grad_changed, (
         f"{describe(name, FULL[name])} changed p.grad: {ours.grad_changed}"
@@ -177,7 +177,7 @@ def test_optimizer_step_leaves_odd_shaped_gradients_and_storage_alone(name):
 @pytest.mark.parametrize("name, kwargs, tensors", MEMORY_CASES)
 def test_optimizer_state_placement_other_dtypes_and_devices(name, kwargs, tensors, dtype, device):
     """float16 and float32 on the meta device, bfloat16 on the CPU, odd shapes: state is placed as torch places it."""
-    ours, error = scenario.student_state_placement(name, kwargs, ODD_SHAPES, dtype, device, steps=3)
+    ours, error = scenario.state_placement(OPTIMIZERS[name][0](), kwargs, ODD_SHAPES, dtype, device, steps=3)
     ref, _ = scenario.state_placement(
         OPTIMIZERS[name][1], kwargs, ODD_SHAPES, dtype, device, steps=3
     )

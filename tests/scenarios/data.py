@@ -1,9 +1,11 @@
 """Scenarios of part 4: your ``get_batch`` over many batches, under a global seed, counting its reads,
 measuring its memory, and written into.
 
-Each runs your code (through ``adapters.run_get_batch``; in grading on your side of the line, see
-``tests/boundary.py``) where the thing observed happens: the global RNGs it may draw from, the
-dataset object it indexes, the process whose memory it uses. Each returns plain data.
+Each runs your code through ``adapters.run_get_batch`` and returns plain data. ``sampled_starts`` and
+``batches_without_a_generator`` run on the tests' side in grading too (the global RNGs they seed are
+the ones your code draws from: see ``tests/boundary.py``); the ``@student_side`` ones run beside your
+code, where what they observe happens: the dataset object it indexes and writes through, the
+process whose memory it uses.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import adapters
 from tests.boundary import plain_data, student_side
 
 
-@student_side
 def sampled_starts(
     n: int, context_length: int, batch_size: int, num_batches: int, seed: int
 ) -> np.ndarray:
@@ -36,7 +37,6 @@ def sampled_starts(
     return np.concatenate(starts)
 
 
-@student_side
 def batches_without_a_generator(
     seed: int, dataset: np.ndarray, batch_size: int, context_length: int, calls: int
 ) -> list[torch.Tensor]:

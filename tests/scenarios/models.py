@@ -1,7 +1,9 @@
 """Scenarios of part 2: your ``Linear`` initialised under a seed, a backward pass, and ``set_seed``.
 
-Each runs your code (through ``adapters``; in grading on your side of the line, see
-``tests/boundary.py``) and returns plain data: weights, gradients, numbers drawn.
+Each drives your code through ``adapters`` and returns what it observed: weights, gradients,
+numbers drawn. In grading they run on the tests' side of the line and reach your modules call by
+call (see ``tests/boundary.py``): the global RNGs a scenario seeds are the ones your code draws
+from, and a backward pass through your module's output runs on through your module.
 """
 
 from __future__ import annotations
@@ -13,13 +15,11 @@ import numpy as np
 import torch
 
 import adapters
-from tests.boundary import plain_data, student_side
 
 #: Your modules, by the names the tests use.
 MODULES = {"linear": adapters.get_linear_cls, "cruncher": adapters.get_cruncher_cls}
 
 
-@student_side
 def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """The weight of a ``Linear(d_in, d_out[, dtype=dtype])`` built right after ``torch.manual_seed(seed)``.
 
@@ -33,7 +33,6 @@ def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = No
     return layer.weight.detach()
 
 
-@student_side
 def parameter_placement(
     module: str, args: tuple, device: str, dtype: torch.dtype
 ) -> dict[str, tuple[str, torch.dtype, tuple[int, ...]]]:
@@ -46,7 +45,6 @@ def parameter_placement(
     return {name: (p.device.type, p.dtype, tuple(p.shape)) for name, p in model.named_parameters()}
 
 
-@plain_data
 @dataclass
 class Gradients:
     """The gradients of ``(module(x) * upstream).sum()``: of each parameter (None if it got none) and of x."""
@@ -55,7 +53,6 @@ class Gradients:
     input: torch.Tensor | None
 
 
-@student_side
 def gradients(
     module: str,
     args: tuple,
@@ -78,7 +75,6 @@ def draw_from_every_generator() -> tuple[float, float, float]:
     return random.random(), float(np.random.rand()), torch.rand(()).item()
 
 
-@student_side
 def seeded_draws(seed: int, rounds: int) -> list[tuple[float, float, float]]:
     """Call your ``set_seed(seed)``, then draw from ``random``, numpy and torch ``rounds`` times."""
     adapters.run_set_seed(seed)

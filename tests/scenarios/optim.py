@@ -1,35 +1,22 @@
 """Scenarios of part 3: an optimizer driven over a seeded noisy quadratic, and what it leaves behind.
 
-Each plain function takes an optimizer class (yours, or ``torch.optim``'s) and plain inputs, runs
-it, and returns plain data: the parameters at chosen steps and the optimizer's final state. The
-``student_...`` twins pick your class through ``adapters`` (and, in grading, run on your side of
-the line; see ``tests/boundary.py``). ``tests/test_optim.py`` runs both and compares.
+Each function takes an optimizer class (yours, from ``adapters.get_..._cls()``, or
+``torch.optim``'s) and plain inputs, runs it, and returns what it observed: the parameters at
+chosen steps and the optimizer's final state. ``tests/test_optim.py`` runs both and compares.
+In grading these loops run on the tests' side of the line and drive your optimizer call by call
+(see ``tests/boundary.py``): the parameters your optimizer is handed are the tests' own tensors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-import adapters
-from tests.boundary import plain_data, student_side
-
-#: Your optimizer classes, by the names the tests use.
-STUDENT: dict[str, Callable[[], type[torch.optim.Optimizer]]] = {
-    "sgd": adapters.get_sgd_cls,
-    "adagrad": adapters.get_adagrad_cls,
-    "rmsprop": adapters.get_rmsprop_cls,
-    "adam": adapters.get_adam_cls,
-    "adamw": adapters.get_adamw_cls,
-}
-
 SHAPES: dict[str, tuple[int, ...]] = {"weight": (5, 3), "bias": (3,)}
 
 
-@plain_data
 @dataclass
 class Problem:
     """A seeded noisy quadratic: grad(p) = curvature * (p - target) + noise[t]."""
@@ -78,7 +65,6 @@ class Problem:
                 p.grad = grad
 
 
-@plain_data
 @dataclass
 class Trajectory:
     """What one run leaves to compare: the parameters after chosen steps, and the final state."""
@@ -167,14 +153,6 @@ def trajectory(
     return Trajectory(seen, state, grad_changed, moved)
 
 
-@student_side
-def student_trajectory(
-    name: str, problem: Problem, kwargs: dict, steps: int, checkpoints: set[int], **options: Any
-) -> Trajectory:
-    """``trajectory`` of your optimizer ``name`` (``"sgd"``, ..., ``"adamw"``); ``options`` are ``trajectory``'s keywords."""
-    return trajectory(STUDENT[name](), problem, kwargs, steps, checkpoints, **options)
-
-
 #: A state entry described as data: a tensor by (dtype, device type, shape), anything else by its type's name.
 Placement = tuple[torch.dtype, str, tuple[int, ...]] | str
 
@@ -225,19 +203,6 @@ def state_placement(
     return placements, error
 
 
-@student_side
-def student_state_placement(
-    name: str,
-    kwargs: dict,
-    shapes: dict[str, tuple[int, ...]],
-    dtype: torch.dtype,
-    device: str,
-    steps: int = 2,
-) -> tuple[dict[str, dict[str, Placement]], str | None]:
-    """``state_placement`` of your optimizer ``name``."""
-    return state_placement(STUDENT[name](), kwargs, shapes, dtype, device, steps)
-
-
 def closure_run(
     cls: type[torch.optim.Optimizer], kwargs: dict, target: torch.Tensor, steps: int
 ) -> tuple[torch.Tensor, list]:
@@ -259,24 +224,14 @@ def closure_run(
     return p.detach(), returned
 
 
-@student_side
-def student_closure_run(
-    name: str, kwargs: dict, target: torch.Tensor, steps: int
-) -> tuple[torch.Tensor, list]:
-    """``closure_run`` of your optimizer ``name``."""
-    return closure_run(STUDENT[name](), kwargs, target, steps)
-
-
-@student_side
-def student_resumed_by_state_dict(
-    name: str, problem: Problem, kwargs: dict, split: int, steps: int
+def resumed_by_state_dict(
+    cls: type[torch.optim.Optimizer], problem: Problem, kwargs: dict, split: int, steps: int
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """Your optimizer ``name`` run ``steps`` steps straight, and run ``split`` steps, then its
-    ``state_dict()`` loaded into a fresh optimizer over the same parameters for the rest.
+    """``cls`` run ``steps`` steps straight, and run ``split`` steps, then its ``state_dict()``
+    loaded into a fresh optimizer over the same parameters for the rest.
 
     Returns the parameters of both runs: (straight, resumed).
     """
-    cls = STUDENT[name]()
     straight, resumed = problem.params(), problem.params()
     opt = build(cls, straight, kwargs, None)
     for t in range(steps):

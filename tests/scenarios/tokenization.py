@@ -4,6 +4,13 @@ and what building one does to the caller's vocabulary.
 Each takes a tokenizer you built with ``adapters.get_tokenizer`` (in grading it stays on your side
 of the line, and the test holds a handle to it), or builds one, and plain inputs: text pieces, paths. What comes
 back is plain data (ids, counts, bytes of memory) or, for ``from_files``, another tokenizer.
+
+``encode_iterable`` runs on the tests' side in grading too: the one-pass iterator it hands your
+``encode_iterable`` is the test's own (each piece is fetched from the test when your code asks for
+it). The others (``@student_side``) run beside your code: what they observe happens there (the
+memory your process traces while streaming a file, the caller's dict after building, your class's
+``from_files``), or, for two streams advanced in turns one id at a time over 80,000 characters,
+driving them from the test would cost a round trip per id.
 """
 
 from __future__ import annotations
@@ -17,7 +24,6 @@ import adapters
 from tests.boundary import plain_data, student_side
 
 
-@student_side
 def encode_iterable(tokenizer: Any, pieces: list[str]) -> list[int]:
     """``list(tokenizer.encode_iterable(iter(pieces)))``: the pieces as a one-pass iterator, all ids at once."""
     return list(tokenizer.encode_iterable(iter(pieces)))

@@ -1,8 +1,10 @@
 """Scenarios of the training loop: your ``cs336`` command, in this process or killed in a child, and
 the state its checkpoints hold.
 
-Each runs your code (through ``adapters``; in grading on your side of the line, see
-``tests/boundary.py``) and returns plain data: exit statuses, what was printed, state dicts.
+Each runs your code (through ``adapters``) and returns plain data: exit statuses, what was printed,
+state dicts. ``load_final_state`` runs on the tests' side in grading too, driving your model and
+optimizer call by call; the ``@student_side`` ones run beside your code (see ``tests/boundary.py``),
+where what they observe happens: what your command prints, a child process killed mid-run.
 """
 
 from __future__ import annotations
@@ -83,7 +85,6 @@ def train_killed_at_random(
     return proc.returncode, log.read_text()
 
 
-@student_side
 def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, dict, dict]:
     """Load a checkpoint of ``cs336 train`` into a fresh Cruncher + AdamW; return (iteration, states)."""
     model = adapters.get_cruncher_cls()(dim, layers)

@@ -194,6 +194,37 @@ time.monotonic = lambda: 0.0
 time.time = lambda: 0.0
 ''', sum_below="return sum(range(n))")
 
+# -- rewiring what drives the student's object: the test's loop runs in the judge, out of reach -------
+BROKEN_MEAN = calc_with().replace("self.total += x", "self.total += 2 * x")
+REWIRE = '''
+def _rewire():  # every scenario and @student_side function the worker could run answers with a right class
+    import tests.boundary as boundary
+    import tests.scenarios.mean as scenario
+
+    class Right:
+        def __init__(self):
+            self.values = []
+
+        def update(self, x):
+            self.values.append(x)
+
+        @property
+        def mean(self):
+            return sum(self.values) / len(self.values)
+
+    real = scenario.drive
+    scenario.drive = lambda cls, xs: real(Right, xs)
+    for name in list(boundary.SCENARIOS):
+        boundary.SCENARIOS[name] = lambda *args, **kwargs: real(Right, args[-1])
+
+
+try:
+    _rewire()
+except Exception:
+    pass
+'''
+REWIRE_SCENARIO = calc_with(prefix=REWIRE).replace("self.total += x", "self.total += 2 * x")
+
 # -- speed without speed: a table of the speed test's answers, and a cache of earlier calls --------
 SPEED_TABLE = calc_with(prefix='''
 import functools
@@ -245,6 +276,8 @@ def cases() -> dict[str, dict]:
         "lying_frame": {"calc": LYING_FRAME},
         "leak": {"calc": LEAK},
         "clock": {"calc": CLOCK},
+        "broken_mean": {"calc": BROKEN_MEAN},
+        "rewire_scenario": {"calc": REWIRE_SCENARIO},
         "speed_table": {"calc": SPEED_TABLE},
         "delegate": {"calc": DELEGATE},
         "segfault": {"calc": SEGFAULT},
@@ -296,7 +329,7 @@ def graded(tmp_path_factory) -> Iterator[dict]:
     tmp = tmp_path_factory.mktemp("hostile")
     host_dir = Path(f"/tmp/{MARK}-host")  # a host folder an attack points the judge's basetemp at
     host_dir.mkdir()
-    root = make_staff_repo(tmp / "repo")
+    root = make_staff_repo(tmp / "repo", loops=True)
     subs = tmp / "subs"
     subs.mkdir()
     paths = []
@@ -556,6 +589,16 @@ def test_patching_the_workers_clocks_does_not_pass_a_speed_test(graded):
 
 
 # -- crashes and hangs ---------------------------------------------------------------------------
+
+
+def test_rewiring_the_scenario_that_drives_a_class_earns_nothing_over_the_broken_class(graded):
+    """A broken RunningMean whose module rewires, at import, the scenario that drives it (and every
+    @student_side function) to use a right class: the test's loop runs in the judge and reaches the
+    submission's own class through the adapters, so the attack earns what the broken class earns."""
+    broken, rewired = result(graded, "broken_mean"), result(graded, "rewire_scenario")
+    lost = points(broken, "test_running_mean_follows_every_update")
+    assert lost > 0 and broken.score == full(broken) - lost, explain(broken)
+    assert rewired.score == broken.score, explain(rewired)
 
 
 @pytest.mark.parametrize("case", ["segfault", "os_exit_test"])

@@ -10,14 +10,13 @@ import os
 import sys
 
 import pytest
-import torch
 
 import tests.boundary as boundary
 import tests.scenarios
 from cs336_staff.grade.remote import rebuild_exception
 from cs336_staff.grade.worker import channel, codec
 from cs336_staff.grade.worker.main import Worker
-from tests.scenarios import optim
+from tests.scenarios import checkpoint
 
 pytestmark = pytest.mark.staff
 
@@ -45,20 +44,20 @@ def serve(worker: Worker, message: dict, encoder: codec.Encoder):
     return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects).decode(reply["ok"])
 
 
-def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
+def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch, tmp_path):
     """The worker imports a scenario's module before decoding the arguments, so its @plain_data classes are known."""
     monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
-    problem = optim.Problem.make(seed=0, steps=3, dtype=torch.float64)
-    message = request({"op": "call", "target": "tests.scenarios.optim:student_trajectory"},
-                      ["sgd", problem, {"lr": 0.1}, 3, {3}], {})
+    setup = checkpoint.Setup("SGD", {"lr": 0.1})
+    message = request({"op": "call", "target": "tests.scenarios.checkpoint:save"},
+                      [setup, 2, 2, tmp_path / "ckpt.pt"], {})
     # a fresh worker has imported neither the scenario module nor, so, its classes
-    monkeypatch.setattr(tests.scenarios, "optim", optim)
-    monkeypatch.delitem(sys.modules, "tests.scenarios.optim")
+    monkeypatch.setattr(tests.scenarios, "checkpoint", checkpoint)
+    monkeypatch.delitem(sys.modules, "tests.scenarios.checkpoint")
     for registry in (boundary.DATA_TYPES, boundary.SCENARIOS):
-        for name in [n for n in registry if n.startswith("tests.scenarios.optim:")]:
+        for name in [n for n in registry if n.startswith("tests.scenarios.checkpoint:")]:
             monkeypatch.delitem(registry, name)
-    reply = serve(Worker(-1, -1), *message)
-    assert type(reply).__name__ == "Trajectory" and set(reply.params) == {3}
+    assert serve(Worker(-1, -1), *message) is None
+    assert (tmp_path / "ckpt.pt").stat().st_size > 0
 
 
 def describe(e: BaseException) -> dict:

@@ -102,9 +102,13 @@ def _program(source: str) -> str:
     return ast.dump(tree)
 
 
-@pytest.mark.parametrize("line_length", [100, 60])
+#: pyproject.toml's [tool.ruff] line-length.
+PROJECT_LINE_LENGTH = 100
+
+
+@pytest.mark.parametrize("line_length", [PROJECT_LINE_LENGTH, 60])
 def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_program(tmp_path: Path, line_length: int):
-    """`ruff format` rewrites most of the reference's modules; every mutant still applies there, unchanged in effect."""
+    """`ruff format` rewrites the reference's modules (most of them at 60 columns); every mutant still applies there, unchanged in effect."""
     copy = make_scratch(REPO, tmp_path)
     files = sorted(p.relative_to(copy).as_posix() for p in (copy / "cs336_assignment").rglob("*.py"))
     before = {f: (copy / f).read_text() for f in files}
@@ -114,7 +118,10 @@ def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_p
     )
     after = {f: (copy / f).read_text() for f in files}
     changed = [f for f in files if after[f] != before[f]]
-    assert len(changed) >= len(files) // 2, f"ruff format changed only {changed}: the proof needs a reformatted reference"
+    # At the project's own line length ruff rewrites only what is not yet formatted; at 60 it must
+    # rewrite most modules, or the proof has nothing reformatted to stand on.
+    needed = len(files) // 2 if line_length < PROJECT_LINE_LENGTH else 1
+    assert len(changed) >= needed, f"ruff format changed only {changed}: the proof needs a reformatted reference"
     mutants = load_mutants()
     assert applicability(copy, mutants) == []
     for _, m in mutants:

@@ -46,7 +46,12 @@ SAMPLE = {
         ''',
     "cs336_assignment/__init__.py": '"""Sample package."""\n',
     "cs336_assignment/arith.py": '''
-        """Arithmetic that students write."""
+        """Arithmetic that students write.
+
+        Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
+            May use: Python arithmetic and the math module.
+            Not allowed: .
+        """
 
         from __future__ import annotations
 
@@ -128,6 +133,7 @@ SAMPLE = {
             assert adapters.run_add(-1.0, -2.0) == -3.0
         ''',
     "tests/staff/test_tooling.py": "def test_staff():\n    pass\n",
+    "tests/rules.toml": '[parts.arith]\nmay_use = "Python arithmetic and the math module"\n',
     "fixtures/data.txt": "public data\n",
     "fixtures/hidden/secret.txt": "hidden data\n",
     "rubric.toml": '''
@@ -181,6 +187,7 @@ def test_handout_ships_the_allowlist_and_leaves_staff_things_out(sample, tmp_pat
         "tests/__init__.py",
         "tests/conftest.py",
         "tests/points.json",
+        "tests/rules.toml",
         "tests/snapshot.py",
         "tests/test_arith.py",
     ]
@@ -342,7 +349,7 @@ def test_leak_check_finds_solution_code_copied_into_a_public_test(sample, tmp_pa
     result = check_leaks(sample, handout)
     assert not result.ok
     assert result.details == [
-        "tests/test_leaky.py:5: `squares = a * a + b * b` repeats solution code from cs336_assignment/arith.py:20"
+        "tests/test_leaky.py:5: `squares = a * a + b * b` repeats solution code from cs336_assignment/arith.py:25"
     ]
 
 

@@ -11,6 +11,7 @@ What crosses, and how (``{"$": tag, ...}`` nodes inside an otherwise JSON tree):
     list                                          a JSON array
     tuple, set, frozenset, bytes, slice, ...      tagged
     dict (any hashable keys: vocab ids, pairs)    {"$": "dict", "items": [[k, v], ...]}
+    defaultdict of dict/list/set/int/float        the same, with "default": the factory's name
     torch.dtype / device / Size                   by name
     torch.Tensor, nn.Parameter                    shape, stride, offset, dtype, device and a storage
                                                   number; each storage's bytes travel once, so two
@@ -26,6 +27,8 @@ What crosses, and how (``{"$": tag, ...}`` nodes inside an otherwise JSON tree):
                                                   judge never imports the class
     anything else (objects, classes, functions)   a handle: the object stays in the worker and the
                                                   judge gets a proxy whose calls cross again
+    a plain function or an iterator of the judge  a callback: calling it (``next`` of it) in the
+                                                  worker runs it in the judge (``remote.py``)
 
 Storage identity also spans a call: the judge's argument storages are numbered, and a result that
 is a view of an argument comes back as a view of the judge's own tensor (so ``view_or_copy`` can be
@@ -40,11 +43,15 @@ object identity for anything but storages and handles.
 from __future__ import annotations
 
 import base64
+import collections
+import collections.abc
 import dataclasses
 import hashlib
+import inspect
 import math
 import pathlib
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +78,9 @@ Tree = Any  # JSON-compatible: None, bool, int, float, str, list, dict[str, Tree
 #: ``module:qualname`` -> dataclass, for classes both sides import. The worker and the judge point
 #: this at ``tests.boundary.DATA_TYPES`` (filled by its ``@plain_data``) with ``use_data_types``.
 DATA_TYPES: dict[str, type] = {}
+
+#: The factories a ``collections.defaultdict`` may keep across the line (an optimizer's ``state``).
+DEFAULT_FACTORIES: dict[str, type] = {t.__name__: t for t in (dict, list, set, int, float)}
 
 #: Deepest nesting a decoded tree may have (a hostile reply could otherwise blow the stack).
 MAX_DEPTH = 64
@@ -145,6 +155,9 @@ class Encoder:
     references instead of bytes. ``handle_of``: how to turn an object that is not plain data into
     a handle number (the worker's table), or None where everything must be plain data (the judge).
     ``ref_of``: how to encode a proxy of the other side's object (the judge's handles), or None.
+    ``bind``: how to encode a tensor bound across the line (``bound.py``): a node, or None for a
+    plain tensor. ``callback``: how to encode a plain function of the judge's (a closure the
+    worker calls back), or None where functions do not cross.
     """
 
     def __init__(
@@ -152,6 +165,8 @@ class Encoder:
         known: dict[tuple[str, int, int], int] | None = None,
         handle_of: Callable[[Any], int] | None = None,
         ref_of: Callable[[Any], int | None] | None = None,
+        bind: Callable[[Any, Encoder], Tree | None] | None = None,
+        callback: Callable[[Callable], int] | None = None,
     ) -> None:
         self.blobs: list[bytes] = []
         self.storages: list[Tree] = []
@@ -161,6 +176,8 @@ class Encoder:
         self._known = known or {}
         self._handle_of = handle_of
         self._ref_of = ref_of
+        self._bind = bind
+        self._callback = callback
 
     def blob(self, data: Any) -> int:
         """Add raw bytes (or a numpy array's C-order bytes) to the message; returns its index."""
@@ -193,7 +210,8 @@ class Encoder:
         t = sys.modules.get("torch")  # no torch imported: no value can be a tensor
         if t is not None:
             if isinstance(value, t.Tensor):
-                return self._tensor(value)
+                node = self._bind(value, self) if self._bind is not None else None
+                return node if node is not None else self._tensor(value)
             if isinstance(value, t.dtype):
                 return {"$": "dtype", "v": str(value).removeprefix("torch.")}
             if isinstance(value, t.device):
@@ -228,7 +246,11 @@ class Encoder:
         if isinstance(value, (set, frozenset)):
             return {"$": type(value).__name__, "v": [self.encode(v, d) for v in value]}
         if isinstance(value, dict):
-            return {"$": "dict", "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()]}
+            node = {"$": "dict", "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()]}
+            factory = getattr(value, "default_factory", None)
+            if isinstance(value, collections.defaultdict) and factory in DEFAULT_FACTORIES.values():
+                node["default"] = factory.__name__
+            return node
         if isinstance(value, (bytes, bytearray)):
             return {"$": "bytes", "b64": base64.b64encode(bytes(value)).decode("ascii")}
         if isinstance(value, pathlib.PurePath):
@@ -252,13 +274,17 @@ class Encoder:
             ref = self._ref_of(value)
             if ref is not None:
                 return {"$": "ref", "id": ref}
+        if self._callback is not None and isinstance(value, types.FunctionType):
+            return {"$": "callback", "id": self._callback(value)}
+        if self._callback is not None and isinstance(value, collections.abc.Iterator):
+            return {"$": "iterator", "id": self._callback(value.__next__)}
         if self._handle_of is not None:
             return {"$": "handle", "id": self._handle_of(value), "type": _type_name(value),
-                    "repr": _short_repr(value)}
+                    "repr": _short_repr(value), "methods": _method_names(value)}
         raise CodecError(
-            f"a {_type_name(value)} cannot cross to the sandboxed worker: only plain data does "
-            "(numbers, strings, containers, tensors, arrays); put code that needs it in a scenario "
-            "(tests/scenarios/) so it runs on the worker's side"
+            f"a {_type_name(value)} cannot cross to the sandboxed worker: only plain data (numbers, strings, "
+            "containers, tensors, arrays), the test's own functions and iterators, and objects the worker "
+            "returned do; build the object through adapters, or see cs336_staff/grade/WRITING_TESTS.md"
         )
 
     def _tensor(self, t: torch.Tensor) -> Tree:
@@ -277,6 +303,32 @@ class Encoder:
 def _type_name(value: Any) -> str:
     kind = value if isinstance(value, type) else type(value)
     return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _stream(next_item: Callable[[], Any]) -> Any:
+    """A one-pass iterator whose items come from ``next_item()`` until it raises StopIteration."""
+    while True:
+        try:
+            item = next_item()
+        except StopIteration:
+            return
+        yield item
+
+
+def _method_names(value: Any) -> list[str]:
+    """The public methods an instance's class defines (not shadowed by the instance): the judge calls
+    them in one round trip (``call_method``) instead of reading the bound method first."""
+    if isinstance(value, type) or not hasattr(type(value), "__mro__"):
+        return []
+    own = getattr(value, "__dict__", None) or {}
+    names = []
+    for name in dir(type(value)):
+        if name.startswith("_") or name in own:
+            continue
+        attr = inspect.getattr_static(type(value), name, None)
+        if isinstance(attr, (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
+            names.append(name)
+    return names
 
 
 def _short_repr(value: Any, limit: int = 200) -> str:
@@ -329,9 +381,13 @@ class Decoder:
 
     ``known``: storages referred to by number (``{"known": k}``), i.e. this side's own argument
     storages coming back. ``max_value_bytes``: the largest tensor or array it rebuilds, by its
-    claimed element count times element size (see ``check_value_size``). ``handle``: turns ``{"$": "handle"}`` into a proxy (judge side), and
-    ``deref``: resolves ``{"$": "ref"}`` to an object of this side's table (worker side); where
-    either is None the node is an error.
+    claimed element count times element size (see ``check_value_size``). ``handle``: turns
+    ``{"$": "handle"}`` into a proxy (judge side), and ``deref``: resolves ``{"$": "ref"}`` to an
+    object of this side's table (worker side); ``bound``: resolves a bound tensor node to this
+    side's tensor (``bound.py``); ``callback``: turns a judge function's number into a stand-in
+    that calls it back (worker side); ``graph``: links a tensor with an autograd history in the
+    worker (its handle) to the judge's autograd. Where any of them is None its node is an error
+    (``graph``: a plain tensor).
     """
 
     def __init__(
@@ -343,6 +399,9 @@ class Decoder:
         deref: Callable[[int], Any] | None = None,
         allow_memmap: bool = True,
         max_value_bytes: int | None = None,
+        bound: Callable[[dict, list], Any] | None = None,
+        callback: Callable[[int], Any] | None = None,
+        graph: Callable[[Any, int], Any] | None = None,
     ) -> None:
         self.blobs = blobs
         self.max_value_bytes = max_value_bytes
@@ -353,6 +412,9 @@ class Decoder:
         self._handle = handle
         self._deref = deref
         self._allow_memmap = allow_memmap
+        self._bound = bound
+        self._callback = callback
+        self._graph = graph
 
     def _blob(self, index: Any) -> bytes | bytearray:
         if not isinstance(index, int) or not 0 <= index < len(self.blobs):
@@ -389,7 +451,12 @@ class Decoder:
         if tag == "tuple":
             return tuple(self.decode(v, d) for v in tree["v"])
         if tag == "dict":
-            return {self.decode(k, d): self.decode(v, d) for k, v in tree["items"]}
+            items = {self.decode(k, d): self.decode(v, d) for k, v in tree["items"]}
+            if "default" not in tree:
+                return items
+            if tree["default"] not in DEFAULT_FACTORIES:
+                raise CodecError(f"defaultdict factory {tree['default']!r} does not cross")
+            return collections.defaultdict(DEFAULT_FACTORIES[tree["default"]], items)
         if tag in ("set", "frozenset"):
             items = (self.decode(v, d) for v in tree["v"])
             return set(items) if tag == "set" else frozenset(items)
@@ -440,6 +507,15 @@ class Decoder:
             if self._handle is None:
                 raise CodecError("handles do not cross in this direction")
             return self._handle(tree)
+        if tag in ("bind", "bound"):
+            if self._bound is None:
+                raise CodecError("bound tensors do not cross here")
+            return self._bound(tree, self.blobs)
+        if tag in ("callback", "iterator"):
+            if self._callback is None:
+                raise CodecError("functions do not cross in this direction")
+            call = self._callback(tree["id"])
+            return call if tag == "callback" else _stream(call)
         if tag == "ref":
             if self._deref is None:
                 raise CodecError("references do not cross in this direction")
@@ -460,6 +536,8 @@ class Decoder:
             t = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
         if tree.get("parameter"):
             return torch.nn.Parameter(t, requires_grad=bool(tree["requires_grad"]))
+        if "graph" in tree and self._graph is not None:  # a result with an autograd history in the worker
+            return self._graph(t, tree["graph"])
         if tree.get("requires_grad") and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
         return t

@@ -11,12 +11,21 @@ Requests (all names are resolved here, in the worker; the judge only ever sees d
     {"op": "call", "target": "adapters:run_flat_index", ...}     an adapter (in ``adapters.__all__``)
     {"op": "call", "target": "tests.scenarios.optim:fn", ...}    a function marked ``@student_side``
     {"op": "reset"}                                              global RNGs back to their start state
-    {"op": "getattr" | "call_handle" | "iter" | "next" | "len", "handle": id, ...}
+    {"op": "getattr" | "call_handle" | "call_method" | "iter" | "next" | "take" | "len" | "getitem" | "contains"
+           | "setattr" | "setitem" | "assign" | "enter" | "exit" | "backward", "handle": id, ...}
                                                                  use an object returned earlier
     every request may also carry "release": [ids]               forget objects the judge dropped
+    and "bound": [changes], "unbind": [numbers]                 bound tensors (``bound.py``)
+    and "grad_enabled": bool                                    the judge's grad mode, for the call
+    and "rngs": states                                          the judge's global RNGs (``rngs.py``)
+    {"op": "return", ...}                                       a callback's result (below)
 
-Replies: ``{"ok": tree, "storages": [...], "mutated": [[i, blob]], "generators": [[i, blob]]}``
-or ``{"error": {"types": [...], "args": tree, "message": str, "traceback": str}}``.
+A judge function passed as an argument (a closure for ``step(closure)``) arrives as a stand-in;
+calling it sends ``{"callback": number, "args", "kwargs", "bound"}`` on the reply pipe, then serves
+the judge's nested requests until the judge's ``{"op": "return"}``.
+
+Replies: ``{"ok": tree, "storages": [...], "mutated": [[i, blob]], "generators": [[i, blob]], "bound": [...]}``
+or ``{"error": {"types": [...], "args": tree, "message": str, "traceback": str}, "bound": [...]}``.
 
 Deliberately left out: running anything the judge names that is neither an adapter nor a
 registered scenario, and any defence of this process against the submission (it is the
@@ -26,6 +35,7 @@ submission's own process; the judge trusts nothing it says).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -37,6 +47,7 @@ from .adapter_rule import is_adapter
 MESSAGE_LIMIT = 1 << 30
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT_LIMIT = 4000
+TAKE_LIMIT = 1024  # items of an iterator in one "take"
 
 
 #: The global RNGs' seed at the start of every test, the value tests/conftest.py seeds in a local run.
@@ -49,7 +60,9 @@ def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
 
 class Worker:
     def __init__(self, requests: int, replies: int) -> None:
-        from . import channel, codec
+        from . import bound, channel, codec, rngs
+
+        self.rngs = rngs
 
         self.channel, self.codec = channel, codec
         self.requests, self.replies = requests, replies
@@ -57,6 +70,8 @@ class Worker:
         self._rngs: tuple | None = None
         self._ids: dict[int, int] = {}  # id(obj) -> handle, so one object keeps one handle
         self._next = 1
+        self.bindings = bound.Bindings(weak=False)
+        self._deferred: dict[int, BaseException] = {}  # iterator -> the exception its last "take" met
 
     # -- handles --------------------------------------------------------------------------
     def handle_of(self, obj: Any) -> int:
@@ -154,16 +169,63 @@ class Worker:
             return getattr(obj, name)
         if op == "call_handle":
             return obj(*args, **kwargs)
+        if op == "call_method":
+            name = str(msg["name"])
+            if name.startswith("_"):
+                raise AttributeError(f"private method {name} is not reachable from the judge")
+            return getattr(obj, name)(*args, **kwargs)
         if op == "iter":
             return iter(obj)
         if op == "next":
             return next(obj)
+        if op == "take":  # up to args[0] items of an iterator; [items, exhausted]
+            if id(obj) in self._deferred:  # what stopped the last batch, raised where it happened
+                raise self._deferred.pop(id(obj))
+            items: list = []
+            for _ in range(max(1, min(int(args[0]), TAKE_LIMIT))):
+                try:
+                    items.append(next(obj))
+                except StopIteration:
+                    return [items, True]
+                except BaseException as e:
+                    if not items:
+                        raise
+                    self._deferred[id(obj)] = e
+                    break
+            return [items, False]
         if op == "len":
             return len(obj)
         if op == "getitem":
             return obj[args[0]]
         if op == "contains":
             return args[0] in obj
+        if op == "setattr":
+            name = str(msg["name"])
+            if name.startswith("__"):
+                raise AttributeError(f"special attribute {name} cannot be set from the judge")
+            setattr(obj, name, args[0])
+            return None
+        if op == "setitem":
+            obj[args[0]] = args[1]
+            return None
+        if op == "assign":  # obj.<path[0]>[path[1]]...[path[-1]] = value: a write into a part read earlier
+            path, value = args
+            if not isinstance(path, list) or len(path) < 2 or not isinstance(path[0], str) or path[0].startswith("__"):
+                raise ValueError(f"bad assignment path {path!r}")
+            part = getattr(obj, path[0])
+            for key in path[1:-1]:
+                part = part[key]
+            part[path[-1]] = value
+            return None
+        if op == "backward":  # the judge's autograd reached a result of the worker's: go on here
+            sys.modules["torch"].autograd.backward(obj, args[0])
+            return None
+        if op == "enter":
+            return obj.__enter__()
+        if op == "exit":  # the judge's exception, if any, by its message only; the worker never swallows it
+            error = RuntimeError(str(args[0])) if args and args[0] is not None else None
+            obj.__exit__(type(error) if error else None, error, None)
+            return None
         raise ValueError(f"unknown op {op!r}")
 
     # -- one request ----------------------------------------------------------------------
@@ -172,12 +234,45 @@ class Worker:
             msg, blobs = self.channel.receive(self.requests, MESSAGE_LIMIT)
         except self.channel.ChannelClosed:
             return False
-        for h in msg.get("release", []):
+        self.handle(msg, blobs)
+        return True
+
+    def tensor_node(self, t: Any, enc: Any) -> Any:
+        """A bound tensor's node, or a result with an autograd history: its values and a handle the
+        judge's ``backward`` goes through; None for a plain tensor."""
+        node = self.bindings.encode(t, enc)
+        if node is None and t.requires_grad and t.grad_fn is not None:
+            node = {**enc._tensor(t), "graph": self.handle_of(t)}
+        return node
+
+    def incoming(self, msg: dict, blobs: list) -> None:
+        """Take what every message from the judge carries: bound-tensor changes, its global RNG states."""
+        self.bindings.apply(msg.get("bound", []), blobs)
+        if "rngs" in msg:
+            self.rngs.restore(msg["rngs"], blobs)
+
+    def forget(self, msg: dict) -> None:
+        """Drop the objects and bound tensors the judge no longer holds."""
+        for h in msg.get("release", []) if isinstance(msg.get("release"), list) else []:
             obj = self.handles.pop(h, None)
             if obj is not None:
                 self._ids.pop(id(obj), None)
-        decoder = self.codec.Decoder(msg.get("storages", []), blobs, deref=self.deref)
+        self.bindings.drop(msg.get("unbind", []))
+
+    def _grad_mode(self, msg: dict) -> Any:
+        """The judge's grad mode (``with torch.no_grad()`` in a test holds for the call too)."""
+        torch = sys.modules.get("torch")
+        if torch is None or "grad_enabled" not in msg:
+            return contextlib.nullcontext()
+        return torch.set_grad_enabled(bool(msg["grad_enabled"]))
+
+    def handle(self, msg: dict, blobs: list) -> None:
+        """Run one request and send its reply (also used for requests nested in a callback)."""
+        self.forget(msg)
+        decoder = self.codec.Decoder(msg.get("storages", []), blobs, deref=self.deref,
+                                     bound=self.bindings.decode, callback=self.callback)
         try:
+            self.incoming(msg, blobs)
             if msg.get("op") == "call":  # import a scenario's module first: it registers its @plain_data classes
                 self.resolve(str(msg["target"]))
             args = decoder.decode(msg.get("args", []))
@@ -187,18 +282,59 @@ class Worker:
             for i in range(len(msg.get("storages", []))):
                 decoder.storage(i)  # materialise every argument storage, even unreferenced ones
             before = {i: self.codec.digest(s) for i, s in decoder.storages.items()}
-            result = self.perform(msg, args, kwargs)
+            with self._grad_mode(msg):
+                result = self.perform(msg, args, kwargs)
             known = {self.codec.storage_key(s): i for i, s in decoder.storages.items()}
-            enc = self.codec.Encoder(known=known, handle_of=self.handle_of)
+            enc = self.codec.Encoder(known=known, handle_of=self.handle_of, bind=self.tensor_node)
             reply: dict[str, Any] = {"ok": enc.encode(result)}
             mutated = [[i, enc.blob(self.codec.storage_bytes(s))] for i, s in decoder.storages.items()
                        if self.codec.digest(s) != before[i]]
             gens = [[i, enc.blob(g.get_state().numpy())] for i, g in decoder.generators.items()]
-            reply.update(storages=enc.storages, mutated=mutated, generators=gens)
+            reply.update(storages=enc.storages, mutated=mutated, generators=gens, bound=self.bindings.changes(enc))
+            if msg.get("op") != "reset":  # the judge's states, not the worker's start ones, go on
+                reply["rngs"] = self.rngs.capture(enc)
             self.channel.send(self.replies, reply, enc.blobs)
         except BaseException as e:  # noqa: BLE001 - every failure of submission code is reported
-            self.channel.send(self.replies, {"error": self.describe(e)}, [])
-        return True
+            error: dict[str, Any] = {"error": self.describe(e)}
+            enc = self.codec.Encoder()
+            try:  # what the call did to bound tensors and RNGs before it failed still happened
+                error["bound"] = self.bindings.changes(enc)
+                error["rngs"] = self.rngs.capture(enc)
+            except BaseException:  # noqa: BLE001
+                enc = self.codec.Encoder()
+            self.channel.send(self.replies, error, enc.blobs)
+
+    def callback(self, number: Any) -> Any:
+        """A stand-in for a function of the judge's (a closure): calling it asks the judge to run it.
+
+        While the judge runs it, the judge may send requests of its own (the closure calls
+        ``opt.zero_grad()``); they are served here, nested, until the judge's "return".
+        """
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            torch = sys.modules.get("torch")
+            enc = self.codec.Encoder(handle_of=self.handle_of, bind=self.tensor_node)
+            msg: dict[str, Any] = {"callback": number, "args": enc.encode(list(args)), "kwargs": enc.encode(kwargs)}
+            if torch is not None:
+                msg["grad_enabled"] = torch.is_grad_enabled()
+            msg.update(storages=enc.storages, bound=self.bindings.changes(enc), rngs=self.rngs.capture(enc))
+            self.channel.send(self.replies, msg, enc.blobs)
+            while True:
+                reply, blobs = self.channel.receive(self.requests, MESSAGE_LIMIT)
+                if reply.get("op") != "return":
+                    self.handle(reply, blobs)
+                    continue
+                self.forget(reply)
+                self.incoming(reply, blobs)
+                if reply.get("stop"):
+                    raise StopIteration
+                if "error" in reply:
+                    raise RuntimeError(f"the test's function raised {_clip(str(reply['error']))}")
+                decoder = self.codec.Decoder(reply.get("storages", []), blobs, deref=self.deref,
+                                             bound=self.bindings.decode, callback=self.callback)
+                return decoder.decode(reply.get("ok"))
+
+        return call
 
     def describe(self, e: BaseException) -> dict:
         types = [f"{t.__module__}.{t.__qualname__}" for t in type(e).__mro__]

@@ -1,0 +1,101 @@
+"""Multi-step tests written as plain bodies, run by ``test_grade_loops.py`` in one process and split.
+
+Each drives the reference through ``adapters`` the way a converted test does; split, every line
+that touches a student object crosses to the worker (see ``cs336_staff/grade/WRITING_TESTS.md``).
+Not collected on its own (no ``test_`` prefix in its file name).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import adapters
+
+
+def test_parameters_are_the_tests_own_tensors_across_steps():
+    """p.grad set here reaches step(); step()'s update of p shows here; zero_grad keeps p.grad's identity."""
+    p = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    opt = adapters.get_sgd_cls()([p], lr=0.5, momentum=0.9)
+    p.grad = torch.ones(3)
+    opt.step()
+    assert p.detach().tolist() == [0.5, -2.5, 2.5]
+    grad = p.grad
+    opt.zero_grad(set_to_none=False)
+    assert p.grad is grad and not grad.any()
+    p.grad.add_(torch.ones(3))
+    opt.step()
+    assert torch.allclose(p.detach(), torch.tensor([0.5 - 0.95, -2.5 - 0.95, 2.5 - 0.95]))
+    assert opt.param_groups[0]["params"][0] is p and set(opt.state[p]) == {"momentum_buffer"}
+    opt.param_groups[0]["lr"] = 0.0  # a write into the group reaches the optimizer
+    before = p.detach().clone()
+    opt.step()
+    assert torch.equal(p.detach(), before)
+
+
+def test_a_closure_runs_here_with_grad_enabled_and_its_failure_is_the_tests():
+    """step(closure): the closure runs in the test's process under the grad mode step() set; what it raises is raised here."""
+    target = torch.tensor([1.0, -2.0])
+    p = torch.zeros(2, requires_grad=True)
+    opt = adapters.get_adam_cls()([p], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p - target).pow(2).sum()
+        loss.backward()
+        return loss
+
+    with torch.no_grad():
+        losses = [float(opt.step(closure).detach()) for _ in range(3)]
+    assert losses[0] == pytest.approx(5.0) and losses[2] < losses[0]
+
+    def failing():
+        raise KeyError("the closure's own failure")
+
+    with pytest.raises(KeyError, match="own failure"):
+        opt.step(failing)
+
+
+def test_backward_through_a_modules_output_reaches_the_input_and_the_weights():
+    """A backward pass from a module's output runs through the module: x.grad and weight.grad are set here."""
+    torch.manual_seed(0)
+    layer = adapters.get_linear_cls()(4, 3)
+    w = layer.weight
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(1)).requires_grad_()
+    upstream = torch.randn(2, 3, generator=torch.Generator().manual_seed(2))
+    (layer(x) * upstream).sum().backward()
+    torch.testing.assert_close(x.grad, upstream @ w.detach())
+    torch.testing.assert_close(w.grad, upstream.T @ x.detach())
+    assert dict(layer.named_parameters())["weight"] is w
+
+
+def test_the_global_rngs_a_test_seeds_are_the_ones_the_code_draws_from():
+    """torch.manual_seed here seeds an initialisation there; set_seed there decides the draws here."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        a = adapters.get_linear_cls()(3, 2).weight.detach()
+        torch.manual_seed(7)
+        b = adapters.get_linear_cls()(3, 2).weight.detach()
+    assert torch.equal(a, b)
+    with torch.random.fork_rng(devices=[]):
+        adapters.run_set_seed(11)
+        first = torch.rand(3)
+        adapters.run_set_seed(11)
+        assert torch.equal(torch.rand(3), first)
+
+
+def test_a_one_pass_iterator_of_the_tests_feeds_a_stream_drawn_in_batches():
+    """A generator of the test's crosses as a one-pass iterator; the stream's ids all come back, in order."""
+    tok = adapters.get_tokenizer({i: bytes([i]) for i in range(256)}, [], None)
+    pieces = ["hello ", "wörld", "", "!" * 700]
+    stream = tok.encode_iterable(piece for piece in pieces)
+    assert list(stream) == tok.encode("".join(pieces))
+
+
+def test_a_context_manager_of_the_workers_counts_what_runs_inside_it():
+    """``with`` on a worker object enters and exits it there; calls made inside run inside it."""
+    layer = adapters.get_linear_cls()(8, 4)
+    counter = adapters.get_flop_counter_cls()()
+    with counter:
+        layer(torch.ones(5, 8))
+    assert counter.total == 2 * 5 * 8 * 4
