@@ -11,7 +11,7 @@ audit patches a scratch copy of the repository's public tree (the files the hand
 ``pyproject.toml``), runs ``pytest <mutant.tests> -x -q`` there, and restores the file. Each of the
 ``--jobs`` workers owns one scratch copy.
 
-The runs are forked from a warm server (``release/warm.py``) that imported torch, pytest and
+The runs are forked from a warm server (``session/warm.py``) that imported torch, pytest and
 hypothesis and took torch's slow lazy imports once, so a mutant costs its tests, not a Python
 start-up: the whole zoo runs in a few minutes on two cores instead of most of an hour. The server
 never imports the code under test; each child drops the editable install's path to this
@@ -57,9 +57,9 @@ from pathlib import Path
 
 from cs336_staff import part_reach
 from cs336_staff.parts import PartsError, load_parts
-from cs336_staff.release.build import SHIPPED_DIRS, shipped_sources
-from cs336_staff.release.runner import PytestRun, hide_installed
-from cs336_staff.release.warm import KILLED, WarmPool
+from cs336_staff.session.runner import PytestRun, hide_installed
+from cs336_staff.session.warm import KILLED, WarmPool
+from cs336_staff.shipped import SHIPPED_DIRS, shipped_sources
 
 REPO = Path(__file__).resolve().parents[1]
 EXTRA_FILES = ("pyproject.toml", "README.md")
@@ -155,7 +155,7 @@ def _failures(run: PytestRun) -> list[tuple[str, str]]:
     return out
 
 
-def judge(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float, timeout: float = MUTANT_TIMEOUT) -> Verdict:
+def verdict(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float, timeout: float = MUTANT_TIMEOUT) -> Verdict:
     """Classify a finished run of ``mutant``'s tests."""
     if run.foreign_modules:
         return Verdict(part, mutant, "invalid", note="the run imported code from outside its scratch copy, so it tested nothing: "
@@ -300,7 +300,7 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
         for i, ((part, mutant), f) in enumerate(zip(mutants, futures, strict=True), 1):
             v = f.result()
             if not isinstance(v, Verdict):
-                v = judge(part, mutant, v[0], failing, v[1], timeout)
+                v = verdict(part, mutant, v[0], failing, v[1], timeout)
             echo(v.render(i, len(mutants)))
             verdicts.append(v)
         return verdicts, baseline_lines.result()

@@ -45,6 +45,9 @@ except ImportError:  # pragma: no cover
     import sre_constants  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
+from docstring_parser import ParseError
+from docstring_parser.google import GoogleParser
+
 from cs336_staff.markers import find_regions, is_staff_only, strip_staff_only
 
 REPO = Path(__file__).resolve().parents[1]
@@ -62,40 +65,18 @@ OPTIONAL = "Optional helper, not graded"
 def raises_entries(doc: str) -> list[tuple[str, str]]:
     """``(exception name, entry text)`` of every entry of every ``Raises:`` section of ``doc``.
 
-    An entry starts with ``Name:`` one indentation level below ``Raises:``; deeper lines continue
-    it; the section ends at a blank line followed by text at or above the header's indentation,
-    or at a line at or above it.
+    Google style, read by ``docstring_parser``: an entry starts with ``Name:`` (or ``A, B:``, one
+    entry per name) one level below ``Raises:``; deeper lines continue it (joined with single
+    spaces here). A docstring it cannot read is an error naming the fix.
     """
-    lines = doc.expandtabs().splitlines()
-    out: list[tuple[str, str]] = []
-    i = 0
-    while i < len(lines):
-        header = lines[i]
-        if header.strip() != "Raises:":
-            i += 1
-            continue
-        base = len(header) - len(header.lstrip())
-        i += 1
-        entry_indent = None
-        while i < len(lines):
-            line = lines[i]
-            if not line.strip():
-                i += 1
-                continue
-            indent = len(line) - len(line.lstrip())
-            if indent <= base:
-                break
-            m = re.match(r"\s*([A-Z]\w*(?:\s*,\s*[A-Z]\w*)*)\s*:\s*(.*)$", line)
-            if m and (entry_indent is None or indent == entry_indent):
-                entry_indent = indent
-                for name in re.split(r"\s*,\s*", m.group(1)):
-                    out.append((name, m.group(2).strip()))
-                names = len(re.split(r"\s*,\s*", m.group(1)))
-            elif out:
-                for k in range(1, names + 1):
-                    out[-k] = (out[-k][0], f"{out[-k][1]} {line.strip()}")
-            i += 1
-    return out
+    try:
+        # the parser dedents the lines after the first by their common indent: a leading blank line
+        # keeps a text that opens with ``Raises:`` (no summary) from losing its entries' indentation
+        parsed = GoogleParser().parse("\n" + doc)
+    except ParseError as e:
+        raise ValueError(f"this docstring's sections are not Google style ({e}); fix its indentation:\n{doc}") from None
+    return [(name, " ".join((entry.description or "").split())) for entry in parsed.raises
+            for name in re.split(r"\s*,\s*", (entry.type_name or "").strip()) if name]
 
 
 def _literal_runs(items, flags: int) -> list:

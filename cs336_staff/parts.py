@@ -40,15 +40,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cs336_staff import rules_docs
-from cs336_staff.grade.rubric import Rubric
+from cs336_staff.grade.worker.adapter_rule import is_adapter
 from cs336_staff.markers import Region, find_regions, is_staff_only
+from cs336_staff.rubric import Rubric
 from tests.rules import load_rules
 
 PACKAGE = "cs336_assignment"
 TITLE = re.compile(r"^(\d+)\.\s+(\S.*)$")
 README_BEGIN, README_END = "<!-- parts:begin -->", "<!-- parts:end -->"
 _SECTION = re.compile(r"^#\s+(?:(\d+)\.\s+)?(\S.*?)\s*$")
-_ADAPTER = re.compile(r"^def\s+((?:run|get)_\w+)")
+_DEF = re.compile(r"^def\s+(\w+)")
 
 
 #: Which other parts' public test files execute each part's solution functions, as ``cs336 audit``
@@ -122,7 +123,7 @@ def adapter_sections(adapters_source: str) -> tuple[dict[str, int | None], list[
         if i and lines[i - 1].startswith("# ---") and (m := _SECTION.match(line)) and not line.startswith("# ---"):
             current = int(m.group(1)) if m.group(1) else None
             headers.append((current, m.group(2), i + 1))
-        elif m := _ADAPTER.match(line):
+        elif (m := _DEF.match(line)) and is_adapter(m.group(1)):
             owner[m.group(1)] = current
     return owner, headers
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cs336_staff.release.runner import PytestRun, hide_installed, run_pytest
+from cs336_staff.session.runner import PytestRun, hide_installed, run_pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT_DIRS = ("snapshots", "hidden/snapshots")  # relative to fixtures/ (or CS336_SNAPSHOT_DIR)

@@ -3,11 +3,12 @@
     uv run cs336 grade [SUBMISSION ...] [--out DIR] [--jobs N] [--executor local|slurm] [--device cpu|gpu|auto]
     uv run cs336 merge CPU_DIR GPU_DIR [--out DIR]
 
-One module per concern, in the order a submission flows through them:
+One module per concern, in the order a submission flows through them (the rubric, test-id patterns ->
+points, concept, visibility, is ``cs336_staff/rubric.py``: the parts read it too):
 
     intake.py    take only the graded files out of a zip or folder (traversal, symlinks, bombs)
-    rubric.py    TOML rubric: test-id patterns -> points, concept, visibility
     grader.py    one submission: stage it, run the judge, score every expected test
+    spec.py      the judge spec: one typed, versioned record the grader writes and the judge reads
     judge.py     the pytest plugin of the trusted judge process (it never imports the submission)
     remote.py    the judge's client of the worker: calls out, plain data and proxies back
     sandbox.py   the worker's bubblewrap sandbox: what it sees, how it starts

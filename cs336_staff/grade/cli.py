@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from cs336_staff.grade.grader import SandboxRefused, gpu_available, make_plan
     from cs336_staff.grade.limits import Limits
     from cs336_staff.grade.report import load
-    from cs336_staff.grade.judge import public_fixtures
     from cs336_staff.grade.sandbox import choose_tier
+    from cs336_staff.grade.spec import public_fixtures
 
     try:
         _check(args)

@@ -24,21 +24,21 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.grade import delegation
 from cs336_staff.grade.intake import Intake, read_submission
-from cs336_staff.grade.judge import basetemp, public_fixtures
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
-from cs336_staff.grade.rubric import Item, Rubric, find_rubric
 from cs336_staff.grade.sandbox import choose_tier, find_bwrap, stage, threads_per_job
+from cs336_staff.grade.spec import JudgeSpec, basetemp, public_fixtures, worker_preload
+from cs336_staff.rubric import Item, Rubric, find_rubric
+from cs336_staff.session.outcomes import clip
+from cs336_staff.session.runner import PytestJob, events
 from tests.devices import DEVICE_MARKERS
 
 GRADER_VERSION = "2"
@@ -123,56 +123,69 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         if files is not None:
             stage(root, staff_root, files)
         results = base / "results.jsonl"
-        results.touch(mode=0o600)
-        spec = {"root": str(root), "scratch": str(scratch), "staff_root": str(staff_root), "results": str(results),
-                "readonly": [str(p) for p in public_fixtures(staff_root)], "limits": asdict(limits), "gpu": gpu,
-                "jobs": jobs, "insecure": insecure, "only": only, "preload": list(preload), "tier": tier}
+        results.touch(mode=0o600)  # the container tier's worker (another uid) may not read what the judge writes
+        spec = JudgeSpec(root=root, scratch=scratch, staff_root=staff_root, results=results,
+                         readonly=public_fixtures(staff_root), limits=limits, gpu=gpu, jobs=jobs, insecure=insecure,
+                         only=None if only is None else tuple(only), preload=tuple(preload), tier=tier)
         (base / "spec.json").touch(mode=0o600)
-        (base / "spec.json").write_text(json.dumps(spec))
-        cmd = [sys.executable, "-m", "pytest", *(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
-               "-c", str(staff_root / "pyproject.toml"), "--rootdir", str(staff_root), "-p", "no:cacheprovider",
-               "--basetemp", str(basetemp(scratch)), "-q", "-rN", f"--timeout={limits.test_timeout:g}", "--color=no",
-               "--continue-on-collection-errors", "-p", "no:cs336_progress", "-p", "no:cs336_rules"]
-        cmd += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
-        cmd += ["--collect-only", "tests"] if collect_only else ["tests"]
+        spec.write(base / "spec.json")
+        args = [*(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
+                "-c", str(staff_root / "pyproject.toml"), "--basetemp", str(basetemp(scratch)), "-q", "-rN",
+                f"--timeout={limits.test_timeout:g}", "--color=no", "--continue-on-collection-errors", "-p", "no:cs336_progress",
+                "-p", "no:cs336_rules"]
+        args += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
+        args += ["--collect-only", "tests"] if collect_only else ["tests"]
+        prefix: list[str] = []
         bwrap = find_bwrap()
         if tier == "bubblewrap" and not insecure and not collect_only and bwrap is not None:
             # The judge sees the machine as it is, except that its scratch folder (its own folder and
             # the worker's copy of it, mirror.py) is a private tmpfs of capped size: a hard disk limit.
             # The worker's copy has a tmpfs of its own, so a worker that fills its disk cannot fill the judge's.
             _, worker_dir, _ = layout(scratch)
-            cmd = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
-                   "--size", str(limits.disk_bytes), "--tmpfs", str(worker_dir), "--die-with-parent", "--", *cmd]
+            prefix = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
+                      "--size", str(limits.disk_bytes), "--tmpfs", str(worker_dir), "--die-with-parent", "--"]
         run = JudgeRun()
-        try:
-            env = _judge_env(gpu, threads_per_job(limits, jobs))
-            env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")  # never .hypothesis/ in the staff tree
-            proc = subprocess.run(cmd, cwd=staff_root, env=env, stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, errors="replace", timeout=limits.run_timeout)
-            run.console = (proc.stdout + proc.stderr)[-200_000:]
-        except subprocess.TimeoutExpired as e:
+        # the judge records its own outcomes (a JSON line per test as it ends: see judge.py)
+        env = _judge_env(gpu, threads_per_job(limits, jobs))
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")  # never .hypothesis/ in the staff tree
+        session = PytestJob(staff_root, args, outcomes=False, inherit_env=False, prefix=prefix, env=env,
+                            timeout=limits.run_timeout).result()
+        run.console = session.output[-200_000:]
+        if session.timed_out:
             run.timed_out = True
             run.notes.append(f"the run exceeded its limit of {limits.run_timeout:g} s and was stopped")
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            run.console = out[-200_000:]
         _read_results(results, run)
         return run
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def graded_outcome(phases: list[dict]) -> tuple[str, str]:
+    """(outcome, output) of a test from its phases (``session/outcomes.py``): the first failure wins
+    (``crashed``/``timeout`` when the judge said so, else ``failed`` in the call, ``error`` around it),
+    then the first skip (an xfail is a skip); what the worker printed follows a failure's report."""
+    failed = [p for p in phases if p["outcome"] == "failed"]
+    skipped = [p for p in phases if p["outcome"] == "skipped"]
+    if failed:
+        p = failed[0]
+        outcome = p["properties"].get("judge_outcome") or ("failed" if p["when"] == "call" else "error")
+        text = p["text"] + "".join(f"\n----- {title} -----\n{content}" for q in phases for title, content in q["sections"])
+        return outcome, clip(text)
+    if skipped:
+        p = skipped[0]
+        return "skipped", clip(f"xfail: {p['wasxfail']}" if p["wasxfail"] is not None else p["text"])
+    return "passed", ""
+
+
 def _read_results(path: Path, run: JudgeRun) -> None:
     if not path.is_file():
         run.notes.append("the judge wrote no results (see console.txt)")
         return
-    for line in path.read_text().splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
+    for event in events(path):
         kind = event.get("event")
         if kind == "result":
-            run.outcomes[event["nodeid"]] = (event["outcome"], event.get("output", ""), float(event.get("duration", 0.0)))
+            outcome, output = graded_outcome(event["phases"])
+            run.outcomes[event["nodeid"]] = (outcome, output, float(event.get("duration", 0.0)))
             run.reached[event["nodeid"]] = list(event.get("reached", []))
         elif kind == "collected":
             run.collected = {i["nodeid"]: i["markers"] for i in event["items"]}
@@ -207,14 +220,6 @@ def collect_expected(staff_root: Path, cache_dir: Path | None = None,
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"collected": collected, "errors": run.collect_errors}))
     return collected, run.collect_errors
-
-
-def worker_preload(staff_root: Path) -> tuple[str, ...]:
-    """Modules each worker imports before it says ready: ``[tool.cs336] grade-worker-preload``."""
-    import tomllib
-
-    data = tomllib.loads((staff_root / "pyproject.toml").read_text())
-    return tuple(data.get("tool", {}).get("cs336", {}).get("grade-worker-preload", []))
 
 
 def gpu_available() -> bool:

@@ -13,22 +13,19 @@ module is imported it
   saw of a hidden test's inputs can appear in a visible test's output;
 * records each test's outcome, with what the worker printed during it and the adapters and
   scenarios it called (``reached``), as one JSON line in the results file as soon as the test ends
-  (a run killed midway keeps what it finished).
+  (a run killed midway keeps what it finished), through the staff tools' one outcome recorder
+  (``session/outcomes.py``), adding why a test crashed or timed out.
 
-The spec (JSON): ``root`` (the staged worker root), ``scratch`` (the folder that holds the judge's
-folder with pytest's basetemp, the worker's copy of it and the judge's private temporary folder:
-``mirror.py``), ``staff_root``, ``readonly``, ``limits``, ``gpu``, ``jobs``, ``insecure``,
-``tier`` (``sandbox.TIERS``), ``results`` (the JSONL file to write), ``only`` (the test ids to run; all if absent) and
-``preload`` (modules the worker imports before it says ready; see ``grader.worker_preload``).
+The spec is a ``spec.JudgeSpec`` (written by the grader as JSON, or built here for ``--split``); its
+``scratch`` holds the judge's folder with pytest's basetemp, the worker's copy of it and the
+judge's private temporary folder (``mirror.py``, ``spec.scratch_folders``). Its ``tier`` (``sandbox.TIERS``) says how the worker is isolated.
 
 Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
 """
 
 from __future__ import annotations
 
-import ast
 import importlib.abc
-import json
 import os
 import resource
 import sys
@@ -40,19 +37,27 @@ from typing import Any
 import pytest
 
 from cs336_staff.grade import remote as remote_mod
-from cs336_staff.grade.limits import Limits
-from cs336_staff.grade.mirror import Mirror, layout
-from cs336_staff.grade.sandbox import WorkerSpec, start_worker
+from cs336_staff.grade.mirror import Mirror
+from cs336_staff.grade.sandbox import stage, start_worker
+from cs336_staff.grade.spec import (
+    JudgeSpec,
+    basetemp,
+    public_fixtures,
+    scratch_folders,
+    worker_preload,
+)
 from cs336_staff.grade.worker import codec
+from cs336_staff.grade.worker.adapter_rule import read_adapters
+from cs336_staff.session.outcomes import Recorder, clip
 
-OUTPUT_CHARS = 4000
+#: The title of the report sections that carry what the worker printed during a test.
+WORKER_OUTPUT = "worker output"
 HIDDEN_PREFIX = "tests/hidden/"
 
 
 def adapter_names(adapters_file: Path) -> list[str]:
-    """The adapters' public functions, read from the source (importing it would import the reference)."""
-    tree = ast.parse(adapters_file.read_text())
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith(("run_", "get_"))]
+    """The adapters, read from the source (importing it would import the reference)."""
+    return list(read_adapters(adapters_file.read_text()))
 
 
 class AdaptersProxy(types.ModuleType):
@@ -106,55 +111,24 @@ class NoSubmissionImports(importlib.abc.MetaPathFinder):
         return None
 
 
-def _outcome(reports: list[pytest.TestReport]) -> tuple[str, str, float]:
-    duration = sum(getattr(r, "duration", 0.0) or 0.0 for r in reports)
-    failed = [r for r in reports if r.failed]
-    if failed:
-        r = failed[0]
-        text = r.longreprtext or ""
-        outcome = dict(r.user_properties).get("judge_outcome") or ("failed" if r.when == "call" else "error")
-        return outcome, text, duration
-    skipped = [r for r in reports if r.skipped]
-    if skipped:
-        r = skipped[0]
-        if hasattr(r, "wasxfail"):
-            return "skipped", f"xfail: {r.wasxfail}", duration
-        text = str(r.longrepr[2]) if isinstance(r.longrepr, tuple) and len(r.longrepr) == 3 else str(r.longrepr)
-        return "skipped", text, duration
-    return "passed", "", duration
-
-
-def _clip(text: str, limit: int = OUTPUT_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
-
-
 class Judge:
-    def __init__(self, config: pytest.Config, spec: dict) -> None:
+    def __init__(self, config: pytest.Config, spec: JudgeSpec) -> None:
         self.config, self.spec = config, spec
-        self.results = Path(spec["results"])
-        self.only = set(spec["only"]) if spec.get("only") is not None else None
-        limits = Limits(**spec.get("limits", {}))
-        insecure = bool(spec.get("insecure"))
-        judge_dir, worker_dir, _ = scratch_folders(Path(spec["scratch"]))
+        # each test's outcome as it ends, with what the worker printed and what the test reached
+        self.recorder = Recorder(spec.results, sections=(WORKER_OUTPUT,), extra=lambda nodeid: {"reached": self.tracer.take()})
+        self.only = set(spec.only) if spec.only is not None else None
+        limits = spec.limits
+        judge_dir, worker_dir, _ = scratch_folders(spec.scratch)
         # the worker sees its own copy of the judge's folder at the judge's path; without a sandbox
         # there is no mount to do that, so it shares the judge's (and could change it: NOT SANDBOXED);
         # nor on the container tier (no mount namespace), where the folder is handed to its uid per call
-        tier = spec.get("tier", "bubblewrap")
-        shared = insecure or tier == "container"
+        shared = spec.insecure or spec.tier == "container"
         mirror = None if shared else Mirror(judge_dir, worker_dir, limits.output_file_bytes, limits.output_entries)
-        worker = WorkerSpec(
-            root=Path(spec["root"]), scratch=judge_dir, staff_root=Path(spec["staff_root"]),
-            readonly=[Path(p) for p in spec.get("readonly", [])], limits=limits, gpu=bool(spec.get("gpu")),
-            jobs=int(spec.get("jobs", 1)), insecure=insecure, tier=tier,
-            preload=tuple(spec.get("preload", [])), scratch_source=None if shared else worker_dir,
-        )
-        self.remote = remote_mod.Remote(lambda: start_worker(worker), reply_limit=limits.reply_bytes,
+        self.remote = remote_mod.Remote(lambda: start_worker(spec), reply_limit=limits.reply_bytes,
                                         value_limit=limits.value_bytes, message_chars=limits.message_chars,
                                         mirror=mirror, tree_limit=limits.tree_bytes)
-        self.tracer = Tracer(self.remote)
-        self._phases: dict[str, list[pytest.TestReport]] = {}
+        self.tracer = Tracer(self.remote)  # the adapters and scenarios each test calls
         self._first_hidden: str | None = None
-        self._outputs: dict[str, str] = {}
 
     def install(self, staff_root: Path) -> None:
         sys.meta_path.insert(0, NoSubmissionImports())
@@ -165,14 +139,9 @@ class Judge:
         codec.use_data_types(tests.boundary.DATA_TYPES)
 
     def _emit(self, record: dict) -> None:
-        with self.results.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        self.recorder.emit(record)
 
     # -- collection ------------------------------------------------------------------------
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self._emit({"event": "collect_error", "nodeid": report.nodeid, "longrepr": _clip(str(report.longrepr))})
-
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if self.only is not None:
@@ -181,8 +150,6 @@ class Judge:
             items[:] = keep
         items.sort(key=lambda i: i.nodeid.startswith(HIDDEN_PREFIX))  # stable: visible first
         self._first_hidden = next((i.nodeid for i in items if i.nodeid.startswith(HIDDEN_PREFIX)), None)
-        self._emit({"event": "collected", "items": [
-            {"nodeid": i.nodeid, "markers": sorted({m.name for m in i.iter_markers()})} for i in items]})
 
     # -- running ---------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -210,8 +177,7 @@ class Judge:
         self.remote.take_output()
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
-        self._phases[nodeid] = []
-        self.tracer.take()
+        self.tracer.take()  # forget calls made between tests
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -224,20 +190,7 @@ class Judge:
                 report.user_properties.append(("judge_outcome", "timeout"))
         printed = self.remote.take_output()
         if printed:
-            report.sections.append((f"worker output ({call.when})", printed))
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self._phases.setdefault(report.nodeid, []).append(report)
-
-    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
-        reports = self._phases.pop(nodeid, [])
-        outcome, text, duration = _outcome(reports)
-        for r in reports:
-            for title, content in r.sections:
-                if title.startswith("worker output") and outcome not in ("passed", "skipped"):
-                    text += f"\n----- {title} -----\n{content}"
-        self._emit({"event": "result", "nodeid": nodeid, "outcome": outcome, "output": _clip(text),
-                    "duration": round(duration, 4), "reached": self.tracer.take()})
+            report.sections.append((f"{WORKER_OUTPUT} ({call.when})", printed))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
@@ -245,8 +198,8 @@ class Judge:
         if fresh is not None and fresh.run_seed.cache_info().currsize:  # a speed test drew its inputs
             self._emit({"event": "note", "text": f"the speed tests' {fresh.replay_hint()}"})
         self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
-                    "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                    "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes, "console": _clip("\n".join(self.remote.consoles), 64_000)})
+                    "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes,
+                    "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "console": clip("\n".join(self.remote.consoles), 64_000)})
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -259,10 +212,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="--split, with the worker run without bubblewrap (implies --split)")
 
 
-def split_spec(config: pytest.Config) -> dict:
+def split_spec(config: pytest.Config) -> JudgeSpec:
     """A judge spec that grades this repository's own reference (for ``--split``)."""
-    from cs336_staff.grade.sandbox import stage
-
     staff = Path(str(config.rootpath)).resolve()
     base = Path(tempfile.mkdtemp(prefix="cs336-split-"))
     root, scratch = base / "root", base / "scratch"
@@ -273,52 +224,31 @@ def split_spec(config: pytest.Config) -> dict:
              if "__pycache__" not in p.parts}
     stage(root, staff, files)
     config.option.basetemp = str(basetemp(scratch))  # inside the judge's folder, which the worker sees a copy of
-    from cs336_staff.grade.grader import worker_preload
-
-    return {"root": str(root), "scratch": str(scratch), "staff_root": str(staff), "preload": list(worker_preload(staff)),
-            "readonly": [str(p) for p in public_fixtures(staff)], "results": str(base / "results.jsonl"),
-            "insecure": bool(config.getoption("--split-insecure")), "gpu": True}
-
-
-def scratch_folders(scratch: Path) -> tuple[Path, Path, Path]:
-    """``mirror.layout(scratch)``, created: the judge's folder (pytest's basetemp is its ``tmp``), the
-    worker's copy of it, and the judge's private temporary folder (``tempfile``, never shown to the worker)."""
-    folders = layout(scratch)
-    for p in folders:
-        p.mkdir(parents=True, exist_ok=True)
-    return folders
-
-
-def basetemp(scratch: Path) -> Path:
-    """pytest's ``--basetemp`` for a judge whose spec names ``scratch``."""
-    return layout(scratch)[0] / "tmp"
-
-
-def public_fixtures(staff_root: Path) -> list[Path]:
-    """The fixtures a worker may read: every entry of fixtures/ but fixtures/hidden."""
-    fixtures = staff_root / "fixtures"
-    return sorted(p for p in fixtures.iterdir() if p.name != "hidden") if fixtures.is_dir() else []
+    return JudgeSpec(root=root, scratch=scratch, staff_root=staff, results=base / "results.jsonl",
+                     readonly=public_fixtures(staff), gpu=True, preload=worker_preload(staff),
+                     insecure=bool(config.getoption("--split-insecure")))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--judge")
     if path:
-        spec = json.loads(Path(path).read_text())
+        spec = JudgeSpec.read(Path(path))
     elif config.getoption("--split") or config.getoption("--split-insecure"):
         spec = split_spec(config)
     else:
         return
     judge = Judge(config, spec)
-    judge.install(Path(spec["staff_root"]))
+    judge.install(spec.staff_root)
     if not config.option.collectonly:
         judge.remote.prepare_spare()  # the first worker starts while the judge collects the tests
     # the judge's own temporary files (tempfile.mkdtemp) go where the worker cannot reach: a test that
     # hands a file to the worker writes it under tmp_path
-    private = scratch_folders(Path(spec["scratch"]))[2]
+    private = scratch_folders(spec.scratch)[2]
     tempfile.tempdir = str(private)
     os.environ["TMPDIR"] = str(private)
     config.pluginmanager.register(judge, "cs336-judge")
+    config.pluginmanager.register(judge.recorder, "cs336-outcomes")
     try:
         from hypothesis import settings
 

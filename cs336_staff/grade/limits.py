@@ -4,7 +4,7 @@ The sandbox (``sandbox.py``) decides what the worker sees; this module bounds wh
 for the whole tree, not per process:
 
     memory and processes   a cgroup v2 of its own where one can be created (memory.max, pids.max),
-                           else a watchdog thread that sums the resident memory of every
+                           else a watchdog thread that sums (with psutil) the resident memory of every
                            process in the sandbox's pid namespace (its proportional set size,
                            PSS, once that sum passes the cap: shared pages count once) and counts
                            them, killing the sandbox on a breach (the judge reports why)
@@ -39,9 +39,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import psutil
+
 GiB = 1 << 30
 MiB = 1 << 20
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 POLL_SECONDS = 0.1
 #: World-writable folders a worker without a private /tmp can store files in (container tier).
 SHARED_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
@@ -135,24 +136,13 @@ class Cgroup:
             return None
 
 
-def _rss_bytes(pid: str) -> int:
-    """Resident bytes of ``pid`` (``/proc/PID/statm``: microseconds to read, unlike ``smaps_rollup``)."""
+def _memory_bytes(process: psutil.Process, *, shared_out: bool) -> int:
+    """Resident bytes of ``process`` (``statm``, microseconds to read), or with ``shared_out`` its
+    proportional set size (``smaps_rollup``, ~10 ms for a torch process: each shared page shared out)."""
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * PAGE_BYTES
-    except (OSError, ValueError, IndexError):
+        return process.memory_full_info().pss if shared_out else process.memory_info().rss
+    except (psutil.Error, AttributeError):  # gone, not ours, or no PSS on this kernel
         return 0
-
-
-def _pss_bytes(pid: str) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def uid_pids(uid: int) -> list[str]:
@@ -242,6 +232,7 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._ns: str | None = None
         self._tick = 0
+        self._processes: dict[str, psutil.Process] = {}
 
     def start(self) -> None:
         self._thread.start()
@@ -266,9 +257,8 @@ class Watchdog:
             return uid_pids(self.uid)
         if self._ns is None:  # the pid namespace of the sandbox: that of bwrap's child (or the worker itself)
             kids = []
-            with contextlib.suppress(OSError):
-                for task in os.listdir(f"/proc/{self.pid}/task"):
-                    kids += open(f"/proc/{self.pid}/task/{task}/children").read().split()
+            with contextlib.suppress(psutil.Error):
+                kids = [str(c.pid) for c in psutil.Process(self.pid).children()]
             target = kids[0] if kids else str(self.pid)
             with contextlib.suppress(OSError):
                 ns = os.readlink(f"/proc/{target}/ns/pid")
@@ -276,6 +266,8 @@ class Watchdog:
                     self._ns = ns
             if self._ns is None:
                 return [str(self.pid), *kids]
+        # psutil has no namespace query, and its parent walk (children(recursive=True)) reads every
+        # process's stat file: 6x the cost of these links at 10 polls a second (measured: 10 ms vs 1.6 ms)
         members = []
         for pid in os.listdir("/proc"):
             if pid.isdigit():
@@ -283,6 +275,15 @@ class Watchdog:
                     if os.readlink(f"/proc/{pid}/ns/pid") == self._ns:
                         members.append(pid)
         return members
+
+    def _process(self, pid: str) -> psutil.Process | None:
+        """The psutil handle of a member, kept from poll to poll (making one reads its start time)."""
+        if pid not in self._processes:
+            try:
+                self._processes[pid] = psutil.Process(int(pid))
+            except psutil.Error:
+                return None
+        return self._processes[pid]
 
     def _kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -322,9 +323,11 @@ class Watchdog:
                 # RSS counts a page shared by several processes once per process, so its sum bounds
                 # the tree's real use from above: only past the limit is the exact, costly figure
                 # needed (PSS shares each page out; smaps_rollup of a torch process takes ~10 ms).
-                used = sum(_rss_bytes(p) for p in members)
+                processes = [self._process(p) for p in members]
+                self._processes = {p: self._processes[p] for p in members if p in self._processes}  # forget the dead
+                used = sum(_memory_bytes(p, shared_out=False) for p in processes if p is not None)
                 if used > lim.memory_bytes:
-                    used = sum(_pss_bytes(p) for p in members)
+                    used = sum(_memory_bytes(p, shared_out=True) for p in processes if p is not None)
                 if used > lim.memory_bytes:
                     self._breach(f"its processes used {used / GiB:.2f} GiB of memory together, over the "
                                  f"limit of {lim.memory_bytes / GiB:g} GiB")

@@ -41,13 +41,14 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from cs336_staff.grade import container
 from cs336_staff.grade.limits import Cgroup, GiB, Limits, MiB, Watchdog, preexec
+from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.remote import OutputTap, WorkerProcess
+from cs336_staff.grade.spec import JudgeSpec
 
 WORKER_PACKAGE = Path(__file__).with_name("worker")
 INSIDE_ROOT = "/grader"
@@ -180,25 +181,15 @@ def stage(root: Path, staff_root: Path, files: dict[str, bytes]) -> None:
         p.chmod(0o755 if p.is_dir() else 0o644)
 
 
-@dataclass
-class WorkerSpec:
-    """How to start one submission's workers (each restart starts a fresh one from this)."""
+def start_worker(spec: JudgeSpec) -> WorkerProcess:
+    """Start one of ``spec``'s workers; the judge's ``Remote`` calls this for each (re)start.
 
-    root: Path  # the staged worker root (see ``stage``)
-    scratch: Path  # where the worker's scratch folder appears to it (the judge's basetemp's parent)
-    staff_root: Path
-    readonly: list[Path] = field(default_factory=list)
-    limits: Limits = field(default_factory=Limits)
-    gpu: bool = False
-    jobs: int = 1
-    insecure: bool = False  # run without bubblewrap (refused unless asked for)
-    tier: str = "bubblewrap"  # bubblewrap | container | none (see TIERS); insecure means none
-    preload: tuple[str, ...] = ()  # imported before the worker says ready
-    scratch_source: Path | None = None  # what is mounted there (the worker's copy, ``mirror.py``); None: scratch
-
-
-def start_worker(spec: WorkerSpec) -> WorkerProcess:
-    """Start one worker per ``spec``; the judge's ``Remote`` calls this for each (re)start."""
+    The worker's scratch folder appears at the judge's folder's path (``mirror.layout``); sandboxed,
+    what is mounted there is the worker's own copy of it."""
+    judge_dir, worker_dir, private = layout(spec.scratch)
+    # no mount on the container tier or without a sandbox: the worker uses the judge's folder itself
+    shared = spec.insecure or spec.tier == container.TIER
+    scratch, scratch_source = judge_dir, (None if shared else worker_dir)
     env = worker_env(spec.limits, spec.jobs, spec.gpu)
     python = [sys.executable, "-I", "-B", "-c", BOOT]
     req_r, req_w = os.pipe()
@@ -206,18 +197,18 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     inner = ["--requests", str(req_r), "--replies", str(rep_w), *(a for m in spec.preload for a in ("--preload", m))]
     cgroup = Cgroup.create(spec.limits)
     if spec.tier == container.TIER and not spec.insecure:
-        return _start_as_own_uid(spec, env, python, inner, cgroup, req_r, req_w, rep_r, rep_w)
+        return _start_as_own_uid(spec, scratch, private, env, python, inner, cgroup, req_r, req_w, rep_r, rep_w)
     if spec.insecure:
         cmd = [*python, str(spec.root), str(spec.staff_root.resolve()), *inner]
         isolation = {"tier": "none", "sandbox": "NONE (--insecure): the worker ran as a plain child process"}
-        cwd = spec.scratch
+        cwd = scratch
         popen_env = env
     else:
         bwrap = find_bwrap()
         if bwrap is None:
             raise SandboxUnavailable("bubblewrap is not installed (uv sync the staff group, or apt-get install bubblewrap)")
-        cmd = [*bwrap_command(bwrap, root=spec.root, scratch=spec.scratch, readonly=spec.readonly,
-                              limits=spec.limits, gpu=spec.gpu, env=env, scratch_source=spec.scratch_source),
+        cmd = [*bwrap_command(bwrap, root=spec.root, scratch=scratch, readonly=list(spec.readonly),
+                              limits=spec.limits, gpu=spec.gpu, env=env, scratch_source=scratch_source),
                *python, INSIDE_ROOT, str(spec.staff_root.resolve()), *inner]
         isolation = {"tier": "bubblewrap",
                      "sandbox": "bubblewrap: own mount, pid, network, ipc and user namespaces; no capabilities"}
@@ -231,7 +222,7 @@ def start_worker(spec: WorkerSpec) -> WorkerProcess:
     finally:
         os.close(req_r)
         os.close(rep_w)
-    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch_source or spec.scratch, cgroup)
+    watchdog = Watchdog(proc.pid, spec.limits, scratch_source or scratch, cgroup)
     watchdog.start()
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation,
                          cleanup=watchdog.stop, verdict=watchdog.explain)
@@ -245,19 +236,22 @@ def _describe_limits(limits: Limits, cgroup: Path | None) -> str:
 _judge_group: container.Claim | None = None
 
 
-def _start_as_own_uid(spec: WorkerSpec, env: dict[str, str], python: list[str], inner: list[str],
-                      cgroup: Path | None, req_r: int, req_w: int, rep_r: int, rep_w: int) -> WorkerProcess:
-    """The container tier: the worker as a fresh uid of its own, in the judge's group (see container.py)."""
+def _start_as_own_uid(spec: JudgeSpec, scratch: Path, private: Path, env: dict[str, str], python: list[str],
+                      inner: list[str], cgroup: Path | None, req_r: int, req_w: int, rep_r: int,
+                      rep_w: int) -> WorkerProcess:
+    """The container tier: the worker as a fresh uid of its own, in the judge's group (see container.py).
+
+    ``scratch`` is the judge's folder, handed to the worker's uid before each call (no mount namespace
+    here, so no copy of it); ``private`` the judge's own temporary files (``mirror.layout``)."""
     global _judge_group
     if _judge_group is None:  # one group per judge: its workers may read the staged submission, no one else
         _judge_group = container.Claim.take()
     gid = _judge_group.uid
     claim = container.Claim.take()
     container.share_read_only(spec.root, gid)
-    private = spec.scratch.parent / "private"  # mirror.layout: the judge's own temporary files
     if private.is_dir():
         private.chmod(0o700)
-    home = spec.scratch / "worker-home"
+    home = scratch / "worker-home"
     home.mkdir(exist_ok=True)  # handed over with the scratch folder before the first request
     env = {**env, "HOME": str(home), "TMPDIR": str(home)}
     network = container.network_namespace_available()
@@ -269,7 +263,7 @@ def _start_as_own_uid(spec: WorkerSpec, env: dict[str, str], python: list[str], 
     try:
         proc = subprocess.Popen([*python, str(spec.root), str(spec.staff_root.resolve()), *inner],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=(req_r, rep_w), cwd=spec.scratch, env=env,
+                                pass_fds=(req_r, rep_w), cwd=scratch, env=env,
                                 preexec_fn=lambda: (setup(), become()))
     except BaseException:
         claim.release()
@@ -277,18 +271,18 @@ def _start_as_own_uid(spec: WorkerSpec, env: dict[str, str], python: list[str], 
     finally:
         os.close(req_r)
         os.close(rep_w)
-    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch, cgroup, uid=None if cgroup else claim.uid)
+    watchdog = Watchdog(proc.pid, spec.limits, scratch, cgroup, uid=None if cgroup else claim.uid)
     watchdog.start()
 
     def cleanup() -> None:
         watchdog.stop()
         if watchdog.disk_breach:  # else every later worker would be killed for the same files
-            container.remove_files_of(spec.scratch, claim.uid)
+            container.remove_files_of(scratch, claim.uid)
         claim.release()
 
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation, cleanup=cleanup,
                          verdict=watchdog.explain,
-                         before_request=container.Handover(spec.scratch, claim.uid, gid))
+                         before_request=container.Handover(scratch, claim.uid, gid))
 
 
 def choose_tier(staff_root: Path, public: list[Path], gpu: bool = False) -> tuple[str | None, str]:

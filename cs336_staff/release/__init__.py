@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 from cs336_staff.markers import MarkerError
-from cs336_staff.release.build import Handout, ReleaseError, build
+from cs336_staff.release.build import build
+from cs336_staff.release.results import Handout, ReleaseError
 
 REPO = Path(__file__).resolve().parents[2]
 

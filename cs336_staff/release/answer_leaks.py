@@ -21,7 +21,7 @@ import math
 import re
 from pathlib import Path
 
-from cs336_staff.release.build import Handout
+from cs336_staff.release.results import Check, Handout
 
 #: The writeup whose answer key (cs336_staff/writeup/answers.py) the check reads.
 WRITEUP = "writeup/assignment.typ"
@@ -125,7 +125,6 @@ def leaks(root: Path, files: list[str], answers: dict[str, float]) -> list[str]:
 
 
 def check_answer_leaks(repo: Path, handout: Handout):  # noqa: ANN201 - a release Check (imported late: check.py imports this)
-    from cs336_staff.release.check import Check
     from cs336_staff.writeup.answers import compute
 
     if not (Path(repo) / WRITEUP).is_file():

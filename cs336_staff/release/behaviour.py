@@ -5,11 +5,11 @@ cannot see a solution written independently, such as the full-recount BPE traine
 shipped in ``tests/`` as the tests' oracle (it now lives in ``tests/hidden/bpe_naive.py``). This check asks what a student would
 ask: is there a function in the handout I could call instead of writing mine?
 
-1. Record. The reference runs of the public tests load ``io_probe.py``, which keeps, for each
+1. Record. The reference runs of the public tests load ``io_recorder.py``, which keeps, for each
    ``adapters.run_*``, up to 8 calls with plain arguments and results (``run_train_bpe`` on
    ``fixtures/corpora/mini.txt`` at 400 and its (vocab, merges), ``run_flat_index((1, 2), (3, 1))``
    and 5, ...).
-2. Replay. In the stub tree, a script (``JUDGE``) imports every .py module of the handout and
+2. Replay. In the stub tree, a script (``REPLAY``) imports every .py module of the handout and
    calls each module-level function whose signature accepts a recorded call's arguments (a
    5-second alarm per call). Adapters whose target is given code (``run_cs336``, the
    measurement helpers) are not replayed: the handout is meant to implement them.
@@ -30,18 +30,21 @@ import json
 import shutil
 from pathlib import Path
 
-from cs336_staff.release.runner import PytestRun
+from cs336_staff.grade.worker.adapter_rule import read_adapters
+from cs336_staff.release.results import Check
+from cs336_staff.session.runner import PytestRun
 
-IO_PROBE = Path(__file__).with_name("io_probe.py")
-PROBE_MODULE = "cs336_io_probe"
+IO_RECORDER = Path(__file__).with_name("io_recorder.py")
+RECORDER_MODULE = "cs336_io_recorder"
 CALL_SECONDS = 5
 
-JUDGE = r'''
-import ast, importlib, importlib.util, inspect, json, math, pickle, re, signal, sys, warnings
+REPLAY = r'''
+import importlib, importlib.util, inspect, json, math, pickle, signal, sys, warnings
 from pathlib import Path
 
 root = Path.cwd()
 recordings_files, files, graded = sys.argv[1], json.loads(sys.argv[2]), set(json.loads(sys.argv[3]))
+targets = json.loads(sys.argv[4])  # adapter -> the function it calls (grade/worker/adapter_rule.py)
 calls = {}
 for f in json.loads(recordings_files):
     with open(f, "rb") as fh:
@@ -56,12 +59,6 @@ class _Absent:  # stands for torch or numpy when no recording needed them
 def _late(name):
     return sys.modules.get(name, _Absent)
 
-targets = {}  # adapter -> the name its docstring says it calls ("See cs336_assignment.tensors.flat_index.")
-for node in ast.parse((root / "adapters.py").read_text()).body:
-    if isinstance(node, ast.FunctionDef) and node.name.startswith("run_"):
-        m = re.search(r"cs336_assignment\.([\w.]*\w)", ast.get_docstring(node) or "")
-        if m:
-            targets[node.name] = m.group(1).split(".")[-1]
 calls = {a: c[:8] for a, c in calls.items() if targets.get(a) in graded}
 
 
@@ -180,19 +177,28 @@ print(json.dumps({"findings": findings, "candidates": len(candidates), "adapters
 '''.replace("CALL_SECONDS", str(CALL_SECONDS))
 
 
-def prepare_reference_tree(tree: Path) -> None:
-    """Put the recording plugin into a reference tree (load it with ``-p cs336_io_probe``)."""
-    shutil.copyfile(IO_PROBE, Path(tree) / f"{PROBE_MODULE}.py")
+def data_adapters(tree: Path) -> dict[str, str]:
+    """The adapters of ``tree`` that take and return data -> the function each calls."""
+    adapters = read_adapters((Path(tree) / "adapters.py").read_text())
+    return {a.name: a.target for a in adapters.values() if a.takes_data}
 
 
-def judge_args(recordings: list[Path], files: list[str], graded: list[str]) -> list[str]:
-    """argv for ``JUDGE``: the recording files, the handout's .py files, the graded function names."""
-    return [json.dumps([str(p) for p in recordings]), json.dumps(files), json.dumps(sorted(graded))]
+def prepare_reference_tree(tree: Path) -> dict[str, str]:
+    """Put the recording plugin into a reference tree (load it with ``-p cs336_io_recorder``); the
+    environment that tells it what to record, but for ``CS336_IO_OUT``."""
+    shutil.copyfile(IO_RECORDER, Path(tree) / f"{RECORDER_MODULE}.py")
+    return {"CS336_IO_ADAPTERS": ",".join(data_adapters(tree))}
 
 
-def judge(run: PytestRun):
-    """The ``Check`` line of the judge's run (a warm script job in the stub tree)."""
-    from cs336_staff.release.check import Check
+def replay_args(recordings: list[Path], files: list[str], graded: list[str], tree: Path) -> list[str]:
+    """argv for ``REPLAY``: the recording files, the handout's .py files in ``tree``, the graded function
+    names, and what each of the tree's data adapters calls."""
+    return [json.dumps([str(p) for p in recordings]), json.dumps(files), json.dumps(sorted(graded)),
+            json.dumps(data_adapters(tree))]
+
+
+def replay_check(run: PytestRun) -> Check:
+    """The ``Check`` line of the replay's run (a warm script job in the stub tree)."""
 
     lines = run.output.strip().splitlines()
     try:
@@ -202,7 +208,7 @@ def judge(run: PytestRun):
     found = [f"{f['candidate']} reproduces {f['adapter']} ({f['matched']} of {f['of']} recorded calls): a working "
              "solution ships with the handout; move it to tests/hidden/ or a STAFF-ONLY file" for f in verdict["findings"]]
     if not verdict["adapters"]:
-        return Check("behaviour", False, "no adapter call was recorded in the reference run; is the io probe loaded?")
+        return Check("behaviour", False, "no adapter call was recorded in the reference run; is the io recorder loaded?")
     if found:
         return Check("behaviour", False, f"{len(found)} shipped functions compute a graded function", found)
     return Check(

@@ -39,10 +39,12 @@ import string
 import subprocess
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import tomlkit
+from tomlkit.container import Container
+from tomlkit.items import Comment, Table
 
 from cs336_staff.markers import (
     MarkerError,
@@ -52,55 +54,19 @@ from cs336_staff.markers import (
     strip_source,
     strip_staff_only,
 )
-from cs336_staff.release.handout_parts import readme_values, write_extras
+from cs336_staff.release.handout_parts import extras, readme_values
 from cs336_staff.release.lock import prune_lock
+from cs336_staff.release.results import Handout, ReleaseError
+from cs336_staff.shipped import PACKAGE, SHIPPED_DIRS, shipped_sources
 
-PACKAGE = "cs336_assignment"
-SHIPPED_DIRS: dict[str, tuple[str, ...]] = {
-    PACKAGE: (),
-    "tests": ("tests/hidden", "tests/staff"),
-    "fixtures": ("fixtures/hidden",),
-}
-SHIPPED_FILES = ("adapters.py", "make_submission.sh", ".gitignore")
 REQUIRED_FILES = ("adapters.py", "pyproject.toml")
-JUNK_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", ".mypy_cache"}
-JUNK_SUFFIXES = (".pyc", ".pyo")
 STAFF_BLOCK_SUFFIXES = (".py", ".sh", ".gitignore")
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
-
-
-class ReleaseError(RuntimeError):
-    """The handout cannot be built; the message says what to fix."""
-
-
-@dataclass
-class Handout:
-    """A built handout: where it is, which files it has, what was stubbed and what was left out."""
-
-    root: Path
-    files: list[str] = field(default_factory=list)
-    regions: dict[str, list[Region]] = field(default_factory=dict)
-    left_out: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------------
 # Which files
 # ------------------------------------------------------------------------------------------------
-
-
-def shipped_sources(repo: Path) -> list[str]:
-    """Relative posix paths of the repository files the allowlist ships, sorted."""
-    out = [f for f in SHIPPED_FILES if (repo / f).is_file()]
-    for top, skip in SHIPPED_DIRS.items():
-        base = repo / top
-        for dirpath, dirnames, filenames in os.walk(base):
-            rel_dir = Path(dirpath).relative_to(repo)
-            dirnames[:] = sorted(
-                d for d in dirnames if d not in JUNK_DIRS and (rel_dir / d).as_posix() not in skip and not d.endswith(".egg-info")
-            )
-            out.extend((rel_dir / f).as_posix() for f in sorted(filenames) if not f.endswith(JUNK_SUFFIXES))
-    return sorted(out)
 
 
 def _mode(path: Path) -> int:
@@ -118,30 +84,34 @@ def _write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _staff_only_entries(text: str) -> list[tuple[str, str, list[int]]]:
-    """(table, key, comment line numbers) of each ``# STAFF-ONLY`` marked entry of a TOML text.
+def _staff_only_entries(doc: Container, text: str, path: str = "") -> Iterator[tuple[str, str, list[Comment]]]:
+    """(dotted table, key, marker comments) of each ``# STAFF-ONLY`` marked entry of a parsed TOML document.
 
     The marker is a comment line starting with ``# STAFF-ONLY``; the comment lines right after it
-    belong to it, and the first ``key = ...`` line after them is the entry it marks.
+    belong to it, and the ``key = ...`` entry right after them is the entry it marks (``text``, the
+    source, only names the marker's line when nothing follows it).
     """
-    lines = text.splitlines()
-    entries, table, i = [], "", 0
-    while i < len(lines):
-        stripped = lines[i].strip()
-        header = re.match(r"^\[\[?([^\]]+)\]\]?", stripped)
-        if header:
-            table = header.group(1).strip()
-        if stripped.startswith("# STAFF-ONLY"):
-            j = i + 1
-            while j < len(lines) and lines[j].strip().startswith("#"):
-                j += 1
-            key = re.match(r"^\s*([A-Za-z0-9_\-\"]+)\s*=", lines[j]) if j < len(lines) else None
-            if key is None:
-                raise ReleaseError(f"pyproject.toml:{i + 1}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
-            entries.append((table, key.group(1).strip('"'), list(range(i, j))))
-            i = j
-        i += 1
-    return entries
+    marker: list[Comment] | None = None
+    for key, item in doc.body:
+        if isinstance(item, Comment):
+            if item.as_string().strip().startswith("# STAFF-ONLY"):
+                marker = [item]
+            elif marker is not None:
+                marker.append(item)
+            continue
+        if marker is not None and (key is None or isinstance(item, Table)):  # a blank line or a table header
+            line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.strip() == marker[0].as_string().strip())
+            raise ReleaseError(f"pyproject.toml:{line}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
+        if key is None:
+            continue
+        if marker is not None:
+            yield path, key.key, marker
+            marker = None
+        if isinstance(item, Table):
+            yield from _staff_only_entries(item.value, text, f"{path}.{key.key}".lstrip("."))
+    if marker is not None:
+        line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.strip() == marker[0].as_string().strip())
+        raise ReleaseError(f"pyproject.toml:{line}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
 
 
 def _table(doc: tomlkit.TOMLDocument, dotted: str):
@@ -160,11 +130,12 @@ def handout_pyproject(text: str) -> str:
     default-groups``, wheel packages the handout lacks (``cs336_staff``) from ``[tool.hatch.build.
     targets.wheel] packages``, and a table left empty disappears.
     """
-    entries = _staff_only_entries(text)
-    marker_lines = {n for _, _, numbers in entries for n in numbers}
-    doc = tomlkit.parse("\n".join(line for n, line in enumerate(text.splitlines()) if n not in marker_lines) + "\n")
+    doc = tomlkit.parse(text)
+    entries = list(_staff_only_entries(doc, text))
     groups = set()
-    for table, key, _ in entries:
+    for table, key, comments in entries:
+        for comment in comments:  # a comment has no key to delete it by: it renders as nothing
+            comment.trivia.indent = comment.trivia.comment = comment.trivia.trail = ""
         del _table(doc, table)[key]
         if table == "dependency-groups":
             groups.add(key)
@@ -343,7 +314,9 @@ def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
     _write(root / "README.md", render_readme(repo, handout.regions, tests))
     _write(root / "CHANGELOG.md", changelog(repo))
     handout.files += ["pyproject.toml", "README.md", "CHANGELOG.md"]
-    handout.files += write_extras(repo, root, handout)  # tests/points.json, assignment.pdf
+    for rel, data in extras(repo, handout.regions).items():  # tests/points.json, assignment.pdf
+        _write(root / rel, data)
+        handout.files.append(rel)
     _ruff_drop_unused_imports(root, stripped)
     if lock and (repo / "uv.lock").is_file():
         _prune_lock(repo, root)

@@ -50,37 +50,20 @@ import sys
 import tempfile
 import tomllib
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.release import behaviour
 from cs336_staff.release.answer_leaks import check_answer_leaks
-from cs336_staff.release.build import PACKAGE, Handout
+from cs336_staff.release.build import PACKAGE
 from cs336_staff.release.handout_parts import check_parts
 from cs336_staff.release.leftovers import check_leftovers
-from cs336_staff.release.runner import PytestRun, copy_tree, hide_installed, merge_runs
+from cs336_staff.release.results import Check, Handout
 from cs336_staff.release.student_output import check_output
-from cs336_staff.release.warm import WarmPool
+from cs336_staff.session.runner import PytestRun, copy_tree, hide_installed, merge_runs
+from cs336_staff.session.warm import WarmPool
 
 MIN_LEAK_NODES = 8
 REQUIRED_IN_HANDOUT = ("adapters.py", "pyproject.toml", "README.md", "CHANGELOG.md", "make_submission.sh", f"{PACKAGE}/__init__.py")
-SHOW = 12  # list at most this many offenders per check
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    summary: str
-    details: list[str] = field(default_factory=list)
-
-    def render(self) -> str:
-        lines = [f"  [{'ok' if self.ok else 'FAIL'}]{' ' * (5 - (2 if self.ok else 4))}{self.name:<10} {self.summary}"]
-        shown = self.details[:SHOW]
-        lines += [f"           {d}" for d in shown]
-        if len(self.details) > SHOW:
-            lines.append(f"           ... and {len(self.details) - SHOW} more")
-        return "\n".join(lines)
 
 
 def _first(text: str) -> str:
@@ -317,7 +300,7 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
         stub_tree, ref_tree = scratch / "stubs", scratch / "reference"
         copy_tree(handout.root, stub_tree)
         copy_tree(handout.root, ref_tree)
-        behaviour.prepare_reference_tree(ref_tree)  # records the adapters' calls for the behaviour check
+        recording_env = behaviour.prepare_reference_tree(ref_tree)  # records the adapters' calls for the behaviour check
         # Drop the reference modules in, file by file, with the staff-only ones the handout left out
         # (the reference may use them, e.g. its numpy fast path for BPE encoding).
         for rel in [*handout.files, *handout.left_out]:
@@ -331,8 +314,8 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             # the reference run is the long one: split it across the cores (every child collects
             # everything, then keeps every n-th test), so it does not run on one core at the end
             recordings = [scratch / f"io-{k}.pt" for k in range(shards)]
-            ref_jobs = [warm.submit(ref_tree, ["-q", "-p", behaviour.PROBE_MODULE], hide=hide,
-                                    env={**threads, "CS336_PROBE_SHARD": f"{k}/{shards}", "CS336_IO_OUT": str(recordings[k])})
+            ref_jobs = [warm.submit(ref_tree, ["-q", "-p", behaviour.RECORDER_MODULE], hide=hide,
+                                    env={**threads, **recording_env, "CS336_PROBE_SHARD": f"{k}/{shards}", "CS336_IO_OUT": str(recordings[k])})
                         for k in range(shards)]
             imports_job = warm.submit(stub_tree, [str(stub_tree)], hide=hide, code=_IMPORT_SCRIPT.format(package=PACKAGE), timeout=300)
             checks.append(check_ruff(repo, handout))
@@ -344,9 +327,9 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             stub, ref = stub_job.result(), merge_runs([j.result() for j in ref_jobs])
             graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
             py = [f for f in handout.files if f.endswith(".py")]
-            judge_job = warm.submit(stub_tree, behaviour.judge_args([r for r in recordings if r.exists()], py, graded),
-                                    hide=hide, code=behaviour.JUDGE, timeout=600)
-            checks.append(behaviour.judge(judge_job.result()))
+            replay_job = warm.submit(stub_tree, behaviour.replay_args([r for r in recordings if r.exists()], py, graded, stub_tree),
+                                    hide=hide, code=behaviour.REPLAY, timeout=600)
+            checks.append(behaviour.replay_check(replay_job.result()))
         checks.append(check_collect(stub, ref))
         checks.append(check_stubs(stub, ref))
         checks.append(check_output(stub.output, handout.files))

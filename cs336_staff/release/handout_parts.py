@@ -24,6 +24,7 @@ from pathlib import Path
 
 from cs336_staff.markers import Region
 from cs336_staff.parts import Part, PartsError, load_parts, problems, readme_table
+from cs336_staff.release.results import Check, Handout, ReleaseError
 from cs336_staff.writeup import (
     KEY_NAME,
     PDF_NAME,
@@ -58,8 +59,6 @@ def points_json(repo: Path) -> str:
 
 
 def _parts(repo: Path, regions: dict[str, list[Region]]) -> list[Part]:
-    from cs336_staff.release.build import ReleaseError
-
     try:
         return load_parts(repo, regions)
     except PartsError as e:
@@ -91,27 +90,21 @@ def readme_values(repo: Path, regions: dict[str, list[Region]]) -> dict[str, str
     }
 
 
-def write_extras(repo: Path, root: Path, handout) -> list[str]:  # noqa: ANN001 (build.Handout)
-    """Write ``tests/points.json`` and ``assignment.pdf`` into the handout at ``root``; their paths."""
-    from cs336_staff.release.build import ReleaseError, _write
-
-    written = []
+def extras(repo: Path, regions: dict[str, list[Region]]) -> dict[str, str | bytes]:
+    """The generated files of the handout (relative path -> contents): ``tests/points.json``, ``assignment.pdf``."""
+    files: dict[str, str | bytes] = {}
     if (Path(repo) / "rubric.toml").is_file():
-        _write(root / POINTS_FILE, points_json(repo))
-        written.append(POINTS_FILE)
+        files[POINTS_FILE] = points_json(repo)
     if has_writeup(repo):
         try:
-            _write(root / PDF_NAME, build_pdf(repo, parts=_parts(repo, handout.regions)))
+            files[PDF_NAME] = build_pdf(repo, parts=_parts(repo, regions))
         except WriteupError as e:
             raise ReleaseError(f"the writeup does not build: {e}") from None
-        written.append(PDF_NAME)
-    return written
+    return files
 
 
-def check_parts(repo: Path, handout):  # noqa: ANN001, ANN201 (build.Handout -> check.Check)
+def check_parts(repo: Path, handout: Handout) -> Check:
     """The ``parts`` line of ``release --check`` (see the module docstring)."""
-    from cs336_staff.release.check import Check
-
     repo = Path(repo)
     details = list(problems(repo))
     try:

@@ -28,7 +28,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from cs336_staff.release.build import Handout
+from cs336_staff.release.results import Check, Handout
 
 STAFF_PATHS = ("tests/hidden", "tests/staff", "fixtures/hidden", "benchmarks/", "cs336_staff", ".ci/", ".github/")
 STAFF_OUTPUTS = ("/grades/", "/handout/")  # what `cs336 grade` and `cs336 release` write (.gitignore entries)
@@ -113,7 +113,6 @@ def find_leftovers(repo: Path, handout: Handout) -> list[str]:
 
 
 def check_leftovers(repo: Path, handout: Handout):
-    from cs336_staff.release.check import Check
 
     found = find_leftovers(Path(repo), handout)
     if found:

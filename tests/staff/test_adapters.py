@@ -22,16 +22,17 @@ from types import ModuleType
 
 import pytest
 
+from cs336_staff.grade.worker.adapter_rule import is_adapter, read_adapters
+
 pytestmark = pytest.mark.staff
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = (ROOT / "adapters.py").read_text()
 TREE = ast.parse(SOURCE)
 ADAPTERS: dict[str, ast.FunctionDef] = {
-    node.name: node
-    for node in TREE.body
-    if isinstance(node, ast.FunctionDef) and node.name.startswith(("run_", "get_"))
+    node.name: node for node in TREE.body if isinstance(node, ast.FunctionDef) and is_adapter(node.name)
 }
+TARGETS = read_adapters(SOURCE)  # what the staff tools believe each adapter calls
 TARGET = re.compile(r"cs336_assignment\.([A-Za-z_][\w]*)\.([A-Za-z_][\w]*)")
 
 
@@ -97,6 +98,11 @@ def test_adapter_docstring_names_the_function_it_calls(name):
     refs = attribute_refs(ADAPTERS[name])
     assert f"{module}.{attr}" in refs, (
         f"adapters.{name}'s docstring names {module}.{attr} but its body uses {sorted(refs)}"
+    )
+    read = TARGETS[name]
+    assert (read.module, read.target) == (module, attr), (
+        f"adapters.{name}: adapter_rule.read_adapters reads its target as {read.module}.{read.target}, the "
+        f"docstring names {module}.{attr}; the body must use the docstring's target before anything else of cs336_assignment"
     )
 
 

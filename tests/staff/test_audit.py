@@ -19,8 +19,8 @@ import pytest
 
 from cs336_staff.audit import audit, load_mutants
 from cs336_staff.mutants import Mutant
-from cs336_staff.release.runner import INSTALLED_REPO
-from cs336_staff.release.warm import KILLED, WarmPool
+from cs336_staff.session.runner import INSTALLED_REPO
+from cs336_staff.session.warm import KILLED, WarmPool
 from tests.staff.test_release import make_sample_repo
 
 pytestmark = pytest.mark.staff

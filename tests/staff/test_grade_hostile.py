@@ -12,7 +12,6 @@ sabotage, shared resources, leaks and clocks, batch robustness, plus crashes and
 from __future__ import annotations
 
 import json
-import json
 import os
 import shutil
 import socket
@@ -31,7 +30,14 @@ from cs336_staff.grade.container import lock_down
 from cs336_staff.grade.limits import Limits, MiB, judge_growth_bound
 from cs336_staff.grade.report import GradeResult, load
 from cs336_staff.grade.sandbox import probe
-from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, calc_with, grade_batch, make_staff_repo, make_zip
+from cs336_staff.grade.testing import (
+    ADAPTERS,
+    GOOD_CALC,
+    calc_with,
+    grade_batch,
+    make_staff_repo,
+    make_zip,
+)
 
 pytestmark = [pytest.mark.staff, pytest.mark.timeout(900)]  # the module fixture grades a whole batch
 

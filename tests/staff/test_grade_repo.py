@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cs336_staff.grade.grader import GPU_MARKERS, collect_expected
-from cs336_staff.grade.rubric import Rubric, find_rubric
+from cs336_staff.rubric import Rubric, find_rubric
 
 pytestmark = pytest.mark.staff
 ROOT = Path(__file__).resolve().parents[2]

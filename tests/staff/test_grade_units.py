@@ -6,14 +6,19 @@ import json
 import os
 import xml.etree.ElementTree as ET
 import zipfile
+from pathlib import Path
 
 import pytest
 
+from cs336_staff.grade.grader import graded_outcome
 from cs336_staff.grade.intake import read_submission, safe_relpath, submission_name
+from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.merge import merge_results
 from cs336_staff.grade.report import GradeResult, TestResult, write_gradebook
-from cs336_staff.grade.rubric import Rubric
+from cs336_staff.grade.spec import SPEC_VERSION, JudgeSpec, SpecError
 from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, make_zip
+from cs336_staff.grade.worker.adapter_rule import is_adapter, read_adapters
+from cs336_staff.rubric import Rubric
 
 pytestmark = pytest.mark.staff
 
@@ -164,3 +169,79 @@ def test_merge_takes_gpu_tests_from_the_gpu_run_and_the_rest_from_the_cpu_run():
     assert merged.score == 2.0 and not any(t.outcome == "pending" for t in merged.tests)
     crashed = merge_results(cpu, _result({"t::g": ("passed", "gpu")}, status="crashed"))
     assert crashed.status == "crashed" and crashed.score == 2.0  # the worse status stays visible
+
+
+def test_judge_spec_round_trips_through_its_json_file(tmp_path):
+    """What the grader writes is exactly what the judge and the worker launcher read back."""
+    spec = JudgeSpec(root=tmp_path / "root", scratch=tmp_path / "scratch", staff_root=tmp_path, results=tmp_path / "r.jsonl",
+                     readonly=(tmp_path / "fixtures" / "a",), limits=Limits(memory_bytes=3, threads=2, test_timeout=1.5),
+                     gpu=True, jobs=3, insecure=True, only=("tests/test_a.py::test_x",), preload=("torch",))
+    assert JudgeSpec.read(spec.write(tmp_path / "spec.json")) == spec
+    everything = JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x"))
+    assert JudgeSpec.from_json(everything.to_json()) == everything
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"version": SPEC_VERSION + 1}, "has version"), ({"version": None}, "has version"),
+    ({"surprise": 1}, "does not know: surprise"),
+])
+def test_judge_spec_from_another_checkout_is_refused_by_name(change, match):
+    """A grader and a judge of different versions never half-understand each other."""
+    data = json.loads(JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x")).to_json())
+    data.update(change)
+    with pytest.raises(SpecError, match=match):
+        JudgeSpec.from_json(json.dumps(data))
+
+
+def test_adapter_rule_reads_names_and_targets_from_the_code_not_the_docstring():
+    """One rule for what an adapter is; its target is what the body uses (the docstring may say anything)."""
+    source = '''
+from cs336_assignment import models, tensors as t
+import cs336_assignment.data as data
+
+def run_a(x):
+    """See cs336_assignment.wrong.name."""
+    return t.flat_index(x)
+
+def get_b():
+    layer = models.Linear(1, 2)
+    return models.Other
+
+def run_c():
+    return data.get_batch()
+
+def helper():
+    return t.flat_index(0)
+'''
+    adapters = read_adapters(source)
+    assert list(adapters) == ["run_a", "get_b", "run_c"]
+    assert (adapters["run_a"].module, adapters["run_a"].target, adapters["run_a"].takes_data) == ("tensors", "flat_index", True)
+    assert (adapters["get_b"].target, adapters["get_b"].takes_data) == ("Linear", False)
+    assert (adapters["run_c"].module, adapters["run_c"].target) == ("", "")  # not `from cs336_assignment import`
+    assert is_adapter("run_x") and is_adapter("get_y") and not is_adapter("helper") and not is_adapter("_run_x")
+
+
+def _phase(when, outcome, *, text="", wasxfail=None, verdict=None, sections=()):
+    return {"when": when, "outcome": outcome, "wasxfail": wasxfail, "exc": [], "message": "", "text": text,
+            "properties": {"judge_outcome": verdict} if verdict else {}, "sections": [list(s) for s in sections]}
+
+
+@pytest.mark.parametrize(("phases", "expected"), [
+    ([_phase("setup", "passed"), _phase("call", "passed"), _phase("teardown", "passed")], ("passed", "")),
+    ([_phase("setup", "passed"), _phase("call", "failed", text="E boom", sections=[("worker output (call)", "hi")]),
+      _phase("teardown", "passed")], ("failed", "E boom\n----- worker output (call) -----\nhi")),
+    ([_phase("setup", "failed", text="fixture")], ("error", "fixture")),
+    ([_phase("setup", "passed"), _phase("call", "failed", text="T", verdict="timeout")], ("timeout", "T")),
+    ([_phase("setup", "skipped", text="needs a GPU")], ("skipped", "needs a GPU")),
+    ([_phase("setup", "passed"), _phase("call", "skipped", wasxfail="known")], ("skipped", "xfail: known")),
+    ([_phase("setup", "skipped", text="s"), _phase("teardown", "failed", text="t")], ("error", "t")),  # a failure wins
+])
+def test_a_tests_graded_outcome_comes_from_its_recorded_phases(phases, expected):
+    """The grader's reading of the outcome recorder: failure first (the judge's verdict if it gave one), then a skip."""
+    assert graded_outcome(phases) == expected
+
+
+def test_a_long_failure_report_is_clipped_with_the_worker_output_at_its_end():
+    text, printed = "x" * 10_000, "the worker's last words"
+    outcome, output = graded_outcome([_phase("call", "failed", text=text, sections=[("worker output (call)", printed)])])
+    assert outcome == "failed" and len(output) < 4100 and output.startswith("x" * 100) and output.endswith(printed)

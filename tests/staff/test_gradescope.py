@@ -16,12 +16,10 @@ from-scratch install, with uv and every wheel downloaded, runs in ``.ci/gradesco
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -133,7 +131,7 @@ def gradescope(tmp_path_factory) -> dict:
             root = lay_out(base, zip_path)
             if name == "hostile":
                 uploads[name] = with_adapters(reference, tmp / "hostile.zip",
-                                              lambda text: text + BROKEN + ATTACK.replace("AUTOGRADER", str(root)))
+                                              lambda text, root=root: text + BROKEN + ATTACK.replace("AUTOGRADER", str(root)))
             if name == "reference":
                 setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source",
                                        env={**os.environ, "CS336_AUTOGRADER_ENV": str(env_dir),

@@ -9,7 +9,7 @@ import pytest
 
 from cs336_staff.audit import CROSS_PART, audit
 from cs336_staff.mutants import Mutant
-from cs336_staff.release.warm import WarmPool
+from cs336_staff.session.warm import WarmPool
 from tests.staff.test_release import make_sample_repo
 
 pytestmark = pytest.mark.staff

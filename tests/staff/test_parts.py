@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cs336_staff.grade.rubric import Rubric
 from cs336_staff.parts import PartsError, load_parts, problems, with_readme_block
+from cs336_staff.rubric import Rubric
 
 pytestmark = pytest.mark.staff
 

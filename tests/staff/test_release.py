@@ -12,9 +12,10 @@ import pytest
 
 from cs336_staff.markers import MarkerError
 from cs336_staff.release import add_arguments, run
-from cs336_staff.release.build import ReleaseError, build, handout_pyproject
+from cs336_staff.release.build import build, handout_pyproject
 from cs336_staff.release.check import check, check_leaks
-from cs336_staff.release.warm import WarmPool
+from cs336_staff.release.results import ReleaseError
+from cs336_staff.session.warm import WarmPool
 from cs336_staff.snapshots import regenerate
 
 pytestmark = pytest.mark.staff

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from cs336_staff.release import behaviour, io_probe
+from cs336_staff.release import behaviour, io_recorder
 from cs336_staff.release.build import PACKAGE, build
 from cs336_staff.release.leftovers import find_leftovers
-from cs336_staff.release.runner import PytestRun, copy_tree
+from cs336_staff.session.runner import PytestRun, copy_tree
 from tests.util import ROOT
 
 pytestmark = pytest.mark.staff
@@ -63,15 +63,15 @@ def test_leftovers_check_passes_the_handout_and_names_each_planted_leftover(hand
 def test_behaviour_check_catches_the_naive_bpe_trainer_where_it_once_shipped(handout, tmp_path, monkeypatch) -> None:
     """Replaying recorded adapter calls, a shipped tests/bpe_naive.py is reported as reproducing run_train_bpe; nothing else is.
 
-    The calls are recorded here, in the format io_probe writes (the reference runs of release
+    The calls are recorded here, in the format io_recorder writes (the reference runs of release
     --check record them for real; the sample repository's check in test_release.py covers that)."""
     from cs336_assignment.tensors import flat_index
     from cs336_assignment.tokenization import train_bpe
 
-    monkeypatch.setattr(io_probe, "ROOT", ROOT)
+    monkeypatch.setattr(io_recorder, "ROOT", ROOT)
     mini = ROOT / "fixtures/corpora/mini.txt"
     calls = {
-        "run_train_bpe": [(io_probe.plain((mini, 400, ["<|endoftext|>"])), {}, io_probe.plain(train_bpe(mini, 400, ["<|endoftext|>"])))],
+        "run_train_bpe": [(io_recorder.plain((mini, 400, ["<|endoftext|>"])), {}, io_recorder.plain(train_bpe(mini, 400, ["<|endoftext|>"])))],
         "run_flat_index": [(((1, 2), (3, 1)), {}, flat_index((1, 2), (3, 1))), (((1, 2), (3, 1), 4), {}, flat_index((1, 2), (3, 1), 4))],
     }
     recording = tmp_path / "io.pkl"
@@ -83,9 +83,9 @@ def test_behaviour_check_catches_the_naive_bpe_trainer_where_it_once_shipped(han
     graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
-        [sys.executable, "-c", behaviour.JUDGE, *behaviour.judge_args([recording], py, graded)],
+        [sys.executable, "-c", behaviour.REPLAY, *behaviour.replay_args([recording], py, graded, stubs)],
         cwd=stubs, env=env, capture_output=True, text=True, timeout=600,
     )
-    result = behaviour.judge(PytestRun(proc.returncode, [], [], [], {}, proc.stdout + proc.stderr))
+    result = behaviour.replay_check(PytestRun(proc.returncode, [], [], [], {}, proc.stdout + proc.stderr))
     assert not result.ok, result.render()
     assert [d.split(" (")[0] for d in result.details] == ["tests/bpe_naive.py: naive_train_bpe reproduces run_train_bpe"], result.render()

@@ -150,7 +150,7 @@ def test_points_file_lists_parts_in_order_with_public_rules(handout):
 
 def test_stale_pdf_in_the_handout_is_caught(handout, tmp_path):
     """A shipped PDF that is not today's build fails release --check's parts line."""
-    from cs336_staff.release.build import Handout
+    from cs336_staff.release.results import Handout
 
     copy = tmp_path / "handout"
     shutil.copytree(handout.root, copy)

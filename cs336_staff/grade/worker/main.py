@@ -42,6 +42,8 @@ import sys
 import traceback
 from typing import Any
 
+from .adapter_rule import is_adapter
+
 MESSAGE_LIMIT = 1 << 30
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT_LIMIT = 4000
@@ -137,7 +139,7 @@ class Worker:
         module_name, _, name = target.partition(":")
         if module_name == "adapters":
             adapters = importlib.import_module("adapters")
-            fn = getattr(adapters, name, None) if name.startswith(("run_", "get_")) else None
+            fn = getattr(adapters, name, None) if is_adapter(name) else None
             if not callable(fn):
                 raise AttributeError(f"adapters has no adapter {name!r}")
             return fn

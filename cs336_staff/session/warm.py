@@ -10,7 +10,7 @@ mutant in ``cs336 audit``), so they share that cost instead:
         job = pool.submit(tree, ["tests/test_optim.py", "-x", "-q"], hide=[repo])
         run = job.result()                         # a PytestRun, as from runner.PytestJob
 
-The server (``python -m cs336_staff.release.warm``, started by ``WarmPool``) imports the libraries
+The server (``python -m cs336_staff.session.warm``, started by ``WarmPool``) imports the libraries
 the tests use and exercises the lazy paths once, but never imports ``cs336_assignment``,
 ``adapters`` or the tests. For each request it ``os.fork()``s a child that
 
@@ -19,8 +19,8 @@ the tests use and exercises the lazy paths once, but never imports ``cs336_assig
   * removes the ``hide`` directories (the staff repository, which the editable install puts on
     ``sys.path``) from ``sys.path`` and drops every module already imported from them,
   * puts the tree first on ``sys.path``, chdirs into it, never writes bytecode,
-  * runs ``pytest.main(["-p", "no:cacheprovider", "--rootdir=<tree>", *args])`` with the probe
-    plugin (``probe.py``), which writes how every test ended as JSON,
+  * runs ``pytest.main(["-p", "no:cacheprovider", "--rootdir=<tree>", *args])`` with the outcome
+    plugin (``outcomes.py``), which writes how every test ended as JSON,
   * records any ``cs336_assignment``/``adapters`` module imported from outside the tree (the
     client treats that as an error: the run did not test the tree).
 
@@ -51,8 +51,8 @@ import traceback
 from concurrent.futures import Future
 from pathlib import Path
 
-from cs336_staff.release import probe
-from cs336_staff.release.runner import PytestRun, read_run
+from cs336_staff.session import outcomes
+from cs336_staff.session.runner import KILLED, PytestRun, read_run
 
 # Imported and warmed up by the server (whatever of these is installed); never the code under test.
 WARM_MODULES = (
@@ -61,7 +61,6 @@ WARM_MODULES = (
     "torch.testing", "torch.utils.flop_counter", "torch.utils._python_dispatch",
 )
 TESTED_PACKAGES = ("cs336_assignment", "adapters", "tests", "conftest")  # never imported by the server
-KILLED = -9
 
 
 # ------------------------------------------------------------------------------------------------
@@ -193,12 +192,11 @@ def _child(job: dict) -> int:
         os.environ["CS336_PROBE_OUT"] = job["results"]
         if job.get("only_fixture"):
             os.environ["CS336_PROBE_ONLY_FIXTURE"] = job["only_fixture"]
-        probe.reset()
         sys.argv = ["pytest"]
         # the server imported pytest's plugins (hypothesis, pytest_timeout, ...) before pytest could
         # rewrite their asserts; pytest says so once per plugin, which is no news about the tree
         quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
-        code = int(pytest.main(["-p", "no:cacheprovider", *quiet, f"--rootdir={cwd}", *job["args"]], plugins=[probe]))
+        code = int(pytest.main(["-p", "no:cacheprovider", *quiet, f"--rootdir={cwd}", *job["args"]], plugins=[outcomes]))
 
     foreign = sorted(
         f"{name} from {module.__file__}"
@@ -332,7 +330,7 @@ class WarmPool:
         self._err = self._dir / "server-stderr.txt"  # a file, not a pipe: a chatty import cannot block the server
         with open(self._err, "wb") as err:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "cs336_staff.release.warm"],
+                [sys.executable, "-m", "cs336_staff.session.warm"],
                 cwd=self._dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
             )
         self._lock = threading.Lock()
@@ -384,6 +382,7 @@ class WarmPool:
         run = read_run(msg["returncode"], results if results.exists() else None, output)
         run.foreign_modules = foreign
         run.seconds = msg.get("seconds", 0.0)
+        run.timed_out = msg["returncode"] == KILLED
         shutil.rmtree(Path(job["output"]).parent, ignore_errors=True)
         return run
 
@@ -409,7 +408,7 @@ class WarmPool:
             "id": i, "kind": "script" if code is not None else "pytest", "code": code, "cwd": str(Path(cwd).resolve()),
             "args": [str(a) for a in args], "hide": [str(Path(h).resolve()) for h in hide], "only_fixture": only_fixture,
             "env": dict(env or {}), "timeout": timeout,
-            "output": str(d / "output.txt"), "results": str(d / "results.json"), "foreign": str(d / "foreign.json"),
+            "output": str(d / "output.txt"), "results": str(d / "results.jsonl"), "foreign": str(d / "foreign.json"),
         }
         future: Future = Future()
         with self._lock:

@@ -4,7 +4,7 @@ The staff tools (``release --check``, ``snapshots``, ``audit``) all need the sam
 tests of a *copy* of the repository (a handout, a scratch copy with a mutant) with this
 repository's Python environment, and learn per test whether it passed, failed with which
 exception, or was skipped. Exit codes and text output cannot say that, so the child loads
-``probe.py`` (copied to a scratch directory as ``cs336_probe``) which writes JSON.
+``outcomes.py`` (copied to a scratch directory as ``cs336_outcomes``) which writes JSON.
 
 The child is ``python -m pytest`` with the current interpreter, run from the tree (so the tree's
 ``cs336_assignment`` comes first on ``sys.path``), with ``-p no:cacheprovider`` and
@@ -26,13 +26,14 @@ from pathlib import Path
 
 from tests.devices import DEVICE_MARKERS
 
-PROBE = Path(__file__).with_name("probe.py")
+OUTCOME_PLUGIN = Path(__file__).with_name("outcomes.py")
 INSTALLED_REPO = Path(__file__).resolve().parents[2]  # on sys.path through the editable install
+KILLED = -9  # the return code of a session stopped at its timeout
 
 
 @dataclass
 class Outcome:
-    """How one test ended (see ``probe.py``)."""
+    """How one test ended (see ``outcomes.py``)."""
 
     nodeid: str
     outcome: str  # passed | failed | error | skipped | xfailed | xpassed
@@ -63,6 +64,7 @@ class PytestRun:
     output: str
     foreign_modules: list[str] = field(default_factory=list)  # tested modules imported from outside the tree
     seconds: float = 0.0
+    timed_out: bool = False  # stopped at its timeout (its return code is then KILLED)
 
     def with_outcome(self, *outcomes: str) -> list[Outcome]:
         return [t for t in self.tests.values() if t.outcome in outcomes]
@@ -72,7 +74,7 @@ class PytestRun:
 
 
 class PytestJob:
-    """A child pytest started now; ``result()`` waits for it and parses the probe's JSON."""
+    """A child pytest started now (cold: a fresh interpreter); ``result()`` waits for it and parses the outcomes."""
 
     def __init__(
         self,
@@ -83,53 +85,102 @@ class PytestJob:
         only_fixture: str | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 1800,
+        outcomes: bool = True,
+        inherit_env: bool = True,
+        prefix: list[str] | tuple[str, ...] = (),
     ):
+        """``outcomes=False``: no outcome plugin (the child records its own; ``PytestRun.tests`` stays
+        empty); ``inherit_env=False``: the child's environment is ``env`` alone; ``prefix``: a command
+        that runs the child (``bwrap ... --``)."""
         self.cwd, self.timeout = Path(cwd), timeout
-        self._scratch = Path(tempfile.mkdtemp(prefix="cs336-probe-"))
-        shutil.copyfile(PROBE, self._scratch / "cs336_probe.py")
-        self._out = self._scratch / "results.json"
-        child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
-        child_env.update(
-            PYTHONPATH=str(self._scratch),
-            PYTHONDONTWRITEBYTECODE="1",
-            CS336_PROBE_OUT=str(self._out),
-            CS336_PROBE_HIDE=os.pathsep.join(str(Path(p).resolve()) for p in hide),
-        )
-        if only_fixture:
-            child_env["CS336_PROBE_ONLY_FIXTURE"] = only_fixture
+        self._scratch = Path(tempfile.mkdtemp(prefix="cs336-session-"))
+        self._out = self._scratch / "results.jsonl"
+        child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")} if inherit_env else {}
+        plugin: list[str] = []
+        if outcomes:
+            shutil.copyfile(OUTCOME_PLUGIN, self._scratch / "cs336_outcomes.py")
+            plugin = ["-p", "cs336_outcomes"]
+            child_env.update(
+                PYTHONPATH=str(self._scratch),
+                PYTHONDONTWRITEBYTECODE="1",
+                CS336_PROBE_OUT=str(self._out),
+                CS336_PROBE_HIDE=os.pathsep.join(str(Path(p).resolve()) for p in hide),
+            )
+            if only_fixture:
+                child_env["CS336_PROBE_ONLY_FIXTURE"] = only_fixture
+        elif hide or only_fixture:
+            raise ValueError("hide and only_fixture are done by the outcome plugin: they need outcomes=True")
         child_env.update(env or {})
-        cmd = [sys.executable, "-m", "pytest", "-p", "cs336_probe", "-p", "no:cacheprovider", f"--rootdir={self.cwd}", *args]
-        self._log = open(self._scratch / "output.txt", "w+")  # noqa: SIM115 (closed in result())
-        self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=child_env, stdout=self._log, stderr=subprocess.STDOUT)
+        cmd = [*prefix, sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", f"--rootdir={self.cwd}", *args]
+        self._log = open(self._scratch / "output.txt", "w+", errors="replace")  # noqa: SIM115 (closed in result())
+        self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=self._log,
+                                      stderr=subprocess.STDOUT)
 
     def result(self) -> PytestRun:
+        timed_out = False
         try:
             returncode = self._proc.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-            returncode = -9
+            returncode, timed_out = KILLED, True
         self._log.seek(0)
         output = self._log.read()
         self._log.close()
-        if returncode == -9:
+        if timed_out:
             output += f"\n[killed: pytest ran longer than {self.timeout:.0f} s]"
         run = read_run(returncode, self._out if self._out.exists() else None, output)
+        run.timed_out = timed_out
         shutil.rmtree(self._scratch, ignore_errors=True)
         return run
 
 
+def events(results: Path | None) -> list[dict]:
+    """The outcome plugin's events, in order (a line cut short by a killed child is dropped)."""
+    out = []
+    for line in (Path(results).read_text(errors="replace").splitlines() if results is not None else []):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def outcome_of(nodeid: str, markers: list[str], phases: list[dict]) -> Outcome:
+    """How one test ended, from its phases: the first thing that went wrong (a skip, a failure, an
+    unexpected pass), else passed."""
+    t = Outcome(nodeid=nodeid, outcome="passed", markers=markers)
+    for phase in phases:
+        if phase["outcome"] == "skipped":
+            if phase["wasxfail"] is not None:
+                t.outcome, t.when, t.message = "xfailed", phase["when"], str(phase["wasxfail"])
+            else:
+                t.outcome, t.when, t.message = "skipped", phase["when"], phase["text"]
+            break
+        if phase["outcome"] == "failed":
+            t.outcome = "failed" if phase["when"] == "call" else "error"
+            t.when, t.exc, t.message = phase["when"], phase["exc"], phase["message"]
+            break
+        if phase["when"] == "call" and phase["wasxfail"] is not None:
+            t.outcome, t.message = "xpassed", str(phase["wasxfail"])
+            break
+    return t
+
+
 def read_run(returncode: int, results: Path | None, output: str) -> PytestRun:
-    """A ``PytestRun`` from the probe's JSON file (None if the child never wrote it) and the output."""
-    data = json.loads(Path(results).read_text()) if results is not None else {}
-    return PytestRun(
-        returncode=returncode,
-        collected=data.get("collected", []),
-        collect_errors=data.get("collect_errors", []),
-        deselected=data.get("deselected", []),
-        tests={k: Outcome(nodeid=k, **v) for k, v in data.get("tests", {}).items()},
-        output=output,
-    )
+    """A ``PytestRun`` from the outcome plugin's events (None if the child never wrote them) and the output."""
+    run = PytestRun(returncode=returncode, collected=[], collect_errors=[], deselected=[], tests={}, output=output)
+    for event in events(results):
+        kind = event.get("event")
+        if kind == "collected":
+            run.collected = [i["nodeid"] for i in event["items"]]
+        elif kind == "collect_error":
+            run.collect_errors.append({"nodeid": event["nodeid"], "message": event["longrepr"]})
+        elif kind == "deselected":
+            run.deselected.extend(event["items"])
+        elif kind == "result":
+            run.tests[event["nodeid"]] = outcome_of(event["nodeid"], event["markers"], event["phases"])
+    return run
 
 
 def merge_runs(runs: list[PytestRun]) -> PytestRun:

@@ -1,7 +1,9 @@
-"""A pytest plugin that records what the adapters' ``run_*`` functions get and return.
+"""A pytest plugin that records what the adapters that take data get and return.
 
-Loaded into the reference runs of ``release --check`` (copied into the tree as ``cs336_io_probe``)
-with ``CS336_IO_OUT=<file>``: it wraps each ``adapters.run_*`` function and, for up to
+Loaded into the reference runs of ``release --check`` (copied into the tree as ``cs336_io_recorder``)
+with ``CS336_IO_OUT=<file>`` and ``CS336_IO_ADAPTERS=<name,name,...>`` (the ``run_*`` adapters, as
+``grade/worker/adapter_rule.py`` says: this file runs in the handout tree, where the staff
+repository is hidden, so it is told the names): it wraps each named adapter and, for up to
 ``MAX_CALLS`` calls per adapter, keeps a copy of the arguments and of the result, when both are
 plain data (numbers, strings, bytes, dtypes, tensors and arrays of at most ``MAX_ELEMENTS``
 elements, files inside the tree, and lists, tuples and dicts of those; a call with a model, a
@@ -80,8 +82,8 @@ def _wrap(name: str, fn):
 def pytest_configure(config) -> None:
     import adapters
 
-    for name in dir(adapters):
-        if name.startswith("run_") and callable(getattr(adapters, name)):
+    for name in filter(None, os.environ.get("CS336_IO_ADAPTERS", "").split(",")):
+        if callable(getattr(adapters, name, None)):
             setattr(adapters, name, _wrap(name, getattr(adapters, name)))
 
 

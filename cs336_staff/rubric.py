@@ -186,4 +186,4 @@ def find_rubric(root: Path) -> Path:
     for p in (root / "rubric.toml", Path(__file__).with_name("rubric.toml")):
         if p.is_file():
             return p
-    raise ValueError(f"no rubric: create {root / 'rubric.toml'} (see cs336_staff/grade/rubric.py)")
+    raise ValueError(f"no rubric: create {root / 'rubric.toml'} (see cs336_staff/rubric.py)")
