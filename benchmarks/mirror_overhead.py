@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cs336_staff.grade.mirror import Mirror  # noqa: E402
-from cs336_staff.grade.worker import channel  # noqa: E402
+from cs336_staff.worker import channel  # noqa: E402
 
 
 def round_trip(calls: int) -> float:

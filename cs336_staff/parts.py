@@ -40,9 +40,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cs336_staff import rules_docs
-from cs336_staff.grade.worker.adapter_rule import is_adapter
 from cs336_staff.markers import Region, find_regions, is_staff_only
 from cs336_staff.rubric import Rubric
+from cs336_staff.worker.adapter_rule import is_adapter
 from tests.rules import load_rules
 
 PACKAGE = "cs336_assignment"

@@ -46,9 +46,9 @@ from cs336_staff.grade.spec import (
     scratch_folders,
     worker_preload,
 )
-from cs336_staff.grade.worker import codec
-from cs336_staff.grade.worker.adapter_rule import read_adapters
 from cs336_staff.session.outcomes import Recorder, clip
+from cs336_staff.worker import codec
+from cs336_staff.worker.adapter_rule import read_adapters
 
 #: The title of the report sections that carry what the worker printed during a test.
 WORKER_OUTPUT = "worker output"

@@ -41,7 +41,7 @@ from typing import Any
 
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import Mirror, MirrorRefused
-from cs336_staff.grade.worker import bound, channel, codec, rngs
+from cs336_staff.worker import bound, channel, codec, rngs
 
 REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the judge past this
 MESSAGE_CHARS = Limits.message_chars  # characters of an exception's message, and of its traceback, kept

@@ -50,7 +50,7 @@ from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.remote import OutputTap, WorkerProcess
 from cs336_staff.grade.spec import JudgeSpec
 
-WORKER_PACKAGE = Path(__file__).with_name("worker")
+WORKER_PACKAGE = Path(__file__).parents[1] / "worker"
 INSIDE_ROOT = "/grader"
 #: Inside-sandbox uid/gid (the conventional "nobody").
 NOBODY = 65534

@@ -30,9 +30,9 @@ import json
 import shutil
 from pathlib import Path
 
-from cs336_staff.grade.worker.adapter_rule import read_adapters
 from cs336_staff.release.results import Check
 from cs336_staff.session.runner import PytestRun
+from cs336_staff.worker.adapter_rule import read_adapters
 
 IO_RECORDER = Path(__file__).with_name("io_recorder.py")
 RECORDER_MODULE = "cs336_io_recorder"
@@ -44,7 +44,7 @@ from pathlib import Path
 
 root = Path.cwd()
 recordings_files, files, graded = sys.argv[1], json.loads(sys.argv[2]), set(json.loads(sys.argv[3]))
-targets = json.loads(sys.argv[4])  # adapter -> the function it calls (grade/worker/adapter_rule.py)
+targets = json.loads(sys.argv[4])  # adapter -> the function it calls (cs336_staff/worker/adapter_rule.py)
 calls = {}
 for f in json.loads(recordings_files):
     with open(f, "rb") as fh:

@@ -2,7 +2,7 @@
 
 Loaded into the reference runs of ``release --check`` (copied into the tree as ``cs336_io_recorder``)
 with ``CS336_IO_OUT=<file>`` and ``CS336_IO_ADAPTERS=<name,name,...>`` (the ``run_*`` adapters, as
-``grade/worker/adapter_rule.py`` says: this file runs in the handout tree, where the staff
+``cs336_staff/worker/adapter_rule.py`` says: this file runs in the handout tree, where the staff
 repository is hidden, so it is told the names): it wraps each named adapter and, for up to
 ``MAX_CALLS`` calls per adapter, keeps a copy of the arguments and of the result, when both are
 plain data (numbers, strings, bytes, dtypes, tensors and arrays of at most ``MAX_ELEMENTS``

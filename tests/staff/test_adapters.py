@@ -22,7 +22,7 @@ from types import ModuleType
 
 import pytest
 
-from cs336_staff.grade.worker.adapter_rule import is_adapter, read_adapters
+from cs336_staff.worker.adapter_rule import is_adapter, read_adapters
 
 pytestmark = pytest.mark.staff
 

@@ -17,8 +17,8 @@ from cs336_staff.grade.merge import merge_results
 from cs336_staff.grade.report import GradeResult, TestResult, write_gradebook
 from cs336_staff.grade.spec import SPEC_VERSION, JudgeSpec, SpecError
 from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, make_zip
-from cs336_staff.grade.worker.adapter_rule import is_adapter, read_adapters
 from cs336_staff.rubric import Rubric
+from cs336_staff.worker.adapter_rule import is_adapter, read_adapters
 
 pytestmark = pytest.mark.staff
 

@@ -15,7 +15,7 @@ import torch
 
 from cs336_staff.grade.mirror import Mirror, MirrorRefused
 from cs336_staff.grade.remote import bounded_error, rebuild_exception
-from cs336_staff.grade.worker import channel, codec
+from cs336_staff.worker import channel, codec
 
 pytestmark = pytest.mark.staff
 SCOPE = [""]  # the whole folder (a call names the folders it touches: test_scopes_...)

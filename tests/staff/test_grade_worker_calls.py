@@ -14,8 +14,8 @@ import pytest
 import tests.boundary as boundary
 import tests.scenarios
 from cs336_staff.grade.remote import rebuild_exception
-from cs336_staff.grade.worker import channel, codec
-from cs336_staff.grade.worker.main import Worker
+from cs336_staff.worker import channel, codec
+from cs336_staff.worker.main import Worker
 from tests.scenarios import checkpoint
 
 pytestmark = pytest.mark.staff

@@ -7,16 +7,17 @@ never from a higher one, and the modules named in one layer do not import each o
     cs336_staff:      the commands (audit, snapshots, release, parts_cli)
                       > writeup, part_reach, grade > parts
                       > contracts, mutants, raises_probe, reach_probe, rubric, rules_docs
-                      > session (running a pytest session in a child) > shipped, markers
+                      > session (running a pytest session in a child) > shipped, markers, worker
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers, answer_leaks, student_output
                          > results, lock, io_recorder
-    cs336_staff.grade:   cli > batch, merge, example, testing > slurm > grader, judge > sandbox > remote, spec
-                         > limits, intake, report, delegation > mirror > worker
+    cs336_staff.grade:   cli > testing > batch, merge, example, autograder, gradescope > slurm > grader, judge
+                         > sandbox > remote, spec, container > limits, intake, report, delegation, standin > mirror
 
-The worker runs inside the sandbox from a read-only copy of ``cs336_staff/grade/worker`` (as
-``cs336_worker``) beside ``tests/boundary.py`` and ``tests/scenarios/`` (``sandbox.stage``): nothing
-else of the staff repository is there, so those modules may import only each other, the
-submission and installed libraries.
+The worker package (``cs336_staff/worker``: the worker, its channel and codec, and the adapter
+rule that the judge, the parts and the release ask too) is at the bottom. It runs inside the
+sandbox from a read-only copy (as ``cs336_worker``) beside ``tests/boundary.py`` and
+``tests/scenarios/`` (``sandbox.stage``): nothing else of the staff repository is there, so those
+modules may import only each other, the submission and installed libraries.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ LAYERS = {
         "parts",
         grimp.Layer("contracts", "mutants", "raises_probe", "reach_probe", "rubric", "rules_docs"),
         "session",
-        grimp.Layer("shipped", "markers"),
+        grimp.Layer("shipped", "markers", "worker"),
     ),
     "cs336_staff.release": (
         "check",
@@ -54,14 +55,12 @@ LAYERS = {
         grimp.Layer("remote", "spec", "container"),
         grimp.Layer("limits", "intake", "report", "delegation", "standin"),
         "mirror",
-        "worker",
     ),
 }
-#: Imports allowed against the layers, each with its reason. The adapter rule lives in the worker
-#: package because the sandbox holds nothing else of the staff repository; the parts ask it too.
-ALLOWED = {("cs336_staff.parts", "cs336_staff.grade.worker.adapter_rule")}
+#: Imports allowed against the layers, each with its reason (none now).
+ALLOWED: set[tuple[str, str]] = set()
 #: What the sandboxed worker has to import from (``sandbox.stage``): itself and the public boundary.
-IN_SANDBOX = ("cs336_staff.grade.worker", "tests.boundary", "tests.scenarios")
+IN_SANDBOX = ("cs336_staff.worker", "tests.boundary", "tests.scenarios")
 SUBMISSION = ("cs336_assignment", "adapters")
 
 
