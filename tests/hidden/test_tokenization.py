@@ -146,8 +146,8 @@ def test_train_bpe_is_five_times_faster_than_a_naive_trainer(tmp_path: Path) -> 
     """train_bpe beats a trainer that recounts every pair after every merge by at least 5x (same corpora, same run).
 
     Unlike the public speed test: twice the documents, three sentences, a second special token
-    and a larger vocabulary, on three corpora drawn fresh per run (after an untimed warm-up on a
-    fourth); each must match the naive trainer's result, and the best ratio of the three counts."""
+    and a larger vocabulary, on ``SPEED_CALLS`` corpora drawn fresh per run (after an untimed warm-up
+    on one more); each must match the naive trainer's result, and the best ratio counts."""
     specials, vocab_size = [EOT, PAD], 500
     warmup, *corpora = fresh_corpora(tmp_path, 1 + SPEED_CALLS, documents=80, max_sentences=3, salt=7, extra_special=PAD)
     adapters.run_train_bpe(warmup, vocab_size, specials)  # untimed: one-time costs are not speed
