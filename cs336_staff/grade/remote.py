@@ -2,7 +2,7 @@
 
 ``Remote`` owns one worker process at a time (started through a launcher, normally the bubblewrap
 sandbox of ``sandbox.py``) and implements ``tests.boundary.Remote``. It never imports submission
-code and never unpickles: replies are decoded by ``worker/codec.py`` into tensors, arrays, numbers,
+code and never unpickles: replies are decoded by ``cs336_staff/worker/codec.py`` into tensors, arrays, numbers,
 containers, ``Record``s and ``RemoteObject`` proxies. What can go wrong, and what the test sees:
 
     the submission raised ValueError("d_in ...")     ValueError with that message (a subclass that
