@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib.abc
 import os
+import random
 import resource
 import sys
 import tempfile
@@ -111,6 +112,20 @@ class NoSubmissionImports(importlib.abc.MetaPathFinder):
         return None
 
 
+#: The seed of the judge's global RNGs (random, numpy, torch) at the start of every test.
+JUDGE_RNG_SEED = 0
+
+
+def seed_global_rngs(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global RNGs (those imported here; importing one costs seconds)."""
+    random.seed(seed)
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    if np is not None:
+        np.random.seed(seed)
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
 class Judge:
     def __init__(self, config: pytest.Config, spec: JudgeSpec) -> None:
         self.config, self.spec = config, spec
@@ -169,6 +184,10 @@ class Judge:
                 self.remote.start()
             except remote_mod.WorkerError as e:
                 self._emit({"event": "note", "text": str(e)})
+        # The global RNG states cross with every message (worker/rngs.py), so the worker draws from
+        # the judge's: each test starts them from one seed here, whatever the staff's conftest does,
+        # and the same submission graded twice draws the same numbers.
+        seed_global_rngs(JUDGE_RNG_SEED)
         if self.remote.worker is not None:
             try:
                 self.remote.reset()  # every test starts from the worker's initial global RNG states

@@ -22,7 +22,7 @@ from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import layout
 
 #: Bumped whenever a field is added, removed or changes meaning.
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 
 
 class SpecError(ValueError):
@@ -72,7 +72,7 @@ class JudgeSpec:
             root=Path(data["root"]), scratch=Path(data["scratch"]), staff_root=Path(data["staff_root"]),
             results=Path(data["results"]), readonly=tuple(Path(p) for p in data.get("readonly", ())),
             limits=Limits(**data.get("limits", {})), gpu=bool(data.get("gpu", False)), jobs=int(data.get("jobs", 1)),
-            insecure=bool(data.get("insecure", False)),
+            insecure=bool(data.get("insecure", False)), tier=str(data.get("tier", "bubblewrap")),
             only=None if data.get("only") is None else tuple(data["only"]),
             preload=tuple(data.get("preload", ())), version=version,
         )

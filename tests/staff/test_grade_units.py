@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import xml.etree.ElementTree as ET
@@ -172,10 +173,15 @@ def test_merge_takes_gpu_tests_from_the_gpu_run_and_the_rest_from_the_cpu_run():
 
 
 def test_judge_spec_round_trips_through_its_json_file(tmp_path):
-    """What the grader writes is exactly what the judge and the worker launcher read back."""
+    """What the grader writes is exactly what the judge and the worker launcher read back, every field."""
     spec = JudgeSpec(root=tmp_path / "root", scratch=tmp_path / "scratch", staff_root=tmp_path, results=tmp_path / "r.jsonl",
                      readonly=(tmp_path / "fixtures" / "a",), limits=Limits(memory_bytes=3, threads=2, test_timeout=1.5),
-                     gpu=True, jobs=3, insecure=True, only=("tests/test_a.py::test_x",), preload=("torch",))
+                     gpu=True, jobs=3, insecure=True, tier="container", only=("tests/test_a.py::test_x",),
+                     preload=("torch",))
+    defaults = JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x"))
+    kept_default = [f.name for f in dataclasses.fields(JudgeSpec)
+                    if f.name != "version" and getattr(spec, f.name) == getattr(defaults, f.name)]
+    assert not kept_default, f"give {kept_default} a value other than the default here, so a field read back wrong shows"
     assert JudgeSpec.read(spec.write(tmp_path / "spec.json")) == spec
     everything = JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x"))
     assert JudgeSpec.from_json(everything.to_json()) == everything

@@ -130,19 +130,25 @@ def test_annotations_and_docstrings_are_not_uses() -> None:
     assert not report.violations, "\n".join(v.message() for v in report.violations)
 
 
-def test_a_scenario_called_with_a_name_stands_for_that_class_alone() -> None:
-    """The judge records `student_trajectory#adam`: only get_adam_cls's violations can cost that test."""
-    reached = delegation.adapters_reached(["tests.scenarios.optim:student_trajectory#adam", "adapters:run_linear"], ROOT)
+def test_a_scenario_called_with_a_name_stands_for_that_class_alone(tmp_path: Path) -> None:
+    """The judge records `drive#adam` for a scenario given "adam": only get_adam_cls's violations can cost it."""
+    (tmp_path / "tests" / "scenarios").mkdir(parents=True)
+    (tmp_path / "tests" / "scenarios" / "drive.py").write_text(
+        "import adapters\nfrom tests.boundary import student_side\n\n"
+        'STUDENT = {"adam": adapters.get_adam_cls, "sgd": adapters.get_sgd_cls}\n\n\n'
+        "@student_side\ndef drive(name, steps):\n    return STUDENT[name]()\n"
+    )
+    reached = delegation.adapters_reached(["tests.scenarios.drive:drive#adam", "adapters:run_linear"], tmp_path)
     assert reached == {"get_adam_cls", "run_linear"}
-    assert "get_sgd_cls" in delegation.adapters_reached(["tests.scenarios.optim:student_trajectory"], ROOT)
+    assert delegation.adapters_reached(["tests.scenarios.drive:drive"], tmp_path) == {"get_adam_cls", "get_sgd_cls"}
 
 
 def test_penalties_land_in_the_part_of_the_code_that_delegates() -> None:
     """Adam delegates: optim's test that drove Adam loses its points; accounting's test that built one does not."""
     files, *_ = CASES["adam-subclasses-torch-adam"]
     report = check_sources(files)
-    reached = {"tests/test_optim.py::t_adam": ["tests.scenarios.optim:student_trajectory#adam"],
-               "tests/test_optim.py::t_sgd": ["tests.scenarios.optim:student_trajectory#sgd"],
+    reached = {"tests/test_optim.py::t_adam": ["adapters:get_adam_cls"],  # optim's loops run in the judge
+               "tests/test_optim.py::t_sgd": ["adapters:get_sgd_cls"],
                "tests/test_accounting.py::t_state": ["tests.scenarios.accounting:student_optimizer_state_bytes"]}
     concepts = {"tests/test_optim.py::t_adam": "optim", "tests/test_optim.py::t_sgd": "optim",
                 "tests/test_accounting.py::t_state": "accounting"}
@@ -198,7 +204,7 @@ def test_delegation_in_adapters_py_costs_the_adapters_own_part_only() -> None:
     """get_adam_cls returning a torch.optim.Adam subclass: the optim test loses, the accounting one keeps."""
     files, *_ = CASES["adapter-returns-torch-adamw"]
     report = check_sources(files)
-    reached = {"tests/test_optim.py::t": ["tests.scenarios.optim:student_trajectory#adamw"],
+    reached = {"tests/test_optim.py::t": ["adapters:get_adamw_cls"],
                "tests/test_accounting.py::t": ["tests.scenarios.accounting:student_optimizer_state_bytes"]}
     lost = delegation.penalties(report, reached, {"tests/test_optim.py::t": "optim", "tests/test_accounting.py::t": "accounting"}, ROOT)
     assert sorted(lost) == ["tests/test_optim.py::t"]
