@@ -38,6 +38,7 @@ from cs336_staff.grade.testing import (
     make_staff_repo,
     make_zip,
 )
+from tests.staff.long_checks import long_check
 
 pytestmark = [pytest.mark.staff, pytest.mark.timeout(900)]  # the module fixture grades a whole batch
 
@@ -45,7 +46,8 @@ SANDBOX = probe(False)
 STANDIN = standin.unavailable()
 #: The tiers graded here: each that this machine can produce; the unsandboxed fallback only where none can.
 TIERS = [pytest.param("bubblewrap", marks=pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap here: {SANDBOX}")),
-         pytest.param("container", marks=pytest.mark.skipif(STANDIN is not None, reason=f"no container stand-in: {STANDIN}"))]
+         pytest.param("container", marks=[pytest.mark.skipif(STANDIN is not None, reason=f"no container stand-in: {STANDIN}"),
+                                           long_check("the hostile batch on the container tier")])]
 if SANDBOX is not None and STANDIN is not None:
     TIERS.append(pytest.param("none"))
 MARK = f"cs336-hostile-{uuid.uuid4().hex[:8]}"  # files an attack tries to leave on the host

@@ -29,8 +29,10 @@ import pytest
 from cs336_staff.grade import standin
 from cs336_staff.grade.autograder import build
 from cs336_staff.grade.example import build_example
+from tests.staff.long_checks import long_check
 
-pytestmark = [pytest.mark.staff, pytest.mark.slow, pytest.mark.timeout(2400)]  # three whole gradings
+pytestmark = [pytest.mark.staff, pytest.mark.slow, pytest.mark.timeout(2400),  # three whole gradings
+              long_check("grading in a Gradescope layout")]
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = standin.unavailable()

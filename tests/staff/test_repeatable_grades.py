@@ -22,6 +22,7 @@ from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.report import load
 from cs336_staff.grade.sandbox import probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
+from tests.staff.long_checks import long_check
 
 pytestmark = pytest.mark.staff
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +82,7 @@ def test_grading_one_submission_twice_gives_identical_outcomes(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@long_check("the property tests under eight seeds")
 @pytest.mark.parametrize("seed", SEEDS)
 def test_property_tests_pass_on_the_reference_under_any_seed(seed: int) -> None:
     """Every public and hidden property test passes on the reference with random (not derandomized)
