@@ -4,6 +4,10 @@
     $ uv run cs336 audit --only optim     # one part (a module of cs336_staff/mutants/) or one mutant
     $ uv run cs336 audit --jobs 2 --full  # two at a time; list every catching test, not just the first
     $ uv run cs336 audit --dry-run        # only check that every mutant applies (no tests run)
+    $ uv run cs336 audit --garbage        # only the garbage check (garbage_audit.py); --mutants: only the zoo
+
+``cs336 audit`` runs the zoo and then the garbage check (``garbage_audit.py``: plausible-shape
+garbage for a graded function must fail every test its stub fails); it fails if either does.
 
 For each ``Mutant`` (a small patch of the reference, see ``cs336_staff/mutants/__init__.py``) the
 audit patches a scratch copy of the repository's public tree (the files the handout ships:
@@ -55,7 +59,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_staff import part_reach
+from cs336_staff import garbage_audit, part_reach
 from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.session.runner import PytestRun, hide_installed
 from cs336_staff.session.warm import KILLED, WarmPool
@@ -78,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="only check that every mutant applies and parses; run no tests")
     parser.add_argument("--write-used-by", action="store_true",
                         help="write what the baseline measured into cs336_staff/used_by.json (the parts' 'Also used by') instead of checking it")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--garbage", action="store_true", help="only the garbage check (garbage_audit.py), not the bug zoo")
+    which.add_argument("--mutants", action="store_true", help="only the bug zoo, not the garbage check")
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
@@ -317,6 +324,27 @@ def _terminate(signum, frame):  # noqa: ARG001
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.garbage:
+        return garbage_audit.run(args)
+    if args.mutants or args.dry_run or args.write_used_by:
+        return run_mutants(args)
+    # both: --only may name a part, a mutant or a garbage target; each check takes what it knows
+    only = set(args.only)
+    mutant_names = {p for p, _ in load_mutants()} | {m.name for _, m in load_mutants()}
+    target_names = {t.part for t in garbage_audit.targets(args.repo)} | {t.name for t in garbage_audit.targets(args.repo)}
+    unknown = sorted(only - mutant_names - target_names)
+    if unknown:
+        raise SystemExit(f"audit: --only {', '.join(unknown)} names no part, mutant or graded target")
+    codes = []
+    if not only or only & mutant_names:
+        codes.append(run_mutants(argparse.Namespace(**{**vars(args), "only": sorted(only & mutant_names)})))
+    if not only or only & target_names:
+        codes.append(garbage_audit.run(argparse.Namespace(**{**vars(args), "only": sorted(only & target_names)})))
+    return max(codes)
+
+
+def run_mutants(args: argparse.Namespace) -> int:
+    """The bug zoo alone (``--mutants``)."""
     start = time.monotonic()
     mutants = load_mutants(args.only)
     parts = sorted({p for p, _ in mutants})

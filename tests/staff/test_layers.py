@@ -5,8 +5,8 @@ layers, highest first; a module may import from its own layer's package and from
 never from a higher one, and the modules named in one layer do not import each other:
 
     cs336_staff:      the commands (audit, snapshots, release, parts_cli)
-                      > writeup, part_reach, grade > parts
-                      > contracts, mutants, raises_probe, reach_probe, rubric, rules_docs
+                      > writeup, part_reach, grade, garbage_audit > parts
+                      > contracts, mutants, raises_probe, reach_probe, garbage, rubric, rules_docs
                       > session (running a pytest session in a child) > shipped, markers, worker
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers, answer_leaks, student_output
                          > results, lock, io_recorder
@@ -33,9 +33,9 @@ PACKAGES = ("cs336_staff", "cs336_assignment", "tests")  # adapters.py is a modu
 LAYERS = {
     "cs336_staff": (
         grimp.Layer("audit", "snapshots", "release", "parts_cli"),
-        grimp.Layer("writeup", "part_reach", "grade"),
+        grimp.Layer("writeup", "part_reach", "grade", "garbage_audit"),
         "parts",
-        grimp.Layer("contracts", "mutants", "raises_probe", "reach_probe", "rubric", "rules_docs"),
+        grimp.Layer("contracts", "mutants", "raises_probe", "reach_probe", "garbage", "rubric", "rules_docs"),
         "session",
         grimp.Layer("shipped", "markers", "worker"),
     ),

@@ -1,0 +1,318 @@
+"""No points for plausible-shape garbage: every test a stub fails, garbage fails too.
+
+    $ uv run cs336 audit --garbage                  # every graded function and class
+    $ uv run cs336 audit --garbage --only data      # one part, or one target (get_batch, AdamW)
+    $ uv run cs336 audit                            # the bug zoo, then this check
+
+For each graded target F (the function or class an adapter of ``adapters.py`` calls, when students
+write some of it: ``worker/adapter_rule.py`` reads the adapters, ``markers.py`` the regions), in a
+scratch copy of the repository's public tree plus the hidden tests and fixtures:
+
+1. the baseline: every public and hidden test of every part, on the reference, with the reach probe
+   (``reach_probe.py``): which tests execute which of F's regions; a test that fails here counts
+   for nothing below;
+2. the stub: F's regions replaced by the handout's ``raise NotImplementedError`` (``markers.py``),
+   the rest of the reference unchanged, on the tests that reach F: the set S of tests it fails;
+3. per flavour of garbage (``garbage.py``: zeros, seeded noise), F replaced by its garbage, on S.
+
+A test of S that garbage passes is a point garbage steals, unless every call of F it made raised
+(the reference's own error: garbage that validates its inputs as documented did that work, and a
+test that saw only errors, such as "raises ValueError on bad input", checked the error contract,
+not computed values; such tests are listed as ``contract`` and do not fail the check). The report
+names, per F and flavour, the stolen tests with the points the rubric gives them
+(``rubric.toml``: hidden tests count), sums them per part, and the check fails while any remain.
+The fix is in the test: add evidence that the work happened (the parameters moved by the
+documented amount, the batch holds the dataset's tokens, the output equals the reference).
+
+Runs come from the audit's warm fork-server (``session/warm.py``): a run costs its tests. Only tests
+that reach F run, so the whole check costs about three runs of the suite. Deliberately left out: a
+test that reaches F only in another process (a subprocess, a pool) is not run for F, and a class's
+garbage keeps the methods students do not write.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import queue
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cs336_staff import part_reach
+from cs336_staff.markers import find_regions
+from cs336_staff.parts import PartsError, load_parts
+from cs336_staff.rubric import Rubric
+from cs336_staff.session.runner import PytestRun, copy_tree, hide_installed
+from cs336_staff.session.warm import WarmPool
+from cs336_staff.shipped import SHIPPED_DIRS, shipped_sources
+from cs336_staff.worker.adapter_rule import read_adapters
+
+GARBAGE_SOURCE = Path(__file__).with_name("garbage.py")
+GARBAGE_MODULE = "cs336_garbage"  # its name in the scratch tree
+FLAVOUR_ENV, OUT_ENV = "CS336_GARBAGE_FLAVOUR", "CS336_GARBAGE_OUT"  # garbage.py reads them
+FLAVOURS = ("zeros", "noise")
+EXTRA_FILES = ("pyproject.toml", "README.md")
+HIDDEN_DIRS = tuple(d for skip in SHIPPED_DIRS.values() for d in skip if not d.endswith("staff"))
+RUN_TIMEOUT = 900.0  # seconds for one target's run of its reaching tests
+BASELINE_TIMEOUT = 1800.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """A graded function or class: ``name`` defined at the top of ``file``, its solution regions ``regions``."""
+
+    part: str
+    name: str
+    file: str
+    regions: tuple[str, ...]  # qualnames: "get_batch", or "AdamW.__init__", "AdamW.step"
+    is_class: bool
+
+    @property
+    def methods(self) -> list[str]:
+        return sorted({q.split(".")[1] for q in self.regions if q.count(".") >= 1 and "<locals>" not in q})
+
+
+@dataclass
+class Finding:
+    """What F's stub and garbage did to the tests that reach F."""
+
+    target: Target
+    reached: list[str] = field(default_factory=list)
+    stub_fails: list[str] = field(default_factory=list)
+    stolen: dict[str, list[str]] = field(default_factory=dict)  # flavour -> tests garbage passes
+    contract: dict[str, list[str]] = field(default_factory=dict)  # flavour -> passed having seen only errors
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.stolen.values()) and not self.problems
+
+
+def targets(repo: Path, only: list[str] | None = None) -> list[Target]:
+    """Every graded target of ``repo`` (an adapter's target that has solution regions), by part."""
+    parts = load_parts(repo)
+    adapters = read_adapters((repo / "adapters.py").read_text(encoding="utf-8"))
+    names = {a.target for a in adapters.values() if a.target}
+    out: dict[str, Target] = {}
+    for part in parts:
+        for f, qualnames in [*part.functions.items(), *part.optional.items()]:
+            tree = ast.parse((repo / f).read_text(encoding="utf-8"))
+            classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+            for name in sorted(names):
+                mine = tuple(q for q in qualnames if q == name or q.startswith(name + "."))
+                if mine and name not in out:
+                    out[name] = Target(part.key, name, f, mine, name in classes)
+    found = sorted(out.values(), key=lambda t: ([p.key for p in parts].index(t.part), t.name))
+    if only:
+        known = {t.part for t in found} | {t.name for t in found}
+        unknown = sorted(set(only) - known)
+        if unknown:
+            raise SystemExit(f"audit --garbage: --only {', '.join(unknown)} names no part or graded target; "
+                             f"parts are {', '.join(sorted({t.part for t in found}))}")
+        found = [t for t in found if t.part in only or t.name in only]
+    return found
+
+
+def stubbed(source: str, target: Target, path: str) -> str:
+    """``source`` with ``target``'s regions (only) replaced by the handout's stubs."""
+    lines = source.splitlines(keepends=True)
+    for r in reversed([r for r in find_regions(source, path) if r.qualname in target.regions]):
+        lines[r.begin - 1 : r.end] = [r.stub(path)]
+    return "".join(lines)
+
+
+def with_garbage(source: str, target: Target) -> str:
+    """``source`` with ``target`` rebound to its garbage at the end of the module."""
+    methods = f", methods={target.methods!r}" if target.is_class else ""
+    return (f"{source.rstrip()}\n\n\nimport {GARBAGE_MODULE} as _cs336_garbage  # noqa: E402\n\n"
+            f"{target.name} = _cs336_garbage.garbage({target.name}, {target.name!r}{methods})\n")
+
+
+def make_scratch(repo: Path, dest: Path) -> Path:
+    """The public tree of ``repo`` with its hidden tests and fixtures, and the garbage and reach probes."""
+    for rel in [*shipped_sources(repo), *EXTRA_FILES]:
+        if (repo / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(repo / rel, dest / rel)
+    for d in HIDDEN_DIRS:
+        if (repo / d).is_dir():
+            copy_tree(repo / d, dest / d)
+    shutil.copyfile(GARBAGE_SOURCE, dest / f"{GARBAGE_MODULE}.py")
+    shutil.copyfile(part_reach.PROBE_SOURCE, dest / f"{part_reach.PROBE_MODULE}.py")
+    return dest
+
+
+def _args(tests: list[str]) -> list[str]:
+    return [*tests, "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+
+
+def _failed(run: PytestRun) -> set[str]:
+    return {t.nodeid for t in run.with_outcome("failed", "error", "xpassed")} | {e["nodeid"] for e in run.collect_errors}
+
+
+def _passed(run: PytestRun) -> set[str]:
+    return {t.nodeid for t in run.with_outcome("passed")}
+
+
+class Check:
+    """One garbage check of ``repo``: a baseline, then each target in one of ``jobs`` scratch copies."""
+
+    def __init__(self, repo: Path, pool: WarmPool, root: Path, jobs: int, echo: Callable[[str], None]):
+        self.repo, self.pool, self.echo = Path(repo).resolve(), pool, echo
+        self.scratches: queue.Queue[Path] = queue.Queue()
+        for i in range(jobs):
+            self.scratches.put(make_scratch(self.repo, root / f"worker{i}"))
+        self.root, self.jobs = root, jobs
+
+    def _run(self, scratch: Path, tests: list[str], env: dict[str, str], plugins: tuple[str, ...] = ()) -> PytestRun:
+        threads = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"} if self.jobs > 1 else {}
+        args = _args(tests) + [a for p in plugins for a in ("-p", p)]
+        return self.pool.run(scratch, args, hide=hide_installed(scratch), env={**threads, **env}, timeout=RUN_TIMEOUT)
+
+    def baseline(self, test_files: list[str], functions: dict[str, list[str]]) -> tuple[PytestRun, dict[str, list[str]]]:
+        """Every test of ``test_files`` on the reference, and what each executed of ``functions``."""
+        scratch = self.scratches.get()
+        try:
+            listed, reach = self.root / "reach-functions.json", self.root / "reach.json"
+            listed.write_text(json.dumps(functions))
+            env = {"CS336_REACH_FUNCTIONS": str(listed), "CS336_REACH_OUT": str(reach)}
+            run = self.pool.run(scratch, _args(test_files) + ["-p", part_reach.PROBE_MODULE], hide=hide_installed(scratch),
+                                env=env, timeout=BASELINE_TIMEOUT)
+            return run, (json.loads(reach.read_text()) if reach.is_file() else {})
+        finally:
+            self.scratches.put(scratch)
+
+    def target(self, target: Target, tests: list[str]) -> Finding:
+        """F's stub on ``tests`` (those that reach it), then each flavour of garbage on what the stub fails."""
+        start = time.monotonic()
+        finding = Finding(target, reached=tests)
+        scratch = self.scratches.get()
+        path = scratch / target.file
+        original = path.read_text(encoding="utf-8")
+        try:
+            if tests:
+                path.write_text(stubbed(original, target, target.file), encoding="utf-8")
+                stub = self._run(scratch, tests, {})
+                finding.stub_fails = sorted(_failed(stub) & set(tests))
+                if stub.timed_out:
+                    finding.problems.append(f"the stub's run was killed after {RUN_TIMEOUT:.0f} s: {stub.tail(3)}")
+            for kind in FLAVOURS if finding.stub_fails else ():
+                out = scratch / f"garbage-{kind}.json"
+                path.write_text(with_garbage(original, target), encoding="utf-8")
+                run = self._run(scratch, finding.stub_fails, {FLAVOUR_ENV: kind, OUT_ENV: str(out)}, (GARBAGE_MODULE,))
+                record = json.loads(out.read_text()) if out.is_file() else {"calls": {}, "problems": []}
+                out.unlink(missing_ok=True)
+                if run.timed_out:
+                    finding.problems.append(f"{kind}: the run was killed after {RUN_TIMEOUT:.0f} s")
+                if not run.tests and run.returncode not in (0, 1):
+                    finding.problems.append(f"{kind}: the run could not start (exit {run.returncode}): {run.tail(5)}")
+                finding.problems += [f"{kind}: {p}" for p in record["problems"]]
+                passed = sorted(_passed(run))
+                calls = record["calls"]
+                only_errors = {n for n in passed if calls.get(n, {}).get("raised", 0) and not calls.get(n, {}).get("returned", 0)}
+                finding.stolen[kind] = [n for n in passed if n not in only_errors]
+                finding.contract[kind] = sorted(only_errors)
+        finally:
+            path.write_text(original, encoding="utf-8")
+            self.scratches.put(scratch)
+        finding.seconds = time.monotonic() - start
+        return finding
+
+
+def reaching(reach: dict[str, list[str]], target: Target) -> list[str]:
+    """The tests whose run executed one of ``target``'s regions."""
+    wanted = {f"{target.file}::{q}" for q in target.regions}
+    return sorted(n for n, functions in reach.items() if wanted & set(functions))
+
+
+def check(repo: Path, only: list[str] | None = None, *, jobs: int = 2, echo: Callable[[str], None] = print,
+          pool: WarmPool | None = None) -> tuple[list[Finding], dict[str, float], list[str]]:
+    """Run the garbage check on ``repo``: (a finding per target, each test's points, baseline problems)."""
+    repo = Path(repo).resolve()
+    try:
+        parts = load_parts(repo)
+    except PartsError as e:
+        raise SystemExit(f"audit --garbage: {e}") from None
+    found = targets(repo, only)
+    wanted = {t.part for t in found}
+    test_files = sorted({f for p in parts if p.key in wanted for f in [*p.tests, *p.hidden_tests]}
+                        | {f for p in parts if p.key in part_reach.COMBINING_PARTS for f in [*p.tests, *p.hidden_tests]})
+    root = Path(tempfile.mkdtemp(prefix="cs336-garbage-"))
+    own_pool = pool is None
+    try:
+        pool = WarmPool() if own_pool else pool
+        runner = Check(repo, pool, root, max(1, jobs), echo)
+        base, reach = runner.baseline(test_files, part_reach.graded_functions(parts))
+        problems = [f"{n}: fails on the reference (it counts for nothing here)" for n in sorted(_failed(base))]
+        if not reach:
+            problems.append(f"the baseline recorded no reach (exit {base.returncode}): {base.tail(5)}")
+        good = set(_passed(base))
+        points = {n: item.points for n, item in Rubric.load(repo / "rubric.toml").resolve(base.collected).items()} if base.collected else {}
+        findings: list[Finding] = []
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
+            futures = [ex.submit(runner.target, t, [n for n in reaching(reach, t) if n in good]) for t in found]
+            for i, f in enumerate(futures, 1):
+                finding = f.result()
+                echo(render(finding, points, i, len(found)))
+                findings.append(finding)
+        return findings, points, problems
+    finally:
+        if own_pool and pool is not None:
+            pool.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def render(f: Finding, points: dict[str, float], index: int, total: int) -> str:
+    w = len(str(total))
+    status = "OK" if f.ok else "STEALS" if any(f.stolen.values()) else "PROBLEM"
+    lines = [f"[{index:>{w}}/{total}] {f.target.part}/{f.target.name}  {status}  ({f.seconds:.1f} s): "
+             f"{len(f.reached)} tests reach it, the stub fails {len(f.stub_fails)}"]
+    for kind in FLAVOURS:
+        stolen = f.stolen.get(kind, [])
+        if stolen:
+            lines.append(f"      {kind} garbage passes {len(stolen)} ({sum(points.get(n, 0) for n in stolen):.2f} points):")
+            lines += [f"        {n}  ({points.get(n, 0):.3f})" for n in stolen]
+        if f.contract.get(kind):
+            lines.append(f"      {kind} garbage passes {len(f.contract[kind])} having seen only its errors (contract checks): "
+                         + ", ".join(f.contract[kind]))
+    lines += [f"      problem: {p}" for p in f.problems]
+    return "\n".join(lines)
+
+
+def summary(findings: list[Finding], points: dict[str, float]) -> list[str]:
+    """Per part: the tests garbage passes that the stub fails (any target, any flavour), and their points."""
+    by_part: dict[str, set[str]] = {}
+    for f in findings:
+        tests = by_part.setdefault(f.target.part, set())
+        for stolen in f.stolen.values():
+            tests.update(stolen)
+    lines = [f"  {part:<14} {len(tests):>3} tests  {sum(points.get(n, 0) for n in tests):6.2f} points"
+             for part, tests in by_part.items()]
+    every = set().union(*by_part.values()) if by_part else set()
+    lines.append(f"  {'total':<14} {len(every):>3} tests  {sum(points.get(n, 0) for n in every):6.2f} points")
+    return lines
+
+
+def run(args) -> int:  # noqa: ANN001 - the audit's argparse namespace
+    """``cs336 audit --garbage``: print the findings and the per-part summary; 0 when garbage steals nothing."""
+    start = time.monotonic()
+    found = targets(args.repo, args.only)
+    print(f"audit --garbage: {len(found)} graded targets, flavours {', '.join(FLAVOURS)}, {args.jobs} jobs, "
+          "public and hidden tests", flush=True)
+    findings, points, problems = check(args.repo, args.only, jobs=args.jobs, echo=lambda line: print(line, flush=True))
+    for p in problems:
+        print(f"baseline: {p}")
+    print("points garbage would steal (tests a stub fails and garbage passes), per part:")
+    for line in summary(findings, points):
+        print(line)
+    bad = [f.target.name for f in findings if not f.ok]
+    ok = not bad and not problems
+    print(f"audit --garbage: {'passed' if ok else 'FAILED'} in {time.monotonic() - start:.0f} s"
+          + (f"; garbage steals points or could not be checked for: {', '.join(bad)}" if bad else ""))
+    return 0 if ok else 1
