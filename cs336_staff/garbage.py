@@ -4,7 +4,7 @@
 ``cs336_garbage.py``, appends ``NAME = cs336_garbage.garbage(NAME, ...)`` to the file that defines
 a graded function or class, and loads it as a pytest plugin (``-p cs336_garbage``). The scratch
 tree imports nothing of the staff repository, so this module uses only the standard library,
-numpy, torch and pytest.
+numpy, pytest and torch (only once the code under test imported it: no tensor exists before).
 
 The garbage of a **function** calls the reference on copies of its arguments (so nothing it was
 given changes, and the global RNGs are put back: no side effect), then returns the result with
@@ -58,9 +58,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import sys
+
 import numpy as np
 import pytest
-import torch
 
 FLAVOURS = ("zeros", "noise")
 #: The environment variable that picks the flavour of this run, and where the plugin writes its record.
@@ -80,10 +81,16 @@ def flavour() -> str:
     return name
 
 
-def _noise() -> tuple[torch.Generator, random.Random]:
-    if not hasattr(_local, "gen"):
-        _local.gen, _local.rng = torch.Generator().manual_seed(NOISE_SEED), random.Random(NOISE_SEED)
-    return _local.gen, _local.rng
+def _torch():  # noqa: ANN202 - torch, if the code under test imported it, else None
+    return sys.modules.get("torch")
+
+
+def _noise() -> tuple[Any, random.Random]:
+    if not hasattr(_local, "rng"):
+        _local.rng = random.Random(NOISE_SEED)
+    if not hasattr(_local, "gen") and _torch() is not None:
+        _local.gen = _torch().Generator().manual_seed(NOISE_SEED)
+    return getattr(_local, "gen", None), _local.rng
 
 
 # ------------------------------------------------------------------------------------------------
@@ -91,7 +98,8 @@ def _noise() -> tuple[torch.Generator, random.Random]:
 # ------------------------------------------------------------------------------------------------
 
 
-def _garble_tensor(t: torch.Tensor, kind: str) -> torch.Tensor:
+def _garble_tensor(t: Any, kind: str) -> Any:
+    torch = _torch()
     if kind == "zeros" or t.device.type == "meta" or t.numel() == 0:
         out = torch.zeros_like(t)
     else:
@@ -140,7 +148,8 @@ def _garble_number(x: int | float | bool, kind: str) -> int | float | bool:
 def garble(value: Any, kind: str | None = None) -> Any:
     """``value`` with every tensor, array, number and string replaced by the flavour's garbage."""
     kind = kind or flavour()
-    if isinstance(value, torch.Tensor):
+    torch = _torch()
+    if torch is not None and isinstance(value, torch.Tensor):
         return _garble_tensor(value, kind)
     if isinstance(value, np.ndarray):
         return _garble_array(value, kind)
@@ -172,6 +181,9 @@ def garble(value: Any, kind: str | None = None) -> Any:
 
 def garble_in_place(obj: object) -> None:
     """Replace ``obj``'s tensors (a module's parameters and buffers, else its tensor attributes) by garbage."""
+    torch = _torch()
+    if torch is None:
+        return
     with torch.no_grad():
         if isinstance(obj, torch.nn.Module):
             for t in [*obj.parameters(), *obj.buffers()]:
@@ -188,6 +200,7 @@ def garble_in_place(obj: object) -> None:
 
 
 def _copy(value: Any, memo: dict) -> Any:
+    torch = _torch()
     if isinstance(value, (list, tuple, dict)):  # element by element: one uncopyable leaf must not spoil the rest
         if isinstance(value, dict):
             return {k: _copy(v, memo) for k, v in value.items()} if type(value) is dict else copy.deepcopy(value, memo)
@@ -195,7 +208,7 @@ def _copy(value: Any, memo: dict) -> Any:
         if isinstance(value, list):
             return items
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
-    if isinstance(value, torch.Generator):
+    if torch is not None and isinstance(value, torch.Generator):
         return torch.Generator(value.device).set_state(value.get_state())
     if isinstance(value, io.BytesIO):
         out = io.BytesIO(value.getvalue())
@@ -204,10 +217,22 @@ def _copy(value: Any, memo: dict) -> Any:
     try:
         return copy.deepcopy(value, memo)
     except Exception:  # noqa: BLE001 - a tensor that is not a leaf, a lock, an open file
-        if isinstance(value, torch.Tensor):
+        if torch is not None and isinstance(value, torch.Tensor):
             return value.detach().clone().requires_grad_(value.requires_grad)
         _problems.append(f"could not copy a {type(value).__qualname__}: passed to the reference as it is")
         return value
+
+
+def _copy_grads(memo: dict) -> None:
+    """Give the copied tensors their originals' ``.grad`` (``Parameter.__deepcopy__`` drops it)."""
+    torch = _torch()
+    if torch is None:
+        return
+    for original in memo.get(id(memo), []):
+        if isinstance(original, torch.Tensor) and original.grad is not None:
+            copied = memo.get(id(original))
+            if isinstance(copied, torch.Tensor) and copied.grad is None:
+                copied.grad = original.grad.detach().clone()
 
 
 class _Inside:
@@ -215,11 +240,13 @@ class _Inside:
 
     def __enter__(self) -> None:
         _local.inside = True
-        self.states = torch.get_rng_state(), np.random.get_state(), random.getstate()
+        self.torch = _torch()
+        self.states = self.torch.get_rng_state() if self.torch else None, np.random.get_state(), random.getstate()
 
     def __exit__(self, *exc: object) -> None:
         _local.inside = False
-        torch.set_rng_state(self.states[0])
+        if self.torch is not None:
+            self.torch.set_rng_state(self.states[0])
         np.random.set_state(self.states[1])
         random.setstate(self.states[2])
 
@@ -233,6 +260,7 @@ def _call(fn: Callable, args: tuple, kwargs: dict, self: object = None) -> Any:
     memo: dict = {}
     copied_self = _copy(self, memo) if self is not None else None
     args, kwargs = _copy(args, memo), _copy(kwargs, memo)
+    _copy_grads(memo)
     try:
         with _Inside():
             result = fn(copied_self, *args, **kwargs) if self is not None else fn(*args, **kwargs)
@@ -323,16 +351,16 @@ def _set_seed(fn: Callable) -> Callable:
 
 def _save_checkpoint(fn: Callable) -> Callable:
     @functools.wraps(fn)
-    def save_checkpoint(model: torch.nn.Module, optimizer: torch.optim.Optimizer, iteration: int, out: Any) -> None:
+    def save_checkpoint(model: Any, optimizer: Any, iteration: int, out: Any) -> None:
         if _inside():
             return fn(model, optimizer, iteration, out)
         memo: dict = {}
         model, optimizer = _copy(model, memo), _copy(optimizer, memo)
+        _copy_grads(memo)
         garble_in_place(model)
         for state in optimizer.state.values():
             for key, value in state.items():
-                if isinstance(value, torch.Tensor):
-                    state[key] = garble(value)
+                state[key] = garble(value) if isinstance(value, _torch().Tensor) else value
         try:
             with _Inside():
                 fn(model, optimizer, garble(iteration), out)
