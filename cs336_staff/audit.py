@@ -324,6 +324,17 @@ def _terminate(signum, frame):  # noqa: ARG001
 
 
 def run(args: argparse.Namespace) -> int:
+    previous = signal.signal(signal.SIGTERM, _terminate)  # unwinds through the checks' cleanup
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("audit: interrupted; the scratch copies are deleted")
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.garbage:
         return garbage_audit.run(args)
     if args.mutants or args.dry_run or args.write_used_by:

@@ -40,6 +40,22 @@ def error_raised_by(call: Callable[[], object]) -> Exception:
     pytest.fail("expected an error, but the call returned normally")
 
 
+def assert_rows_are_windows(dataset: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> None:
+    """Evidence that a batch was sampled: each row of x is a window dataset[s : s+T] for some start s,
+    and the same row of y is dataset[s+1 : s+T+1] (zeros or noise of the right shape and dtype are not)."""
+    data = np.asarray(dataset).astype(np.int64)
+    x_np, y_np = x.cpu().numpy(), y.cpu().numpy()
+    context_length = x_np.shape[-1]
+    for b, (row_x, row_y) in enumerate(zip(x_np, y_np, strict=True)):
+        window = np.concatenate([row_x, row_y[-1:]])
+        starts = np.flatnonzero(data[: len(data) - context_length] == window[0])
+        assert any(np.array_equal(data[s : s + context_length + 1], window) for s in starts), (
+            f"x[{b}] = {row_x.tolist()[:8]}... with y[{b}] = {row_y.tolist()[:8]}... is not a window of the dataset: "
+            "row b of x must be dataset[s : s + context_length] for a sampled start s, and y the same window shifted by one"
+        )
+        np.testing.assert_array_equal(row_y[:-1], row_x[1:], err_msg=f"y[{b}] is not x[{b}] shifted by one token")
+
+
 def assert_uniform_over_valid_starts(starts: np.ndarray, n: int, context_length: int) -> None:
     """Every start in [0, n - context_length) occurs, none outside, with chi-square far from absurd.
 
@@ -79,7 +95,7 @@ def assert_uniform_over_valid_starts(starts: np.ndarray, n: int, context_length:
 def test_get_batch_returns_int64_batch_by_context_on_device(
     batch_size, context_length, device, generator
 ):
-    """x and y are int64 tensors of shape (batch_size, context_length) on the requested device."""
+    """x and y are int64 tensors of shape (batch_size, context_length) on the requested device, holding windows of the dataset."""
     dataset = np.arange(50, dtype=np.uint16)
     x, y = adapters.run_get_batch(dataset, batch_size, context_length, device, generator)
     for name, t in (("x", x), ("y", y)):
@@ -95,6 +111,7 @@ def test_get_batch_returns_int64_batch_by_context_on_device(
         assert t.device.type == torch.device(device).type, (
             f"{name} is on {t.device}, expected {device}"
         )
+    assert_rows_are_windows(dataset, x, y)
 
 
 def test_get_batch_windows_are_consecutive_tokens_and_y_is_x_shifted_by_one(generator):
@@ -124,8 +141,10 @@ def test_get_batch_advances_the_generator_it_is_given():
     """Successive calls with one generator give different batches: get_batch draws from it, advancing it."""
     generator = torch.Generator().manual_seed(9)
     dataset = np.arange(100_000)
-    first, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
-    second, _ = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
+    first, first_y = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
+    second, second_y = adapters.run_get_batch(dataset, 8, 4, "cpu", generator)
+    assert_rows_are_windows(dataset, first, first_y)
+    assert_rows_are_windows(dataset, second, second_y)
     assert not torch.equal(first, second), (
         "two calls with the same generator gave the same batch: draw from the generator itself (not from a "
         "copy of it, and without re-seeding it), so that it advances"
@@ -185,6 +204,8 @@ def test_get_batch_returns_x_and_y_that_share_no_memory():
     assert not written.dataset_changed, (
         "adding 1 to x in place changed the dataset: x is a view of it; the batch must be a copy of the windows"
     )
+    dataset = np.arange(1000, dtype=np.int64)
+    assert_rows_are_windows(dataset, *adapters.run_get_batch(dataset, 8, 16, "cpu", torch.Generator().manual_seed(0)))
 
 
 def test_get_batch_reads_from_a_read_only_memmap(tmp_path, generator):
@@ -203,6 +224,7 @@ def test_get_batch_reads_from_a_read_only_memmap(tmp_path, generator):
     assert x.min() >= 0 and x.max() <= 65535, (
         f"token ids outside [0, 65535]: {x.min()}..{x.max()} (uint16 overflow?)"
     )
+    assert_rows_are_windows(tokens, x, y)
 
 
 @pytest.mark.skipif(
@@ -234,6 +256,7 @@ def test_get_batch_indexes_the_dataset_a_constant_number_of_times():
         f"the dataset was indexed {one} time(s) for a batch of 1 but {many} times for a batch of 64: build all "
         "windows with one fancy index, e.g. dataset[starts[:, None] + np.arange(context_length + 1)]"
     )
+    assert_rows_are_windows(dataset, *adapters.run_get_batch(dataset, 64, 8, "cpu", torch.Generator().manual_seed(0)))
 
 
 def test_get_batch_accepts_a_dataset_of_exactly_context_length_plus_one_tokens(generator):

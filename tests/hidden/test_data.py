@@ -10,6 +10,7 @@ import adapters
 from tests.scenarios import data as scenario
 from tests.test_data import (
     DEVICES,
+    assert_rows_are_windows,
     assert_uniform_over_valid_starts,
     batch_reads,
     error_raised_by,
@@ -28,6 +29,8 @@ def test_get_batch_starts_are_uniform_over_valid_positions_for_other_sizes(
     starts = sampled_starts(n, context_length, batch_size, num_batches, seed)
     assert starts.size == batch_size * num_batches
     assert_uniform_over_valid_starts(starts, n, context_length)
+    dataset = np.arange(n)
+    assert_rows_are_windows(dataset, *adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(seed)))
 
 
 @pytest.mark.parametrize(
@@ -70,6 +73,7 @@ def test_get_batch_accepts_a_torch_device_object(device):
     assert x.device.type == y.device.type == device, (
         f"tensors on {x.device} / {y.device}, expected {device}"
     )
+    assert_rows_are_windows(np.arange(30), x, y)
 
 
 @pytest.mark.gpu
@@ -84,7 +88,10 @@ def test_get_batch_on_cuda_gives_the_cpu_batch():
 def test_get_batch_advances_the_generator_over_many_single_row_calls():
     """Ten calls of batch size 1 with one generator: the generator advances each time (starts not all equal)."""
     generator = torch.Generator().manual_seed(21)
-    starts = [int(adapters.run_get_batch(np.arange(5_000), 1, 3, "cpu", generator)[0][0, 0]) for _ in range(10)]
+    batches = [adapters.run_get_batch(np.arange(5_000), 1, 3, "cpu", generator) for _ in range(10)]
+    for x, y in batches:
+        assert_rows_are_windows(np.arange(5_000), x, y)
+    starts = [int(x[0, 0]) for x, _ in batches]
     assert len(set(starts)) > 1, f"ten calls with one generator all started at {starts[0]}: the generator must advance"
 
 
@@ -112,6 +119,8 @@ def test_get_batch_x_and_y_share_no_memory_for_other_sizes(n, batch_size, contex
         f"B={batch_size}, T={context_length}: writing into x changed "
         + " and ".join(w for w, c in (("y", written.y_changed), ("the dataset", written.dataset_changed)) if c)
     )
+    dataset = np.arange(n, dtype=np.int64)
+    assert_rows_are_windows(dataset, *adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(0)))
 
 
 def test_get_batch_reads_do_not_grow_with_context_length_either():
@@ -121,6 +130,7 @@ def test_get_batch_reads_do_not_grow_with_context_length_either():
     assert short == long, (
         f"{short} dataset reads for T=2 but {long} for T=200: index all positions at once"
     )
+    assert_rows_are_windows(dataset, *adapters.run_get_batch(dataset, 4, 200, "cpu", torch.Generator().manual_seed(0)))
 
 
 @pytest.mark.parametrize("batch_size", [0, -3])
