@@ -31,8 +31,8 @@ the garbled result (the object itself where the reference returned itself). So a
 ``step`` and a tokenizer's ``encode`` change nothing the caller can see.
 
 An error the reference raises propagates unchanged: garbage that checks its inputs as documented
-did that part of the work, and the audit does not count a test that saw only errors (see
-``garbage_audit.py``). A call made while another garbage call runs (``encode_iterable`` calling
+did that part of the work, and the audit does not count a test that saw one of these errors (see
+``garbage_audit.py``); the plugin records, per test, how many garbage calls returned and raised. A call made while another garbage call runs (``encode_iterable`` calling
 ``encode``) runs the reference, so each value is garbled once.
 
 ``HANDWRITTEN`` holds garbage for the functions whose effect is outside their arguments and result,
@@ -292,10 +292,16 @@ def _method(name: str, fn: Callable) -> Callable:
 
         @functools.wraps(fn)
         def init(self: object, *args: Any, **kwargs: Any) -> None:
-            fn(self, *args, **kwargs)
-            if not _inside():
-                _calls["returned"] += 1
-                garble_in_place(self)
+            if _inside():
+                return fn(self, *args, **kwargs)
+            try:
+                fn(self, *args, **kwargs)
+            except BaseException:
+                _calls["raised"] += 1
+                raise
+            _calls["returned"] += 1
+            garble_in_place(self)
+            return None
 
         return init
     if name == "__enter__":
