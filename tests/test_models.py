@@ -33,6 +33,28 @@ TOLERANCES = {
 }
 
 
+def assert_computes_with_its_weights(module: str, args: tuple, dtype: torch.dtype = torch.float32) -> None:
+    """Evidence that the module was built and runs: ``module(*args, dtype=dtype)`` on the CPU maps a seeded
+    input to the composition of F.linear with its own weights (Linear: x W^T; Cruncher: every
+    layers.{i} in order, then final, squeezed), so a module of the right shapes that computes nothing fails."""
+    model = scenario.MODULES[module]()(*args, dtype=dtype)
+    weights = model.state_dict()
+    d_in = (weights.get("layers.0.weight", weights.get("final.weight", weights.get("weight")))).shape[-1]
+    x = torch.randn(3, d_in, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+    expected = x
+    if module == "linear":
+        expected = F.linear(x, weights["weight"])
+    else:
+        for i in range(sum(k.startswith("layers.") for k in weights)):
+            expected = F.linear(expected, weights[f"layers.{i}.weight"])
+        expected = F.linear(expected, weights["final.weight"]).squeeze(-1)
+    with torch.no_grad():
+        out = model(x)
+    assert expected.abs().sum() > 0, f"{module}{args} computes 0 for a random input: its weights were never initialised"
+    torch.testing.assert_close(out, expected, **TOLERANCES.get(dtype, {}), msg=lambda m: (
+        f"{module}{args} (dtype={dtype}) does not compute the composition of F.linear with its own weights:\n{m}"))
+
+
 @pytest.fixture
 def restore_global_rngs() -> Iterator[None]:
     """Tests that seed the global generators put them back as they found them."""
@@ -123,6 +145,7 @@ def test_linear_has_one_weight_of_shape_d_out_by_d_in():
     )
     assert params["weight"].requires_grad
     assert list(layer.state_dict()) == ["weight"]
+    assert_computes_with_its_weights("linear", (3, 5))
 
 
 PLACEMENTS = [("meta", torch.float32), ("meta", torch.bfloat16), ("cpu", torch.float64)]
@@ -152,6 +175,7 @@ def test_modules_create_every_parameter_on_the_requested_device_and_dtype(
             f"{got_dtype}: pass device= and dtype= to torch.empty for the weight, and on to every Linear "
             "the module builds (the final head too)"
         )
+    assert_computes_with_its_weights(module, args, dtype)  # meta holds no values: the same module, on the CPU
 
 
 #: How far rounding to each dtype may push a weight past 3 std (relative): half an ulp.
@@ -206,6 +230,10 @@ def check_init_truncates(
     """
     w = scenario.linear_init(d_in, d_out, seed, dtype).double()
     bound = 3 / math.sqrt(d_in)
+    assert w.std() > 0.5 / math.sqrt(d_in), (
+        f"Linear({d_in}, {d_out}) init has std {w.std():.2e}, far below 1/sqrt(d_in) = {1 / math.sqrt(d_in):.2e}: "
+        "the weights were not drawn from the truncated normal"
+    )
     near = int((w.abs() >= bound * (1 - 1e-4)).sum())
     # 0.005%: ~20x what truncation gives there, ~1/50 of what clamping gives
     limit = max(16, w.numel() // 20_000)
@@ -260,6 +288,7 @@ def test_cruncher_state_dict_keys_and_shapes():
     assert shapes == expected, (
         f"Cruncher(dim=6, num_layers=3) state dict is {shapes}, expected {expected}"
     )
+    assert_computes_with_its_weights("cruncher", (6, 3))
 
 
 def cruncher_with_fixed_weights(
@@ -335,6 +364,11 @@ def test_set_seed_makes_model_init_reproducible(restore_global_rngs):
         assert torch.equal(a[key], b[key]), (
             f"{key} differs between two Crunchers built after set_seed(7)"
         )
+    adapters.run_set_seed(8)
+    c = adapters.get_cruncher_cls()(dim=4, num_layers=2).state_dict()
+    assert any(not torch.equal(a[key], c[key]) for key in a), (
+        "set_seed(7) and set_seed(8) gave the same initial weights: the init must draw from the seeded RNG"
+    )
 
 
 def test_set_seed_rejects_negative_seed(restore_global_rngs):

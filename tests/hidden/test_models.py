@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import adapters
 from tests.scenarios import models as scenario
 from tests.test_models import (
+    assert_computes_with_its_weights,
     check_init_statistics,
     check_init_truncates,
     cruncher_with_fixed_weights,
@@ -91,6 +92,7 @@ def test_modules_honour_device_and_dtype_other_sizes(module, args, device, dtype
     assert placed and not wrong, (
         f"{module}{args}(device={device!r}, dtype={dtype}): misplaced {wrong}"
     )
+    assert_computes_with_its_weights(module, args, dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
@@ -100,6 +102,7 @@ def test_linear_init_in_other_dtypes_is_bounded(dtype):
     assert w.dtype == dtype
     slack = 1e-2 if dtype == torch.bfloat16 else 1e-9
     assert w.double().abs().max().item() <= 3 / math.sqrt(256) * (1 + slack)
+    assert w.double().std().item() > 0.5 / math.sqrt(256), "the weights were not drawn from the truncated normal"
 
 
 def test_linear_gradient_matches_functional_linear():
