@@ -78,6 +78,19 @@ def assert_same_final_state(actual: Path, expected: Path) -> None:
     assert_state_dicts_equal(opt_a, opt_e, f"optimizer state of {actual.name} vs {expected.name}")
 
 
+def assert_it_trained(path: Path, tmp_path: Path) -> None:
+    """Evidence that training happened (a run that changes nothing ends where it resumes, trivially): the
+    weights in ``path``, a checkpoint of a ``TINY`` run of many steps, differ from those of a 1-step run."""
+    one_step = tmp_path / "one-step.pt"
+    train("--steps", "1", *TINY, "--checkpoint", str(one_step))
+    _, trained, _ = load_final_state(path)
+    _, first, _ = load_final_state(one_step)
+    assert any(not (trained[k] == first[k]).all() for k in trained), (
+        f"{path.name} holds the weights of a 1-step run: the model did not train (does the optimizer step "
+        "update the parameters, and does the model's output depend on them?)"
+    )
+
+
 def test_train_command_prints_a_falling_loss(capsys):
     """`cs336 train` logs the loss as it trains; after 150 steps it is below a hundredth of the first."""
     train("--steps", "150", *TINY)
@@ -121,6 +134,7 @@ def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run
         "--resume",
     )
     assert_same_final_state(resumed, straight)
+    assert_it_trained(straight, tmp_path)
 
 
 def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_path, capsys):
@@ -154,3 +168,4 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
 
     train(*steps, "--checkpoint", str(killed), "--checkpoint-every", "1", "--resume")
     assert_same_final_state(killed, straight)
+    assert_it_trained(straight, tmp_path)
