@@ -49,6 +49,16 @@ def describe(name: str, kwargs: dict) -> str:
     return f"{OPTIMIZERS[name][1].__name__}({args})"
 
 
+def assert_stepped_like_torch(name: str, kwargs: dict, problem: Problem, ours: Trajectory, steps: int, **driving) -> None:
+    """Evidence that step() did the work (a step that changes nothing leaves every gradient and every
+    storage alone, trivially): after ``steps`` steps the parameters are where torch.optim's are."""
+    ref = scenario.trajectory(OPTIMIZERS[name][1], problem, kwargs, steps, {steps}, **driving)
+    for k, theirs in ref.params[steps].items():
+        torch.testing.assert_close(ours.params[steps][k], theirs, **TOLERANCES[theirs.dtype], msg=lambda m, k=k: (
+            f"{describe(name, kwargs)}: after {steps} steps, parameter {k!r} is not where torch.optim's is "
+            f"(did step() update it by the documented amount?):\n{m}"))
+
+
 def compare_with_torch(
     name: str,
     kwargs: dict,
@@ -240,6 +250,7 @@ def test_optimizer_step_leaves_the_gradient_unchanged(name, kwargs):
         "(grad = grad.add(p, alpha=wd), not grad.add_(...)): the caller may still read the gradient "
         "(logging, clipping, accumulation), and torch.optim leaves it alone."
     )
+    assert_stepped_like_torch(name, kwargs, problem, ours, 3)
 
 
 @pytest.mark.parametrize("name, kwargs", IN_PLACE_CASES, ids=IN_PLACE_IDS)
@@ -253,6 +264,7 @@ def test_optimizer_updates_each_parameter_in_place(name, kwargs):
         "p.data = ...: views of the parameter, tied weights and anything else holding its storage would "
         "keep the old values."
     )
+    assert_stepped_like_torch(name, kwargs, problem, ours, 3)
 
 
 STATE_PLACEMENTS = [(torch.float64, "cpu"), (torch.bfloat16, "meta")]

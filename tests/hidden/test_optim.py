@@ -11,6 +11,7 @@ from tests.scenarios.optim import Problem
 from tests.test_optim import (
     MEMORY_CASES,
     OPTIMIZERS,
+    assert_stepped_like_torch,
     compare_with_torch,
     describe,
     warmup_then_cosine,
@@ -117,6 +118,10 @@ def test_optimizer_state_dict_round_trip_resumes_exactly(name):
         assert torch.equal(straight[k], resumed[k]), (
             f"{describe(name, FULL[name])}: {k!r} differs after resuming from state_dict"
         )
+    torch_run, _ = scenario.resumed_by_state_dict(OPTIMIZERS[name][1], problem, FULL[name], 10, 20)
+    for k in straight:
+        torch.testing.assert_close(straight[k], torch_run[k], rtol=1e-5, atol=1e-6, msg=lambda m, k=k: (
+            f"{describe(name, FULL[name])}: after 20 steps {k!r} is not where torch.optim's is (does step() update it?):\n{m}"))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -169,6 +174,7 @@ def test_optimizer_step_leaves_odd_shaped_gradients_and_storage_alone(name):
         f"{describe(name, FULL[name])} changed p.grad: {ours.grad_changed}"
     )
     assert not ours.moved, f"{describe(name, FULL[name])} moved parameters: {ours.moved}"
+    assert_stepped_like_torch(name, FULL[name], problem, ours, 4, zero_grad_in_place=True)
 
 
 @pytest.mark.parametrize(
