@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from cs336_staff import garbage
-from cs336_staff.garbage_audit import Target, check, stubbed, summary, targets, with_garbage
+from cs336_staff.garbage_audit import ACCEPTED, Target, accepted, check, stubbed, summary, targets, with_garbage
 from cs336_staff.session.warm import WarmPool
 from tests.staff.test_release import make_sample_repo
 
@@ -80,6 +80,16 @@ def test_targets_stub_and_garbage_only_the_target(tmp_path):
     assert with_garbage(source, add).endswith("add = _cs336_garbage.garbage(add, 'add')\n")
     with pytest.raises(SystemExit, match="names no part or graded target"):
         targets(repo, ["nope"])
+
+
+def test_accepted_passes_are_named_by_target_and_test_function_with_a_reason():
+    """A decision in ACCEPTED covers every parametrization of its test, for its target only."""
+    seed = Target("models", "set_seed", "cs336_assignment/models.py", ("set_seed",), False)
+    adamw = Target("optim", "Adam", "cs336_assignment/optim.py", ("Adam.step",), True)
+    test = "tests/hidden/test_training.py::test_train_loss_falls_for_other_widths_and_depths[8-1]"
+    assert "seeds nothing" in accepted(seed, test)
+    assert accepted(adamw, test) is None
+    assert all(reason.strip() for reason in ACCEPTED.values())
 
 
 @pytest.mark.parametrize("kind", garbage.FLAVOURS)

@@ -5,7 +5,7 @@ layers, highest first; a module may import from its own layer's package and from
 never from a higher one, and the modules named in one layer do not import each other:
 
     cs336_staff:      the commands (audit, snapshots, release, parts_cli)
-                      > writeup, part_reach, grade, garbage_audit > parts
+                      > garbage_audit > writeup, part_reach, grade > parts
                       > contracts, mutants, raises_probe, reach_probe, garbage, rubric, rules_docs
                       > session (running a pytest session in a child) > shipped, markers, worker
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers, answer_leaks, student_output
@@ -33,7 +33,8 @@ PACKAGES = ("cs336_staff", "cs336_assignment", "tests")  # adapters.py is a modu
 LAYERS = {
     "cs336_staff": (
         grimp.Layer("audit", "snapshots", "release", "parts_cli"),
-        grimp.Layer("writeup", "part_reach", "grade", "garbage_audit"),
+        "garbage_audit",
+        grimp.Layer("writeup", "part_reach", "grade"),
         "parts",
         grimp.Layer("contracts", "mutants", "raises_probe", "reach_probe", "garbage", "rubric", "rules_docs"),
         "session",
