@@ -316,8 +316,11 @@ def render(f: Finding, points: dict[str, float], index: int, total: int) -> str:
         if stolen:
             lines.append(f"      {kind} garbage passes {len(stolen)} ({sum(points.get(n, 0) for n in stolen):.2f} points):")
             lines += [f"        {n}  ({points.get(n, 0):.3f})" for n in stolen]
+        reasons: dict[str, list[str]] = {}
         for n in f.accepted.get(kind, []):
-            lines.append(f"      {kind} garbage passes {n}, accepted: {accepted(f.target, n)}")
+            reasons.setdefault(accepted(f.target, n) or "", []).append(n)
+        for reason, tests in reasons.items():
+            lines.append(f"      {kind} garbage passes {len(tests)} by decision (ACCEPTED: the test {reason}): {', '.join(tests)}")
         if f.contract.get(kind):
             lines.append(f"      {kind} garbage passes {len(f.contract[kind])} having raised the reference's error (contract checks): "
                          + ", ".join(f.contract[kind]))

@@ -78,16 +78,27 @@ def assert_same_final_state(actual: Path, expected: Path) -> None:
     assert_state_dicts_equal(opt_a, opt_e, f"optimizer state of {actual.name} vs {expected.name}")
 
 
-def assert_it_trained(path: Path, tmp_path: Path) -> None:
+#: AdamW moves a weight by at most about 3.2 lr per step ((1 - beta1) / sqrt(1 - beta2)), plus weight decay.
+ONE_STEP_BOUND = 5 * float(TINY[TINY.index("--lr") + 1])
+
+
+def assert_it_trained(path: Path, steps: int, tmp_path: Path) -> None:
     """Evidence that training happened (a run that changes nothing ends where it resumes, trivially): the
-    weights in ``path``, a checkpoint of a ``TINY`` run of many steps, differ from those of a 1-step run."""
-    one_step = tmp_path / "one-step.pt"
-    train("--steps", "1", *TINY, "--checkpoint", str(one_step))
+    weights in ``path``, a checkpoint of a ``TINY`` run of ``steps`` steps, differ from a run of one step
+    less, by at most what one AdamW step moves a weight (both start from the seed's init)."""
+    shorter = tmp_path / "one-step-less.pt"
+    train("--steps", str(steps - 1), *TINY, "--checkpoint", str(shorter))
     _, trained, _ = load_final_state(path)
-    _, first, _ = load_final_state(one_step)
-    assert any(not (trained[k] == first[k]).all() for k in trained), (
-        f"{path.name} holds the weights of a 1-step run: the model did not train (does the optimizer step "
-        "update the parameters, and does the model's output depend on them?)"
+    _, before, _ = load_final_state(shorter)
+    moved = max((trained[k] - before[k]).abs().max().item() for k in trained)
+    assert moved > 0, (
+        f"{path.name} holds the weights of a run of one step less: the last step did not train (does the "
+        "optimizer step update the parameters, and does the model's output depend on them?)"
+    )
+    assert moved <= ONE_STEP_BOUND, (
+        f"the weights of {path.name} differ from those of a run of one step less by up to {moved:.3g}, more "
+        f"than one AdamW step at lr {TINY[TINY.index('--lr') + 1]} can move them: runs of one --seed must "
+        "start from the same initial weights (set_seed before building the model)"
     )
 
 
@@ -134,7 +145,7 @@ def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run
         "--resume",
     )
     assert_same_final_state(resumed, straight)
-    assert_it_trained(straight, tmp_path)
+    assert_it_trained(straight, 120, tmp_path)
 
 
 def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_path, capsys):
@@ -168,4 +179,4 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
 
     train(*steps, "--checkpoint", str(killed), "--checkpoint-every", "1", "--resume")
     assert_same_final_state(killed, straight)
-    assert_it_trained(straight, tmp_path)
+    assert_it_trained(straight, 200, tmp_path)

@@ -57,7 +57,7 @@ def test_train_resume_before_any_checkpoint_starts_from_scratch(tmp_path):
     train("--steps", "40", *TINY, "--checkpoint", str(fresh))
     train("--steps", "40", *TINY, "--checkpoint", str(resumed), "--resume")
     assert_same_final_state(resumed, fresh)
-    assert_it_trained(fresh, tmp_path)
+    assert_it_trained(fresh, 40, tmp_path)
 
 
 def test_train_resume_of_a_finished_run_changes_nothing(tmp_path):
@@ -67,7 +67,7 @@ def test_train_resume_of_a_finished_run_changes_nothing(tmp_path):
     reference.write_bytes(path.read_bytes())
     train("--steps", "20", *TINY, "--checkpoint", str(path), "--resume")
     assert_same_final_state(path, reference)
-    assert_it_trained(reference, tmp_path)
+    assert_it_trained(reference, 20, tmp_path)
 
 
 def test_train_resume_with_more_steps_extends_the_run_exactly(tmp_path):
@@ -79,7 +79,7 @@ def test_train_resume_with_more_steps_extends_the_run_exactly(tmp_path):
         "--steps", "70", *TINY, "--checkpoint", str(extended), "--checkpoint-every", "7", "--resume"
     )
     assert_same_final_state(extended, straight)
-    assert_it_trained(straight, tmp_path)
+    assert_it_trained(straight, 70, tmp_path)
 
 
 @pytest.mark.parametrize(("seeds", "dim"), [((10, 12), 48), ((0, 1), 80), ((7, 5), 64)])
