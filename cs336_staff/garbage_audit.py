@@ -55,7 +55,7 @@ from pathlib import Path
 from cs336_staff import part_reach
 from cs336_staff.markers import find_regions
 from cs336_staff.parts import PartsError, load_parts
-from cs336_staff.rubric import Rubric
+from cs336_staff.rubric import Item, Rubric
 from cs336_staff.session.runner import PytestRun, copy_tree, hide_installed
 from cs336_staff.session.warm import WarmPool
 from cs336_staff.shipped import SHIPPED_DIRS, shipped_sources
@@ -270,8 +270,8 @@ def reaching(reach: dict[str, list[str]], target: Target) -> list[str]:
 
 
 def check(repo: Path, only: list[str] | None = None, *, jobs: int = 2, echo: Callable[[str], None] = print,
-          pool: WarmPool | None = None) -> tuple[list[Finding], dict[str, float], list[str]]:
-    """Run the garbage check on ``repo``: (a finding per target, each test's points, baseline problems)."""
+          pool: WarmPool | None = None) -> tuple[list[Finding], dict[str, Item], list[str]]:
+    """Run the garbage check on ``repo``: (a finding per target, each test's rubric item, baseline problems)."""
     repo = Path(repo).resolve()
     try:
         parts = load_parts(repo)
@@ -291,22 +291,26 @@ def check(repo: Path, only: list[str] | None = None, *, jobs: int = 2, echo: Cal
         if not reach:
             problems.append(f"the baseline recorded no reach (exit {base.returncode}): {base.tail(5)}")
         good = set(_passed(base))
-        points = {n: item.points for n, item in Rubric.load(repo / "rubric.toml").resolve(base.collected).items()} if base.collected else {}
+        items = Rubric.load(repo / "rubric.toml").resolve(base.collected) if base.collected else {}
         findings: list[Finding] = []
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as ex:
             futures = [ex.submit(runner.target, t, [n for n in reaching(reach, t) if n in good]) for t in found]
             for i, f in enumerate(futures, 1):
                 finding = f.result()
-                echo(render(finding, points, i, len(found)))
+                echo(render(finding, items, i, len(found)))
                 findings.append(finding)
-        return findings, points, problems
+        return findings, items, problems
     finally:
         if own_pool and pool is not None:
             pool.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
-def render(f: Finding, points: dict[str, float], index: int, total: int) -> str:
+def _points(items: dict[str, Item], tests: list[str] | set[str]) -> float:
+    return sum(items[n].points for n in tests if n in items)
+
+
+def render(f: Finding, items: dict[str, Item], index: int, total: int) -> str:
     w = len(str(total))
     status = "OK" if f.ok else "STEALS" if any(f.stolen.values()) else "PROBLEM"
     lines = [f"[{index:>{w}}/{total}] {f.target.part}/{f.target.name}  {status}  ({f.seconds:.1f} s): "
@@ -314,8 +318,8 @@ def render(f: Finding, points: dict[str, float], index: int, total: int) -> str:
     for kind in FLAVOURS:
         stolen = f.stolen.get(kind, [])
         if stolen:
-            lines.append(f"      {kind} garbage passes {len(stolen)} ({sum(points.get(n, 0) for n in stolen):.2f} points):")
-            lines += [f"        {n}  ({points.get(n, 0):.3f})" for n in stolen]
+            lines.append(f"      {kind} garbage passes {len(stolen)} ({_points(items, stolen):.2f} points):")
+            lines += [f"        {n}  ({_points(items, [n]):.3f})" for n in stolen]
         reasons: dict[str, list[str]] = {}
         for n in f.accepted.get(kind, []):
             reasons.setdefault(accepted(f.target, n) or "", []).append(n)
@@ -328,17 +332,17 @@ def render(f: Finding, points: dict[str, float], index: int, total: int) -> str:
     return "\n".join(lines)
 
 
-def summary(findings: list[Finding], points: dict[str, float]) -> list[str]:
-    """Per part: the tests garbage passes that the stub fails (any target, any flavour), and their points."""
+def summary(findings: list[Finding], items: dict[str, Item]) -> list[str]:
+    """Per part whose points are at stake (the tests' part, which for the training loop's tests is not
+    the target's): the tests garbage passes that the stub fails (any target, any flavour), and their points."""
     by_part: dict[str, set[str]] = {}
     for f in findings:
-        tests = by_part.setdefault(f.target.part, set())
         for stolen in f.stolen.values():
-            tests.update(stolen)
-    lines = [f"  {part:<14} {len(tests):>3} tests  {sum(points.get(n, 0) for n in tests):6.2f} points"
-             for part, tests in by_part.items()]
+            for n in stolen:
+                by_part.setdefault(items[n].concept if n in items else f.target.part, set()).add(n)
+    lines = [f"  {part:<14} {len(tests):>3} tests  {_points(items, tests):6.2f} points" for part, tests in by_part.items()]
     every = set().union(*by_part.values()) if by_part else set()
-    lines.append(f"  {'total':<14} {len(every):>3} tests  {sum(points.get(n, 0) for n in every):6.2f} points")
+    lines.append(f"  {'total':<14} {len(every):>3} tests  {_points(items, every):6.2f} points")
     return lines
 
 
@@ -348,11 +352,11 @@ def run(args) -> int:  # noqa: ANN001 - the audit's argparse namespace
     found = targets(args.repo, args.only)
     print(f"audit --garbage: {len(found)} graded targets, flavours {', '.join(FLAVOURS)}, {args.jobs} jobs, "
           "public and hidden tests", flush=True)
-    findings, points, problems = check(args.repo, args.only, jobs=args.jobs, echo=lambda line: print(line, flush=True))
+    findings, items, problems = check(args.repo, args.only, jobs=args.jobs, echo=lambda line: print(line, flush=True))
     for p in problems:
         print(f"baseline: {p}")
     print("points garbage would steal (tests a stub fails and garbage passes), per part:")
-    for line in summary(findings, points):
+    for line in summary(findings, items):
         print(line)
     bad = [f.target.name for f in findings if not f.ok]
     ok = not bad and not problems

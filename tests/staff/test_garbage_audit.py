@@ -51,7 +51,7 @@ def test_the_check_names_the_weak_test_and_passes_the_strong_and_the_contract_on
     (repo / "tests/test_arith_weak.py").write_text(textwrap.dedent(WEAK_TESTS))
     before = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
     with WarmPool(light=True) as pool:  # the sample needs no torch warm-up
-        findings, points, problems = check(repo, jobs=2, echo=lambda _: None, pool=pool)
+        findings, items, problems = check(repo, jobs=2, echo=lambda _: None, pool=pool)
     # the sample has no snapshot file: a test that fails on the reference counts for nothing
     assert problems == ["tests/test_arith.py::test_hypot_matches_snapshot: fails on the reference (it counts for nothing here)"]
     by_name = {f.target.name: f for f in findings}
@@ -64,7 +64,8 @@ def test_the_check_names_the_weak_test_and_passes_the_strong_and_the_contract_on
         assert add.contract[kind] == ["tests/test_arith_weak.py::test_add_of_none_raises"], kind
     assert by_name["hypot"].ok and by_name["hypot"].stub_fails == ["tests/test_arith_weak.py::test_hypot_3_4_5"]
     assert not add.ok and add.problems == []
-    assert summary(findings, points)[0].split() == ["arith", "1", "tests", f"{points['tests/test_arith_weak.py::test_add_returns_a_float']:.2f}", "points"]
+    weak = items["tests/test_arith_weak.py::test_add_returns_a_float"]
+    assert summary(findings, items)[0].split() == ["arith", "1", "tests", f"{weak.points:.2f}", "points"]
     assert {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before, "the check never touches the repository"
 
 
