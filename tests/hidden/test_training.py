@@ -49,6 +49,7 @@ def test_train_with_the_same_seed_is_deterministic_and_another_seed_differs(tmp_
     assert any((model_a[k] != model_c[k]).any() for k in model_a), (
         "--seed 3 and --seed 4 ended with the same weights"
     )
+    assert_it_trained(a, 30, tmp_path)
 
 
 def test_train_resume_before_any_checkpoint_starts_from_scratch(tmp_path):
