@@ -14,7 +14,8 @@ every value replaced (``garble``) by the flavour's garbage of the same kind:
             a string: ""; bytes: b""
     noise   a tensor or array: seeded noise of the same shape, dtype and device (floats N(0, 1),
             integers uniform between the result's own smallest and largest value, booleans fair
-            coins); a number: a seeded random number other than the reference's; strings and
+            coins; fewer than 3 values to choose from, widened by 2 either way; never the
+            answer itself); a number: a seeded random number other than the reference's; strings and
             bytes: "" and b"" (text noise would only be garbage that fails a test sooner)
 
 Containers keep their type, length and dict keys (the keys are structure, not results): tuples,
@@ -67,6 +68,8 @@ FLAVOURS = ("zeros", "noise")
 #: The environment variable that picks the flavour of this run, and where the plugin writes its record.
 FLAVOUR_ENV, OUT_ENV = "CS336_GARBAGE_FLAVOUR", "CS336_GARBAGE_OUT"
 NOISE_SEED = 336
+#: Integer noise is drawn between the result's smallest and largest value; closer than this, widened by it.
+WIDEN = 2
 
 _local = threading.local()
 _calls: dict[str, int] = {"returned": 0, "raised": 0}
@@ -109,9 +112,14 @@ def _garble_tensor(t: Any, kind: str) -> Any:
             out = torch.randint(0, 2, src.shape, generator=gen).bool()
         elif src.is_floating_point() or src.is_complex():
             out = torch.randn(src.shape, generator=gen).to(src.dtype)
-        else:
+        else:  # between the result's own extremes, widened where they leave no choice (one element)
             lo, hi = int(src.min()), int(src.max())
+            if hi - lo < WIDEN:
+                info = torch.iinfo(src.dtype)
+                lo, hi = max(lo - WIDEN, info.min), min(hi + WIDEN, info.max)
             out = torch.randint(lo, hi + 1, src.shape, generator=gen, dtype=torch.int64).to(src.dtype)
+            if torch.equal(out, src.cpu()):  # noise that happens to be the answer is not garbage
+                out = torch.where(src.cpu() < hi, src.cpu() + 1, src.cpu() - 1).to(src.dtype)
         out = out.to(src.device)
     out = out.detach()
     if t.requires_grad and (out.is_floating_point() or out.is_complex()):
@@ -126,7 +134,11 @@ def _garble_array(a: np.ndarray, kind: str) -> np.ndarray:
     if a.dtype == np.bool_:
         return gen.integers(0, 2, a.shape).astype(bool)
     if np.issubdtype(a.dtype, np.integer):
-        return gen.integers(int(a.min()), int(a.max()) + 1, a.shape).astype(a.dtype)
+        lo, hi = int(a.min()), int(a.max())
+        if hi - lo < WIDEN:
+            info = np.iinfo(a.dtype)
+            lo, hi = max(lo - WIDEN, int(info.min)), min(hi + WIDEN, int(info.max))
+        return gen.integers(lo, hi + 1, a.shape).astype(a.dtype)
     if np.issubdtype(a.dtype, np.number):
         return gen.standard_normal(a.shape).astype(a.dtype)
     return np.zeros_like(a)
