@@ -314,12 +314,14 @@ def test_is_contiguous_agrees_with_torch_on_random_views(seed):
     ],
 )
 def test_is_contiguous_edge_cases_agree_with_torch(shape, strides):
-    """Size-1, stride-0, empty and 0-d tensors: the answer is whatever torch.empty_strided says."""
+    """Size-1, stride-0, empty and 0-d tensors: the answer is whatever torch.empty_strided says (and True for row-major strides)."""
     want = torch.empty_strided(shape, strides).is_contiguous()
     got = adapters.run_is_contiguous(shape, strides)
     assert got == want, (
         f"shape {shape}, strides {strides}: torch says is_contiguous() is {want}, got {got}"
     )
+    row_major = torch.empty(shape).stride()  # and the same shape, row-major: a fixed answer scores half
+    assert adapters.run_is_contiguous(shape, row_major), f"shape {shape}, row-major strides {row_major}: contiguous"
 
 
 @st.composite
