@@ -40,8 +40,9 @@ did that part of the work, and the audit does not count a test that saw one of t
 where a copy cannot contain it: ``set_seed`` (the global RNGs) does nothing, ``save_checkpoint`` (a
 file) saves a checkpoint of a garbled copy of the model and optimizer at iteration 0.
 
-Deliberately left out: arguments that cannot be copied (an open file other than ``io.BytesIO``)
-are passed as they are and reported; references bound before the module's last line (a module-level
+Deliberately left out: an open file other than ``io.BytesIO`` is passed as it is (the reference
+reads or writes it, as any implementation would); other arguments that cannot be copied are passed
+as they are and reported; references bound before the module's last line (a module-level
 table of functions) keep the reference; code run in another process is not garbage.
 """
 
@@ -231,6 +232,8 @@ def _copy(value: Any, memo: dict) -> Any:
     except Exception:  # noqa: BLE001 - a tensor that is not a leaf, a lock, an open file
         if torch is not None and isinstance(value, torch.Tensor):
             return value.detach().clone().requires_grad_(value.requires_grad)
+        if isinstance(value, io.IOBase):  # an open file: the reference reads or writes it, as any would
+            return value
         _problems.append(f"could not copy a {type(value).__qualname__}: passed to the reference as it is")
         return value
 

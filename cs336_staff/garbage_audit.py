@@ -24,7 +24,8 @@ the check. The report names, per F and flavour, the stolen tests with the points
 them (``rubric.toml``: hidden tests count), sums them per part, and the check fails while any remain.
 ``ACCEPTED`` lists, each with its reason, the tests garbage may pass by decision: garbage of a model,
 an optimizer or ``set_seed`` passing a test of the training loop that grades only the loop's own
-work (its overwrite guard, its batch schedule), or a test that needs no seeding. They are reported, not
+work (its overwrite guard, its batch schedule), a test that needs no seeding, or a test of
+``load_checkpoint``'s errors on a file ``save_checkpoint`` wrote. They are reported, not
 counted.
 
 The fix is in the test: add evidence that the work happened (the parameters moved by the
@@ -68,6 +69,9 @@ _LOOP_ONLY = ("grades the training loop's own work ({}), which a model, optimize
 _NO_SEEDING = ("needs no seeding ({}): a set_seed that seeds nothing trains as well, and the tests that compare "
                "two runs of one seed (deterministic runs, resumed runs) fail on it")
 
+_LOAD_ERRORS = ("grades an error of load_checkpoint ({}) on a file save_checkpoint only had to write: the format "
+                "is the student's, so the test cannot write it itself, and the error is load_checkpoint's work")
+
 #: Reviewed decisions, not oversights: (target, test function without its parameters) -> why that test
 #: may pass on the target's garbage (``ANY``: every target's). Each is listed in the report as accepted.
 ANY = "*"
@@ -76,6 +80,11 @@ ACCEPTED: dict[tuple[str, str], str] = {
         ("test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume", "the overwrite guard"),
         ("test_train_with_another_seed_draws_other_batches_not_the_same_ones_shifted", "the batch schedule"),
         ("test_train_with_other_seeds_draws_unrelated_batches", "the batch schedule"),
+    )},
+    **{("save_checkpoint", test): _LOAD_ERRORS.format(what) for test, what in (
+        ("test_loading_is_strict_about_a_missing_or_an_extra_buffer", "strict keys"),
+        ("test_loading_a_checkpoint_whose_keys_differ_from_the_model_fails_naming_them", "strict keys"),
+        ("test_loading_a_truncated_checkpoint_fails_naming_the_file", "a truncated file"),
     )},
     **{("set_seed", test): _NO_SEEDING.format(what) for test, what in (
         ("test_train_command_prints_a_falling_loss", "the loss falls"),

@@ -189,6 +189,10 @@ def test_saving_every_step_leaves_the_run_as_it_would_be_without_saves(tmp_path)
         "parameters and BatchNorm statistics after saving every step vs without saves (did saving call "
         "model.eval() or otherwise change the model?)",
     )
+    assert_state_dicts_equal(
+        scenario.load_into_fresh(setup, tmp_path / "ckpt.pt").model, straight.model,
+        "the last checkpoint vs the run it saved (parameters and BatchNorm statistics)",
+    )
 
 
 def test_loading_a_checkpoint_whose_keys_differ_from_the_model_fails_naming_them(tmp_path):

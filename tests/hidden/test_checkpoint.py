@@ -54,16 +54,21 @@ def test_saving_does_not_disturb_the_run_being_saved(tmp_path):
     assert_state_dicts_equal(
         run.optimizer, straight.optimizer, "optimizer state after saving every step"
     )
+    saved = scenario.load_into_fresh(OPTIMIZERS["adamw"], tmp_path / "ckpt.pt")
+    assert saved.iteration == 8, f"the last save was at iteration 8, the file says {saved.iteration}"
+    assert_state_dicts_equal(saved.model, straight.model, "parameters in the last checkpoint vs the run's")
 
 
 @pytest.mark.parametrize("iteration", [0, 1, 10**12])
 def test_iteration_round_trips_exactly(iteration, tmp_path):
     """Any non-negative iteration, including 0 and 10**12, comes back unchanged as an int."""
     scenario.save(OPTIMIZERS["sgd_momentum"], 0, iteration, tmp_path / "ckpt.pt")
-    loaded = scenario.load_into_fresh(OPTIMIZERS["sgd_momentum"], tmp_path / "ckpt.pt").iteration
+    fresh = scenario.load_into_fresh(OPTIMIZERS["sgd_momentum"], tmp_path / "ckpt.pt")
+    loaded = fresh.iteration
     assert loaded == iteration and isinstance(loaded, int), (
         f"loaded {loaded!r}, expected the int {iteration}"
     )
+    assert_state_dicts_equal(fresh.model, scenario.straight(OPTIMIZERS["sgd_momentum"], 0).model, "the saved parameters")
 
 
 def test_checkpoint_round_trips_through_a_real_binary_file_object(tmp_path):
