@@ -25,7 +25,8 @@ caller's ``backward()`` runs and changes nothing.
 
 The garbage of a **class** changes only the methods students write (those with a solution region,
 ``methods``), in place, so subclasses and ``isinstance`` see it: ``__init__`` runs the reference
-and then garbles the new object's tensors (a module's parameters and buffers, other objects'
+(an object that stored nothing would only crash, not pass as plausible) and then garbles the new
+object's tensors (a module's parameters and buffers, other objects'
 tensor attributes) in place; ``__enter__`` returns the object and ``__exit__`` does nothing; every
 other method, properties included, runs on a deep copy of the object and its arguments and returns
 the garbled result (the object itself where the reference returned itself). So an optimizer's
@@ -40,8 +41,8 @@ did that part of the work, and the audit does not count a test that saw one of t
 where a copy cannot contain it: ``set_seed`` (the global RNGs) does nothing, ``save_checkpoint`` (a
 file) saves a checkpoint of a garbled copy of the model and optimizer at iteration 0.
 
-Deliberately left out: an open file other than ``io.BytesIO`` is passed as it is (the reference
-reads or writes it, as any implementation would); other arguments that cannot be copied are passed
+Deliberately left out: an open file other than ``io.BytesIO``, and an iterator, are passed as they
+are (the reference reads, writes or consumes them, as any implementation would); other arguments that cannot be copied are passed
 as they are and reported; references bound before the module's last line (a module-level
 table of functions) keep the reference; code run in another process is not garbage.
 """
@@ -232,7 +233,7 @@ def _copy(value: Any, memo: dict) -> Any:
     except Exception:  # noqa: BLE001 - a tensor that is not a leaf, a lock, an open file
         if torch is not None and isinstance(value, torch.Tensor):
             return value.detach().clone().requires_grad_(value.requires_grad)
-        if isinstance(value, io.IOBase):  # an open file: the reference reads or writes it, as any would
+        if isinstance(value, (io.IOBase, Iterator)):  # an open file, a stream: the reference consumes it, as any would
             return value
         _problems.append(f"could not copy a {type(value).__qualname__}: passed to the reference as it is")
         return value

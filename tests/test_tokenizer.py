@@ -97,6 +97,7 @@ def test_encode_matches_tiktoken(tokenizer, oracle, text: str) -> None:
     expected = oracle.encode(text, allowed_special="all")
     assert ids == expected, f"encode({text!r}) = {ids}, tiktoken gives {expected}: " + id_difference(ids, expected, oracle.decode)
     assert tokenizer.decode(ids) == text
+    assert tokenizer.decode(tokenizer.encode(text + "!")) == text + "!", "decode(encode(s)) must give s back"
 
 
 @settings(max_examples=60, deadline=None)
@@ -206,6 +207,7 @@ def test_encode_iterable_equals_encode_however_the_text_is_cut(tokenizer, text: 
     pieces = _pieces(text, random.Random(seed))
     got = tokenization.encode_iterable(tokenizer, pieces)
     assert got == tokenizer.encode(text), f"pieces={pieces!r}"
+    assert tokenizer.decode(got) == text, f"decode(encode_iterable(pieces)) is not the text: pieces={pieces!r}"
 
 
 #: Special tokens of which one is a prefix of another, and where to end pieces: between the two halves.
@@ -245,6 +247,7 @@ def test_encode_iterable_equals_encode_when_pieces_end_between_nested_special_to
         f"encode: {id_difference(got, want, tok.decode)}. A special token at the end of the buffer may be the start "
         "of a longer one: hold back as many characters as the LONGEST special token before settling it"
     )
+    assert tok.decode(got) == text, "decode(encode_iterable(pieces)) is not the text"
 
 
 def test_new_special_tokens_get_ids_that_collide_with_none_when_vocab_ids_have_gaps() -> None:
@@ -291,6 +294,7 @@ def test_encode_iterable_of_file_lines_equals_encode(tokenizer) -> None:
         "encode_iterable(lines) differs from encode(text): " + id_difference(got, want, tokenizer.decode)
         + "; a pre-token may continue across a line break (whitespace runs), so hold back the end of each piece"
     )
+    assert tokenizer.decode(got) == text, "decode(encode_iterable(lines)) is not the file"
 
 
 def test_encode_iterable_streams_are_independent(tokenizer) -> None:
@@ -312,6 +316,9 @@ def test_encode_iterable_streams_are_independent(tokenizer) -> None:
         + id_difference(*((streams.first, want_first) if streams.first != want_first else (streams.second, want_second)),
                         tokenizer.decode) + hint
     )
+    assert tokenizer.decode(streams.first) == first and tokenizer.decode(streams.second) == second, (
+        "decoding a stream's ids does not give its text back"
+    )
 
 
 def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, tmp_path: Path) -> None:
@@ -332,6 +339,8 @@ def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, tmp_path: Path) 
     assert streamed.lazy, "encode_iterable must return a lazy iterator (use yield), not a list"
     first, count, peak = streamed.first, streamed.count, streamed.peak
     assert first == expected_first
+    decoded = tokenizer.decode(first)
+    assert decoded and corpus.startswith(decoded), f"the first ids decode to {decoded[:40]!r}, not a start of the file"
     assert count > size / 8, f"only {count} ids for {size} bytes"
     assert peak < budget, f"encode_iterable peaked at {peak / 2**20:.2f} MiB on a {size / 2**20:.1f} MiB file; keep only a small buffer"
 
@@ -357,6 +366,7 @@ def test_saved_files_round_trip_any_bytes(trained, tmp_path: Path, tokens: list[
     assert loaded.merges == merges + extra
     text = "x" + "".join(t.decode("utf-8", errors="replace") for t in tokens) + EOT
     assert loaded.encode(text) == tok.encode(text)
+    assert loaded.decode(loaded.encode(text)) == text, "the loaded tokenizer does not round-trip the text"
 
 
 def test_cli_trains_then_encodes_to_a_memmappable_array(tmp_path: Path) -> None:
