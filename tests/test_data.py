@@ -112,6 +112,8 @@ def test_get_batch_returns_int64_batch_by_context_on_device(
             f"{name} is on {t.device}, expected {device}"
         )
     assert_rows_are_windows(dataset, x, y)
+    again = adapters.run_get_batch(dataset, batch_size, context_length, device, torch.Generator().manual_seed(0))
+    assert torch.equal(again[0], x) and torch.equal(again[1], y), "the same generator seed gave another batch"
 
 
 def test_get_batch_windows_are_consecutive_tokens_and_y_is_x_shifted_by_one(generator):
