@@ -61,6 +61,17 @@ def parallel_corpus(kind: str, seed: int, size: int = 6_000) -> str:
     return "".join(parts)
 
 
+def assert_is_a_trained_vocab(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str]) -> None:
+    """Evidence that training happened (two results of the same garbage agree, trivially): the vocab holds
+    the 256 single bytes and the special tokens, and every merge joins two non-empty tokens into one of it."""
+    values = set(vocab.values())
+    missing = [i for i in range(256) if bytes([i]) not in values]
+    assert not missing, f"the vocab lacks the single bytes {missing[:8]}...: it must start from all 256 byte values"
+    assert all(t.encode("utf-8") in values for t in special_tokens), "the vocab lacks a special token"
+    for a, b in merges:
+        assert a and b and a + b in values, f"merge ({a!r}, {b!r}) does not join two tokens into one of the vocab"
+
+
 def random_case(seed: int) -> tuple[str, int]:
     """A seeded random text over a tiny alphabet (many ties, runs like "aaa", emoji, special tokens) and a vocab size."""
     rng = random.Random(seed)
@@ -155,6 +166,7 @@ def test_train_bpe_in_several_processes_equals_one_process(tmp_path: Path, kind:
     path = tmp_path / f"{kind}.txt"
     path.write_bytes(parallel_corpus(kind, seed=0).encode("utf-8"))
     vocab, merges = adapters.run_train_bpe(path, 10_000, [], num_processes=1)
+    assert_is_a_trained_vocab(vocab, merges, [])
     for num_processes in (2, 3):
         got_vocab, got_merges = adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes)
         assert got_merges == merges and got_vocab == vocab, (
@@ -299,8 +311,9 @@ def test_train_bpe_is_several_times_faster_than_recounting_after_every_merge(tmp
     for corpus in corpora:
         recount = seconds_per_recount(pair_table(corpus, [EOT]))
         start = time.perf_counter()
-        adapters.run_train_bpe(corpus, vocab_size, [EOT])
+        vocab, merges = adapters.run_train_bpe(corpus, vocab_size, [EOT])
         seconds = time.perf_counter() - start
+        assert_is_a_trained_vocab(vocab, merges, [EOT])
         ratios.append((seconds / (num_merges * recount), seconds, num_merges * recount))
     best, seconds, naive_floor = min(ratios)  # the best call: a hiccup of the machine should not fail the student
     assert best <= 1 / 4, (

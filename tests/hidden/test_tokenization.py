@@ -17,7 +17,7 @@ import adapters
 from tests.fresh import fresh_corpora, replay_hint
 from tests.hidden.bpe_naive import naive_train_bpe
 from tests.scenarios import tokenization
-from tests.test_bpe_train import PARALLEL_KINDS, SPEED_CALLS, parallel_corpus
+from tests.test_bpe_train import PARALLEL_KINDS, SPEED_CALLS, assert_is_a_trained_vocab, parallel_corpus
 from tests.test_tokenizer import GPT2_PATTERN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,6 +79,7 @@ def test_train_bpe_with_vocab_just_big_enough_has_no_merges(tmp_path: Path) -> N
     path.write_text("hello hello", encoding="utf-8")
     vocab, merges = adapters.run_train_bpe(path, 258, [EOT, PAD])
     assert merges == [] and len(vocab) == 258
+    assert_is_a_trained_vocab(vocab, merges, [EOT, PAD])
 
 
 @settings(max_examples=25, deadline=None)
@@ -115,6 +116,7 @@ def test_train_bpe_in_parallel_equals_one_process_on_other_corpora(tmp_path: Pat
     got = adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes)
     assert got[1] == expected[1], f"{kind}, {num_processes} processes: merges differ from one process"
     assert got[0] == expected[0]
+    assert_is_a_trained_vocab(*expected, [])
 
 
 @settings(max_examples=25, deadline=None)
