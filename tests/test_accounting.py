@@ -281,6 +281,8 @@ def test_activation_bytes_count_a_storage_once_whatever_views_of_it_are_saved(ca
 def test_activation_bytes_exclude_parameters_and_inputs() -> None:
     """A single linear layer saves only its weight and its input, neither of which is an activation."""
     assert accounting.student_activation_bytes(Net("linear", (5, 3), bias=True), torch.randn(4, 5)) == 0
+    # while a hidden layer's output is one: 4 rows x 3 features in fp32 (0 everywhere is not the answer)
+    assert accounting.student_activation_bytes(Net("mlp", (5, 3, 2), bias=True), torch.randn(4, 5)) == 4 * 4 * 3
 
 
 @pytest.mark.parametrize("name", OPTIMIZERS)

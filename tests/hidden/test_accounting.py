@@ -146,6 +146,9 @@ def test_cruncher_activations_of_a_head_only_model() -> None:
     """A Cruncher with no hidden layers saves nothing but its input."""
     assert adapters.run_cruncher_activations(8, 16, 0) == 0
     assert accounting.student_activation_bytes(Net("Cruncher", (16, 0)), torch.randn(8, 16)) == 0
+    # and one hidden layer saves its output, batch x dim values (a count of 0 everywhere is not the answer)
+    assert adapters.run_cruncher_activations(8, 16, 1) == 8 * 16
+    assert accounting.student_activation_bytes(Net("Cruncher", (16, 1)), torch.randn(8, 16)) == 4 * 8 * 16
 
 
 def test_gelu_saves_its_input_as_well() -> None:
