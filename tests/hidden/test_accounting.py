@@ -111,6 +111,8 @@ def test_cruncher_training_flops_match_the_linear_chain_count(seed: int) -> None
     measured = accounting.student_count_flops(net, torch.randn(batch, dim))
     analytic = adapters.run_linear_chain_flops(batch, [dim] * (layers + 1) + [1])
     assert measured == analytic, f"batch={batch} dim={dim} layers={layers}"
+    dims = [dim] * (layers + 1) + [1]  # 3 forwards of 2*b*d_in*d_out per layer, less the first layer's input gradient
+    assert analytic == 6 * batch * sum(a * b for a, b in zip(dims, dims[1:])) - 2 * batch * dims[0] * dims[1]
 
 
 def test_matmul_flops_of_empty_matrices_is_zero() -> None:
@@ -281,5 +283,6 @@ def test_time_matmul_rejects_bad_counts(warmup: int, iters: int) -> None:
 
 def test_time_matmul_without_warmup_times_every_call() -> None:
     """With warmup=0, exactly `iters` matmuls run."""
-    _, flops = accounting.student_time_matmul_flops(torch.randn(5, 3), torch.randn(3, 2), warmup=0, iters=4)
+    seconds, flops = accounting.student_time_matmul_flops(torch.randn(5, 3), torch.randn(3, 2), warmup=0, iters=4)
     assert flops == 4 * 2 * 5 * 3 * 2
+    assert 0 < seconds < 10, f"time_matmul returned {seconds} s for four 5x3 @ 3x2 matmuls"
