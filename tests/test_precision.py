@@ -52,7 +52,8 @@ def _assert_close(actual: Tensor, expected: Tensor, rtol: float, atol: float, wh
 
 
 def _half_ulp_violations(x: Tensor, x_fp8: Tensor, scale: Tensor) -> Tensor:
-    """Elements whose fp8 value is further than half an ulp from x / scale, in the scaled domain.
+    """Elements whose fp8 value is further than half an ulp from x / scale, in the scaled domain (all of
+    them when the scale is not finite and positive).
 
     ulp(y) = 2**(floor(log2 |y|) - m), but never below the subnormal spacing 2**(1 - bias - m).
     A relative slack of 2**-20 allows for the fp32 division x / scale being done another way.
@@ -63,7 +64,15 @@ def _half_ulp_violations(x: Tensor, x_fp8: Tensor, scale: Tensor) -> Tensor:
     exponent = torch.floor(torch.log2(y.abs().clamp(min=info.smallest_normal)))
     half_ulp = 0.5 * torch.exp2(exponent - m)
     err = (x_fp8.float() - y).abs()
-    return err > half_ulp * (1 + 2**-20) + y.abs() * 2**-20
+    unusable = ~(torch.isfinite(scale.float()) & (scale.float() > 0))  # a 0, negative or inf scale fits nothing
+    return (err > half_ulp * (1 + 2**-20) + y.abs() * 2**-20) | unusable.expand_as(err)
+
+
+def assert_close_to_the_product(out: Tensor, a: Tensor, b: Tensor) -> None:
+    """Evidence that fp8_matmul multiplied: its output is within fp8's 6% (Frobenius) of a @ b in fp64."""
+    exact = a.double() @ b.double()
+    rel = ((out.double() - exact).norm() / exact.norm()).item()
+    assert rel < 0.06, f"fp8_matmul(a, b) is {rel:.1%} away from a @ b (Frobenius): it must return the product"
 
 
 def _fp8_matmul_rel_error(
@@ -231,11 +240,12 @@ def test_to_fp8_leaves_its_input_unchanged(granularity):
     """to_fp8 reads x and never writes into it (for an fp32 tensor, x.float() is x itself)."""
     x = torch.randn(16, 32, generator=torch.Generator().manual_seed(9)) * 5
     before = x.clone()
-    adapters.run_to_fp8(x, E4M3, granularity)
+    x_fp8, scale = adapters.run_to_fp8(x, E4M3, granularity)
     assert torch.equal(x, before), (
         f"to_fp8(x, granularity={granularity!r}) changed x: scale a copy (x.float() / scale), not x in place. "
         "For an fp32 tensor x.float() returns x itself, so x.float().div_(scale) overwrites the caller's tensor"
     )
+    assert not _half_ulp_violations(before, x_fp8, scale).any(), "and x_fp8 must be x / scale rounded to fp8"
 
 
 @pytest.mark.parametrize("granularity", ["tensor", "row"])
@@ -308,6 +318,7 @@ def test_to_fp8_all_zero_input_stays_finite(dtype, granularity):
         decoded = adapters.run_from_fp8(x_fp8, scale)
         assert torch.isfinite(decoded).all(), "zeros must not turn into NaN (0 / 0) or inf"
         assert (decoded[inp == 0] == 0).all(), "zeros must decode to zeros"
+        assert ((decoded - inp).abs() <= 0.125 * inp.abs() + 1e-6).all(), "the nonzero row must decode close to itself"
 
 
 @pytest.mark.parametrize("dtype", FP8, ids=_name)
@@ -474,11 +485,12 @@ def test_fp8_matmul_leaves_its_operands_unchanged(granularity):
     g = torch.Generator().manual_seed(10)
     a, b = torch.randn(16, 32, generator=g) * 5, torch.randn(32, 16, generator=g)
     a_before, b_before = a.clone(), b.clone()
-    adapters.run_fp8_matmul(a, b, granularity)
+    out = adapters.run_fp8_matmul(a, b, granularity)
     assert torch.equal(a, a_before) and torch.equal(b, b_before), (
         f"fp8_matmul(a, b, granularity={granularity!r}) changed {'a' if not torch.equal(a, a_before) else 'b'}: "
         "quantise copies (to_fp8 scales out of place), leave the operands as they were"
     )
+    assert_close_to_the_product(out, a_before, b_before)
 
 
 MATMUL_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.matmul", "aten.mv", "aten.dot")
@@ -493,7 +505,8 @@ def test_fp8_matmul_multiplies_in_the_fp8_kernel(granularity):
     """
     g = torch.Generator().manual_seed(6)
     a, b = torch.randn(16, 32, generator=g), torch.randn(32, 16, generator=g)
-    _, ops = precision.student_fp8_matmul_ops(a, b, granularity, torch.bfloat16)
+    out, ops = precision.student_fp8_matmul_ops(a, b, granularity, torch.bfloat16)
+    assert_close_to_the_product(out, a, b)
     matmuls = [op for op in ops if op in MATMUL_OPS]
     assert ops.count("aten._scaled_mm") == 1 and not matmuls, (
         f"fp8_matmul ran {ops.count('aten._scaled_mm')} torch._scaled_mm and {matmuls or 'no other matmul'}: it "
