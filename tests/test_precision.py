@@ -572,6 +572,10 @@ def test_mixed_precision_step_returns_a_detached_loss():
             "that appends it to a list keeps every step's activations in memory; return loss.detach()"
         )
         assert step.loss.shape == () and step.loss.dtype == torch.float32
+        assert step.loss.item() > 0 and all(g is not None and g.abs().sum() > 0 for g in step.grads.values()), (
+            f"step {i} left a loss of {step.loss.item()} and gradients {[None if g is None else 'zero' for g in step.grads.values()]}: "
+            "it must compute the loss and backpropagate it"
+        )
 
 
 def test_mixed_precision_step_starts_from_zero_gradients():
