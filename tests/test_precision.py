@@ -189,6 +189,7 @@ def test_dtype_info_smallest_subnormal_is_the_last_nonzero_value(dtype):
     """smallest_subnormal = smallest_normal * eps survives a cast; half of it rounds (ties to even) to 0."""
     info = adapters.run_dtype_info(dtype)
     tiny = info["smallest_subnormal"]
+    assert tiny > 0, f"smallest_subnormal of {_name(dtype)} is {tiny}: the smallest positive value"
     assert tiny == info["smallest_normal"] * info["eps"], (
         "smallest_subnormal should be smallest_normal * 2**-m"
     )

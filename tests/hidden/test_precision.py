@@ -107,6 +107,7 @@ def test_dtype_info_returns_every_key_with_python_numbers():
         assert isinstance(info[key], int), f"{key} should be an int"
     for key in keys - {"bits", "exponent_bits", "mantissa_bits"}:
         assert isinstance(info[key], float), f"{key} should be a float"
+    assert (info["bits"], info["exponent_bits"], info["mantissa_bits"]) == (8, 5, 2), "float8_e5m2: 8 bits, 5 exponent, 2 mantissa"
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, *FP8], ids=_name)
