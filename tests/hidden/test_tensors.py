@@ -448,6 +448,7 @@ def test_split_heads_of_a_non_contiguous_input():
         "non-contiguous x",
         tol=0,
     )
+    assert_close(adapters.run_split_heads(x, 4), x.reshape(5, 4, 3).transpose(0, 1), "x of shape (5, 12) in 4 heads", tol=0)
 
 
 @pytest.mark.parametrize("num_heads", [0, -2, 7])
@@ -487,7 +488,9 @@ def test_attention_scores_have_unit_variance_for_unit_variance_inputs():
     """The 1/sqrt(d) scale keeps scores' variance near 1 when q, k entries have variance 1 (d = 256)."""
     g = torch.Generator().manual_seed(5)
     q, k = torch.randn(4, 64, 256, generator=g), torch.randn(4, 64, 256, generator=g)
-    var = adapters.run_attention_scores(q, k).var().item()
+    scores = adapters.run_attention_scores(q, k)
+    torch.testing.assert_close(scores, q @ k.transpose(-1, -2) / 16, rtol=1e-4, atol=1e-4)  # q k^T / sqrt(256)
+    var = scores.var().item()
     assert 0.85 < var < 1.15, (
         f"score variance {var:.3f}; with 1/sqrt(d) it is ~1, without it ~d, with 1/d ~1/d"
     )
