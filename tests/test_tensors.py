@@ -109,7 +109,9 @@ def test_flat_index_worked_example():
 @pytest.mark.parametrize("seed", SEEDS)
 def test_flat_index_matches_element_addresses_of_random_views(seed):
     """flat_index(i, x.stride(), x.storage_offset()) is where torch actually keeps x[i]."""
-    _, x, chain = random_view(seed)
+    base, x, chain = random_view(seed)
+    last = tuple(n - 1 for n in base.shape)  # a view may hold only position 0: the base's last element is not there
+    assert adapters.run_flat_index(last, base.stride()) == base.numel() - 1, f"the last element of {tuple(base.shape)}"
     for index in some_indices(x, random.Random(seed)):
         got = adapters.run_flat_index(index, x.stride(), x.storage_offset())
         want = storage_position(x, index)
@@ -133,7 +135,9 @@ def test_flat_index_rejects_negative_index():
 @pytest.mark.parametrize("seed", SEEDS)
 def test_element_at_matches_indexing_on_random_views(seed):
     """element_at(x, i) equals x[i] (value and dtype) for transposed, sliced and expanded views."""
-    _, x, chain = random_view(seed)
+    base, x, chain = random_view(seed)
+    last = tuple(n - 1 for n in base.shape)  # a view may hold only the value 0: the base's last element is not 0
+    assert torch.equal(adapters.run_element_at(base, last), base[last]), f"the last element of {tuple(base.shape)}"
     for index in some_indices(x, random.Random(seed)):
         got = adapters.run_element_at(x, index)
         assert got.dtype == x.dtype, f"element_at returned dtype {got.dtype}, x has {x.dtype}"
