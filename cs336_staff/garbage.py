@@ -26,25 +26,26 @@ caller's ``backward()`` runs and changes nothing.
 The garbage of a **class** changes only the methods students write (those with a solution region,
 ``methods``), in place, so subclasses and ``isinstance`` see it: ``__init__`` runs the reference
 (an object that stored nothing would only crash, not pass as plausible) and then garbles the new
-object's tensors (a module's parameters and buffers, other objects'
-tensor attributes) in place; ``__enter__`` returns the object and ``__exit__`` does nothing; every
+object's tensors (a module's parameters and buffers, other objects' tensor attributes) in place; ``__enter__`` returns the object and ``__exit__`` does nothing; every
 other method, properties included, runs on a deep copy of the object and its arguments and returns
 the garbled result (the object itself where the reference returned itself). So an optimizer's
 ``step`` and a tokenizer's ``encode`` change nothing the caller can see.
 
 An error the reference raises propagates unchanged: garbage that checks its inputs as documented
 did that part of the work, and the audit does not count a test that saw one of these errors (see
-``garbage_audit.py``); the plugin records, per test, how many garbage calls returned and raised. A call made while another garbage call runs (``encode_iterable`` calling
-``encode``) runs the reference, so each value is garbled once.
+``garbage_audit.py``); the plugin records, per test, how many garbage calls returned and raised.
+A call made while another garbage call runs (``encode_iterable`` calling ``encode``) runs the
+reference, so each value is garbled once.
 
 ``HANDWRITTEN`` holds garbage for the functions whose effect is outside their arguments and result,
 where a copy cannot contain it: ``set_seed`` (the global RNGs) does nothing, ``save_checkpoint`` (a
-file) saves a checkpoint of a garbled copy of the model and optimizer at iteration 0.
+file) saves a garbled copy of the model and the optimizer's state at a garbled iteration.
 
 Deliberately left out: an open file other than ``io.BytesIO``, and an iterator, are passed as they
-are (the reference reads, writes or consumes them, as any implementation would); other arguments that cannot be copied are passed
-as they are and reported; references bound before the module's last line (a module-level
-table of functions) keep the reference; code run in another process is not garbage.
+are (the reference reads, writes or consumes them, as any implementation would); other arguments
+that cannot be copied are passed as they are and reported; references bound before the module's
+last line (a module-level table of functions) keep the reference; code run in another process is
+not garbage.
 """
 
 from __future__ import annotations
@@ -56,12 +57,11 @@ import io
 import json
 import os
 import random
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import sys
 
 import numpy as np
 import pytest

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff import part_reach
+from cs336_staff.garbage import FLAVOUR_ENV, FLAVOURS, OUT_ENV
 from cs336_staff.markers import find_regions
 from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.rubric import Item, Rubric
@@ -111,8 +112,6 @@ ACCEPTED: dict[tuple[str, str], str] = {
 
 GARBAGE_SOURCE = Path(__file__).with_name("garbage.py")
 GARBAGE_MODULE = "cs336_garbage"  # its name in the scratch tree
-FLAVOUR_ENV, OUT_ENV = "CS336_GARBAGE_FLAVOUR", "CS336_GARBAGE_OUT"  # garbage.py reads them
-FLAVOURS = ("zeros", "noise")
 EXTRA_FILES = ("pyproject.toml", "README.md")
 HIDDEN_DIRS = tuple(d for skip in SHIPPED_DIRS.values() for d in skip if not d.endswith("staff"))
 RUN_TIMEOUT = 900.0  # seconds for one target's run of its reaching tests

@@ -16,7 +16,16 @@ import pytest
 import torch
 
 from cs336_staff import garbage
-from cs336_staff.garbage_audit import ACCEPTED, Target, accepted, check, stubbed, summary, targets, with_garbage
+from cs336_staff.garbage_audit import (
+    ACCEPTED,
+    Target,
+    accepted,
+    check,
+    stubbed,
+    summary,
+    targets,
+    with_garbage,
+)
 from cs336_staff.session.warm import WarmPool
 from tests.staff.test_release import make_sample_repo
 
