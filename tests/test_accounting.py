@@ -11,6 +11,7 @@ description.
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import adapters
 from tests.scenarios import accounting
 from tests.scenarios.accounting import Net, mlp
+from tests.util import skip_in_grading
 
 OPTIMIZERS = ["sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw"]
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}
@@ -426,11 +428,43 @@ def test_napkin_math_rejects_bad_input(call, match: str) -> None:
 
 
 def test_time_matmul_warms_up_then_times_each_call() -> None:
-    """time_matmul runs warmup + iters matmuls and returns a positive time per call."""
+    """time_matmul runs warmup + iters matmuls and returns a positive time per call.
+
+    Not graded: it counts the matmuls with FlopCounterMode around your call, which sees nothing of
+    a call run in another process (grading); test_time_matmul_returns_the_mean_seconds_of_one_call is.
+    """
+    skip_in_grading("FlopCounterMode counts only the matmuls of its own process")
     a, b = torch.randn(8, 4), torch.randn(4, 6)
     seconds, flops = accounting.student_time_matmul_flops(a, b, warmup=2, iters=3)
     assert flops == (2 + 3) * 2 * 8 * 4 * 6, "expected 2 warm-up and 3 timed matmuls"
     assert seconds > 0
+
+
+@pytest.mark.parametrize("iters", [1, 16])
+def test_time_matmul_returns_the_mean_seconds_of_one_call(iters: int) -> None:
+    """time_matmul returns a positive float: the mean of one timed call, so iters times it fits in the call's wall time."""
+    g = torch.Generator().manual_seed(iters)
+    a, b = torch.randn(96, 64, generator=g), torch.randn(64, 80, generator=g)
+    start = time.perf_counter()
+    seconds = adapters.run_time_matmul(a, b, warmup=1, iters=iters)
+    wall = time.perf_counter() - start
+    assert isinstance(seconds, float) and 0 < seconds < float("inf"), f"time_matmul returned {seconds!r}"
+    assert seconds * iters <= wall, (
+        f"time_matmul(iters={iters}) says {seconds:.3g} s per call, but the whole call took {wall:.3g} s: return "
+        "the mean of one timed call (total / iters), not the total"
+    )
+
+
+@pytest.mark.parametrize(
+    ("warmup", "iters", "b_device", "match"),
+    [(3, 0, "cpu", "iters"), (-1, 2, "cpu", "warmup"), (1.5, 2, "cpu", "warmup"), (1, 2, "meta", "device")],
+    ids=["zero-iters", "negative-warmup", "float-warmup", "two-devices"],
+)
+def test_time_matmul_rejects_bad_input(warmup, iters: int, b_device: str, match: str) -> None:
+    """Bad counts and operands on two devices are ValueErrors naming the culprit, raised before anything runs."""
+    a, b = torch.ones(4, 4), torch.ones(4, 4, device=b_device)
+    with pytest.raises(ValueError, match=match):
+        adapters.run_time_matmul(a, b, warmup=warmup, iters=iters)
 
 
 def test_matmul_throughput_code_path_on_cpu() -> None:

@@ -11,6 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import adapters
 from tests.scenarios import accounting
 from tests.scenarios.accounting import Net
+from tests.util import skip_in_grading
 from tests.test_accounting import OPTIMIZER_STATES, torch_flops, torch_flops_by_module
 
 
@@ -277,6 +278,7 @@ def test_time_matmul_rejects_bad_counts(warmup: int, iters: int) -> None:
 
 
 def test_time_matmul_without_warmup_times_every_call() -> None:
-    """With warmup=0, exactly `iters` matmuls run."""
+    """With warmup=0, exactly `iters` matmuls run. Not graded (FlopCounterMode sees only its own process)."""
+    skip_in_grading("FlopCounterMode counts only the matmuls of its own process")
     _, flops = accounting.student_time_matmul_flops(torch.randn(5, 3), torch.randn(3, 2), warmup=0, iters=4)
     assert flops == 4 * 2 * 5 * 3 * 2
