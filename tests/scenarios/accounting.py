@@ -3,10 +3,15 @@
 A network (or a plain torch function) is described by a ``Net``, plain data, so that both sides of
 the line build the same one with ``build(net)``: torch's modules only (``nn.Linear``, and torch's
 twin of the ``Cruncher``), never your ``models`` or ``optim`` code, so these tests grade your
-accounting alone and a bug in another part costs no accounting points. The ``student_...``
-functions run one of your counters (``count_flops``, ``FlopCounter``, ``activation_bytes``,
-``optimizer_state_bytes``) or one of the given measurement helpers on such a network, trained by
-torch's optimizers, and return what it reported: numbers, dicts, tensors. ``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare that with torch.
+accounting alone and a bug in another part costs no accounting points.
+
+The ``student_...`` functions are plain functions of the test: they call one of your counters
+(``count_flops``, ``FlopCounter``, ``activation_bytes``, ``optimizer_state_bytes``) or one of the
+given measurement helpers, and every loop, the training with torch's optimizers included, runs in
+the test. Your counters take the network as an argument, so it is made on your side by a builder
+(``built``, ``torch_optimizer``, ``cruncher_training_setup``, ``empty_maker``, ``captured_output``:
+the only ``@student_side`` functions here; they build and observe nothing, see ``tests/boundary.py``).
+``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare what your code returned with torch.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import contextlib
 import functools
 import gc
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -328,16 +333,35 @@ def student_measure_allocation(shape: tuple[int, ...], dtype: torch.dtype,
 # --------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        yield out, err
+class Captured:
+    """While entered, what is printed to ``sys.stdout`` and ``sys.stderr`` goes to ``out`` and ``err``."""
+
+    def __init__(self) -> None:
+        self.out, self.err = io.StringIO(), io.StringIO()
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> None:
+        self._stack.enter_context(contextlib.redirect_stdout(self.out))
+        self._stack.enter_context(contextlib.redirect_stderr(self.err))
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def printed(self) -> tuple[str, str]:
+        return self.out.getvalue(), self.err.getvalue()
 
 
 @student_side
+def captured_output() -> Captured:
+    """A ``Captured`` made on your side, where your command prints. Builds, observes nothing: what
+    the command prints is its answer, read back by the test after the command returned."""
+    return Captured()
+
+
 def cs336(argv: list[str]) -> tuple[int, str, str]:
-    """Run ``cs336 ARGV`` in this process: (its exit status, what it printed to stdout, to stderr)."""
-    with _captured() as (out, err):
+    """Run ``cs336 ARGV`` (``adapters.run_cs336``): (its exit status, what it printed to stdout, to stderr)."""
+    capture = captured_output()
+    with capture:
         status = adapters.run_cs336(argv)
-    return status, out.getvalue(), err.getvalue()
+    out, err = capture.printed()
+    return status, out, err
