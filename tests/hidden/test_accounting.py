@@ -11,8 +11,8 @@ from torch.utils.flop_counter import FlopCounterMode
 import adapters
 from tests.scenarios import accounting
 from tests.scenarios.accounting import Net
-from tests.util import skip_in_grading
 from tests.test_accounting import OPTIMIZER_STATES, torch_flops, torch_flops_by_module
+from tests.util import skip_in_grading
 
 
 def random_dims(seed: int, length: int, high: int = 32) -> list[int]:
