@@ -77,6 +77,23 @@ def test_tensor_memory_bytes_of_a_view_counts_its_own_elements() -> None:
     assert adapters.run_tensor_memory_bytes(x[::2, :3]) == 4 * 3 * 2
 
 
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [(lambda: torch.tensor(1.5, dtype=torch.float16), 2), (lambda: torch.empty(3, 0, dtype=torch.int64), 0),
+     (lambda: torch.ones(2, 4, dtype=torch.bool), 8), (lambda: torch.zeros(1, 1, dtype=torch.float64), 8),
+     (lambda: torch.empty(2, 3, 5, device="meta"), 2 * 3 * 5 * 4)],
+    ids=["0-d-fp16", "empty-int64", "bool", "one-element", "meta-device"],
+)
+def test_tensor_memory_bytes_of_scalars_empty_and_meta_tensors(make, expected: int) -> None:
+    """A 0-d tensor costs one element, an empty one nothing, bool one byte each; a meta tensor (no storage) its elements."""
+    x = make()
+    got = adapters.run_tensor_memory_bytes(x)
+    assert got == expected, (
+        f"tensor_memory_bytes of a {x.dtype} tensor of shape {tuple(x.shape)} on {x.device} = {got}, expected "
+        f"numel {x.numel()} x {x.element_size()} bytes = {expected}"
+    )
+
+
 @pytest.mark.parametrize("dtype", ["fp33", "float", torch.Size([2])])
 def test_bytes_per_element_rejects_unknown_dtypes(dtype) -> None:
     """An unknown dtype name is a ValueError that names it."""
@@ -220,6 +237,47 @@ def test_six_nd_rule_overcounts_exactly_the_first_input_gradient() -> None:
     )
 
 
+def test_flop_counts_of_empty_and_one_element_shapes() -> None:
+    """A zero-sized matmul costs 0 and a 1x1x1 one 2; a non-integer size is a ValueError; a chain needs two sizes."""
+    assert adapters.run_matmul_flops(4, 0, 3) == 0 and adapters.run_matmul_flops(0, 0, 0) == 0
+    assert adapters.run_matmul_flops(1, 1, 1) == 2
+    with pytest.raises(ValueError, match="integer"):
+        adapters.run_matmul_flops(3, 4.0, 2)
+    with pytest.raises(ValueError, match="dims"):
+        adapters.run_linear_chain_flops(3, [])
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "forward+backward"])
+@pytest.mark.parametrize("shape", [(1, 6), (1, 1, 6), (4, 6)], ids=["batch-of-one", "batch-and-sequence-of-one", "batch"])
+def test_count_flops_of_a_batch_of_one(shape: tuple[int, ...], backward: bool) -> None:
+    """A batch of one (and a sequence of one) is counted like FlopCounterMode counts it: size-one dimensions are sizes too."""
+    net = Net("mlp", (6, 5, 3), bias=True)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(2))
+    expected = torch_flops(accounting.build(net), x, backward=backward)
+    got = accounting.student_count_flops(net, x, backward=backward)
+    assert got == expected, f"input of shape {shape}, backward={backward}: counted {got}, FlopCounterMode {expected}"
+
+
+def test_count_flops_on_the_meta_device() -> None:
+    """(CPU twin of a device) Counting reads shapes only: a network and inputs on the meta device (no data) count the same."""
+    net = Net("mlp", (8, 6, 4))
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(3))
+    expected = torch_flops(accounting.build(net), x)
+    got = adapters.run_count_flops(accounting.built(net).to("meta"), x.to("meta"))
+    assert got == expected, (
+        f"count_flops on the meta device counted {got}, on the CPU FlopCounterMode counts {expected}: count from "
+        "the shapes of the matmuls' arguments, never from their values"
+    )
+
+
+def test_count_flops_without_a_gradient_is_a_value_error() -> None:
+    """backward=True through an output that needs no gradient is the documented ValueError (not torch's RuntimeError)."""
+    a, b = torch.randn(4, 3), torch.randn(3, 2)
+    with pytest.raises(ValueError, match="backward=False"):
+        accounting.student_count_flops(Net("torch.mm"), a, b, backward=True)
+    assert accounting.student_count_flops(Net("torch.mm"), a, b, backward=False) == 2 * 4 * 3 * 2
+
+
 @pytest.mark.parametrize("sizes", [(-1, 2, 3), (2, -3, 4), (2, 3, -1)])
 def test_matmul_flops_rejects_negative_sizes(sizes: tuple[int, int, int]) -> None:
     """A negative matrix size is a ValueError."""
@@ -241,6 +299,14 @@ def test_cruncher_activation_bytes_match_the_analytic_count(seed: int) -> None:
     assert adapters.run_cruncher_activations(batch, dim, layers) == batch * dim * layers
     got = accounting.student_activation_bytes(net, torch.randn(batch, dim))
     assert got == expected, f"batch={batch} dim={dim} layers={layers}: measured {got}, expected {expected}"
+
+
+def test_activation_bytes_of_a_batch_of_one_and_of_nothing_to_save() -> None:
+    """A Cruncher on a batch of one saves 1 x dim x layers fp32 values; with no hidden layer it saves nothing."""
+    dim, layers = 10, 3
+    got = accounting.student_activation_bytes(Net("Cruncher", (dim, layers)), torch.randn(1, dim))
+    assert got == 4 * dim * layers, f"batch of one: measured {got} bytes, expected 4 x 1 x {dim} x {layers}"
+    assert accounting.student_activation_bytes(Net("Cruncher", (dim, 0)), torch.randn(1, dim)) == 0
 
 
 def test_activation_bytes_count_a_shared_storage_once() -> None:
@@ -363,6 +429,16 @@ def test_training_step_memory_matches_training_memory_bytes() -> None:
     )
     assert measured.peak is None
     assert measured.total == analytic, f"measured {measured}, analytic total {analytic}"
+
+
+def test_training_memory_of_nothing_is_zero_and_optimizer_state_starts_empty() -> None:
+    """No parameters and no activations cost nothing; an optimizer holds no state before its first step, then its states."""
+    assert adapters.run_training_memory_bytes(0, 0, "rmsprop", "fp32") == 0
+    net = Net("mlp", (5, 4))
+    assert accounting.student_optimizer_state_bytes(net, "adam", {"lr": 1e-3}, []) == 0, "state before any step()"
+    x = torch.randn(2, 5, generator=torch.Generator().manual_seed(4))
+    got = accounting.student_optimizer_state_bytes(net, "adam", {"lr": 1e-3}, [x])
+    assert got == 2 * 4 * 5 * 4, f"after one Adam step on 20 fp32 parameters: {got} bytes, expected 2 x 4 x 20 = 160"
 
 
 @pytest.mark.parametrize(
