@@ -78,7 +78,12 @@ class DynamicLossScaler:
         # END SOLUTION
 
     def scale(self, loss: Tensor) -> Tensor:
-        """Return ``loss * S`` (S as an fp32 tensor on the loss's device)."""
+        """Return ``loss * S`` (S as an fp32 tensor on the loss's device).
+
+        The product is on the loss's device and keeps its graph. Its dtype is torch's promotion of
+        the two: a 0-d fp16 or bf16 loss (the usual) times the 0-d fp32 S comes back fp32, so a half
+        loss whose product with S would overflow fp16 (3.0 * 2**16 > 65504) does not.
+        """
         # BEGIN SOLUTION
         return loss * torch.tensor(self._scale, dtype=torch.float32, device=loss.device)
         # END SOLUTION
