@@ -92,6 +92,8 @@ def test_tensor_memory_bytes_of_scalars_empty_and_meta_tensors(make, expected: i
         f"tensor_memory_bytes of a {x.dtype} tensor of shape {tuple(x.shape)} on {x.device} = {got}, expected "
         f"numel {x.numel()} x {x.element_size()} bytes = {expected}"
     )
+    three = adapters.run_tensor_memory_bytes(torch.zeros(3, dtype=x.dtype))
+    assert three == 3 * x.element_size(), f"3 {x.dtype} elements cost {3 * x.element_size()} bytes, got {three}"
 
 
 @pytest.mark.parametrize("dtype", ["fp33", "float", torch.Size([2])])

@@ -724,6 +724,7 @@ def test_loss_scaler_scales_in_fp32_whatever_the_loss_dtype(loss_dtype):
 def test_loss_scaler_scales_a_loss_on_its_own_device(loss_dtype):
     """(CPU twin of the device) scale() of a loss on the meta device is on the meta device: S is made on the loss's device."""
     scaler = adapters.get_loss_scaler_cls()(init_scale=1024.0)
+    assert scaler.scale(torch.tensor(2.0, dtype=loss_dtype)).item() == 2048.0, "scale() of 2.0 with S = 1024 on the CPU"
     scaled = scaler.scale(torch.empty((), dtype=loss_dtype, device="meta"))
     assert scaled.device.type == "meta" and scaled.dtype == torch.float32, (
         f"scale() of a meta {loss_dtype} loss gave a {scaled.dtype} tensor on {scaled.device}: keep the product on "

@@ -282,3 +282,18 @@ def test_time_matmul_without_warmup_times_every_call() -> None:
     skip_in_grading("FlopCounterMode counts only the matmuls of its own process")
     _, flops = accounting.student_time_matmul_flops(torch.randn(5, 3), torch.randn(3, 2), warmup=0, iters=4)
     assert flops == 4 * 2 * 5 * 3 * 2
+
+
+def test_count_flops_of_a_cruncher_on_a_batch_of_one_and_on_meta() -> None:
+    """A Cruncher on a batch of one counts like FlopCounterMode, on the CPU and on the meta device."""
+    net, x = Net("Cruncher", (12, 2)), torch.randn(1, 12, generator=torch.Generator().manual_seed(9))
+    expected = torch_flops(accounting.build(net), x)
+    assert accounting.student_count_flops(net, x) == expected
+    assert adapters.run_count_flops(accounting.built(net).to("meta"), x.to("meta")) == expected
+
+
+def test_tensor_memory_bytes_of_fp8_and_meta_tensors() -> None:
+    """fp8 is one byte an element; a meta tensor counts its elements; a one-element tensor one element."""
+    assert adapters.run_tensor_memory_bytes(torch.empty(5, 7, dtype=torch.float8_e5m2, device="meta")) == 35
+    assert adapters.run_tensor_memory_bytes(torch.ones(1, dtype=torch.int32)) == 4
+

@@ -434,3 +434,28 @@ def test_loss_scaler_rejects_fp16_gradients():
     )
     with pytest.raises(ValueError, match="fp32 master weights"):
         _run_scaler("ours", {}, run)
+
+
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_to_fp8_scale_floor_on_fp16_inputs_with_other_edges(granularity):
+    """fp16 inputs (their subnormals included), e5m2: scale = max(amax, 1e-12) / 57344 in fp32, exactly, per tensor and per row."""
+    t = torch.linspace(-1, 1, 32)
+    rows = [t * 0.0, t * 6e-8, t * 2e-5, t * 60000.0]  # zero, an fp16 subnormal, a small normal, near fp16's max
+    x = torch.stack(rows).half()
+    inputs = [x] if granularity == "row" else list(x)
+    for inp in inputs:
+        _, scale = adapters.run_to_fp8(inp, E5M2, granularity)
+        x32 = inp.float()
+        amax = x32.abs().amax() if granularity == "tensor" else x32.abs().amax(dim=-1, keepdim=True)
+        assert scale.dtype == torch.float32 and torch.equal(scale, amax.clamp(min=1e-12) / 57344.0), (
+            f"scale {scale.flatten().tolist()} for amax {amax.flatten().tolist()}"
+        )
+
+
+def test_loss_scaler_scales_large_half_losses_in_fp32():
+    """A bf16 loss of 1e30 and an fp16 loss of 60000 times 2**20: fp32 products, no overflow."""
+    scaler = adapters.get_loss_scaler_cls()(init_scale=2.0**20)
+    for loss in (torch.tensor(60000.0, dtype=torch.float16), torch.tensor(1e30, dtype=torch.bfloat16)):
+        scaled = scaler.scale(loss)
+        assert scaled.dtype == torch.float32 and scaled.item() == loss.float().item() * 2.0**20
+
