@@ -241,8 +241,8 @@ MUTANTS = [
         file=FLOP_COUNTER,
         function="matmul_family_flops",
         old="    *batch, m, k = a.shape\n",
-        new="    *batch, m, k = a.squeeze().shape if a.ndim == 3 else (1, *a.shape)\n",
-        why="squeezes a bmm operand to drop its batch dimension, so a batch (or a sequence) of one loses a size and is miscounted",
+        new="    *batch, m, k = a.squeeze().shape\n",
+        why="squeezes size-one dimensions off the operand (meant for a bmm batch of one), so a batch of one row loses its row dimension",
         tests=TESTS,
     ),
 ]
