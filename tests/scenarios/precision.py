@@ -104,9 +104,8 @@ def mlp_training_setup(sizes: Sequence[int], weights: dict[str, Tensor], param_d
                        loss: str) -> tuple[nn.Sequential, torch.optim.Optimizer, Callable[[Tensor, Tensor], Tensor]]:
     """``mlp(sizes)`` loaded with ``weights`` (on their device, cast to ``param_dtype``), torch's
     ``OPTIMIZERS[optimizer]`` over its parameters and the loss function ``LOSSES[loss]``, made on your
-    side (your step receives them as arguments); TF32 off (torch's default for matmuls), so fp32
-    matmuls are true fp32. Builds, observes nothing."""
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    side (your step receives them as arguments). Builds, observes nothing. (fp32 matmuls there are
+    true fp32: TF32 is off by default, ``torch.backends.cuda.matmul.allow_tf32``.)"""
     device = next(iter(weights.values())).device
     model = mlp(sizes).to(device)
     model.load_state_dict(weights)
