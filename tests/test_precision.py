@@ -553,6 +553,18 @@ def test_fp8_matmul_multiplies_in_the_fp8_kernel(granularity):
     )
 
 
+@pytest.mark.parametrize("granularity", ["tensor", "row"])
+def test_fp8_matmul_of_a_single_row_keeps_its_row(granularity):
+    """M = 1 (a batch of one row): the product is (1, N), torch._scaled_mm's result bit for bit, not a squeezed (N,)."""
+    g = torch.Generator().manual_seed(12)
+    a, b = torch.randn(1, 32, generator=g) * 3, torch.randn(32, 16, generator=g)
+    out = adapters.run_fp8_matmul(a, b, granularity, torch.float32)
+    a_fp8, b_fp8, sa, sb = _fp8_operands(a, b, granularity)
+    expected = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+    assert out.shape == (1, 16), f"a (1, 32) @ b (32, 16) gave shape {tuple(out.shape)}: keep the size-one row"
+    assert torch.equal(out, expected), "not torch._scaled_mm of the to_fp8 operands"
+
+
 @pytest.mark.parametrize(
     ("a_shape", "b_shape", "granularity", "match"),
     [
@@ -621,6 +633,22 @@ def test_mixed_precision_step_starts_from_zero_gradients():
             f"the gradient of {name} after the second step is {(again.norm() / grad.norm()).item():.3g} times "
             "the first's on the same batch: zero the gradients at the start of every step (optimizer.zero_grad())"
         )
+
+
+def test_mixed_precision_step_on_a_batch_of_one():
+    """A batch of one example: the loss is still a 0-d fp32 tensor, the gradients fp32, and the step moves every parameter."""
+    weights = _mlp(3, "cpu").state_dict()
+    g = torch.Generator().manual_seed(13)
+    x, y = torch.randn(1, 32, generator=g), torch.randint(0, 10, (1,), generator=g)
+    [step] = precision.student_mixed_precision_steps(
+        MLP_SIZES, weights, x, y, loss="cross_entropy", dtype=torch.bfloat16, optimizer="sgd", optimizer_kwargs={"lr": 0.1},
+    )
+    assert step.loss.shape == () and step.loss.dtype == torch.float32, (
+        f"the loss of a batch of one is a {step.loss.dtype} tensor of shape {tuple(step.loss.shape)}, expected 0-d fp32"
+    )
+    for name, p in step.params.items():
+        assert step.grads[name] is not None and step.grads[name].dtype == torch.float32, f"gradient of {name}"
+        assert not torch.equal(p, weights[name]), f"{name} did not move: did the optimizer step?"
 
 
 def test_mixed_precision_step_rejects_bad_dtype_and_low_precision_weights():

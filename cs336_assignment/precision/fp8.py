@@ -145,6 +145,9 @@ def from_fp8(
 ) -> Tensor:
     """Decode an fp8 tensor: ``x = x_fp8.float() * scale``, returned in ``dtype``.
 
+    The product is taken in fp32 and rounded to ``dtype`` once, at the end (never multiplied in
+    bf16 or fp16, which would round the scale first and the product again).
+
     ``scale`` is a 0-dim (per-tensor) scale or one that broadcasts against ``x_fp8`` (per row:
     (rows, 1); per column: (1, cols)); it must be finite and positive.
 

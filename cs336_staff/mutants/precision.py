@@ -260,4 +260,22 @@ MUTANTS = [
         why="lets step() run twice before update(), stepping the optimizer twice on one batch",
         tests=_TESTS,
     ),
+    Mutant(
+        name="precision-from-fp8-decodes-in-target-dtype",
+        file=f"{PKG}/fp8.py",
+        function="from_fp8",
+        old="    return (x_fp8.float() * scale.float()).to(dtype)",
+        new="    return x_fp8.to(dtype) * scale.to(dtype)",
+        why="multiplies in the output dtype: the scale is rounded to bf16 first and the product rounded again",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-step-squeezes-the-output",
+        file=f"{PKG}/mixed.py",
+        function="mixed_precision_step",
+        old="    loss = loss_fn(out.float(), y)\n",
+        new="    loss = loss_fn(out.float().squeeze(), y)\n",
+        why="squeezes the model's output (meant for a trailing size-one dimension): a batch of one loses its batch dimension",
+        tests=_TESTS,
+    ),
 ]
