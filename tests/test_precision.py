@@ -720,6 +720,23 @@ def test_loss_scaler_matches_grad_scaler_with_injected_infs():
     _assert_same_run(ours, theirs, inject)
 
 
+def test_loss_scaler_with_two_optimizers_and_unscale_before_clipping_matches_grad_scaler():
+    """Two optimizers (a NaN in one's gradients skips only that one's step) and unscale_ then clipping of the
+    other's: the scale and the parameters equal torch.amp.GradScaler's at every step."""
+    torch.manual_seed(7)
+    first, second = torch.nn.Linear(6, 5), torch.nn.Linear(5, 3)
+    run = ScalerRun(
+        sizes=(6, 5, 3), weights=(first.state_dict(), second.state_dict()),
+        optimizers=(("adamw", (0,), {"lr": 1e-2}), ("sgd", (1,), {"lr": 0.05, "momentum": 0.5})),
+        steps=6, seed=8, batch=5,
+        inject={2: (0, "weight", (1, 2), float("nan"))},  # only the first optimizer's gradients
+        clip=(1, 0.2),  # unscale_ the second optimizer, then clip its layer
+    )
+    kwargs = {"init_scale": 512.0, "growth_interval": 2}
+    ours, theirs = _run_scaler("ours", kwargs, run), _run_scaler("torch", kwargs, run)
+    _assert_same_run(ours, theirs, {2: float("nan")})
+
+
 def test_loss_scaler_defaults_and_first_decisions():
     """Defaults are GradScaler's: scale 2**16; an inf halves it and skips the step; a clean step leaves it."""
     scaler = adapters.get_loss_scaler_cls()()

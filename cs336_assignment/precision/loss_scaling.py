@@ -30,6 +30,8 @@ class DynamicLossScaler:
                            else: tracker += 1, and when tracker == growth_interval:
                                  S <- S * growth_factor (unless that overflows fp32), tracker <- 0
 
+    With several optimizers, each ``step(optimizer)`` checks that optimizer's own gradients: an inf
+    in one skips only its step, while ``update()`` backs off if any of them saw one.
     ``S`` is kept as an fp32 number and ``1 / S`` is rounded to fp32, as GradScaler does.
     Usage, as with GradScaler::
 

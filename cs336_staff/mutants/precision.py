@@ -278,4 +278,13 @@ MUTANTS = [
         why="squeezes the model's output (meant for a trailing size-one dimension): a batch of one loses its batch dimension",
         tests=_TESTS,
     ),
+    Mutant(
+        name="precision-scaler-one-inf-skips-every-optimizer",
+        file=f"{PKG}/loss_scaling.py",
+        function="DynamicLossScaler.step",
+        old='        if state["found_inf"]:\n            return None\n',
+        new='        if any(s["found_inf"] for s in self._per_optimizer.values()):\n            return None\n',
+        why="skips an optimizer's step when any optimizer saw an inf/NaN, though only the one whose gradients overflowed must skip",
+        tests=_TESTS,
+    ),
 ]
