@@ -459,3 +459,21 @@ def test_loss_scaler_scales_large_half_losses_in_fp32():
         scaled = scaler.scale(loss)
         assert scaled.dtype == torch.float32 and scaled.item() == loss.float().item() * 2.0**20
 
+
+def test_size_one_fp8_matmul_and_mixed_step_in_fp16():
+    """A single row times a (32, 32) matrix in bf16 out, per row; an fp16 MSE step on a batch of one: 0-d fp32 loss."""
+    g = torch.Generator().manual_seed(40)
+    a, b = torch.randn(1, 32, generator=g), torch.randn(32, 32, generator=g)
+    out = adapters.run_fp8_matmul(a, b, "row", torch.bfloat16)
+    a_fp8, b_fp8, sa, sb = _fp8_operands(a, b, "row")
+    assert out.shape == (1, 32)
+    assert torch.equal(out, torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
+    torch.manual_seed(41)
+    weights = precision.mlp([8, 4]).state_dict()
+    x, y = torch.randn(1, 8, generator=g), torch.randn(1, 4, generator=g)
+    [step] = precision.student_mixed_precision_steps(
+        [8, 4], weights, x, y, loss="mse", dtype=torch.float16, optimizer="sgd", optimizer_kwargs={"lr": 0.1},
+    )
+    assert step.loss.shape == () and step.loss.dtype == torch.float32
+    assert not torch.equal(step.params["0.weight"], weights["0.weight"])
+

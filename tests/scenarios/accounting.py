@@ -150,7 +150,7 @@ def num_params(net: Net) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# Builders: the only functions here that run on your side (they build, and observe nothing)
+# Builders: with captured_output (below), the only functions here that run on your side
 # --------------------------------------------------------------------------------------------
 
 
