@@ -153,6 +153,11 @@ class Judge:
         tests.boundary.remote = self.tracer
         codec.use_data_types(tests.boundary.DATA_TYPES)
 
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        """The isolation tier, first thing in the run's output (``--split`` chooses it as ``cs336 grade`` does)."""
+        tier = "none" if self.spec.insecure else self.spec.tier
+        return f"cs336 judge: the submission's worker runs on the {tier} tier (sandbox.TIERS)"
+
     def _emit(self, record: dict) -> None:
         self.recorder.emit(record)
 

@@ -165,3 +165,26 @@ def test_the_exchanging_mirror_keeps_the_judges_folder_from_the_worker(claim, en
     r = as_uid(claim.uid, "sh", "-c", f"echo x > {test_dir}/input.txt || echo x > {test_dir}/new.txt")
     assert r.returncode != 0 and "Permission denied" in r.stderr, (r.stdout, r.stderr)
     assert (worker / "tmp" / "test_x0" / "input.txt").read_text() == ""  # the worker's own copy, emptied
+
+
+def split_in_standin(repo: Path) -> subprocess.CompletedProcess:
+    """``pytest -p cs336_staff.grade.judge --split`` over ``repo``'s public tests, as root without user namespaces."""
+    argv = [sys.executable, "-m", "pytest", "-p", "cs336_staff.grade.judge", "--split", "-p", "no:cacheprovider",
+            "-c", "pyproject.toml", "-rA", "tests/test_calc.py"]
+    return subprocess.run(standin.command(argv), capture_output=True, text=True, timeout=600, cwd=repo)
+
+
+@pytest.mark.skipif(standin.unavailable() is not None, reason=f"no container stand-in here: {standin.unavailable()}")
+def test_split_runs_on_the_container_tier_where_bubblewrap_cannot_start(enterable):
+    """Where only the container tier starts, --split chooses it as `cs336 grade` does, says so in its header,
+    and the public tests pass across the line (files the test wrote, files the worker wrote); over a staff
+    tree other users may read it refuses, saying how to lock it down or to pass --split-insecure."""
+    repo = make_staff_repo(enterable / "repo")
+    refused = split_in_standin(repo)
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert "lock-down" in refused.stderr and "--split-insecure" in refused.stderr, refused.stderr[-2000:]
+    container.lock_down(repo)
+    r = split_in_standin(repo)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "worker runs on the container tier" in r.stdout, r.stdout[:2000]
+    assert "PASSED tests/test_calc.py::test_sum_saved_to_a_file_reads_back" in r.stdout, r.stdout[-3000:]
