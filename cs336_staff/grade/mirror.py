@@ -254,7 +254,7 @@ class Mirror:
     file_bytes: int
     entries: int
     exchange: bool = False
-    swapped: bool = False  # exchange only: the worker's copy is at ``judge``'s path (a call is under way)
+    _judge_id: tuple[int, int] | None = field(default=None, init=False, repr=False)  # the judge's folder (dev, inode)
     judge_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)  # rel -> (J stamp, W stamp) at push
     worker_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)  # rel -> (W stamp, J stamp) at pull
     refused: set[tuple[str, Stamp]] = field(default_factory=set)  # reported once each
@@ -289,6 +289,20 @@ class Mirror:
                         found.add("/".join(parts))
         return sorted(found)
 
+    def __post_init__(self) -> None:
+        if self.exchange:
+            st = os.stat(self.judge, follow_symlinks=False)
+            self._judge_id = (st.st_dev, st.st_ino)
+
+    @property
+    def swapped(self) -> bool:
+        """Whether the worker's copy is at the judge's path now (exchange only: a call is under way). Read
+        from the folder itself, so an interrupt between a swap and its bookkeeping cannot mislead it."""
+        if self._judge_id is None:
+            return False
+        st = os.stat(self.judge, follow_symlinks=False)
+        return (st.st_dev, st.st_ino) != self._judge_id
+
     def _roots(self) -> tuple[int, int]:
         if self.swapped:
             raise RuntimeError("the judge's folder is not in place: a push or pull while a call holds the worker's copy there")
@@ -301,7 +315,6 @@ class Mirror:
     def _swap(self, to_worker: bool) -> None:
         if self.exchange and self.swapped != to_worker:
             exchange_names(self.judge, self.worker)
-            self.swapped = to_worker
 
     @contextlib.contextmanager
     def judge_view(self) -> Iterator[None]:
