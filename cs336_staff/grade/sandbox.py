@@ -319,7 +319,7 @@ def probe(gpu: bool = False) -> str | None:
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bubblewrap could not run: {e}"
     if proc.returncode != 0 or proc.stdout.strip() != str(NOBODY):
-        return ("bubblewrap could not create the sandbox (user namespaces disabled? on Ubuntu 24.04 set "
-                "kernel.apparmor_restrict_unprivileged_userns=0 or run the grader as root): "
+        return ("bubblewrap could not create the sandbox (user namespaces disabled? on Ubuntu 24.04 give this "
+                "binary a userns AppArmor profile with .ci/allow-bwrap.sh; as root the container tier runs instead): "
                 + (proc.stderr.strip() or proc.stdout.strip())[-500:])
     return None
