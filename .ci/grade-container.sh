@@ -34,7 +34,7 @@ python="$base/env/venv/bin/python"
 from cs336_staff.grade.container import lock_down; from pathlib import Path; lock_down(Path(sys.argv[1]))' "$base/source")
 
 set +e
-(cd "$caller" && PYTHONDONTWRITEBYTECODE=1 "$python" -I -B -c 'import sys; sys.path.insert(0, sys.argv.pop(1))
+(cd "$caller" && PATH="$base/env/venv/bin:$PATH" PYTHONDONTWRITEBYTECODE=1 "$python" -I -B -c 'import sys; sys.path.insert(0, sys.argv.pop(1))
 from cs336_assignment.cli import main; sys.exit(main(sys.argv[1:]))' "$base/source" grade "$@")
 rc=$?
 set -e
