@@ -217,7 +217,7 @@ def test_two_layer_mlp_trains_at_two_and_a_half_forwards() -> None:
     dims, tokens = [16, 16, 16], 8
     forward = adapters.run_linear_chain_flops(tokens, dims, backward=False)
     train = adapters.run_linear_chain_flops(tokens, dims, backward=True, input_requires_grad=False)
-    assert forward == 2 * tokens * sum(a * b for a, b in zip(dims, dims[1:])), f"forward FLOPs {forward}: 2 x tokens x d_in x d_out per layer"
+    assert forward == 2 * tokens * sum(a * b for a, b in zip(dims, dims[1:], strict=False)), f"forward FLOPs {forward}: 2 x tokens x d_in x d_out per layer"
     assert train == 2.5 * forward, (
         f"training costs {train / forward:.2f} forwards, expected 2.5: each layer's dW costs a forward, and so does "
         "each dx except the first layer's (its input is data: no gradient)"

@@ -113,7 +113,7 @@ def test_cruncher_training_flops_match_the_linear_chain_count(seed: int) -> None
     analytic = adapters.run_linear_chain_flops(batch, [dim] * (layers + 1) + [1])
     assert measured == analytic, f"batch={batch} dim={dim} layers={layers}"
     dims = [dim] * (layers + 1) + [1]  # 3 forwards of 2*b*d_in*d_out per layer, less the first layer's input gradient
-    assert analytic == 6 * batch * sum(a * b for a, b in zip(dims, dims[1:])) - 2 * batch * dims[0] * dims[1]
+    assert analytic == 6 * batch * sum(a * b for a, b in zip(dims, dims[1:], strict=False)) - 2 * batch * dims[0] * dims[1]
 
 
 def test_matmul_flops_of_empty_matrices_is_zero() -> None:

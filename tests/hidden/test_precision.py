@@ -22,6 +22,7 @@ from tests.test_precision import (
     _name,
     _run_scaler,
     _scaler_run,
+    assert_close_to_the_product,
 )
 
 E5M2 = torch.float8_e5m2
@@ -277,6 +278,7 @@ def test_fp8_matmul_is_one_scaled_mm_bit_for_bit_other_shapes(granularity, shape
     a_fp8, b_fp8, sa, sb = _fp8_operands(a, b, granularity)
     expected = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
     assert out.dtype == out_dtype and torch.equal(out, expected)
+    assert_close_to_the_product(out, a, b)
 
 
 def test_to_fp8_and_fp8_matmul_leave_low_precision_and_strided_inputs_unchanged():
@@ -287,8 +289,9 @@ def test_to_fp8_and_fp8_matmul_leave_low_precision_and_strided_inputs_unchanged(
     copies = [x16.clone(), xt.clone()]
     adapters.run_to_fp8(x16, E4M3, "row")
     adapters.run_to_fp8(xt, torch.float8_e5m2, "row")
-    adapters.run_fp8_matmul(xt, xt.t(), "row")
+    out = adapters.run_fp8_matmul(xt, xt.t(), "row")
     assert torch.equal(x16, copies[0]) and torch.equal(xt, copies[1])
+    assert_close_to_the_product(out, copies[1], copies[1].t())
 
 
 def test_fp8_matmul_rejects_bad_out_dtype_and_integer_operands():

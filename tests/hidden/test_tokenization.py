@@ -17,7 +17,12 @@ import adapters
 from tests.fresh import fresh_corpora, replay_hint
 from tests.hidden.bpe_naive import naive_train_bpe
 from tests.scenarios import tokenization
-from tests.test_bpe_train import PARALLEL_KINDS, SPEED_CALLS, assert_is_a_trained_vocab, parallel_corpus
+from tests.test_bpe_train import (
+    PARALLEL_KINDS,
+    SPEED_CALLS,
+    assert_is_a_trained_vocab,
+    parallel_corpus,
+)
 from tests.test_tokenizer import GPT2_PATTERN
 
 ROOT = Path(__file__).resolve().parents[2]
