@@ -215,6 +215,8 @@ def test_training_memory_of_nothing_is_zero() -> None:
     """No parameters and no activations need no memory, in any precision."""
     for precision in ("fp32", "mixed"):
         assert adapters.run_training_memory_bytes(0, 0, "adamw", precision) == 0
+        # while one fp32 parameter under AdamW is 16 bytes: weight, gradient, two moments (0 is not always the answer)
+        assert adapters.run_training_memory_bytes(1, 0, "adamw", "fp32") == 16
 
 
 @pytest.mark.parametrize("name", ["tf32", "e4m3", "", None])
