@@ -73,6 +73,7 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, what: str, tol: float = 
     assert got.shape == want.shape, (
         f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
     )
+    assert got.dtype == want.dtype, f"{what}: expected dtype {want.dtype}, got {got.dtype}"
     if not want.numel():  # an empty result: its shape is all there is to compare
         return
     diff = (got.double() - want.double()).abs()
