@@ -95,7 +95,7 @@ def compare_with_torch(
         for k in ref.params[step]:
             a, b = ours.params[step][k], ref.params[step][k]
             if not torch.allclose(a, b, **tol):
-                diff = (a - b).abs()
+                diff = (a - b).abs().nan_to_num(nan=math.inf)  # a NaN is the largest difference
                 i = tuple(int(j) for j in torch.nonzero(diff == diff.max())[0])
                 pytest.fail(
                     f"{describe(name, kwargs)} on {dtype} (seed {seed}): after step {step}, parameter {k!r} "
