@@ -31,11 +31,21 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   a learning-rate scheduler changes ``group["lr"]`` between steps), skips
   parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
   torch's names (its step count ``t`` is its own, ``state["step"]``: a parameter whose gradients
-  start late, a layer unfrozen mid-run, starts at ``t = 1``), and returns ``loss`` (the closure's value, or None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
-  from a checkpoint continues bit for bit.
+  start late, a layer unfrozen mid-run, starts at ``t = 1``; one that never had a gradient has no
+  state and is not touched, weight decay included), and returns ``loss`` (the closure's value, or
+  None). Everything a step needs from earlier steps lives in ``self.state[p]`` (no attributes or
+  dicts of your own), so ``optimizer.state_dict()`` / ``load_state_dict()`` work unchanged and a
+  run resumed from a checkpoint continues bit for bit.
 - State tensors are made like the parameter (``torch.zeros_like(p)``): its shape, dtype and
-  device, a 0-d parameter's included (``torch.zeros(*p.shape)`` fails on those, and
-  ``torch.zeros(p.shape)`` is fp32 on the CPU whatever ``p`` is).
+  device, a 0-d or an empty parameter's included (``torch.zeros(*p.shape)`` fails on a 0-d one,
+  and ``torch.zeros(p.shape)`` is fp32 on the CPU whatever ``p`` is).
+- Numeric edges: ``eps`` is added *after* the square root, exactly where each class's formula
+  puts it, so an all-zero gradient gives a zero step (``0 / (0 + eps)``, never ``0/0 = NaN``) and a
+  tiny one (``|g| ~ 1e-9``, where ``sqrt(v)`` is comparable with ``eps``) the same step as torch's.
+  A squared gradient is formed inside the update, ``v.mul_(beta).addcmul_(g, g, value=1 - beta)``,
+  as torch does: ``addcmul_`` computes ``(1 - beta) * g * g`` before rounding to the state's dtype,
+  whereas ``g * g`` or ``g ** 2`` alone is ``inf`` in float16 for ``|g| > 256`` (float16's largest
+  value is 65504).
 - ``step`` updates each parameter in place (``p.add_``, ``p.addcdiv_``, never ``p.data = ...``),
   so it keeps its memory; it reads ``p.grad`` but never writes into it (``grad.add(p, alpha=wd)``,
   not ``grad.add_``: the caller may still use the gradient); and the state keeps no reference to
