@@ -110,9 +110,9 @@ class SGD(torch.optim.Optimizer):
 
     Raises:
         ValueError: if ``lr``, ``momentum`` or ``weight_decay`` is negative or NaN, naming the
-            keyword and its value: "lr must be >= 0, got lr=-0.1".
-        ValueError: if ``dampening`` is outside ``[0, 1]``: "dampening must be in [0, 1], got
-            dampening=1.5".
+            keyword and its value: "lr must be >= 0, got lr=-0.1" (NaN: "got momentum=nan").
+        ValueError: if ``dampening`` is outside ``[0, 1]`` or NaN: "dampening must be in [0, 1],
+            got dampening=1.5" (NaN: "got dampening=nan").
         ValueError: if ``nesterov`` is requested without momentum or with dampening; the message
             names ``nesterov``: "nesterov=True needs momentum > 0 and dampening == 0".
     """
@@ -190,7 +190,7 @@ class AdaGrad(torch.optim.Optimizer):
     Raises:
         ValueError: if ``lr``, ``lr_decay``, ``weight_decay``, ``initial_accumulator_value`` or
             ``eps`` is negative or NaN, naming the keyword and its value: "lr_decay must be >= 0,
-            got lr_decay=-0.5".
+            got lr_decay=-0.5" (NaN: "got lr_decay=nan").
     """
 
     def __init__(
@@ -267,9 +267,10 @@ class RMSProp(torch.optim.Optimizer):
 
     Raises:
         ValueError: if ``lr``, ``eps``, ``weight_decay`` or ``momentum`` is negative or NaN,
-            naming the keyword and its value: "eps must be >= 0, got eps=-1e-08".
+            naming the keyword and its value: "eps must be >= 0, got eps=-1e-08" (NaN: "got
+            momentum=nan").
         ValueError: if ``alpha`` is outside ``[0, 1)`` (or NaN): "alpha must be in [0, 1), got
-            alpha=1.0".
+            alpha=1.0" (NaN: "got alpha=nan").
     """
 
     def __init__(
@@ -345,9 +346,9 @@ class Adam(torch.optim.Optimizer):
 
     Raises:
         ValueError: if ``lr``, ``eps`` or ``weight_decay`` is negative or NaN, naming the keyword
-            and its value: "weight_decay must be >= 0, got weight_decay=-0.01".
+            and its value: "weight_decay must be >= 0, got weight_decay=-0.01" (NaN: "got lr=nan").
         ValueError: if either of ``betas`` is outside ``[0, 1)`` (or NaN), naming which beta and
-            its value: "betas[1] must be in [0, 1), got betas[1]=1.5".
+            its value: "betas[1] must be in [0, 1), got betas[1]=1.5" (NaN: "got betas[0]=nan").
 
     ``AdamW`` below reuses this class with ``decoupled_weight_decay = True``: when that flag is
     set, ``step`` applies AdamW's decoupled decay instead of the L2 penalty.
@@ -425,8 +426,9 @@ class AdamW(Adam):
 
     Raises:
         ValueError: exactly as ``Adam``: if ``lr``, ``eps`` or ``weight_decay`` is negative or NaN
-            ("lr must be >= 0, got lr=-0.001"), or if either of ``betas`` is outside ``[0, 1)``
-            ("betas[0] must be in [0, 1), got betas[0]=1.2").
+            ("lr must be >= 0, got lr=-0.001"; NaN: "got eps=nan").
+        ValueError: exactly as ``Adam``: if either of ``betas`` is outside ``[0, 1)`` or NaN
+            ("betas[0] must be in [0, 1), got betas[0]=1.2"; NaN: "got betas[1]=nan").
     """
 
     decoupled_weight_decay = True

@@ -448,13 +448,13 @@ def test_cruncher_gradients_match_the_composition_of_linears():
     "build, message",
     [
         (lambda: adapters.get_linear_cls()(2.5, 3), "d_in must be a positive integer, got 2.5"),
-        (lambda: adapters.get_linear_cls()(4, "3"), "d_out must be a positive integer, got '3'"),
+        (lambda: adapters.get_linear_cls()("4", 3), "d_in must be a positive integer, got '4'"),
         (lambda: adapters.get_cruncher_cls()(dim=0.5, num_layers=1), "dim must be a positive integer, got 0.5"),
         (lambda: adapters.get_cruncher_cls()(dim=4, num_layers=1.5), "num_layers must be a non-negative integer, got 1.5"),
         (lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(3, 2, 5)), "Linear expects inputs whose last dimension is d_in=4, got shape (3, 2, 5)"),
         (lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(())), "Linear expects inputs whose last dimension is d_in=4, got shape ()"),
     ],
-    ids=["linear-fractional-d_in", "linear-string-d_out", "cruncher-fractional-dim", "cruncher-fractional-layers", "batched-wrong-width", "0-d-input"],
+    ids=["linear-fractional-d_in", "linear-string-d_in", "cruncher-fractional-dim", "cruncher-fractional-layers", "batched-wrong-width", "0-d-input"],
 )
 def test_models_raise_value_error_for_each_documented_mistake(build, message):
     """Sizes that are not integers and inputs of the wrong width are ValueErrors with the documented words, not
