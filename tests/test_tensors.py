@@ -553,7 +553,7 @@ def test_element_at_returns_a_tensor_on_the_device_of_x():
     [
         (lambda: torch.arange(5.0).view(1, 5, 1), (0, -2, -1)),
         (lambda: torch.arange(8.0).view(2, 4)[:, 3:], (-1, 0)),
-        (lambda: torch.arange(3.0).view(3, 1).expand(3, 4), (-3, -4)),
+        (lambda: torch.arange(1.0, 4.0).view(3, 1).expand(3, 4), (-3, -4)),
     ],
     ids=["size-one-dims", "one-column-slice", "expanded-negative"],
 )
@@ -694,19 +694,22 @@ def test_view_or_copy_raises_value_error_for_each_documented_mistake(make, shape
         adapters.run_view_or_copy(make(), shape)
 
 
-# (batch dims, seq, heads, d_head): a batch of one, one position, one head, width-one heads, empty
-SIZE_ONE_HEADS = [((1,), 1, 1, 4), ((1, 1), 3, 4, 1), ((2,), 0, 2, 3), ((0,), 2, 3, 2)]
-SIZE_ONE_HEADS_IDS = ["batch-1-seq-1-head-1", "d_head-1", "empty-seq", "empty-batch"]
+# (batch dims, seq, heads, d_head): a batch of one, one position, one head, width-one heads
+SIZE_ONE_HEADS = [((1,), 1, 1, 4), ((1, 1), 3, 4, 1), ((2,), 1, 2, 3)]
+SIZE_ONE_HEADS_IDS = ["batch-1-seq-1-head-1", "d_head-1", "seq-1"]
 
 
 @pytest.mark.parametrize("batch, seq, heads, d_head", SIZE_ONE_HEADS, ids=SIZE_ONE_HEADS_IDS)
 def test_split_and_merge_heads_keep_dimensions_of_size_one_and_zero(batch, seq, heads, d_head):
-    """A batch of one, one position, one head, d_head = 1 and empty sizes keep every dimension (no squeeze)."""
-    x = torch.arange(math.prod((*batch, seq, heads * d_head)), dtype=torch.float32).view(*batch, seq, heads * d_head)
-    want = x.view(*batch, seq, heads, d_head).transpose(-3, -2)
-    got = adapters.run_split_heads(x, heads)
-    assert_close(got, want, f"split_heads(x of shape {tuple(x.shape)}, {heads}) (keep every size-1 dimension)", tol=0)
-    assert_close(adapters.run_merge_heads(want), x, f"merge_heads(x of shape {tuple(want.shape)})", tol=0)
+    """A batch of one, one position, one head and d_head = 1 keep every dimension (no squeeze); so do the same
+    input with its sequence or its batch emptied."""
+    full = torch.arange(1, 1 + math.prod((*batch, seq, heads * d_head)), dtype=torch.float32)
+    full = full.view(*batch, seq, heads * d_head)
+    for x in (full, full[..., :0, :], full[:0]):
+        want = x.reshape(*x.shape[:-1], heads, d_head).transpose(-3, -2)
+        got = adapters.run_split_heads(x, heads)
+        assert_close(got, want, f"split_heads(x of shape {tuple(x.shape)}, {heads}) (keep every size-1 and size-0 dimension)", tol=0)
+        assert_close(adapters.run_merge_heads(want), x, f"merge_heads(x of shape {tuple(want.shape)})", tol=0)
 
 
 def test_split_heads_of_a_non_contiguous_input():
@@ -736,16 +739,18 @@ def test_named_dims_raise_value_error_for_each_documented_mistake(call, message)
 
 @pytest.mark.parametrize(
     "q_shape, k_shape",
-    [((1, 1, 1, 1), (1, 1, 1, 1)), ((2, 1, 3), (2, 4, 3)), ((1, 2, 3, 5), (1, 2, 0, 5))],
-    ids=["all-ones", "one-query", "no-keys"],
+    [((1, 1, 1, 1), (1, 1, 1, 1)), ((2, 1, 3), (2, 4, 3)), ((1, 2, 3, 5), (1, 2, 2, 5))],
+    ids=["all-ones", "one-query", "batch-1"],
 )
 def test_attention_scores_keep_dimensions_of_size_one_and_zero(q_shape, k_shape):
-    """One query, one key, d = 1, a batch of one and no keys at all give (... heads q k) with every dimension kept."""
+    """One query, one key, d = 1 and a batch of one give (... heads q k) with every dimension kept; so does no key at all."""
     g = torch.Generator().manual_seed(1)
     q = torch.randn(q_shape, generator=g, dtype=torch.float64)
     k = torch.randn(k_shape, generator=g, dtype=torch.float64)
-    want = q @ k.transpose(-2, -1) / math.sqrt(q_shape[-1])
-    assert_close(adapters.run_attention_scores(q, k), want, f"attention_scores(q {q_shape}, k {k_shape})", tol=1e-12)
+    for keys in (k, k[..., :0, :]):
+        want = q @ keys.transpose(-2, -1) / math.sqrt(q_shape[-1])
+        got = adapters.run_attention_scores(q, keys)
+        assert_close(got, want, f"attention_scores(q {q_shape}, k {tuple(keys.shape)})", tol=1e-12)
 
 
 def test_attention_scores_of_zero_tiny_and_huge_inputs():
@@ -766,8 +771,10 @@ def test_attention_scores_have_unit_variance_for_unit_variance_inputs():
     """With entries of variance 1 the scaled scores have variance ~1 (d = 128): the point of 1/sqrt(d)."""
     g = torch.Generator().manual_seed(3)
     q, k = torch.randn(8, 32, 128, generator=g), torch.randn(8, 32, 128, generator=g)
-    var = adapters.run_attention_scores(q, k).var().item()
+    scores = adapters.run_attention_scores(q, k)
+    var = scores.var().item()
     assert 0.85 < var < 1.15, f"score variance {var:.3f}: with 1/sqrt(d) it is ~1, unscaled ~d = 128, with 1/d ~1/128"
+    assert_close(scores, q @ k.transpose(-2, -1) / math.sqrt(128), "attention_scores vs q @ k^T / sqrt(128)")
 
 
 # (function, inputs built from (device, dtype)): every named_dims function that returns a tensor
