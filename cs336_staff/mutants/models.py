@@ -7,6 +7,11 @@ from cs336_staff.mutants import Mutant
 FILE = "cs336_assignment/models.py"
 TESTS = ("tests/test_models.py",)
 
+SEED_CHECK = """
+if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+    raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")"""
+"""set_seed's validation, which the set-seed-* mutants weaken."""
+
 MUTANTS = [
     Mutant(
         name="linear-forward-untransposed",
@@ -168,9 +173,7 @@ if d_in <= 0 or d_out <= 0:
         name="set-seed-checks-only-the-range",
         file=FILE,
         function="set_seed",
-        old="""
-if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-    raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")""",
+        old=SEED_CHECK,
         new="""
 if not 0 <= seed < 2**32:
     raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")""",
@@ -181,9 +184,7 @@ if not 0 <= seed < 2**32:
         name="set-seed-leaves-the-range-to-numpy",
         file=FILE,
         function="set_seed",
-        old="""
-if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
-    raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")""",
+        old=SEED_CHECK,
         new="""
 if not isinstance(seed, int) or seed < 0:
     raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")""",
