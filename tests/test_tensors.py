@@ -554,11 +554,13 @@ def test_element_at_returns_a_tensor_on_the_device_of_x():
         (lambda: torch.arange(5.0).view(1, 5, 1), (0, -2, -1)),
         (lambda: torch.arange(8.0).view(2, 4)[:, 3:], (-1, 0)),
         (lambda: torch.arange(1.0, 4.0).view(3, 1).expand(3, 4), (-3, -4)),
+        (lambda: torch.arange(1.0, 41.0).as_strided((3, 4), (3, 2), 5), (2, -1)),
     ],
-    ids=["size-one-dims", "one-column-slice", "expanded-negative"],
+    ids=["size-one-dims", "one-column-slice", "expanded-negative", "overlapping-as-strided"],
 )
 def test_element_at_reads_size_one_dimensions_and_negative_indices(make, index):
-    """Dimensions of size 1 (stride never used to step) and indices counted from the end read x[index]."""
+    """Dimensions of size 1 (stride never used to step), indices counted from the end and windows whose rows
+    overlap in storage read x[index]."""
     x = make()
     got = adapters.run_element_at(x, index)
     assert got.shape == () and torch.equal(got, x[index]), (
