@@ -9,7 +9,11 @@ reported with the parameter, index and both values. Some runs drive both optimiz
 training loop does: gradients zeroed in place (``zero_grad(set_to_none=False)``) and accumulated
 into the same ``.grad`` tensor, or ``group["lr"]`` changed between steps by a schedule. Others
 check what ``step()`` must leave alone (``p.grad``, the parameter's memory) and where its state
-lives (the parameter's dtype and device, checked on ``device="meta"``).
+lives (the parameter's dtype and device, checked on ``device="meta"``). The edges: float64 runs on
+0-d, size-one and empty parameters, exactly-zero, tiny (1e-9: where eps sits decides the step) and
+huge float16 gradients (``g * g`` overflows float16), closures, a run resumed from ``state_dict()``,
+and NaN hyperparameters. Every test a do-nothing ``step()`` could pass also asks that the
+parameters moved as torch's did.
 
 Tolerance: float32 results may differ from torch's by rounding when the same math is written in
 another order (``b1 * m + (1 - b1) * g`` instead of ``m.lerp_(g, 1 - b1)``), so float32 runs allow
