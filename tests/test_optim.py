@@ -79,6 +79,7 @@ def compare_with_torch(
     seeded one (``seed``, ``dtype`` and ``shapes`` then go unused) and ``tol`` the dtype's
     tolerance. Returns both trajectories (ours, torch's) for further checks.
     """
+    origin = f"seed {seed}" if problem is None else "the test's own problem"
     problem = problem or Problem.make(seed, steps, dtype, shapes)
     checkpoints = {c for c in {1, 2, 10, steps} | set(range(every, steps, every)) if c <= steps}
     if (
@@ -101,7 +102,7 @@ def compare_with_torch(
                 diff = (a - b).abs().nan_to_num(nan=math.inf)  # a NaN is the largest difference
                 i = tuple(int(j) for j in torch.nonzero(diff == diff.max())[0])
                 pytest.fail(
-                    f"{describe(name, kwargs)} on {dtype} (seed {seed}): after step {step}, parameter {k!r} "
+                    f"{describe(name, kwargs)} on {dtype} ({origin}): after step {step}, parameter {k!r} "
                     f"drifted from torch.optim by {diff.max().item():.3g} (tolerance {tol}); at index {i} "
                     f"ours={a[i].item():.9g}, torch={b[i].item():.9g}. {hint}",
                     pytrace=False,
