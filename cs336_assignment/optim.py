@@ -45,7 +45,8 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   A squared gradient is formed inside the update, ``v.mul_(beta).addcmul_(g, g, value=1 - beta)``,
   as torch does: ``addcmul_`` computes ``(1 - beta) * g * g`` before rounding to the state's dtype,
   whereas ``g * g`` or ``g ** 2`` alone is ``inf`` in float16 for ``|g| > 256`` (float16's largest
-  value is 65504).
+  value is 65504). For the same reason Adam takes ``sqrt(v_hat)`` as ``sqrt(v) / sqrt(1 - b2^t)``:
+  at ``t = 1``, ``v / (1 - b2)`` is ``g^2`` itself and overflows float16 just the same.
 - ``step`` updates each parameter in place (``p.add_``, ``p.addcdiv_``, never ``p.data = ...``),
   so it keeps its memory; it reads ``p.grad`` but never writes into it (``grad.add(p, alpha=wd)``,
   not ``grad.add_``: the caller may still use the gradient); and the state keeps no reference to
@@ -337,6 +338,9 @@ class Adam(torch.optim.Optimizer):
         m_hat = m / (1 - b1^t)
         v_hat = v / (1 - b2^t)
         p = p - lr * m_hat / (sqrt(v_hat) + eps)
+
+    In code, ``sqrt(v_hat)`` is ``sqrt(v) / sqrt(1 - b2^t)`` (torch's order): dividing ``v`` first
+    gives ``g^2`` at ``t = 1``, which overflows float16 for ``|g| > 256``.
 
     Without the bias correction the first steps would be ``1 - b1 = 0.1`` times too small in
     ``m`` and use a ``sqrt(1 - b2) ~ 0.03`` times too small ``sqrt(v)``.

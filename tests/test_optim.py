@@ -522,14 +522,15 @@ def test_adaptive_optimizer_matches_torch_on_tiny_gradients(name):
 @pytest.mark.parametrize("name", ["rmsprop", "adam", "adamw"])
 def test_adaptive_optimizer_matches_torch_on_huge_half_precision_gradients(name):
     """float16 parameters with gradients of a few hundred: g^2 (up to ~10^6) overflows float16 (max 65504) unless it
-    is formed inside addcmul_, which scales it by 1 - beta first, as torch does."""
+    is formed inside addcmul_, which scales it by 1 - beta first, and Adam's bias correction divides sqrt(v), as torch does."""
     problem = scaled_problem(36, 5, torch.float16, scale=300.0)
     kwargs = {"lr": 0.02}
     ours, _ = compare_with_torch(
         name, kwargs, steps=5, problem=problem, dtype=torch.float16, every=1, tol=dict(rtol=1e-3, atol=2e-3),
         hint="The gradients were float16 of magnitude ~300: g * g or g ** 2 alone is inf in float16 (above 65504), "
         "and so is v after it. Update v with v.mul_(beta).addcmul_(g, g, value=1 - beta), which computes "
-        "(1 - beta) * g * g before rounding to float16, as the class docstring writes it.",
+        "(1 - beta) * g * g before rounding to float16, and take Adam's sqrt(v_hat) as sqrt(v) / sqrt(1 - b2^t) "
+        "(v / (1 - b2) at t = 1 is g^2 again), as the module docstring says.",
     )
     assert_moved(ours, problem.init, name, kwargs)
 

@@ -369,4 +369,13 @@ if alpha < 0 or alpha >= 1:
         why="keeps square_avg and the momentum buffer in a dict of its own: a run resumed from state_dict() starts them again at zero",
         tests=TESTS,
     ),
+    Mutant(
+        name="adam-bias-corrects-v-before-the-root",
+        file=FILE,
+        function="Adam.step",
+        old="denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(eps)",
+        new="denom = (exp_avg_sq / (1 - beta2**t)).sqrt().add_(eps)",
+        why="computes v_hat = v / (1 - b2^t) as a tensor, then its root: at t = 1 that is g^2, inf in float16 for |g| > 256",
+        tests=TESTS,
+    ),
 ]
