@@ -31,9 +31,8 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   a learning-rate scheduler changes ``group["lr"]`` between steps), skips
   parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
   torch's names (its step count ``t`` is its own, ``state["step"]``: a parameter whose gradients
-  start late, a layer unfrozen mid-run, starts at ``t = 1``; one that never had a gradient has no
-  state and is not touched, weight decay included), and returns ``loss`` (the closure's value, or
-  None). Everything a step needs from earlier steps lives in ``self.state[p]`` (no attributes or
+  start late, a layer unfrozen mid-run, starts at ``t = 1``; one that never had a gradient is not
+  touched, weight decay included), and returns ``loss`` (the closure's value, or None). Everything a step needs from earlier steps lives in ``self.state[p]`` (no attributes or
   dicts of your own), so ``optimizer.state_dict()`` / ``load_state_dict()`` work unchanged and a
   run resumed from a checkpoint continues bit for bit.
 - State tensors are made like the parameter (``torch.zeros_like(p)``): its shape, dtype and
