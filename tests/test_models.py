@@ -465,8 +465,13 @@ def test_models_raise_value_error_for_each_documented_mistake(build, message):
 @pytest.mark.parametrize("seed", [2**32, -5, 1.5, "7"], ids=["2**32", "negative", "fractional", "string"])
 def test_set_seed_raises_value_error_for_seeds_numpy_rejects(seed, restore_global_rngs):
     """Anything but an integer in [0, 2**32) is a ValueError naming the seed, raised before any generator is seeded."""
+    before = random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state()
     with pytest.raises(ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")):
         adapters.run_set_seed(seed)
+    after = random.getstate(), np.random.get_state()[1], torch.get_rng_state()
+    for name, a, b in zip(("random", "numpy", "torch"), before, after, strict=True):
+        same = a == b if name == "random" else bool((torch.as_tensor(a) == torch.as_tensor(b)).all())
+        assert same, f"set_seed({seed!r}) reseeded {name} before rejecting the seed: check the seed first"
 
 
 @pytest.mark.parametrize("seed", [1, 2**32 - 2], ids=["low", "high"])
