@@ -10,6 +10,7 @@ import itertools
 import math
 import random
 import re
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adapters
+from tests.not_written import stub_error
 
 SEEDS = range(12)
 MAX_DIMS = 5
@@ -493,6 +495,24 @@ def test_attention_scores_rejects_mismatched_head_dimension():
 #: Dtypes of every kind a storage can hold: 1-byte bool and int, 2-byte bfloat16, 8-byte float.
 EDGE_DTYPES = [torch.bool, torch.int8, torch.bfloat16, torch.float64]
 
+#: Where a result that left the input's device usually comes from.
+OFF_DEVICE = (
+    "compute with torch's own ops on the input (indexing, reshape, einops, @), which keep its device and dtype; "
+    "torch.tensor(v.item()), torch.tensor(x.tolist()) and torch.empty/torch.zeros without device= and dtype= "
+    "land on the CPU in a default dtype (and fail on meta, which holds no values)"
+)
+
+
+def on_meta(call: Callable[[], torch.Tensor], what: str) -> torch.Tensor:
+    """``call()``, whose inputs are on ``meta``; an error torch raises there (reading values, copying them to the
+    CPU) fails the test with ``what`` and the usual cause, not torch's bare message."""
+    try:
+        return call()
+    except (RuntimeError, NotImplementedError) as e:
+        if stub_error(e) is not None:  # not written yet: reported as such
+            raise
+        pytest.fail(f"{what} raised {type(e).__name__}: {e}. {OFF_DEVICE}", pytrace=False)
+
 
 @pytest.mark.parametrize(
     "index, strides, offset, message",
@@ -538,11 +558,10 @@ def test_element_at_keeps_the_dtype_of_x(dtype):
 def test_element_at_returns_a_tensor_on_the_device_of_x():
     """element_at of a meta view is a 0-d meta tensor (no .item(), no CPU rebuild); on the CPU it is x[i]."""
     meta = torch.empty(4, 6, device="meta").t()[1:]
-    got = adapters.run_element_at(meta, (2, 3))
+    got = on_meta(lambda: adapters.run_element_at(meta, (2, 3)), "element_at of a meta float32 view")
     assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", torch.float32, ()), (
         f"element_at of a meta float32 view returned a tensor on {got.device}, {got.dtype}, shape "
-        f"{tuple(got.shape)}: the result lives where x lives (index the storage view; torch.tensor(v.item()) "
-        "lands on the CPU, and .item() fails on a GPU's or meta's lazy values)"
+        f"{tuple(got.shape)}: the result lives where x lives (index the storage view). {OFF_DEVICE}"
     )
     cpu = torch.arange(24.0).view(4, 6).t()[1:]
     assert torch.equal(adapters.run_element_at(cpu, (2, 3)), cpu[2, 3])
@@ -679,6 +698,21 @@ def test_view_or_copy_view_writes_through_and_copy_does_not():
     assert x.max().item() == 4.0, "writing the copy changed x: a copy needs a storage of its own"
 
 
+@pytest.mark.parametrize("shape", [(12,), (2, 6)], ids=["copy", "copy-split"])
+def test_view_or_copy_returns_a_tensor_on_the_device_and_in_the_dtype_of_x(shape):
+    """A copy, like a view, lives on x's device in x's dtype (meta here: any machine can check it); on the CPU the
+    same call copies x's values."""
+    meta = torch.empty(3, 4, device="meta", dtype=torch.bfloat16).t()
+    what = f"view_or_copy of a meta bfloat16 {describe(meta)} to {shape}"
+    y, _ = on_meta(lambda: adapters.run_view_or_copy(meta, shape), what)
+    assert (y.device.type, y.dtype, tuple(y.shape)) == ("meta", torch.bfloat16, shape), (
+        f"{what} returned {y.device}, {y.dtype}, shape {tuple(y.shape)}: a copy, like a view, keeps x's device "
+        f"and dtype. {OFF_DEVICE}"
+    )
+    x = torch.arange(1, 13, dtype=torch.bfloat16).view(3, 4).t()
+    assert_view_or_copy_agrees_with_torch(x, shape, f"{describe(x)}, bfloat16 -> {shape}")
+
+
 @pytest.mark.parametrize(
     "make, shape, message",
     [
@@ -800,11 +834,10 @@ def test_named_dims_return_tensors_on_the_device_and_in_the_dtype_of_their_input
     """split_heads, merge_heads and attention_scores return x's device and dtype (meta here, so any machine can
     check it), and the same call on the CPU returns the right values."""
     shape, value = NAMED_DIMS_RESULTS[name]
-    got = NAMED_DIMS_CALLS[name]("meta", dtype)
+    got = on_meta(lambda: NAMED_DIMS_CALLS[name]("meta", dtype), f"{name} of meta {dtype} inputs")
     assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", dtype, shape), (
         f"{name} of meta {dtype} inputs returned a tensor on {got.device}, {got.dtype}, shape {tuple(got.shape)}; "
-        f"expected meta, {dtype}, {shape}: compute on the inputs themselves (einops, @), never into a tensor made "
-        "with torch.zeros/torch.empty without device= and dtype=, and do not cast to float32"
+        f"expected meta, {dtype}, {shape}: do not cast to float32. {OFF_DEVICE}"
     )
     cpu = NAMED_DIMS_CALLS[name]("cpu", dtype)
     assert cpu.dtype == dtype and torch.equal(cpu, torch.full(shape, value, dtype=dtype)), (

@@ -248,7 +248,8 @@ def view_or_copy(x: Tensor, shape: Sequence[int]) -> tuple[Tensor, bool]:
     be -1, inferred from the others as in ``view``; the number of elements must not change.
 
     A view shares ``x``'s storage (writing to it changes ``x``); a copy is contiguous and has a
-    storage of its own. The values always equal ``x.reshape(shape)``.
+    storage of its own. The values always equal ``x.reshape(shape)``, and either result has
+    ``x``'s dtype and lives on ``x``'s device.
 
     >>> x = torch.arange(6).view(2, 3)
     >>> view_or_copy(x, (3, 2))[1], view_or_copy(x.t(), (6,))[1]

@@ -239,4 +239,17 @@ MUTANTS = [
         why="squeezes the result to tidy stray size-1 dims: a batch of one or a single position disappears",
         tests=TESTS,
     ),
+    Mutant(
+        name="tensors-view-or-copy-rebuilds-the-copy-from-a-list",
+        file=STRIDES,
+        function="view_or_copy",
+        old="    y = x.reshape(shape)  # a view if possible, else a copy: find out which",
+        new="""
+    try:
+        y = x.view(shape)
+    except RuntimeError:  # the strides allow no view: copy the elements out one by one
+        y = torch.tensor(x.reshape(shape).tolist(), dtype=x.dtype)""",
+        why="builds the copy from Python numbers with torch.tensor, which lands on the CPU whatever device x is on",
+        tests=TESTS,
+    ),
 ]
