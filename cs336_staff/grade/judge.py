@@ -99,6 +99,10 @@ class Tracer:
         out, self.targets = sorted(self.targets), set()
         return out
 
+    def worker_pids(self) -> list[int]:
+        """The worker's processes, for judge-side observations (``Remote.worker_pids``)."""
+        return self.remote.worker_pids()
+
 
 class NoSubmissionImports(importlib.abc.MetaPathFinder):
     """Refuses ``cs336_assignment`` in the judge: the submission is reached only across the boundary."""

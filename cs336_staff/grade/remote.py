@@ -558,6 +558,20 @@ class Remote:
     def take_output(self) -> str:
         return self.worker.output.take() if self.worker is not None else ""
 
+    def worker_pids(self) -> list[int]:
+        """The current worker's processes as this machine numbers them (the launcher's and all its
+        descendants'), for what the judge reads from outside, such as peak memory in ``/proc``;
+        empty when no worker runs. The spare is not among them."""
+        import psutil
+
+        if self.worker is None:
+            return []
+        try:
+            root = psutil.Process(self.worker.proc.pid)
+            return [root.pid, *(p.pid for p in root.children(recursive=True))]
+        except psutil.Error:
+            return []
+
     def _release(self, generation: int, handle: int) -> None:
         if generation == self.generation:
             self._pending_release.append(handle)
