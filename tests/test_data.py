@@ -76,12 +76,32 @@ def assert_uniform_over_valid_starts(starts: np.ndarray, n: int, context_length:
 # ----------------------------------------------------------------------------------------------
 
 
+def assert_rows_are_windows(x: torch.Tensor, y: torch.Tensor, dataset: np.ndarray, context_length: int) -> None:
+    """Each row of x is dataset[s : s + T] for a valid start s, and y the same window shifted by one.
+
+    The dataset must hold distinct tokens (a token names its position): then a batch of zeros, or of
+    any tokens but the dataset's windows, fails here.
+    """
+    position = {int(t): i for i, t in enumerate(dataset.tolist())}
+    for b, (row_x, row_y) in enumerate(zip(x.tolist(), y.tolist(), strict=True)):
+        s = position.get(row_x[0])
+        assert s is not None and s + context_length < len(dataset), (
+            f"x[{b}] starts with {row_x[0]}, which is no valid start's token: the batch must hold the dataset's tokens"
+        )
+        window = dataset[s : s + context_length + 1].tolist()
+        assert row_x == window[:-1] and row_y == window[1:], (
+            f"x[{b}], y[{b}] = {row_x}, {row_y}, expected the window dataset[{s}:{s + context_length}] = {window[:-1]} "
+            f"and the same shifted by one, {window[1:]}"
+        )
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("batch_size", "context_length"), [(1, 1), (4, 8), (16, 3)])
 def test_get_batch_returns_int64_batch_by_context_on_device(
     batch_size, context_length, device, generator
 ):
-    """x and y are int64 tensors of shape (batch_size, context_length) on the requested device."""
+    """x and y are int64 tensors of shape (batch_size, context_length) on the requested device, holding
+    windows of the dataset (a batch of one stays 2-d)."""
     dataset = np.arange(50, dtype=np.uint16)
     x, y = adapters.run_get_batch(dataset, batch_size, context_length, device, generator)
     for name, t in (("x", x), ("y", y)):
@@ -90,12 +110,29 @@ def test_get_batch_returns_int64_batch_by_context_on_device(
         )
         assert t.shape == (batch_size, context_length), (
             f"{name}.shape {tuple(t.shape)} != {(batch_size, context_length)}"
+            + (" (a squeeze() dropped the size-one dimensions: keep the batch 2-d)" if t.dim() < 2 else "")
         )
         assert t.dtype == torch.int64, (
             f"{name}.dtype is {t.dtype}; token ids for embeddings must be int64"
         )
         assert t.device.type == torch.device(device).type, (
             f"{name} is on {t.device}, expected {device}"
+        )
+    assert_rows_are_windows(x.cpu(), y.cpu(), dataset, context_length)
+
+
+@pytest.mark.parametrize(("batch_size", "context_length"), [(1, 1), (3, 5)])
+def test_get_batch_puts_x_and_y_on_the_requested_device_also_meta(batch_size, context_length):
+    """CPU twin of the CUDA case: on the "meta" device (shapes, no data) both x and y are int64 meta
+    tensors of shape (B, T): every returned tensor goes to ``device``, not only x."""
+    x, y = adapters.run_get_batch(np.arange(40, dtype=np.uint16), batch_size, context_length, "meta",
+                                  torch.Generator().manual_seed(3))
+    for name, t in (("x", x), ("y", y)):
+        assert t.device.type == "meta", (
+            f"{name} is on {t.device}, expected the requested device meta: move both x and y with .to(device)"
+        )
+        assert t.shape == (batch_size, context_length) and t.dtype == torch.int64, (
+            f"{name} is {t.dtype} of shape {tuple(t.shape)}, expected int64 of shape {(batch_size, context_length)}"
         )
 
 
@@ -178,8 +215,13 @@ def test_get_batch_without_a_generator_draws_from_torchs_global_rng():
 
 
 def test_get_batch_returns_x_and_y_that_share_no_memory():
-    """x and y are new tensors: writing into x changes neither y nor the dataset (no views of one window array)."""
-    written = scenario.write_into_x(np.arange(1000, dtype=np.int64), 8, 16)
+    """x and y are new tensors: writing into x changes neither y nor the dataset (no views of one window
+    array), and the batch holds the dataset's windows (sharing nothing is easy for a batch of zeros)."""
+    dataset = np.random.default_rng(2).permutation(1000).astype(np.int64)
+    written = scenario.write_into_x(dataset, 8, 16)
+    assert written.windows, (
+        "the batch is not windows of the dataset (x[b] = dataset[s : s + T], y[b] the window shifted by one)"
+    )
     assert not written.y_changed, (
         "adding 1 to x in place changed y: x and y are views of one (B, T + 1) array; copy them apart "
         "(x = torch.from_numpy(windows[:, :-1].copy()), and y likewise)"
@@ -244,11 +286,11 @@ SPEED_MARGIN = 4
 
 
 def test_get_batch_costs_far_less_per_row_than_a_python_loop():
-    """Vectorised, timed: a batch of 16,384 rows costs (over a batch of one) far less per row than the
-    test's own Python loop over the rows, timed in the same run (the best of 3 each, fresh seeds)."""
+    """Vectorised, timed: a batch of 16,384 one-token rows costs (over a batch of one) far less per row
+    than the test's own Python loop over the rows, timed in the same run (the best of 5 each, fresh seeds)."""
     seed = run_seed()
-    dataset = np.random.default_rng(seed).integers(0, 50_000, 1_000_000).astype(np.uint16)
-    costs = scenario.batch_seconds_per_row(dataset, SPEED_ROWS, 4, seed=seed % 2**31)
+    dataset = np.random.default_rng(seed).integers(0, 50_000, 100_000).astype(np.uint16)
+    costs = scenario.batch_seconds_per_row(dataset, SPEED_ROWS, 1, seed=seed % 2**31)
     assert costs.get_batch * SPEED_MARGIN <= costs.loop, (
         f"get_batch took {costs.get_batch * 1e6:.2f} us per row for a batch of {costs.rows}, a Python loop over the "
         f"rows {costs.loop * 1e6:.2f} us: index the dataset once for the whole batch, e.g. "
@@ -273,6 +315,27 @@ def test_get_batch_rejects_a_dataset_shorter_than_context_length_plus_one(length
     """A dataset with fewer than context_length + 1 tokens is a ValueError that says so."""
     with pytest.raises(ValueError, match=r"context_length"):
         adapters.run_get_batch(np.arange(length), 2, 8, "cpu", generator)
+
+
+@pytest.mark.parametrize(
+    ("dataset", "batch_size", "context_length", "match"),
+    [
+        (np.arange(100), -1, 4, r"batch_size must be a positive integer, got -1"),
+        (np.arange(100), 2.0, 4, r"batch_size must be a positive integer"),
+        (np.arange(100), 2, -2, r"context_length must be a positive integer, got -2"),
+        (np.arange(60).reshape(2, 3, 10), 2, 4, r"dataset must be a 1-D array of token ids"),
+        (np.arange(100, dtype=np.float64), 2, 4, r"dataset must hold integer token ids, got dtype float64"),
+        (np.linspace(0, 9, 50, dtype=np.float16), 2, 4, r"integer token ids, got dtype float16"),
+        (np.arange(3), 2, 5, r"(?s)(?=.*\b3 tokens\b)(?=.*context_length \+ 1 = 6\b)"),
+    ],
+    ids=["negative-batch-size", "float-batch-size", "negative-context", "3-d-dataset", "float64-ids",
+         "float16-ids", "short-dataset"],
+)
+def test_get_batch_rejects_bad_input_with_a_value_error(dataset, batch_size, context_length, match):
+    """Every documented bad input is a ValueError (the type a caller catches) with the documented message:
+    a float array is never taken as token ids, however integral its values."""
+    with pytest.raises(ValueError, match=match):
+        adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(0))
 
 
 def test_get_batch_unknown_device_fails_with_torchs_error(generator):

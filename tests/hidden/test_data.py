@@ -109,6 +109,7 @@ def test_get_batch_without_a_generator_follows_torchs_global_rng_for_other_sizes
 def test_get_batch_x_and_y_share_no_memory_for_other_sizes(n, batch_size, context_length):
     """A single window, a single row, one-token contexts: writing into x changes neither y nor the dataset."""
     written = scenario.write_into_x(np.arange(n, dtype=np.int64), batch_size, context_length)
+    assert written.windows, f"B={batch_size}, T={context_length}: the batch is not windows of the dataset"
     assert not written.y_changed and not written.dataset_changed, (
         f"B={batch_size}, T={context_length}: writing into x changed "
         + " and ".join(w for w, c in (("y", written.y_changed), ("the dataset", written.dataset_changed)) if c)
