@@ -249,6 +249,132 @@ def test_encode_iterable_equals_encode_when_pieces_end_between_nested_special_to
     )
 
 
+#: Texts of each kind of pre-token a stream can settle too early when a piece ends inside it.
+CUT_KINDS = {
+    "contraction-t": "I don't know, it's hers",
+    "contraction-ll-ve-re": "they'll go; we've been, you're",
+    "numbers": "pi 3.14159 and 2026!",
+    "spaces-before-words": "a  word   here",
+    "whitespace-runs": "end.\n\n   next\t\tline \n",
+    "punctuation": "wait?!... (yes) --",
+    "non-latin": "naïve 猫猫 🙂🙂 слово",
+    "special-token": f"ab{EOT}cd{EOT}{EOT} e",
+}
+#: A word of the filler: one id in ``cut_tokenizer``.
+FILLER_WORD = " " + "z" * 64
+#: Separates the copies of a text in a stream: long enough (16 KiB) that a stream which settles its
+#: buffer once it holds that much does so at the end of every piece, and only 258 ids.
+FILLER = "\n" + FILLER_WORD * 256 + "\n"
+
+
+def cut_tokenizer(texts: list[str], special_tokens: list[str]):
+    """A tokenizer whose merges join every adjacent pair of bytes in ``texts`` (so where a pre-token ends
+    shows in the ids) and make each word of the filler one id."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges: list[tuple[bytes, bytes]] = []
+
+    def merge(a: bytes, b: bytes) -> None:
+        if (a, b) not in merges:
+            merges.append((a, b))
+            vocab[len(vocab)] = a + b
+
+    for text in texts:
+        data = text.encode("utf-8")
+        for a, b in zip(data, data[1:], strict=False):
+            merge(bytes([a]), bytes([b]))
+    z = b"z"
+    while len(z) < 64:
+        merge(z, z)
+        z += z
+    merge(b" ", z)
+    return adapters.get_tokenizer(vocab, merges, special_tokens)
+
+
+def pieces_cut_at_every_position(text: str) -> list[str]:
+    """Copies of ``text`` between fillers, the k-th copy cut at character k: each piece ends at a cut."""
+    pieces = [FILLER]
+    for k in range(len(text) + 1):
+        pieces[-1] += text[:k]
+        pieces.append(text[k:] + FILLER)
+    return pieces
+
+
+@pytest.mark.parametrize("kind", list(CUT_KINDS))
+def test_encode_iterable_equals_encode_when_cut_at_every_position(kind: str) -> None:
+    """For each kind of pre-token (contractions, numbers, spaces before words, whitespace runs, punctuation,
+    other scripts, special tokens), a stream whose pieces end at every position of the text gives exactly
+    encode(whole text): a stream must not settle a pre-token that the next piece could still extend."""
+    text = CUT_KINDS[kind]
+    assert "z" not in text
+    tok = cut_tokenizer(list(CUT_KINDS.values()), [EOT])
+    pieces = pieces_cut_at_every_position(text)
+    got, want = tokenization.encode_iterable(tok, pieces), tok.encode("".join(pieces))
+    if got != want:
+        at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+        copy = tok.decode(want[:at]).count(FILLER) - 1
+        cut = f"{text[:copy]!r} | {text[copy:]!r}" if 0 <= copy <= len(text) else "?"
+        pytest.fail(
+            f"{kind}: encode_iterable differs from encode where a piece ended at {cut}: "
+            f"{id_difference(got, want, tok.decode)}. Hold back the end of the buffer that more text could still "
+            "change (the last pre-tokens, a possible start of a special token) until the next piece comes"
+        )
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        list(range(300, 556)) + [10, 11],  # the bytes at 300-555, the merges below them
+        [556 - 2 * i for i in range(256)] + [1, 3],  # the bytes at even ids, backwards
+    ],
+    ids=["bytes-above-merges", "bytes-backwards"],
+)
+def test_vocab_whose_single_byte_ids_are_not_the_byte_values(ids: list[int]) -> None:
+    """A vocabulary may number its single bytes otherwise than by their values (from another trainer):
+    encode gives the vocabulary's ids, decode reads them back, and a new special token gets an unused id."""
+    vocab = dict(zip(ids, [bytes([b]) for b in range(256)] + [b"hi", b" hi"], strict=True))
+    byte_id = {t: i for i, t in vocab.items()}
+    tok = adapters.get_tokenizer(vocab, [(b"h", b"i"), (b" ", b"hi")], ["<|sep|>"])
+    got = tok.encode("hi hi!\n")
+    want = [byte_id[b"hi"], byte_id[b" hi"], byte_id[b"!"], byte_id[b"\n"]]
+    assert got == want, (
+        f"encode('hi hi!\\n') = {got}, expected the vocabulary's ids {want}: a single byte's id is the id vocab gives "
+        "it, not the byte's value (map bytes to ids through the vocabulary)"
+    )
+    assert tok.decode([byte_id[b"o"], byte_id[b"k"]]) == "ok", "decode must look ids up in the vocabulary"
+    (sep,) = tok.encode("<|sep|>")
+    assert sep not in vocab, f"the new special token got id {sep}, already taken by {vocab.get(sep)!r}"
+    assert tok.decode(got + [sep]) == "hi hi!\n<|sep|>"
+
+
+def test_decode_rejects_an_unknown_id_with_a_value_error(tokenizer) -> None:
+    """Decoding an id the vocabulary does not have is a ValueError (not a KeyError) naming the id."""
+    with pytest.raises(ValueError, match=r"\b600\b.*not in the vocabulary"):
+        tokenizer.decode([5, 600, 7])
+    with pytest.raises(ValueError, match=r"-1\b.*not in the vocabulary"):
+        tokenizer.decode([-1])
+
+
+@pytest.mark.parametrize(
+    ("vocab", "merges", "match"),
+    [
+        ({i: bytes([i]) for i in range(1, 256)}, [], r"must contain all 256 bytes"),
+        ({i: bytes([i]) for i in range(256) if i != ord("a")} | {256: b"a"}, [], None),
+        ({i: bytes([i]) for i in range(256)}, [(b"x", b"y")], r"merge 0 \(b'x', b'y'\): b'x', b'y' and b'xy' must all be in vocab"),
+        ({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b"), (b"ab", b"c")],
+         r"merge 1 \(b'ab', b'c'\): b'ab', b'c' and b'abc' must all be in vocab"),
+    ],
+    ids=["missing-byte-0", "byte-a-at-another-id", "unknown-merge", "merge-result-missing"],
+)
+def test_tokenizer_rejects_bad_vocab_and_merges_with_a_value_error(vocab, merges, match) -> None:
+    """A vocab without every single byte, or a merge whose parts or result are not in vocab, is a ValueError
+    at construction with the documented message (a vocab whose bytes have other ids is fine)."""
+    if match is None:
+        assert adapters.get_tokenizer(vocab, merges).encode("a") == [256]
+        return
+    with pytest.raises(ValueError, match=match):
+        adapters.get_tokenizer(vocab, merges)
+
+
 def test_new_special_tokens_get_ids_that_collide_with_none_when_vocab_ids_have_gaps() -> None:
     """Special tokens missing from vocab get fresh ids, distinct and unused, also when the ids are not 0..n-1.
 

@@ -169,3 +169,14 @@ def test_get_batch_cuda_without_a_gpu_fails_with_torchs_error():
     assert isinstance(err, (RuntimeError, AssertionError)), (
         f"expected torch's error, got {type(err).__name__}: {err}"
     )
+
+
+@pytest.mark.parametrize(("n", "batch_size", "context_length"), [(2, 1, 1), (64, 7, 9)])
+def test_get_batch_puts_both_tensors_on_a_meta_device_object(n, batch_size, context_length):
+    """device=torch.device("meta"): x and y both int64 meta tensors of shape (B, T), a batch of one included."""
+    x, y = adapters.run_get_batch(np.arange(n, dtype=np.int32), batch_size, context_length, torch.device("meta"),
+                                  torch.Generator().manual_seed(1))
+    for name, t in (("x", x), ("y", y)):
+        assert t.device.type == "meta" and t.dtype == torch.int64 and t.shape == (batch_size, context_length), (
+            f"{name}: {t.dtype} of shape {tuple(t.shape)} on {t.device}"
+        )
