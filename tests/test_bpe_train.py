@@ -258,6 +258,13 @@ def test_train_bpe_rejects_bad_input(tmp_path: Path, vocab_size, special_tokens,
         adapters.run_train_bpe(path, vocab_size, special_tokens)
 
 
+def test_train_bpe_on_a_missing_file_raises_file_not_found(tmp_path: Path) -> None:
+    """A corpus path that does not exist is Python's FileNotFoundError (the type a caller catches), naming the file."""
+    path = tmp_path / "no-such-corpus.txt"
+    with pytest.raises(FileNotFoundError, match="no-such-corpus"):
+        adapters.run_train_bpe(path, 300, [EOT])
+
+
 def pair_table(path: Path, special_tokens: list[str]) -> Counter[bytes]:
     """The pre-tokens of a file and their counts, as UTF-8 byte strings (the table BPE training merges over)."""
     text = path.read_bytes().decode("utf-8")

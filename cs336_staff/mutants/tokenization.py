@@ -418,4 +418,16 @@ except KeyError as e:
         "check at all under python -O)",
         tests=TOKENIZER_TESTS,
     ),
+    Mutant(
+        name="bpe-missing-file-is-a-value-error",
+        file=f"{PKG}/train.py",
+        function="train_bpe",
+        old="check_vocab_size(vocab_size, special_tokens)",
+        new="""check_vocab_size(vocab_size, special_tokens)
+if not os.path.exists(input_path):
+    raise ValueError(f"corpus {input_path} does not exist")  # a bad argument, like the others""",
+        why="checks the path up front and reports a missing corpus as a ValueError like its other argument "
+        "checks, where the contract says FileNotFoundError",
+        tests=TRAIN_TESTS,
+    ),
 ]
