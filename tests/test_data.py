@@ -76,23 +76,11 @@ def assert_uniform_over_valid_starts(starts: np.ndarray, n: int, context_length:
 # ----------------------------------------------------------------------------------------------
 
 
-def assert_rows_are_windows(x: torch.Tensor, y: torch.Tensor, dataset: np.ndarray, context_length: int) -> None:
-    """Each row of x is dataset[s : s + T] for a valid start s, and y the same window shifted by one.
-
-    The dataset must hold distinct tokens (a token names its position): then a batch of zeros, or of
-    any tokens but the dataset's windows, fails here.
-    """
-    position = {int(t): i for i, t in enumerate(dataset.tolist())}
-    for b, (row_x, row_y) in enumerate(zip(x.tolist(), y.tolist(), strict=True)):
-        s = position.get(row_x[0])
-        assert s is not None and s + context_length < len(dataset), (
-            f"x[{b}] starts with {row_x[0]}, which is no valid start's token: the batch must hold the dataset's tokens"
-        )
-        window = dataset[s : s + context_length + 1].tolist()
-        assert row_x == window[:-1] and row_y == window[1:], (
-            f"x[{b}], y[{b}] = {row_x}, {row_y}, expected the window dataset[{s}:{s + context_length}] = {window[:-1]} "
-            f"and the same shifted by one, {window[1:]}"
-        )
+def assert_rows_are_windows(x: torch.Tensor, y: torch.Tensor, dataset: np.ndarray) -> None:
+    """Each row of x is dataset[s : s + T] for a valid start s, and y the same window shifted by one
+    (``dataset`` of distinct tokens: a batch of zeros fails here)."""
+    problem = scenario.window_mismatch(x, y, dataset)
+    assert problem is None, problem
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -118,15 +106,18 @@ def test_get_batch_returns_int64_batch_by_context_on_device(
         assert t.device.type == torch.device(device).type, (
             f"{name} is on {t.device}, expected {device}"
         )
-    assert_rows_are_windows(x.cpu(), y.cpu(), dataset, context_length)
+    assert_rows_are_windows(x.cpu(), y.cpu(), dataset)
 
 
 @pytest.mark.parametrize(("batch_size", "context_length"), [(1, 1), (3, 5)])
 def test_get_batch_puts_x_and_y_on_the_requested_device_also_meta(batch_size, context_length):
     """CPU twin of the CUDA case: on the "meta" device (shapes, no data) both x and y are int64 meta
-    tensors of shape (B, T): every returned tensor goes to ``device``, not only x."""
-    x, y = adapters.run_get_batch(np.arange(40, dtype=np.uint16), batch_size, context_length, "meta",
-                                  torch.Generator().manual_seed(3))
+    tensors of shape (B, T): every returned tensor goes to ``device``, not only x (and on "cpu" the
+    same call gives the dataset's windows: the data a meta tensor cannot show)."""
+    dataset = np.arange(40, dtype=np.uint16)
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(3))
+    assert_rows_are_windows(x, y, dataset)
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, "meta", torch.Generator().manual_seed(3))
     for name, t in (("x", x), ("y", y)):
         assert t.device.type == "meta", (
             f"{name} is on {t.device}, expected the requested device meta: move both x and y with .to(device)"
@@ -244,6 +235,7 @@ def test_get_batch_reads_from_a_read_only_memmap(tmp_path, generator):
     assert torch.equal(x, x_ref) and torch.equal(y, y_ref), (
         "a memmap and the same tokens in memory gave different batches"
     )
+    assert_rows_are_windows(x, y, tokens)
     assert x.min() >= 0 and x.max() <= 65535, (
         f"token ids outside [0, 65535]: {x.min()}..{x.max()} (uint16 overflow?)"
     )
@@ -254,13 +246,18 @@ def test_get_batch_on_a_memmap_does_not_read_the_whole_file(tmp_path):
     n = 32 * 1024 * 1024  # uint16 tokens: 64 MiB
     path = tmp_path / "tokens.bin"
     writer = np.memmap(path, dtype=np.uint16, mode="w+", shape=(n,))
-    writer[:] = 1
+    writer[:] = np.tile(np.arange(1 << 16, dtype=np.uint16), n >> 16)  # token at position i: i mod 65536
     writer.flush()
     del writer
-    growth_kb = scenario.peak_rss_growth_kb_of_a_batch(path, "uint16", 8, 64)
-    if growth_kb is None:
+    measured = scenario.peak_rss_growth_kb_of_a_batch(path, "uint16", 8, 64)
+    if measured is None:
         pytest.skip("measures peak memory via /proc/PID/clear_refs, which this machine does not offer (Linux only)")
-    growth_mib = growth_kb / 1024
+    for b, (row_x, row_y) in enumerate(zip(measured.x.tolist(), measured.y.tolist(), strict=True)):
+        window = ((row_x[0] + np.arange(65)) % (1 << 16)).tolist()
+        assert row_x == window[:-1] and row_y == window[1:], (
+            f"x[{b}], y[{b}] are not a window of the file and its shift by one (its token at position i is i mod 65536)"
+        )
+    growth_mib = measured.growth_kb / 1024
     assert growth_mib < 16, (
         f"peak memory rose by {growth_mib:.0f} MiB for a batch of 8 x 65 tokens from a 64 MiB file: the whole "
         "file was read or copied (np.array / astype / torch.tensor on the dataset?); index only the windows"
@@ -289,8 +286,9 @@ def test_get_batch_costs_far_less_per_row_than_a_python_loop():
     """Vectorised, timed: a batch of 16,384 one-token rows costs (over a batch of one) far less per row
     than the test's own Python loop over the rows, timed in the same run (the best of 5 each, fresh seeds)."""
     seed = run_seed()
-    dataset = np.random.default_rng(seed).integers(0, 50_000, 100_000).astype(np.uint16)
+    dataset = np.random.default_rng(seed).permutation(100_000).astype(np.uint32)  # distinct tokens
     costs = scenario.batch_seconds_per_row(dataset, SPEED_ROWS, 1, seed=seed % 2**31)
+    assert costs.windows, "the batch is not windows of the dataset (x[b] = dataset[s : s + T], y shifted by one)"
     assert costs.get_batch * SPEED_MARGIN <= costs.loop, (
         f"get_batch took {costs.get_batch * 1e6:.2f} us per row for a batch of {costs.rows}, a Python loop over the "
         f"rows {costs.loop * 1e6:.2f} us: index the dataset once for the whole batch, e.g. "
@@ -339,7 +337,10 @@ def test_get_batch_rejects_bad_input_with_a_value_error(dataset, batch_size, con
 
 
 def test_get_batch_unknown_device_fails_with_torchs_error(generator):
-    """An unknown device string fails with torch's own RuntimeError about the device."""
+    """An unknown device string fails with torch's own RuntimeError about the device (where a known one
+    gives the dataset's windows)."""
+    x, y = adapters.run_get_batch(np.arange(100), 2, 4, "cpu", generator)
+    assert_rows_are_windows(x, y, np.arange(100))
     err = error_raised_by(lambda: adapters.run_get_batch(np.arange(100), 2, 4, "tpu9", generator))
     assert isinstance(err, RuntimeError) and "device" in str(err).lower(), (
         f"expected torch's RuntimeError about the device string 'tpu9', got {type(err).__name__}: {err}"

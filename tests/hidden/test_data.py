@@ -11,6 +11,7 @@ from tests.scenarios import data as scenario
 from tests.util import skip_in_grading
 from tests.test_data import (
     DEVICES,
+    assert_rows_are_windows,
     assert_uniform_over_valid_starts,
     batch_reads,
     error_raised_by,
@@ -20,7 +21,7 @@ from tests.test_data import (
 
 @pytest.mark.parametrize(
     ("n", "context_length", "batch_size", "num_batches", "seed"),
-    [(25, 1, 32, 100, 1), (100, 37, 128, 50, 2), (12, 11, 7, 10, 3)],
+    [(25, 1, 32, 100, 1), (100, 37, 128, 50, 2), (13, 11, 7, 10, 3)],
 )
 def test_get_batch_starts_are_uniform_over_valid_positions_for_other_sizes(
     n, context_length, batch_size, num_batches, seed
@@ -71,6 +72,7 @@ def test_get_batch_accepts_a_torch_device_object(device):
     assert x.device.type == y.device.type == device, (
         f"tensors on {x.device} / {y.device}, expected {device}"
     )
+    assert_rows_are_windows(x.cpu(), y.cpu(), np.arange(30))
 
 
 @pytest.mark.gpu
@@ -163,6 +165,8 @@ def test_get_batch_cuda_without_a_gpu_fails_with_torchs_error():
     """Asking for CUDA on a machine without it raises torch's error (not a silent CPU fallback)."""
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA; the error case needs a machine without it")
+    x, y = adapters.run_get_batch(np.arange(100), 2, 4, "cpu", torch.Generator())
+    assert_rows_are_windows(x, y, np.arange(100))
     err = error_raised_by(
         lambda: adapters.run_get_batch(np.arange(100), 2, 4, "cuda", torch.Generator())
     )
@@ -173,8 +177,12 @@ def test_get_batch_cuda_without_a_gpu_fails_with_torchs_error():
 
 @pytest.mark.parametrize(("n", "batch_size", "context_length"), [(2, 1, 1), (64, 7, 9)])
 def test_get_batch_puts_both_tensors_on_a_meta_device_object(n, batch_size, context_length):
-    """device=torch.device("meta"): x and y both int64 meta tensors of shape (B, T), a batch of one included."""
-    x, y = adapters.run_get_batch(np.arange(n, dtype=np.int32), batch_size, context_length, torch.device("meta"),
+    """device=torch.device("meta"): x and y both int64 meta tensors of shape (B, T), a batch of one included
+    (and on the CPU the same call gives the dataset's windows)."""
+    dataset = np.arange(n, dtype=np.int32)
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(1))
+    assert_rows_are_windows(x, y, dataset)
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, torch.device("meta"),
                                   torch.Generator().manual_seed(1))
     for name, t in (("x", x), ("y", y)):
         assert t.device.type == "meta" and t.dtype == torch.int64 and t.shape == (batch_size, context_length), (

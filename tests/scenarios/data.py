@@ -79,7 +79,7 @@ def write_into_x(dataset: np.ndarray, batch_size: int, context_length: int) -> W
     before = dataset.copy()
     x, y = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(0))
     views_dataset = x_views_the_dataset(x, dataset)
-    windows = holds_windows(x, y, dataset)
+    windows = window_mismatch(x, y, dataset) is None
     y_before = y.clone()
     x += 1
     return Written(
@@ -89,19 +89,24 @@ def write_into_x(dataset: np.ndarray, batch_size: int, context_length: int) -> W
     )
 
 
-def holds_windows(x: torch.Tensor, y: torch.Tensor, dataset: np.ndarray) -> bool:
-    """Whether each row of ``x`` is a window ``dataset[s : s + T]`` and the row of ``y`` the window shifted
-    by one (``dataset`` of distinct tokens: a token names its position)."""
+def window_mismatch(x: torch.Tensor, y: torch.Tensor, dataset: np.ndarray) -> str | None:
+    """Why ``x`` and ``y`` are not a batch of windows of ``dataset`` (its first bad row), or None when
+    each row of ``x`` is ``dataset[s : s + T]`` for a valid start ``s`` and the row of ``y`` the same
+    window shifted by one. ``dataset`` must hold distinct tokens (a token names its position): then a
+    batch of zeros, or of any tokens but the dataset's windows, has a mismatch."""
+    if x.dim() != 2 or x.shape != y.shape or x.numel() == 0:
+        return f"x and y have shapes {tuple(x.shape)} and {tuple(y.shape)}, expected one (B, T) shape"
+    context_length = x.shape[1]
     position = {int(t): i for i, t in enumerate(dataset.tolist())}
-    context_length = x.shape[-1] if x.dim() else 0
-    for row_x, row_y in zip(x.reshape(-1, max(context_length, 1)).tolist(),
-                            y.reshape(-1, max(context_length, 1)).tolist(), strict=False):
+    for b, (row_x, row_y) in enumerate(zip(x.tolist(), y.tolist(), strict=True)):
         s = position.get(row_x[0])
-        if s is None or dataset[s : s + context_length + 1].tolist() != row_x + row_y[-1:]:
-            return False
-        if row_y != dataset[s + 1 : s + context_length + 1].tolist():
-            return False
-    return x.numel() > 0
+        if s is None or s + context_length >= len(dataset):
+            return f"x[{b}] starts with {row_x[0]}, which is no valid start's token: the batch must hold the dataset's tokens"
+        window = dataset[s : s + context_length + 1].tolist()
+        if row_x != window[:-1] or row_y != window[1:]:
+            return (f"x[{b}], y[{b}] = {row_x}, {row_y}, expected the window dataset[{s}:{s + context_length}] = "
+                    f"{window[:-1]} and the same shifted by one, {window[1:]}")
+    return None
 
 
 class CountingArray(np.ndarray):
@@ -152,6 +157,7 @@ class RowCosts:
     get_batch: float
     loop: float
     rows: int
+    windows: bool  # whether the (untimed) batch of ``rows`` held the dataset's windows
 
 
 def batch_seconds_per_row(dataset: np.ndarray, rows: int, context_length: int, seed: int, repeats: int = 5) -> RowCosts:
@@ -160,19 +166,20 @@ def batch_seconds_per_row(dataset: np.ndarray, rows: int, context_length: int, s
     ``repeats`` each."""
     seeds = iter(range(seed, seed + 4 * repeats))
 
-    def batch(size: int) -> Callable[[], object]:
+    def batch(size: int) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
         return lambda: adapters.run_get_batch(
             dataset, size, context_length, "cpu", torch.Generator().manual_seed(next(seeds))
         )
 
-    batch(rows)()  # untimed warm-up: one-time costs are not speed
+    x, y = batch(rows)()  # untimed warm-up: one-time costs are not speed
     one = many = float("inf")
     for _ in range(repeats):  # in turns: a stall of the machine hits both sizes alike
         one = min(one, best_seconds(batch(1), 1))
         many = min(many, best_seconds(batch(rows), 1))
     starts = np.random.default_rng(seed).integers(0, len(dataset) - context_length, rows)
     loop = best_seconds(lambda: loop_over_rows(dataset, starts, context_length), repeats)
-    return RowCosts(get_batch=max(many - one, 0.0) / rows, loop=loop / rows, rows=rows)
+    return RowCosts(get_batch=max(many - one, 0.0) / rows, loop=loop / rows, rows=rows,
+                    windows=window_mismatch(x, y, dataset) is None)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -227,19 +234,30 @@ def peak_rss_growth_kb(fn: Callable[[], object]) -> int:
     return growth
 
 
+@dataclass
+class BatchMemory:
+    """A batch and how far the peak memory of the processes running get_batch rose while it sampled it."""
+
+    growth_kb: int
+    x: torch.Tensor
+    y: torch.Tensor
+
+
 def peak_rss_growth_kb_of_a_batch(
     path: Path, dtype: str, batch_size: int, context_length: int
-) -> int | None:
-    """The peak-memory growth (kB) of the processes running get_batch while it samples one batch from
-    a read-only ``np.memmap`` of the token file at ``path``; None where it cannot be measured."""
+) -> BatchMemory | None:
+    """The batch get_batch samples from a read-only ``np.memmap`` of the token file at ``path``, and
+    the peak-memory growth (kB) of the processes running it meanwhile; None where it cannot be measured."""
     if not can_measure_peak_rss():
         return None
     adapters.run_get_batch(
         np.arange(100, dtype=np.uint16), 2, 4, "cpu", torch.Generator()
     )  # warm up
     memmap = np.memmap(path, dtype=dtype, mode="r")  # mapped, nothing resident yet
-    return peak_rss_growth_kb(
-        lambda: adapters.run_get_batch(
+    batch: list[tuple[torch.Tensor, torch.Tensor]] = []
+    growth = peak_rss_growth_kb(
+        lambda: batch.append(adapters.run_get_batch(
             memmap, batch_size, context_length, "cpu", torch.Generator().manual_seed(0)
-        )
+        ))
     )
+    return BatchMemory(growth, *batch[0])
