@@ -8,6 +8,8 @@ from cs336_staff.mutants import Mutant
 FILE = "cs336_assignment/data.py"
 TESTS = ("tests/test_data.py",)
 DRAW = "starts = torch.randint(0, num_starts, (batch_size,), generator=generator).numpy()"
+DTYPE_CHECK = """if not np.issubdtype(dataset.dtype, np.integer):
+    raise ValueError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")"""
 READ = (
     "windows = np.asarray(dataset[starts[:, None] + np.arange(context_length + 1)], dtype=np.int64)"
 )
@@ -151,8 +153,7 @@ MUTANTS = [
         name="data-takes-float-ids-as-tokens",
         file=FILE,
         function="get_batch",
-        old='''if not np.issubdtype(dataset.dtype, np.integer):
-    raise ValueError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")''',
+        old=DTYPE_CHECK,
         new="",
         why="never checks the dtype: a float array (a corpus saved with the wrong dtype, or embeddings) is cast "
         "to int64 token ids, 3.7 becoming 3, instead of the documented ValueError",
@@ -162,8 +163,7 @@ MUTANTS = [
         name="data-float-ids-are-a-type-error",
         file=FILE,
         function="get_batch",
-        old='''if not np.issubdtype(dataset.dtype, np.integer):
-    raise ValueError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")''',
+        old=DTYPE_CHECK,
         new='''if not np.issubdtype(dataset.dtype, np.integer):
     raise TypeError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")''',
         why="raises TypeError for a float dataset (a wrong type of data, it seems) where the contract says "

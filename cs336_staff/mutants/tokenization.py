@@ -7,6 +7,25 @@ from cs336_staff.mutants import Mutant
 PKG = "cs336_assignment/tokenization"
 TRAIN_TESTS = ("tests/test_bpe_train.py",)
 TOKENIZER_TESTS = ("tests/test_tokenizer.py",)
+#: The reference's ``decode`` lookup, which the unknown-id mutants replace.
+DECODE_LOOKUP = """try:
+    data = b"".join(self.vocab[i] for i in ids)
+except KeyError as e:
+    raise ValueError(f"id {e.args[0]} is not in the vocabulary (ids run 0..{max(self.vocab)})") from None"""
+#: The reference's ``encode_iterable`` body, which the stream mutants replace whole.
+STREAM_BODY = """        pieces: list[str] = []
+        size = 0
+        threshold = STREAM_BLOCK
+        for piece in iterable:
+            pieces.append(piece)
+            size += len(piece)
+            if size >= threshold:
+                ids, rest = self._encode_settled("".join(pieces))
+                yield from ids
+                pieces, size = [rest], len(rest)
+                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
+        yield from self.encode("".join(pieces))
+"""
 
 MUTANTS = [
     Mutant(
@@ -234,19 +253,7 @@ MUTANTS = [
         name="encode-iterable-keeps-its-buffer-on-the-tokenizer",
         file=f"{PKG}/tokenizer.py",
         function="Tokenizer.encode_iterable",
-        old="""        pieces: list[str] = []
-        size = 0
-        threshold = STREAM_BLOCK
-        for piece in iterable:
-            pieces.append(piece)
-            size += len(piece)
-            if size >= threshold:
-                ids, rest = self._encode_settled("".join(pieces))
-                yield from ids
-                pieces, size = [rest], len(rest)
-                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
-        yield from self.encode("".join(pieces))
-""",
+        old=STREAM_BODY,
         new="""        self._buffer = getattr(self, "_buffer", "")  # the unsettled text, kept on the tokenizer
         for piece in iterable:
             self._buffer += piece
@@ -306,19 +313,7 @@ MUTANTS = [
         name="encode-iterable-encodes-each-piece-on-its-own",
         file=f"{PKG}/tokenizer.py",
         function="Tokenizer.encode_iterable",
-        old="""        pieces: list[str] = []
-        size = 0
-        threshold = STREAM_BLOCK
-        for piece in iterable:
-            pieces.append(piece)
-            size += len(piece)
-            if size >= threshold:
-                ids, rest = self._encode_settled("".join(pieces))
-                yield from ids
-                pieces, size = [rest], len(rest)
-                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
-        yield from self.encode("".join(pieces))
-""",
+        old=STREAM_BODY,
         new="""        for piece in iterable:
             yield from self.encode(piece)  # a file's lines are independent, aren't they?
 """,
@@ -341,19 +336,7 @@ MUTANTS = [
         name="encode-iterable-reads-everything-first",
         file=f"{PKG}/tokenizer.py",
         function="Tokenizer.encode_iterable",
-        old="""        pieces: list[str] = []
-        size = 0
-        threshold = STREAM_BLOCK
-        for piece in iterable:
-            pieces.append(piece)
-            size += len(piece)
-            if size >= threshold:
-                ids, rest = self._encode_settled("".join(pieces))
-                yield from ids
-                pieces, size = [rest], len(rest)
-                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
-        yield from self.encode("".join(pieces))
-""",
+        old=STREAM_BODY,
         new="""        yield from self.encode("".join(iterable))  # exact, and still a generator
 """,
         why="joins the whole input, then yields: a generator, and exact, but it reads the whole file into "
@@ -374,10 +357,7 @@ MUTANTS = [
         name="tokenizer-decode-unknown-id-is-a-key-error",
         file=f"{PKG}/tokenizer.py",
         function="Tokenizer.decode",
-        old="""try:
-    data = b"".join(self.vocab[i] for i in ids)
-except KeyError as e:
-    raise ValueError(f"id {e.args[0]} is not in the vocabulary (ids run 0..{max(self.vocab)})") from None""",
+        old=DECODE_LOOKUP,
         new="""data = b"".join(self.vocab[i] for i in ids)""",
         why="looks ids up without a check: an unknown id is a bare KeyError where the contract says ValueError",
         tests=TOKENIZER_TESTS,
@@ -386,10 +366,7 @@ except KeyError as e:
         name="tokenizer-decode-skips-unknown-ids",
         file=f"{PKG}/tokenizer.py",
         function="Tokenizer.decode",
-        old="""try:
-    data = b"".join(self.vocab[i] for i in ids)
-except KeyError as e:
-    raise ValueError(f"id {e.args[0]} is not in the vocabulary (ids run 0..{max(self.vocab)})") from None""",
+        old=DECODE_LOOKUP,
         new="""data = b"".join(self.vocab.get(i, b"") for i in ids)  # a model can emit anything: be lenient""",
         why="drops ids it does not know, as it replaces invalid UTF-8: a wrong id silently vanishes from the text",
         tests=TOKENIZER_TESTS,
