@@ -205,11 +205,13 @@ def test_get_batch_without_a_generator_draws_from_torchs_global_rng():
     )
 
 
-def test_get_batch_returns_x_and_y_that_share_no_memory():
+@pytest.mark.parametrize(("batch_size", "context_length"), [(8, 16), (1, 5)])
+def test_get_batch_returns_x_and_y_that_share_no_memory(batch_size, context_length):
     """x and y are new tensors: writing into x changes neither y nor the dataset (no views of one window
-    array), and the batch holds the dataset's windows (sharing nothing is easy for a batch of zeros)."""
+    array, nor of the dataset, a batch of one included), and the batch holds the dataset's windows
+    (sharing nothing is easy for a batch of zeros)."""
     dataset = np.random.default_rng(2).permutation(1000).astype(np.int64)
-    written = scenario.write_into_x(dataset, 8, 16)
+    written = scenario.write_into_x(dataset, batch_size, context_length)
     assert written.windows, (
         "the batch is not windows of the dataset (x[b] = dataset[s : s + T], y[b] the window shifted by one)"
     )

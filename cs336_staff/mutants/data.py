@@ -193,4 +193,18 @@ MUTANTS = [
         "RuntimeError for a negative size and silently accepts a float one",
         tests=TESTS,
     ),
+    Mutant(
+        name="data-batch-of-one-is-a-view-of-the-dataset",
+        file=FILE,
+        function="get_batch",
+        old=READ,
+        new="""if batch_size == 1:  # one window: a slice is enough, no fancy index
+    s = int(starts[0])
+    whole = torch.as_tensor(dataset).to(torch.int64)  # no copy when the tokens are int64 already
+    return whole[s : s + context_length].unsqueeze(0).to(device), whole[s + 1 : s + context_length + 1].unsqueeze(0).to(device)
+""" + READ,
+        why="special-cases a batch of one with slices of the dataset: on an int64 dataset x is a view of it, "
+        "so masking a token of x in place rewrites the corpus",
+        tests=TESTS,
+    ),
 ]

@@ -64,11 +64,12 @@ def x_views_the_dataset(x: torch.Tensor, dataset: np.ndarray) -> bool:
 
     Seen from the returned tensor alone, so it holds in grading too, where the dataset your code
     indexes is its own copy of the test's array (``torch.from_numpy(dataset)[s : s + T]`` keeps the
-    whole dataset as its storage).
+    whole dataset as its storage). A dataset of a single window is left out: a copy of that window
+    (a view of which ``x`` may be) holds the same bytes.
     """
     storage = x.untyped_storage()
     data = np.ascontiguousarray(dataset)
-    if storage.nbytes() != data.nbytes or x.device.type != "cpu":
+    if storage.nbytes() != data.nbytes or x.device.type != "cpu" or len(dataset) <= x.shape[-1] + 1:
         return False
     held = torch.empty(0, dtype=torch.uint8).set_(storage).numpy().tobytes()
     return held == data.tobytes()
