@@ -473,7 +473,7 @@ def line_groups(path: Path, chars: int = 1 << 12) -> Iterator[str]:
             yield "".join(group)
 
 
-def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, oracle, tmp_path: Path) -> None:
+def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, oracle, trained, tmp_path: Path) -> None:
     """Encoding a 3 MB file through encode_iterable never holds more than 1 MB of its text.
 
     The file is the multilingual corpus repeated, fed in groups of lines from the test's own iterator,
@@ -489,7 +489,7 @@ def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, oracle, tmp_path
     budget = 1 << 20
     assert size > 3 * budget
     expected_first = oracle.encode(corpus[:2000], allowed_special="all")[:100]
-    streamed = tokenization.stream_pieces(tokenizer, line_groups(path), first=100)
+    streamed = tokenization.stream_pieces(tokenizer, line_groups(path), trained[0], first=100)
     assert streamed.lazy, "encode_iterable must return a lazy iterator (use yield), not a list"
     assert streamed.first == expected_first
     assert streamed.read_at_first < budget, (

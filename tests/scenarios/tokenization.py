@@ -61,23 +61,23 @@ class Streamed:
     most_held: int | None = None
 
 
-def stream_pieces(tokenizer: Any, pieces: Iterable[str], first: int = 100, checks: int = 8,
-                  stretch: int = 4096) -> Streamed:
+def stream_pieces(tokenizer: Any, pieces: Iterable[str], vocab: dict[int, bytes], first: int = 100,
+                  checks: int = 8, stretch: int = 4096) -> Streamed:
     """Feed ``pieces`` to ``tokenizer.encode_iterable`` from a counting iterator; take ``first`` ids,
     then ``checks`` stretches of ``stretch`` ids, measuring after each how much text was read but not
-    yet given out (the ids' lengths are the tokenizer's vocab entries, read once)."""
+    yet given out (an id's length is its entry's in ``vocab``, the test's copy of the vocabulary)."""
     source = CountingPieces(pieces)
     stream = tokenizer.encode_iterable(source)
     if iter(stream) is not stream:
         return Streamed(lazy=False)
     head = list(itertools.islice(stream, first))
     read_at_first = source.read
-    lengths = {i: len(t.decode("utf-8", errors="replace")) for i, t in tokenizer.vocab.items()}
-    given = sum(lengths[i] for i in head)  # characters, approximately (a split character counts once per part)
+    lengths = {i: len(t.decode("utf-8", errors="replace")) for i, t in vocab.items()}
+    given = sum(lengths.get(i, 0) for i in head)  # characters, approximately (a split character counts once per part)
     most = source.read - given
     for _ in range(checks):
         ids = list(itertools.islice(stream, stretch))
-        given += sum(lengths[i] for i in ids)
+        given += sum(lengths.get(i, 0) for i in ids)
         most = max(most, source.read - given)
         if len(ids) < stretch:
             break
