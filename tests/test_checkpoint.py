@@ -1,13 +1,13 @@
 """Public tests of checkpointing (through ``adapters.run_save_checkpoint`` / ``run_load_checkpoint``).
 
 The models and optimizers here are torch's own, so these tests depend only on your checkpoint code.
-They are trained, saved and loaded by ``tests/scenarios/checkpoint.py`` (in grading, on your side of
-the line: see ``tests/boundary.py``); the uninterrupted runs they are compared with run here.
+They are built on your side of the line and trained, saved and loaded by the loops of
+``tests/scenarios/checkpoint.py``, which run here (see ``tests/boundary.py``), as do the uninterrupted
+runs they are compared with.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +27,7 @@ OPTIMIZERS: dict[str, Setup] = {
     "adamw": Setup("AdamW", {"lr": 1e-2, "weight_decay": 0.1}),
     "sgd_momentum": Setup("SGD", {"lr": 1e-2, "momentum": 0.9}),
 }
-CRASHABLE = Setup("SGD", {"lr": 0.1}, model="crashable")
+CRASHABLE = scenario.CRASHABLE
 
 
 def assert_state_dicts_equal(actual: dict, expected: dict, what: str) -> None:
@@ -116,13 +116,13 @@ def assert_error_names_file(call: Callable[[], object], path: Path) -> None:
 
 
 class _RunsCodeWhenUnpickled:
-    """Unpickling this creates the directory ``marker``: the test sees whether loading ran code."""
+    """Unpickling this creates the (empty) file ``marker``: the test sees whether loading ran code."""
 
     def __init__(self, marker: Path) -> None:
         self.marker = marker
 
     def __reduce__(self):
-        return (os.mkdir, (str(self.marker),))
+        return (open, (str(self.marker), "w"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,8 +214,13 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path
     """Saving is atomic: when serialisation fails mid-save, the checkpoint already at the path still loads."""
     path = tmp_path / "ckpt.pt"
     saved = scenario.save_crashable(path, 7)
+    good = path.read_bytes()
     with pytest.raises(OSError, match="simulated crash"):
         scenario.save_crashable(path, 8, shift=1.0, crash=True)  # other weights, unpicklable
+    assert path.exists() and path.read_bytes() == good, (
+        "a save that failed midway changed the checkpoint already at the path: save to a temporary file "
+        "in the same directory and os.replace it over the path only once it is complete"
+    )
     try:
         fresh = scenario.load_into_fresh(CRASHABLE, path)
     except NotImplementedError:
