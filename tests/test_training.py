@@ -2,8 +2,8 @@
 
 ``cs336 train`` builds your ``Cruncher`` and ``AdamW`` and saves/loads with your checkpoint code,
 so these tests pass once models, optimizers, checkpointing and ``training.py`` all work. The commands
-run in ``tests/scenarios/training.py`` (in grading, on your side of the line: see ``tests/boundary.py``),
-which hands back what they printed.
+run through ``tests/scenarios/training.py``, which hands back what they printed (stdout and stderr
+together; in grading, what your side of the line printed: see ``tests/boundary.py``).
 """
 
 from __future__ import annotations
@@ -23,33 +23,32 @@ TINY = ["--dim", "4", "--layers", "2", "--batch-size", "8", "--lr", "0.01", "--s
 LOSS_LINE = re.compile(r"step\s+(\d+)/(\d+)\s+loss\s+(\S+)")
 
 
-def cs336(argv: list[str]) -> int:
-    """Run `cs336 ARGV` (your command, in the scenario); print here what it printed; return its exit status."""
+def cs336(argv: list[str]) -> scenario.Run:
+    """Run `cs336 ARGV` (your command); print here what it printed; return its status and output."""
     run = scenario.cs336(argv)
-    sys.stdout.write(run.out)
-    sys.stderr.write(run.err)
-    return run.status
+    sys.stdout.write(run.printed)
+    return run
 
 
-def train(*args: str) -> None:
-    """Run `cs336 train ARGS` in this process; fail with the exit status if it is not 0."""
-    status = cs336(["train", *args])
-    assert status == 0, f"`cs336 train {' '.join(args)}` exited with status {status}"
+def train(*args: str) -> str:
+    """Run `cs336 train ARGS`; fail with the exit status if it is not 0; return what it printed."""
+    run = cs336(["train", *args])
+    assert run.status == 0, f"`cs336 train {' '.join(args)}` exited with status {run.status}"
+    return run.printed
 
 
 def losses_printed(text: str) -> dict[int, float]:
     return {int(m.group(1)): float(m.group(3)) for m in LOSS_LINE.finditer(text)}
 
 
-def losses_at_a_negligible_lr(seed: int, steps: int, dim: int, capsys) -> list[float]:
+def losses_at_a_negligible_lr(seed: int, steps: int, dim: int) -> list[float]:
     """The step losses of `cs336 train --seed SEED` with a linear model (--layers 0) at --lr 1e-6.
 
     The weights barely move, and with D = dim the targets (~ ||arange(D)||) dwarf the model's output, so
     the loss of step t is, to within a few percent, a function of the batch of step t alone."""
-    capsys.readouterr()
-    train("--steps", str(steps), "--dim", str(dim), "--layers", "0", "--batch-size", "4", "--lr", "1e-6",
-          "--seed", str(seed), "--log-every", "1")
-    losses = losses_printed(capsys.readouterr().out)
+    printed = train("--steps", str(steps), "--dim", str(dim), "--layers", "0", "--batch-size", "4",
+                    "--lr", "1e-6", "--seed", str(seed), "--log-every", "1")
+    losses = losses_printed(printed)
     assert sorted(losses) == list(range(1, steps + 1)), f"expected a loss line for every step 1..{steps}, got {sorted(losses)}"
     return [losses[t] for t in range(1, steps + 1)]
 
@@ -78,10 +77,9 @@ def assert_same_final_state(actual: Path, expected: Path) -> None:
     assert_state_dicts_equal(opt_a, opt_e, f"optimizer state of {actual.name} vs {expected.name}")
 
 
-def test_train_command_prints_a_falling_loss(capsys):
+def test_train_command_prints_a_falling_loss():
     """`cs336 train` logs the loss as it trains; after 150 steps it is below a hundredth of the first."""
-    train("--steps", "150", *TINY)
-    losses = losses_printed(capsys.readouterr().out)
+    losses = losses_printed(train("--steps", "150", *TINY))
     assert 1 in losses and 150 in losses, (
         f"expected `step N/150  loss X` lines for steps 1 and 150, got {sorted(losses)}"
     )
@@ -90,14 +88,14 @@ def test_train_command_prints_a_falling_loss(capsys):
     )
 
 
-def test_train_with_another_seed_draws_other_batches_not_the_same_ones_shifted(capsys):
+def test_train_with_another_seed_draws_other_batches_not_the_same_ones_shifted():
     """--seed 3 and --seed 4 train on unrelated batches, not on one sequence shifted by a few steps.
 
     Observed through the printed losses at a learning rate too small to move the weights: then a
     step's loss measures its batch, and shared batches show up as losses that follow each other.
     """
-    a = losses_at_a_negligible_lr(3, 12, 64, capsys)
-    b = losses_at_a_negligible_lr(4, 12, 64, capsys)
+    a = losses_at_a_negligible_lr(3, 12, 64)
+    b = losses_at_a_negligible_lr(4, 12, 64)
     assert_batches_unrelated(a, b, (3, 4))
 
 
@@ -123,16 +121,14 @@ def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run
     assert_same_final_state(resumed, straight)
 
 
-def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_path, capsys):
+def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_path):
     """A fresh run pointed at an existing checkpoint exits with an error mentioning --resume and leaves the file alone."""
     path = tmp_path / "ckpt.pt"
     train("--steps", "3", *TINY, "--checkpoint", str(path))
     before = path.read_bytes()
-    capsys.readouterr()
-    status = cs336(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
-    err = capsys.readouterr().err
-    assert status != 0, "starting a new run over an existing checkpoint should fail"
-    assert "--resume" in err, f"the error should suggest --resume, got: {err.strip()[-300:]}"
+    run = cs336(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
+    assert run.status != 0, "starting a new run over an existing checkpoint should fail"
+    assert "--resume" in run.printed, f"the error should suggest --resume, got: {run.printed.strip()[-300:]}"
     assert path.read_bytes() == before, "the existing checkpoint was modified"
 
 
@@ -143,7 +139,7 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
     train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000")
 
     returncode, output = scenario.train_killed_at_random(
-        ["train", *steps, "--checkpoint", str(killed), "--checkpoint-every", "1"], killed, tmp_path / "killed.log"
+        ["train", *steps, "--checkpoint", str(killed), "--checkpoint-every", "1"], killed
     )
     if "NotImplementedError" in output:
         raise NotImplementedError(output.strip().splitlines()[-1])

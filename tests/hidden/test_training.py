@@ -16,21 +16,10 @@ from tests.test_training import (
 
 
 @pytest.mark.parametrize(("dim", "layers"), [(8, 1), (8, 3)])
-def test_train_loss_falls_for_other_widths_and_depths(dim, layers, capsys):
+def test_train_loss_falls_for_other_widths_and_depths(dim, layers):
     """With D = 8 and 1 or 3 hidden layers the loss also falls over 100x in 150 steps."""
-    train(
-        "--steps",
-        "150",
-        "--dim",
-        str(dim),
-        "--layers",
-        str(layers),
-        "--batch-size",
-        "8",
-        "--seed",
-        "5",
-    )
-    losses = losses_printed(capsys.readouterr().out)
+    printed = train("--steps", "150", "--dim", str(dim), "--layers", str(layers), "--batch-size", "8", "--seed", "5")
+    losses = losses_printed(printed)
     assert losses[150] < losses[1] / 100, (
         f"D={dim}, layers={layers}: loss {losses[1]:.4g} -> {losses[150]:.4g}"
     )
@@ -79,8 +68,8 @@ def test_train_resume_with_more_steps_extends_the_run_exactly(tmp_path):
 
 
 @pytest.mark.parametrize(("seeds", "dim"), [((10, 12), 48), ((0, 1), 80), ((7, 5), 64)])
-def test_train_with_other_seeds_draws_unrelated_batches(seeds, dim, capsys):
+def test_train_with_other_seeds_draws_unrelated_batches(seeds, dim):
     """Other pairs of seeds (two apart, 0 and 1, a larger one first) and widths: no shared batches at any shift up to 4."""
-    a = losses_at_a_negligible_lr(seeds[0], 14, dim, capsys)
-    b = losses_at_a_negligible_lr(seeds[1], 14, dim, capsys)
+    a = losses_at_a_negligible_lr(seeds[0], 14, dim)
+    b = losses_at_a_negligible_lr(seeds[1], 14, dim)
     assert_batches_unrelated(a, b, seeds, max_shift=4)
