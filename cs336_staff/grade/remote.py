@@ -47,7 +47,8 @@ REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the 
 MESSAGE_CHARS = Limits.message_chars  # characters of an exception's message, and of its traceback, kept
 NAME_CHARS = 200  # characters of a type name or a repr the worker sends
 TAKE_BATCH = 256  # most items of a worker iterator fetched in one round trip
-OUTPUT_PER_TEST = 8000  # characters of worker output kept per test (head and tail)
+OUTPUT_PER_TEST = 8000  # characters of worker output shown per test (head and tail)
+PRINTED_CHARS = 1 << 20  # characters of worker output kept between two takes (head and tail): a test reads them
 CONSOLE_LIMIT = 64 << 10  # characters of worker output kept for the whole run (head and tail)
 MARK_WAIT = 10.0  # seconds the judge waits for the worker's output mark to come through its reader
 KILL_POLL = 0.01  # seconds between the judge's looks for the moment to kill a worker (``call_killed``)
@@ -160,7 +161,7 @@ class OutputTap:
             text = raw.decode("utf-8", "replace")
             with self._lock:
                 self._keep_console(text)
-                if self._test_size < OUTPUT_PER_TEST:
+                if self._test_size < PRINTED_CHARS:
                     self._test.append(text)
                     self._test_size += len(text)
                 else:
@@ -181,8 +182,8 @@ class OutputTap:
                 self.dropped += len(self.tail) - half
                 self.tail = self.tail[-half:]
 
-    def take(self, through: str | None = None, timeout: float = 0.0) -> str:
-        """What the worker printed since the last ``take``, cut to about OUTPUT_PER_TEST characters.
+    def take(self, through: str | None = None, timeout: float = 0.0, limit: int = OUTPUT_PER_TEST) -> str:
+        """What the worker printed since the last ``take``, cut to about ``limit`` characters.
 
         With ``through`` (a mark the worker wrote after everything a call printed), wait up to
         ``timeout`` seconds for the mark to arrive, so that nothing printed before it is missed;
@@ -195,9 +196,9 @@ class OutputTap:
             self._test, self._test_size, self._test_dropped = [], 0, 0
         if through is not None:
             text = text.replace(through, "")
-        if dropped or len(text) > OUTPUT_PER_TEST:
-            half = OUTPUT_PER_TEST // 2
-            text = f"{text[:half]}\n[... {dropped + max(0, len(text) - OUTPUT_PER_TEST)} characters cut ...]\n{text[-half:]}"
+        if dropped or len(text) > limit:
+            half = limit // 2
+            text = f"{text[:half]}\n[... {dropped + max(0, len(text) - limit)} characters cut ...]\n{text[-half:]}"
         return text
 
     def console(self) -> str:
@@ -579,7 +580,7 @@ class Remote:
         self._marks += 1
         mark = f"\n[cs336 judge: output mark {self._marks}]\n"
         self._request({"op": "mark"}, [mark], {})
-        return self.worker.output.take(through=mark, timeout=MARK_WAIT) if self.worker is not None else ""
+        return self.worker.output.take(through=mark, timeout=MARK_WAIT, limit=PRINTED_CHARS) if self.worker is not None else ""
 
     def worker_path_exists(self, path: str | os.PathLike) -> bool:
         """Whether the worker's copy of ``path`` (a path in the judge's folder) exists now, mid-call:
@@ -625,7 +626,7 @@ class Remote:
             if not killed.is_set():
                 raise
             self.crashes -= 1  # the judge's own kill: the submission did not crash
-            return None, True, worker.output.take()
+            return None, True, worker.output.take(limit=PRINTED_CHARS)
         finally:
             with lock:
                 done.set()
