@@ -52,7 +52,7 @@ class Remote(Protocol):
 
     def printed(self) -> str: ...
 
-    def worker_path_exists(self, path: Path) -> bool: ...
+    def worker_path_stamp(self, path: Path) -> tuple[int, int, int] | None: ...
 
 
 #: Set by the grader's judge (never in a student's run): where student-side calls go.
@@ -119,9 +119,19 @@ def _exit_status(value: Any) -> int:
     return value if isinstance(value, int) else 1
 
 
-def killed_midway(adapter: str, args: list[str], *, once_exists: Path, after: float) -> tuple[int, str]:
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of the file at ``path`` from the next (None: no file)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def killed_midway(adapter: str, args: list[Any], *, once_written: Path, after: float) -> tuple[int, str]:
     """Call ``adapters.<adapter>(*args)`` in a process of its own and SIGKILL that process ``after``
-    seconds once the file ``once_exists`` exists (if the call has not returned by then).
+    seconds once the file ``once_written`` has been written (created, or replaced as an atomic save
+    replaces it) since the call began, if the call has not returned by then.
 
     Returns the exit status (``-signal.SIGKILL`` if killed, else what ``sys.exit`` of the returned
     value gives) and what the process printed. Locally the process is a child ``python`` started
@@ -130,9 +140,11 @@ def killed_midway(adapter: str, args: list[str], *, once_exists: Path, after: fl
     """
     if remote is not None:
         __tracebackhide__ = True
-        value, killed, printed = remote.call_killed(
+        grader = remote
+        start = grader.worker_path_stamp(once_written)  # the copy your side of the line sees
+        value, killed, printed = grader.call_killed(
             f"adapters:{adapter}", tuple(args), {},
-            once=lambda: remote.worker_path_exists(once_exists), after=after)
+            once=lambda: grader.worker_path_stamp(once_written) not in (None, start), after=after)
         return (-signal.SIGKILL if killed else _exit_status(value)), printed
     import adapters
 
@@ -141,10 +153,11 @@ def killed_midway(adapter: str, args: list[str], *, once_exists: Path, after: fl
                "import json, sys, adapters; sys.exit(getattr(adapters, sys.argv[1])(*json.loads(sys.argv[2])))",
                adapter, json.dumps(list(args))]
     env = {**os.environ, "PYTHONPATH": str(root)}
+    start = _stamp(once_written)
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
         try:
-            while not once_exists.exists() and proc.poll() is None:
+            while _stamp(once_written) in (None, start) and proc.poll() is None:
                 time.sleep(0.01)
             try:
                 proc.wait(timeout=after)

@@ -103,8 +103,8 @@ class Tracer:
     def printed(self) -> str:
         return self.remote.printed()
 
-    def worker_path_exists(self, path: Any) -> bool:
-        return self.remote.worker_path_exists(path)
+    def worker_path_stamp(self, path: Any) -> Any:
+        return self.remote.worker_path_stamp(path)
 
     def take(self) -> list[str]:
         out, self.targets = sorted(self.targets), set()

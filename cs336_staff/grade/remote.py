@@ -582,15 +582,21 @@ class Remote:
         self._request({"op": "mark"}, [mark], {})
         return self.worker.output.take(through=mark, timeout=MARK_WAIT, limit=PRINTED_CHARS) if self.worker is not None else ""
 
-    def worker_path_exists(self, path: str | os.PathLike) -> bool:
-        """Whether the worker's copy of ``path`` (a path in the judge's folder) exists now, mid-call:
-        an ``lstat``, nothing read. Only the timing of a kill may depend on it, never an outcome."""
+    def worker_path_stamp(self, path: str | os.PathLike) -> tuple[int, int, int] | None:
+        """``(inode, mtime_ns, size)`` of the worker's copy of ``path`` (a path in the judge's folder)
+        now, mid-call, or None if there is none: an ``lstat``, nothing read. Only the timing of a kill
+        may depend on it, never an outcome. (A file the judge wrote is copied in before each call that
+        names its folder, which changes this stamp; one the worker wrote stays as it left it.)"""
+        where = os.path.abspath(path)
         if self.mirror is not None:
-            judge = os.path.abspath(path)
             root = str(self.mirror.judge)
-            if judge.startswith(root + os.sep):
-                return os.path.lexists(os.path.join(self.mirror.worker, judge[len(root) + 1 :]))
-        return os.path.lexists(path)
+            if where.startswith(root + os.sep):
+                where = os.path.join(self.mirror.worker, where[len(root) + 1 :])
+        try:
+            st = os.lstat(where)
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
 
     def call_killed(self, target: str, args: tuple | list, kwargs: dict, *, once: Callable[[], bool],
                     after: float) -> tuple[Any, bool, str]:

@@ -45,7 +45,7 @@ def train_killed_at_random(argv: list[str], checkpoint: Path, seed: int = 0) -> 
     Returns its exit status (``-signal.SIGKILL`` if it was killed) and what it printed.
     """
     after = random.Random(seed).uniform(0.0, KILL_WINDOW)
-    return killed_midway("run_cs336", [argv], once_exists=checkpoint, after=after)
+    return killed_midway("run_cs336", [argv], once_written=checkpoint, after=after)
 
 
 def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, dict, dict]:

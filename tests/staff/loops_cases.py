@@ -120,7 +120,7 @@ def test_a_run_killed_midway_leaves_its_last_checkpoint_and_the_next_call_runs(t
     path = tmp_path / "ckpt.pt"
     argv = ["train", "--steps", "1000000", "--dim", "2", "--layers", "0", "--checkpoint", str(path),
             "--checkpoint-every", "1"]
-    status, printed = killed_midway("run_cs336", [argv], once_exists=path, after=0.05)
+    status, printed = killed_midway("run_cs336", [argv], once_written=path, after=0.05)
     assert status == -signal.SIGKILL and "done:" not in printed, (status, printed[-2000:])
     model = adapters.get_cruncher_cls()(2, 0)
     iteration = adapters.run_load_checkpoint(path, model, adapters.get_adamw_cls()(model.parameters()))
