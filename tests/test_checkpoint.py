@@ -8,6 +8,7 @@ runs they are compared with.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -87,13 +88,18 @@ def assert_same_random_draws(resumed: RandomRun, straight: RandomRun) -> None:
 
 
 def assert_load_refused_naming_keys(call: Callable[[], object], path: Path, keys: list[str]) -> None:
-    """``call()`` (loading ``path`` into a model whose state dict keys differ) raises an error naming
-    the file and at least one of ``keys``, the keys the checkpoint and the model disagree on."""
+    """``call()`` (loading ``path`` into a model whose state dict keys differ) raises the documented
+    ValueError naming the file and at least one of ``keys``, the keys the checkpoint and the model
+    disagree on."""
     try:
         call()
     except NotImplementedError:
         raise
-    except Exception as err:  # noqa: BLE001 - any type, the message is what is checked
+    except Exception as err:  # noqa: BLE001 - the type is checked below, with a message that says which
+        assert isinstance(err, ValueError), (
+            f"a checkpoint that does not fit the model should raise the documented ValueError, got "
+            f"{type(err).__name__}: {err}"
+        )
         assert path.name in str(err) and any(k in str(err) for k in keys), (
             f"the error should name the file {path.name} and the keys that do not match (any of {keys}), "
             f"got {type(err).__name__}: {err}"
@@ -106,9 +112,13 @@ def assert_load_refused_naming_keys(call: Callable[[], object], path: Path, keys
     )
 
 
-def assert_error_names_file(call: Callable[[], object], path: Path) -> None:
-    """``call()`` raises an error whose message contains the file's name (any exception type)."""
+def assert_error_names_file(call: Callable[[], object], path: Path, kind: type[Exception] = ValueError) -> None:
+    """``call()`` raises the documented ``kind`` of error, and its message contains the file's name."""
     err = error_raised_by(call)
+    assert isinstance(err, kind), (
+        f"loading {path.name} should raise the documented {kind.__name__} (the type a caller catches), "
+        f"got {type(err).__name__}: {err}"
+    )
     assert path.name in str(err), (
         f"the error does not name the file {path.name}, so the user cannot tell which file is bad: "
         f"{type(err).__name__}: {err}"
@@ -238,7 +248,7 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path
 
 
 def test_loading_a_truncated_checkpoint_fails_naming_the_file(tmp_path):
-    """A checkpoint cut in half (a crash of a non-atomic writer) raises an error that names the file."""
+    """A checkpoint cut in half (a crash of a non-atomic writer) raises ValueError naming the file."""
     setup, path = OPTIMIZERS["adamw"], tmp_path / "truncated-ckpt.pt"
     scenario.save(setup, 1, 1, path)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
@@ -246,10 +256,28 @@ def test_loading_a_truncated_checkpoint_fails_naming_the_file(tmp_path):
 
 
 def test_loading_a_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp_path):
-    """A foreign file (here, text) raises an error that names the file."""
+    """A foreign file (here, text) raises ValueError naming the file."""
     path = tmp_path / "notes-not-a-ckpt.txt"
     path.write_text("these are my notes, not a checkpoint\n")
     assert_error_names_file(lambda: scenario.load_into_fresh(OPTIMIZERS["adamw"], path), path)
+
+
+def test_loading_a_torch_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp_path):
+    """A model's bare ``state_dict()`` saved with torch.save (a readable torch file, but no "model",
+    "optimizer" or "iteration" entry) raises ValueError naming the file, not a KeyError."""
+    path = tmp_path / "bare-state-dict.pt"
+    model, _ = OPTIMIZERS["adamw"].build(0)
+    torch.save(model.state_dict(), path)
+    assert_error_names_file(lambda: scenario.load_into_fresh(OPTIMIZERS["adamw"], path), path)
+
+
+@pytest.mark.parametrize("how", ["path", "str"])
+def test_loading_a_missing_file_raises_file_not_found_error_naming_it(how, tmp_path):
+    """No file at the path (a run killed before its first save): FileNotFoundError naming the path, the
+    type a caller catches to start afresh, not wrapped into another error."""
+    path = tmp_path / "never-saved-ckpt.pt"
+    with pytest.raises(FileNotFoundError, match=re.escape(path.name)):
+        scenario.load_into_fresh(OPTIMIZERS["adamw"], path, how)
 
 
 def test_loading_never_runs_code_stored_in_the_file(tmp_path):
