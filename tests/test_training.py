@@ -14,6 +14,8 @@ import signal
 import sys
 from pathlib import Path
 
+import torch
+
 from tests.scenarios import training as scenario
 from tests.scenarios.training import load_final_state
 from tests.test_checkpoint import assert_state_dicts_equal
@@ -68,6 +70,16 @@ def assert_batches_unrelated(a: list[float], b: list[float], seeds: tuple[int, i
         )
 
 
+def assert_loss_fell(printed: str, steps: int, factor: float) -> None:
+    """Evidence that training happened: the loss printed at step ``steps`` is below the first over ``factor``."""
+    losses = losses_printed(printed)
+    assert 1 in losses and steps in losses, f"expected `step N/{steps}  loss X` lines for steps 1 and {steps}, got {sorted(losses)}"
+    assert losses[steps] < losses[1] / factor, (
+        f"loss went from {losses[1]:.4g} (step 1) to {losses[steps]:.4g} (step {steps}): training should cut "
+        f"it over {factor:g}x; a run that does not train ends where its resumed twin ends without proving anything"
+    )
+
+
 def assert_same_final_state(actual: Path, expected: Path) -> None:
     """The two checkpoints hold the same iteration, bit-identical parameters and optimizer state."""
     it_a, model_a, opt_a = load_final_state(actual)
@@ -102,7 +114,8 @@ def test_train_with_another_seed_draws_other_batches_not_the_same_ones_shifted()
 def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run_ends(tmp_path):
     """Train 60 of 120 steps, then `--resume` to 120: the final checkpoint equals a straight 120-step run's."""
     straight, resumed = tmp_path / "straight.pt", tmp_path / "resumed.pt"
-    train("--steps", "120", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "40")
+    printed = train("--steps", "120", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "40")
+    assert_loss_fell(printed, 120, 10)
     train("--steps", "60", *TINY, "--checkpoint", str(resumed), "--checkpoint-every", "25")
     iteration = load_final_state(resumed)[0]
     assert iteration == 60, (
@@ -136,7 +149,7 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
     """SIGKILL at a random moment (checkpointing every step), then `--resume`: same final state as a straight run."""
     steps = ["--steps", "200", *TINY]
     straight, killed = tmp_path / "straight.pt", tmp_path / "killed.pt"
-    train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000")
+    assert_loss_fell(train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000"), 200, 10)
 
     returncode, output = scenario.train_killed_at_random(
         ["train", *steps, "--checkpoint", str(killed), "--checkpoint-every", "1"], killed
@@ -150,3 +163,42 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
 
     train(*steps, "--checkpoint", str(killed), "--checkpoint-every", "1", "--resume")
     assert_same_final_state(killed, straight)
+
+
+def test_a_resumed_run_saves_at_the_steps_an_uninterrupted_run_saves_at(tmp_path):
+    """--checkpoint-every 7 counts from step 0 in a resumed run too: resumed at 30, it saves at 35, 42, ...
+    (not 37, 44, ...), and each save holds what an uninterrupted run holds at that step."""
+    path, straight = tmp_path / "ckpt.pt", tmp_path / "straight.pt"
+    train("--steps", "30", *TINY, "--checkpoint", str(path), "--checkpoint-every", "7")
+    at_30 = load_final_state(path)
+    argv = ["train", "--steps", "1000000", *TINY, "--checkpoint", str(path), "--checkpoint-every", "7", "--resume"]
+    status, output = scenario.train_killed_once_saved(argv, path)
+    if "NotImplementedError" in output:
+        raise NotImplementedError(output.strip().splitlines()[-1])
+    assert status == -signal.SIGKILL, f"the resumed run ended before its first save was seen:\n{output[-3000:]}"
+    iteration = load_final_state(path)[0]
+    assert iteration > 30 and iteration % 7 == 0, (
+        f"a run resumed at step 30 with --checkpoint-every 7 saved at iteration {iteration}: saves fall at "
+        "the multiples of 7 counted from step 0 (35, 42, ...), where the uninterrupted run saves, not every 7 "
+        "steps from where this process started (37, 44, ...)"
+    )
+    train("--steps", str(iteration), *TINY, "--checkpoint", str(straight), "--checkpoint-every", "7")
+    assert_same_final_state(path, straight)
+    assert any(not torch.equal(a, b) for a, b in zip(at_30[1].values(), load_final_state(path)[1].values(), strict=True)), (
+        f"the parameters at iteration {iteration} equal those at 30: the resumed run did not train"
+    )
+
+
+def test_a_resumed_run_logs_the_steps_and_losses_an_uninterrupted_run_logs(tmp_path):
+    """--log-every 4: a run resumed at step 10 prints the loss lines of the uninterrupted run after step 10
+    (12, 16, 20 and the last, 22), numbered from step 0 and with the same losses."""
+    straight = losses_printed(train("--steps", "22", *TINY, "--log-every", "4"))
+    path = tmp_path / "ckpt.pt"
+    train("--steps", "10", *TINY, "--checkpoint", str(path))
+    resumed = losses_printed(train("--steps", "22", *TINY, "--checkpoint", str(path), "--resume", "--log-every", "4"))
+    expected = {step: loss for step, loss in straight.items() if step > 10}
+    assert resumed == expected, (
+        f"a run resumed at step 10 logged {resumed}, the uninterrupted run {expected} after step 10: on_step "
+        "gets the step number counted from 0 (t + 1), whatever step the run resumed at"
+    )
+    assert len(set(straight.values())) > 1, f"every step logged the same loss {straight}: nothing trained"

@@ -48,6 +48,12 @@ def train_killed_at_random(argv: list[str], checkpoint: Path, seed: int = 0) -> 
     return killed_midway("run_cs336", [argv], once_written=checkpoint, after=after)
 
 
+def train_killed_once_saved(argv: list[str], checkpoint: Path) -> tuple[int, str]:
+    """Run ``cs336 ARGV`` in a process of its own; SIGKILL it as soon as it has written ``checkpoint``
+    (created or replaced it) since it started. Returns its exit status and what it printed."""
+    return killed_midway("run_cs336", [argv], once_written=checkpoint, after=0.0)
+
+
 def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, dict, dict]:
     """Load a checkpoint of ``cs336 train`` into a fresh Cruncher + AdamW; return (iteration, states)."""
     model = adapters.get_cruncher_cls()(dim, layers)
