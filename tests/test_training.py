@@ -165,40 +165,54 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
     assert_same_final_state(killed, straight)
 
 
-def test_a_resumed_run_saves_at_the_steps_an_uninterrupted_run_saves_at(tmp_path):
-    """--checkpoint-every 7 counts from step 0 in a resumed run too: resumed at 30, it saves at 35, 42, ...
-    (not 37, 44, ...), and each save holds what an uninterrupted run holds at that step."""
+def assert_resumed_saves_on_schedule(tmp_path: Path, resume_at: int, every: int) -> None:
+    """A run of `resume_at` steps, resumed with --checkpoint-every `every` and killed once it saved: the
+    save fell at a multiple of `every` counted from step 0, holding the uninterrupted run's state there."""
     path, straight = tmp_path / "ckpt.pt", tmp_path / "straight.pt"
-    train("--steps", "30", *TINY, "--checkpoint", str(path), "--checkpoint-every", "7")
-    at_30 = load_final_state(path)
-    argv = ["train", "--steps", "1000000", *TINY, "--checkpoint", str(path), "--checkpoint-every", "7", "--resume"]
+    train("--steps", str(resume_at), *TINY, "--checkpoint", str(path), "--checkpoint-every", str(every))
+    before = load_final_state(path)
+    argv = ["train", "--steps", "1000000", *TINY, "--checkpoint", str(path), "--checkpoint-every", str(every), "--resume"]
     status, output = scenario.train_killed_once_saved(argv, path)
     if "NotImplementedError" in output:
         raise NotImplementedError(output.strip().splitlines()[-1])
     assert status == -signal.SIGKILL, f"the resumed run ended before its first save was seen:\n{output[-3000:]}"
-    iteration = load_final_state(path)[0]
-    assert iteration > 30 and iteration % 7 == 0, (
-        f"a run resumed at step 30 with --checkpoint-every 7 saved at iteration {iteration}: saves fall at "
-        "the multiples of 7 counted from step 0 (35, 42, ...), where the uninterrupted run saves, not every 7 "
-        "steps from where this process started (37, 44, ...)"
+    iteration, model, _ = load_final_state(path)
+    assert iteration > resume_at and iteration % every == 0, (
+        f"a run resumed at step {resume_at} with --checkpoint-every {every} saved at iteration {iteration}: "
+        f"saves fall at the multiples of {every} counted from step 0, where the uninterrupted run saves, "
+        f"not every {every} steps from where this process started ({resume_at + every}, ...)"
     )
-    train("--steps", str(iteration), *TINY, "--checkpoint", str(straight), "--checkpoint-every", "7")
+    train("--steps", str(iteration), *TINY, "--checkpoint", str(straight), "--checkpoint-every", str(every))
     assert_same_final_state(path, straight)
-    assert any(not torch.equal(a, b) for a, b in zip(at_30[1].values(), load_final_state(path)[1].values(), strict=True)), (
-        f"the parameters at iteration {iteration} equal those at 30: the resumed run did not train"
+    assert any(not torch.equal(a, b) for a, b in zip(before[1].values(), model.values(), strict=True)), (
+        f"the parameters at iteration {iteration} equal those at {resume_at}: the resumed run did not train"
     )
+
+
+def assert_resumed_logs_like_straight(tmp_path: Path, resume_at: int, total: int, every: int) -> None:
+    """A run resumed at `resume_at` prints (--log-every `every`) the loss lines of the uninterrupted
+    `total`-step run after `resume_at`: the same step numbers, counted from 0, and the same losses."""
+    straight = losses_printed(train("--steps", str(total), *TINY, "--log-every", str(every)))
+    path = tmp_path / "ckpt.pt"
+    train("--steps", str(resume_at), *TINY, "--checkpoint", str(path))
+    resumed = losses_printed(
+        train("--steps", str(total), *TINY, "--checkpoint", str(path), "--resume", "--log-every", str(every))
+    )
+    expected = {step: loss for step, loss in straight.items() if step > resume_at}
+    assert resumed == expected, (
+        f"a run resumed at step {resume_at} logged {resumed}, the uninterrupted run {expected} after step "
+        f"{resume_at}: on_step gets the step number counted from 0 (t + 1), whatever step the run resumed at"
+    )
+    assert len(set(straight.values())) > 1, f"every step logged the same loss {straight}: nothing trained"
+
+
+def test_a_resumed_run_saves_at_the_steps_an_uninterrupted_run_saves_at(tmp_path):
+    """--checkpoint-every 7 counts from step 0 in a resumed run too: resumed at 30, it saves at 35, 42, ...
+    (not 37, 44, ...), and each save holds what an uninterrupted run holds at that step."""
+    assert_resumed_saves_on_schedule(tmp_path, resume_at=30, every=7)
 
 
 def test_a_resumed_run_logs_the_steps_and_losses_an_uninterrupted_run_logs(tmp_path):
     """--log-every 4: a run resumed at step 10 prints the loss lines of the uninterrupted run after step 10
     (12, 16, 20 and the last, 22), numbered from step 0 and with the same losses."""
-    straight = losses_printed(train("--steps", "22", *TINY, "--log-every", "4"))
-    path = tmp_path / "ckpt.pt"
-    train("--steps", "10", *TINY, "--checkpoint", str(path))
-    resumed = losses_printed(train("--steps", "22", *TINY, "--checkpoint", str(path), "--resume", "--log-every", "4"))
-    expected = {step: loss for step, loss in straight.items() if step > 10}
-    assert resumed == expected, (
-        f"a run resumed at step 10 logged {resumed}, the uninterrupted run {expected} after step 10: on_step "
-        "gets the step number counted from 0 (t + 1), whatever step the run resumed at"
-    )
-    assert len(set(straight.values())) > 1, f"every step logged the same loss {straight}: nothing trained"
+    assert_resumed_logs_like_straight(tmp_path, resume_at=10, total=22, every=4)
