@@ -245,6 +245,27 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path
     )
     weights = {k: v for k, v in fresh.model.items() if isinstance(v, torch.Tensor)}
     assert_state_dicts_equal(weights, saved, "the previous checkpoint's weights")
+    leftovers = sorted(p.name for p in tmp_path.iterdir())
+    assert leftovers == ["ckpt.pt"], f"the directory holds {leftovers}: delete the temporary file when a save fails"
+
+
+@pytest.mark.parametrize("iteration", [0, 2**33 + 5])
+def test_iteration_comes_back_as_the_same_int(iteration, tmp_path):
+    """The iteration load returns is the saved one exactly, as an int: 0, and one past 32 bits."""
+    scenario.save(OPTIMIZERS["adamw"], 1, iteration, tmp_path / "ckpt.pt")
+    loaded = scenario.load_into_fresh(OPTIMIZERS["adamw"], tmp_path / "ckpt.pt").iteration
+    assert loaded == iteration and type(loaded) is int, f"loaded {loaded!r}, expected the int {iteration}"
+
+
+def test_checkpoint_round_trips_through_open_binary_files(tmp_path):
+    """`out` / `src` may be files opened with open(path, "wb") / open(path, "rb"): written and read as they are."""
+    setup, path = OPTIMIZERS["sgd_momentum"], tmp_path / "ckpt.bin"
+    scenario.save(setup, 4, 4, path, how="open file")
+    fresh = scenario.load_into_fresh(setup, path, how="open file")
+    saved = scenario.straight(setup, 4)
+    assert fresh.iteration == 4, f"load_checkpoint returned {fresh.iteration!r}, the checkpoint was saved at 4"
+    assert_state_dicts_equal(fresh.model, saved.model, "model.state_dict()")
+    assert_state_dicts_equal(fresh.optimizer, saved.optimizer, "optimizer.state_dict()")
 
 
 def test_loading_a_truncated_checkpoint_fails_naming_the_file(tmp_path):
