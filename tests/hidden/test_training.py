@@ -7,7 +7,6 @@ import pytest
 from tests.test_training import (
     TINY,
     assert_resumed_logs_like_straight,
-    assert_resumed_saves_on_schedule,
     assert_batches_unrelated,
     assert_same_final_state,
     load_final_state,
@@ -75,11 +74,6 @@ def test_train_with_other_seeds_draws_unrelated_batches(seeds, dim):
     a = losses_at_a_negligible_lr(seeds[0], 14, dim)
     b = losses_at_a_negligible_lr(seeds[1], 14, dim)
     assert_batches_unrelated(a, b, seeds, max_shift=4)
-
-
-def test_a_run_resumed_off_the_save_schedule_saves_on_it(tmp_path):
-    """Resumed at 20 with --checkpoint-every 6: the next saves fall at 24, 30, ... (not 26, 32, ...)."""
-    assert_resumed_saves_on_schedule(tmp_path, resume_at=20, every=6)
 
 
 def test_a_run_resumed_between_log_lines_logs_the_uninterrupted_runs_lines(tmp_path):
