@@ -145,21 +145,31 @@ def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_pa
     assert path.read_bytes() == before, "the existing checkpoint was modified"
 
 
+def assert_resume_with_no_checkpoint_is_a_fresh_run(tmp_path: Path, steps: int) -> None:
+    """`--resume` pointed at a checkpoint that does not exist yet ends where a fresh `steps`-step run ends."""
+    fresh, resumed = tmp_path / "fresh.pt", tmp_path / "resumed.pt"
+    train("--steps", str(steps), *TINY, "--checkpoint", str(fresh))
+    train("--steps", str(steps), *TINY, "--checkpoint", str(resumed), "--resume")
+    assert_same_final_state(resumed, fresh)
+
+
+def assert_resume_of_a_finished_run_changes_nothing(tmp_path: Path, steps: int) -> None:
+    """A finished `steps`-step run resumed with the same --steps keeps its final state."""
+    path, reference = tmp_path / "ckpt.pt", tmp_path / "reference.pt"
+    train("--steps", str(steps), *TINY, "--checkpoint", str(path))
+    reference.write_bytes(path.read_bytes())
+    train("--steps", str(steps), *TINY, "--checkpoint", str(path), "--resume")
+    assert_same_final_state(path, reference)
+
+
 def test_train_resume_with_no_checkpoint_yet_equals_a_fresh_run(tmp_path):
     """--resume before the checkpoint exists (killed before its first save) trains from step 0, like a fresh run."""
-    fresh, resumed = tmp_path / "fresh.pt", tmp_path / "resumed.pt"
-    train("--steps", "25", *TINY, "--checkpoint", str(fresh))
-    train("--steps", "25", *TINY, "--checkpoint", str(resumed), "--resume")
-    assert_same_final_state(resumed, fresh)
+    assert_resume_with_no_checkpoint_is_a_fresh_run(tmp_path, 25)
 
 
 def test_train_resume_of_a_finished_run_leaves_its_checkpoint_as_it_was(tmp_path):
     """Resuming a run whose checkpoint is already at --steps trains no further."""
-    path, reference = tmp_path / "ckpt.pt", tmp_path / "reference.pt"
-    train("--steps", "15", *TINY, "--checkpoint", str(path))
-    reference.write_bytes(path.read_bytes())
-    train("--steps", "15", *TINY, "--checkpoint", str(path), "--resume")
-    assert_same_final_state(path, reference)
+    assert_resume_of_a_finished_run_changes_nothing(tmp_path, 15)
 
 
 def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path):

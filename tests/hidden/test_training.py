@@ -6,8 +6,10 @@ import pytest
 
 from tests.test_training import (
     TINY,
-    assert_resumed_logs_like_straight,
     assert_batches_unrelated,
+    assert_resume_of_a_finished_run_changes_nothing,
+    assert_resume_with_no_checkpoint_is_a_fresh_run,
+    assert_resumed_logs_like_straight,
     assert_same_final_state,
     load_final_state,
     losses_at_a_negligible_lr,
@@ -42,19 +44,12 @@ def test_train_with_the_same_seed_is_deterministic_and_another_seed_differs(tmp_
 
 def test_train_resume_before_any_checkpoint_starts_from_scratch(tmp_path):
     """--resume when the checkpoint does not exist yet (killed before its first save) equals a fresh run."""
-    fresh, resumed = tmp_path / "fresh.pt", tmp_path / "resumed.pt"
-    train("--steps", "40", *TINY, "--checkpoint", str(fresh))
-    train("--steps", "40", *TINY, "--checkpoint", str(resumed), "--resume")
-    assert_same_final_state(resumed, fresh)
+    assert_resume_with_no_checkpoint_is_a_fresh_run(tmp_path, 40)
 
 
 def test_train_resume_of_a_finished_run_changes_nothing(tmp_path):
     """Resuming a run whose checkpoint is already at --steps leaves its final state as it was."""
-    path, reference = tmp_path / "ckpt.pt", tmp_path / "reference.pt"
-    train("--steps", "20", *TINY, "--checkpoint", str(path))
-    reference.write_bytes(path.read_bytes())
-    train("--steps", "20", *TINY, "--checkpoint", str(path), "--resume")
-    assert_same_final_state(path, reference)
+    assert_resume_of_a_finished_run_changes_nothing(tmp_path, 20)
 
 
 def test_train_resume_with_more_steps_extends_the_run_exactly(tmp_path):

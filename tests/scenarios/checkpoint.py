@@ -38,6 +38,7 @@ from torch import nn
 import adapters
 from tests.boundary import plain_data, student_side
 
+
 class OneTorchThread:
     """While entered, torch runs on one thread in this process; the thread count is put back on exit."""
 
