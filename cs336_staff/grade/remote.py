@@ -637,6 +637,9 @@ class Remote:
             with lock:
                 done.set()
             killer.join()
+        if killed.is_set():  # killed just after it answered: the answer stands, the worker is gone
+            self.restart()
+            return value, False, worker.output.take(limit=PRINTED_CHARS)
         return value, False, self.printed()
 
     def _release(self, generation: int, handle: int) -> None:
