@@ -7,6 +7,8 @@ the judge's ``rebuild_exception`` with the error the worker would describe.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import threading
 
@@ -14,7 +16,14 @@ import pytest
 
 import tests.boundary as boundary
 import tests.scenarios
-from cs336_staff.grade.remote import PRINTED_CHARS, OutputTap, rebuild_exception
+from cs336_staff.grade.remote import (
+    PRINTED_CHARS,
+    OutputTap,
+    Remote,
+    WorkerCrashed,
+    WorkerProcess,
+    rebuild_exception,
+)
 from cs336_staff.worker import channel, codec
 from cs336_staff.worker.main import Worker
 from tests.scenarios import checkpoint
@@ -111,3 +120,41 @@ def test_the_output_a_call_printed_is_taken_whole_once_the_workers_mark_arrives(
     os.close(write_end)
     tap.join()
     assert "characters cut" in tap.take(), "a report's copy is still cut to OUTPUT_PER_TEST"
+
+
+def _sleeping_worker() -> tuple[Remote, WorkerProcess]:
+    """A Remote whose current worker is a sleeping process in a session of its own (no pipes used)."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    worker = WorkerProcess(proc, requests=-1, replies=-1, output=OutputTap(os.fdopen(read_end, "rb")))
+    remote = Remote(lambda: worker)
+    remote.worker = worker
+    return remote, worker
+
+
+def test_a_call_killed_by_the_judge_reports_the_kill_and_is_not_counted_as_a_crash(monkeypatch):
+    """``call_killed``: once ``once()`` holds and ``after`` passed, the worker's process is SIGKILLed; the
+    call's crash comes back as (None, killed, printed) and the worker's crash count is unchanged."""
+    remote, worker = _sleeping_worker()
+
+    def call(target, args, kwargs):  # a call in flight ends when its worker dies, as _exchange reports it
+        worker.proc.wait()
+        remote.crashes += 1
+        raise WorkerCrashed("the worker running your code ended")
+
+    monkeypatch.setattr(remote, "call", call)
+    value, killed, _ = remote.call_killed("adapters:run", (), {}, once=lambda: True, after=0.05)
+    assert (value, killed, remote.crashes, worker.proc.returncode) == (None, True, 0, -signal.SIGKILL)
+
+
+def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch):
+    """The call returned first: its value stands, nothing is killed."""
+    remote, worker = _sleeping_worker()
+    monkeypatch.setattr(remote, "call", lambda target, args, kwargs: 3)
+    monkeypatch.setattr(remote, "printed", lambda: "printed")
+    try:
+        assert remote.call_killed("adapters:run", (), {}, once=lambda: False, after=0.0) == (3, False, "printed")
+        assert worker.proc.poll() is None
+    finally:
+        worker.kill()
