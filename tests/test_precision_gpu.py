@@ -38,7 +38,7 @@ def test_bf16_step_on_cuda_within_3_percent_of_fp32():
     CPU twin: test_mixed_precision_step_keeps_fp32_master_weights_and_gradients_within_3_percent.
     bf16's unit roundoff is 2**-8; the reference must be true fp32, hence TF32 off.
     """
-    with no_tf32():  # for the fp32 reference step here (the scenario turns TF32 off for your step too)
+    with no_tf32():  # for the fp32 reference step here (your step runs with torch's default: TF32 off for matmuls)
         errors = _mixed_step_grad_errors("cuda", torch.bfloat16, seed=0)
     worst = max(errors, key=errors.get)
     assert errors[worst] < 0.03, (

@@ -130,6 +130,9 @@ def count_flops(fn: Callable[..., Tensor], *args: Any, backward: bool = True) ->
 
     Both passes run inside one ``FlopCounter``: the backward's matmuls are dispatched like the
     forward's, so forgetting to run it inside the counter silently drops two thirds of the cost.
+    Counts come from the matmuls' shapes only, never their values: a network and inputs on the
+    ``meta`` device count the same as on the CPU, and a size-one dimension (a batch of one, a
+    sequence of one) is a size like any other.
 
     >>> layer = torch.nn.Linear(4, 3, bias=False)
     >>> count_flops(layer, torch.ones(2, 4)), count_flops(layer, torch.ones(2, 4), backward=False)

@@ -95,7 +95,8 @@ def tensor_memory_bytes(x: Tensor) -> int:
     """Bytes of the elements of ``x``: ``x.numel() * bytes_per_element(x.dtype)``.
 
     This is the logical size; a view may keep a larger storage alive
-    (``x.untyped_storage().nbytes()``).
+    (``x.untyped_storage().nbytes()``). A 0-d tensor costs one element, an empty tensor 0 bytes,
+    and a tensor on the ``meta`` device (shape and dtype, no storage) the same as anywhere else.
 
     >>> tensor_memory_bytes(torch.zeros(4, 8, dtype=torch.float32))
     128

@@ -64,6 +64,11 @@ def to_fp8(
     shape (rows, cols) and gives a scale per row, of shape (rows, 1), so one outlier row cannot
     crush the others into the subnormals.
 
+    The scale is fp32 whatever the input's dtype (amax is taken of ``x.float()``), on ``x``'s device.
+    The 1e-12 floor is on amax, not on the scale: an all-zero tensor (or row), or one whose amax is
+    below 1e-12 (an fp32 subnormal, say), has scale exactly ``1e-12 / fp8_max``; any larger amax,
+    however small or huge (up to fp32's max), gives exactly ``amax / fp8_max``.
+
     ``scale``: quantise with a given (possibly stale) scale instead of this tensor's amax, as
     delayed scaling does. Values then may exceed ``fp8_max``; the explicit clamp makes them
     saturate at ``±fp8_max`` instead of relying on the cast (e4m3fn saturates in recent torch,
@@ -139,6 +144,9 @@ def from_fp8(
     x_fp8: Tensor, scale: Float[Tensor, "..."], dtype: torch.dtype = torch.float32
 ) -> Tensor:
     """Decode an fp8 tensor: ``x = x_fp8.float() * scale``, returned in ``dtype``.
+
+    The product is taken in fp32 and rounded to ``dtype`` once, at the end (never multiplied in
+    bf16 or fp16, which would round the scale first and the product again).
 
     ``scale`` is a 0-dim (per-tensor) scale or one that broadcasts against ``x_fp8`` (per row:
     (rows, 1); per column: (1, cols)); it must be finite and positive.

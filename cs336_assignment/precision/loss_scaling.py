@@ -30,6 +30,8 @@ class DynamicLossScaler:
                            else: tracker += 1, and when tracker == growth_interval:
                                  S <- S * growth_factor (unless that overflows fp32), tracker <- 0
 
+    With several optimizers, each ``step(optimizer)`` checks that optimizer's own gradients: an inf
+    in one skips only its step, while ``update()`` backs off if any of them saw one.
     ``S`` is kept as an fp32 number and ``1 / S`` is rounded to fp32, as GradScaler does.
     Usage, as with GradScaler::
 
@@ -78,7 +80,12 @@ class DynamicLossScaler:
         # END SOLUTION
 
     def scale(self, loss: Tensor) -> Tensor:
-        """Return ``loss * S`` (S as an fp32 tensor on the loss's device)."""
+        """Return ``loss * S`` (S as an fp32 tensor on the loss's device).
+
+        The product is on the loss's device and keeps its graph. Its dtype is torch's promotion of
+        the two: a 0-d fp16 or bf16 loss (the usual) times the 0-d fp32 S comes back fp32, so a half
+        loss whose product with S would overflow fp16 (3.0 * 2**16 > 65504) does not.
+        """
         # BEGIN SOLUTION
         return loss * torch.tensor(self._scale, dtype=torch.float32, device=loss.device)
         # END SOLUTION

@@ -40,6 +40,8 @@ def mixed_precision_step(
     in bf16 weights. The gradients are left on the parameters after the step for inspection; each
     step zeroes them first, so they are this batch's alone. The loss is returned detached: a loop
     that keeps every step's loss (to plot it) must not keep every step's graph and activations.
+    A batch of one example is a batch like any other: the output keeps its batch dimension (no
+    squeeze) and the loss is a 0-d fp32 tensor.
 
     ``dtype`` is bfloat16 or float16; float16 has bf16's precision advantage but a far smaller range,
     so real fp16 training also needs a ``DynamicLossScaler``.

@@ -34,7 +34,7 @@ def fp8_matmul(
 
     - A is row-major (M, K) and B is column-major (K, N): both are stored with K contiguous, so B
       is quantised as the row-major matrix b^T of shape (N, K) and passed as its transpose view;
-    - K and N are multiples of 16;
+    - K and N are multiples of 16 (M may be anything, 1 included: a single row stays a (1, N) product);
     - scales are fp32: per tensor, two 0-dim scales; per row ("row"), A gets one scale per row,
       shape (M, 1), and B one per column, shape (1, N), i.e. amax is always taken along K.
 

@@ -11,9 +11,11 @@ boundary, the uid:
     files         the staff tree must be unreadable by other users (``probe`` refuses otherwise;
                   ``run_autograder`` makes it 0700); the judge's folder is 0711 with its spec and
                   results 0600, so the worker reaches only the staged submission (group-readable,
-                  read-only) and the scratch folder, which the judge hands over to the worker's uid
-                  before each call (``Handover``: directories, and files with one link, found
-                  without following symlinks); /tmp, /var/tmp and /dev/shm stay world-writable,
+                  read-only), its home and its copy of the judge's scratch folder (``mirror.py``:
+                  the two swap names around each call, so the judge's own stays the judge's, 0700),
+                  which the judge hands over to the worker's uid before each call (``Handover``:
+                  directories, and files with one link, found without following symlinks);
+                  /tmp, /var/tmp and /dev/shm stay world-writable,
                   so whatever the uid left there is deleted when the worker ends (``release``), as
                   is what it wrote to the scratch folder if that broke the disk limit
     limits        the same as elsewhere (``limits.py``: cgroup or watchdog, rlimits); the watchdog
@@ -41,6 +43,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -55,7 +58,7 @@ LOCK_DIRS = ("/run/cs336-grade-uids", "/tmp/cs336-grade-uids")
 TIER = "container"
 CLONE_NEWNET = 0x40000000
 DESCRIPTION = ("container tier: a uid of its own (no capabilities, own session), staff files "
-               "unreadable by permissions, scratch handed over per call")
+               "unreadable by permissions, its own copy of the scratch folder swapped in per call")
 
 
 def _lock_dir() -> Path:
@@ -137,8 +140,8 @@ class Handover:
     #: A folder modified this close to its listing is listed again next time (coarse timestamps).
     SETTLE_NS = 100_000_000
 
-    def __init__(self, folder: Path, uid: int, gid: int) -> None:
-        self.folder, self.uid, self.gid = folder, uid, gid
+    def __init__(self, folder: Path | Callable[[], Path], uid: int, gid: int) -> None:
+        self.folder, self.uid, self.gid = folder, uid, gid  # a callable: where the folder is now (mirror.worker_now)
         self._listed: dict[tuple[int, int], tuple[int, int, list[str]]] = {}  # (dev, ino) -> mtime, when, subdirs
 
     def _give_files(self, fd: int) -> list[str]:
@@ -156,8 +159,9 @@ class Handover:
 
     def __call__(self) -> None:
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+        folder = self.folder() if callable(self.folder) else self.folder
         try:
-            stack = [os.open(self.folder, flags)]
+            stack = [os.open(folder, flags)]
         except OSError:
             return
         while stack:

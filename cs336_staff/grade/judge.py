@@ -39,7 +39,7 @@ import pytest
 
 from cs336_staff.grade import remote as remote_mod
 from cs336_staff.grade.mirror import Mirror
-from cs336_staff.grade.sandbox import stage, start_worker
+from cs336_staff.grade.sandbox import choose_tier, stage, start_worker
 from cs336_staff.grade.spec import (
     JudgeSpec,
     basetemp,
@@ -95,9 +95,24 @@ class Tracer:
                          and not target.startswith("adapters:") else target)
         return self.remote.call(target, args, kwargs)
 
+    def call_killed(self, target: str, args: tuple, kwargs: dict, **when: Any) -> Any:
+        __tracebackhide__ = True
+        self.targets.add(target)
+        return self.remote.call_killed(target, args, kwargs, **when)
+
+    def printed(self) -> str:
+        return self.remote.printed()
+
+    def worker_path_stamp(self, path: Any) -> Any:
+        return self.remote.worker_path_stamp(path)
+
     def take(self) -> list[str]:
         out, self.targets = sorted(self.targets), set()
         return out
+
+    def worker_pids(self) -> list[int]:
+        """The worker's processes, for judge-side observations (``Remote.worker_pids``)."""
+        return self.remote.worker_pids()
 
 
 class NoSubmissionImports(importlib.abc.MetaPathFinder):
@@ -134,12 +149,12 @@ class Judge:
         self.only = set(spec.only) if spec.only is not None else None
         limits = spec.limits
         judge_dir, worker_dir, _ = scratch_folders(spec.scratch)
-        # the worker sees its own copy of the judge's folder at the judge's path; without a sandbox
-        # there is no mount to do that, so it shares the judge's (and could change it: NOT SANDBOXED);
-        # nor on the container tier (no mount namespace), where the folder is handed to its uid per call
-        shared = spec.insecure or spec.tier == "container"
-        mirror = None if shared else Mirror(judge_dir, worker_dir, limits.output_file_bytes, limits.output_entries)
-        self.remote = remote_mod.Remote(lambda: start_worker(spec), reply_limit=limits.reply_bytes,
+        # the worker sees its own copy of the judge's folder at the judge's path: mounted there by
+        # bubblewrap, swapped in around each call on the container tier (no mount namespace there);
+        # without a sandbox it shares the judge's (and could change it: NOT SANDBOXED)
+        mirror = None if spec.insecure else Mirror(judge_dir, worker_dir, limits.output_file_bytes,
+                                                   limits.output_entries, exchange=spec.tier == "container")
+        self.remote = remote_mod.Remote(lambda: start_worker(spec, mirror), reply_limit=limits.reply_bytes,
                                         value_limit=limits.value_bytes, message_chars=limits.message_chars,
                                         mirror=mirror, tree_limit=limits.tree_bytes)
         self.tracer = Tracer(self.remote)  # the adapters and scenarios each test calls
@@ -152,6 +167,11 @@ class Judge:
 
         tests.boundary.remote = self.tracer
         codec.use_data_types(tests.boundary.DATA_TYPES)
+
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        """The isolation tier, first thing in the run's output (``--split`` chooses it as ``cs336 grade`` does)."""
+        tier = "none" if self.spec.insecure else self.spec.tier
+        return f"cs336 judge: the submission's worker runs on the {tier} tier (sandbox.TIERS)"
 
     def _emit(self, record: dict) -> None:
         self.recorder.emit(record)
@@ -226,15 +246,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--judge", default=None, help="grade a submission: path of the judge's JSON spec")
     group.addoption("--split", action="store_true", default=False,
                     help="run the tests as grading does, split: this repository's reference in a sandboxed "
-                         "worker, the tests in this process (uv run pytest -p cs336_staff.grade.judge --split)")
+                         "worker (on the tier cs336 grade would choose here: bubblewrap, else the container "
+                         "tier), the tests in this process (uv run pytest -p cs336_staff.grade.judge --split)")
     group.addoption("--split-insecure", action="store_true", default=False,
                     help="--split, with the worker run without bubblewrap (implies --split)")
 
 
+def split_tier(staff: Path, insecure: bool) -> str:
+    """The isolation tier ``--split`` runs the worker on: chosen as ``cs336 grade`` chooses it
+    (``sandbox.choose_tier``: bubblewrap, else the container tier), "none" with ``--split-insecure``;
+    a usage error, saying why, where neither sandbox starts."""
+    if insecure:
+        return "none"
+    tier, why = choose_tier(staff, public_fixtures(staff), gpu=True)
+    if tier is None:
+        raise pytest.UsageError(f"--split: no sandbox starts here ({why}). Fix that, or pass --split-insecure "
+                                "to run the reference's worker without one")
+    return tier
+
+
 def split_spec(config: pytest.Config) -> JudgeSpec:
-    """A judge spec that grades this repository's own reference (for ``--split``)."""
+    """A judge spec that grades this repository's own reference (for ``--split``), on the tier
+    ``split_tier`` chooses."""
     staff = Path(str(config.rootpath)).resolve()
+    insecure = bool(config.getoption("--split-insecure"))
+    tier = split_tier(staff, insecure)
     base = Path(tempfile.mkdtemp(prefix="cs336-split-"))
+    base.chmod(0o711 if tier == "container" else 0o700)  # the container tier's worker (another uid) passes through
     root, scratch = base / "root", base / "scratch"
     root.mkdir()
     scratch.mkdir()
@@ -245,7 +283,7 @@ def split_spec(config: pytest.Config) -> JudgeSpec:
     config.option.basetemp = str(basetemp(scratch))  # inside the judge's folder, which the worker sees a copy of
     return JudgeSpec(root=root, scratch=scratch, staff_root=staff, results=base / "results.jsonl",
                      readonly=public_fixtures(staff), gpu=True, preload=worker_preload(staff),
-                     insecure=bool(config.getoption("--split-insecure")))
+                     insecure=insecure, tier=tier)
 
 
 @pytest.hookimpl(tryfirst=True)

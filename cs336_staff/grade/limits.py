@@ -223,9 +223,11 @@ def _owned_bytes(uid: int) -> int:
 class Watchdog:
     """Polls the worker's tree; kills it (and says why) when it breaks a limit."""
 
-    def __init__(self, pid: int, limits: Limits, scratch: Path, cgroup: Path | None, uid: int | None = None) -> None:
+    def __init__(self, pid: int, limits: Limits, scratch: Path, cgroup: Path | None, uid: int | None = None,
+                 owner: int | None = None) -> None:
         self.pid, self.limits, self.scratch, self.cgroup = pid, limits, scratch, cgroup
         self.uid = uid  # container tier: the tree is every process of this uid
+        self.owner = uid if owner is None else owner  # container tier: the disk used is the files of this uid
         self.verdict: str | None = None
         self.disk_breach = False  # killed for what it wrote (the container tier then deletes it)
         self._stop = threading.Event()
@@ -335,10 +337,10 @@ class Watchdog:
             if self._tick % 5 == 0:
                 # the container tier counts only this worker's uid's files: the scratch folder is shared
                 # with the judge's next (spare) worker, which must not be killed for this one's
-                disk = (_dir_bytes(self.scratch) if self.uid is None
-                        else _dir_bytes(self.scratch, owner=self.uid) + _owned_bytes(self.uid))
+                disk = (_dir_bytes(self.scratch) if self.owner is None
+                        else _dir_bytes(self.scratch, owner=self.owner) + _owned_bytes(self.owner))
                 if disk > lim.disk_bytes:
                     self.disk_breach = True
                     self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder"
-                                 f"{'' if self.uid is None else ' and the shared temporary folders'}, over the limit of "
+                                 f"{'' if self.owner is None else ' and the shared temporary folders'}, over the limit of "
                                  f"{lim.disk_bytes / GiB:g} GiB")

@@ -35,6 +35,16 @@ a background process racing the judge in W can make a call fail but never redire
 A failure to copy a test's file in (the worker filled its own tmpfs, or put a symlink where a
 folder was) also fails the call, saying so.
 
+Where the worker cannot have a mount namespace (the container tier, ``container.py``: root in a
+container whose seccomp profile forbids namespaces) the two folders take turns at the judge's path
+instead (``exchange=True``): they are swapped atomically (``renameat2(RENAME_EXCHANGE)``) after
+each push, so during the call the path holds W, and swapped back before each pull, so between
+calls (when the judge's test code runs) it holds J again. Their parent is the judge's, which the
+worker may enter but not change; J is 0700 and the judge's, so a process the worker left behind
+finds nothing it can write at the judge's path between calls, and whatever it keeps open in W is
+read only by ``pull``. A function of the test's that the worker calls back mid-call runs with J in
+place (``judge_view``).
+
 Deliberately left out: ownership by content (a file the judge wrote stays the judge's until the
 judge deletes it; a test that needs the worker to overwrite a file the test wrote must let the
 worker write it first), hard links (a pulled file is always a fresh copy), and mirroring during a
@@ -44,7 +54,9 @@ call (the worker sees the judge's files as they were when the call began).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
+import errno
 import os
 import stat
 import sys
@@ -64,6 +76,10 @@ TEMP_PREFIX = ".cs336-mirror-"
 #: tests pass paths near the top of their arguments).
 SCOPE_VALUES = 10_000
 
+#: ``renameat2`` flags and the "relative to the working directory" descriptor (linux/fs.h, fcntl.h).
+RENAME_EXCHANGE = 2
+AT_FDCWD = -100
+
 Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode: "has this file changed?"
 
 
@@ -74,6 +90,18 @@ class MirrorRefused(RuntimeError):
 def layout(scratch: Path) -> tuple[Path, Path, Path]:
     """The judge's folder (basetemp's parent), the worker's copy of it, and the judge's private temp folder."""
     return scratch / "judge", scratch / "worker", scratch / "private"
+
+
+def exchange_names(a: Path, b: Path) -> None:
+    """Swap what the names ``a`` and ``b`` point to, atomically (``renameat2`` with ``RENAME_EXCHANGE``,
+    Linux 3.15 and glibc 2.28 on; tmpfs, ext4, xfs, btrfs and overlayfs support it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, f"this C library has no renameat2, so {a} and {b} cannot be swapped")
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"could not swap {a} and {b}: {os.strerror(err)}")
 
 
 def _stamp(st: os.stat_result) -> Stamp:
@@ -215,12 +243,18 @@ def _inside(rel: str, scopes: list[str]) -> bool:
 
 @dataclass
 class Mirror:
-    """Keeps the worker's copy ``worker`` of the judge's folder ``judge`` in step, one call at a time."""
+    """Keeps the worker's copy ``worker`` of the judge's folder ``judge`` in step, one call at a time.
+
+    With ``exchange`` the two swap names around each call (see the module's docstring): ``judge``
+    is then the path the tests use, which holds the judge's folder except during a call, and
+    ``worker`` the other name; ``worker_now`` says where the worker's copy is."""
 
     judge: Path
     worker: Path
     file_bytes: int
     entries: int
+    exchange: bool = False
+    _judge_id: tuple[int, int] | None = field(default=None, init=False, repr=False)  # the judge's folder (dev, inode)
     judge_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)  # rel -> (J stamp, W stamp) at push
     worker_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)  # rel -> (W stamp, J stamp) at pull
     refused: set[tuple[str, Stamp]] = field(default_factory=set)  # reported once each
@@ -255,8 +289,42 @@ class Mirror:
                         found.add("/".join(parts))
         return sorted(found)
 
+    def __post_init__(self) -> None:
+        if self.exchange:
+            st = os.stat(self.judge, follow_symlinks=False)
+            self._judge_id = (st.st_dev, st.st_ino)
+
+    @property
+    def swapped(self) -> bool:
+        """Whether the worker's copy is at the judge's path now (exchange only: a call is under way). Read
+        from the folder itself, so an interrupt between a swap and its bookkeeping cannot mislead it."""
+        if self._judge_id is None:
+            return False
+        st = os.stat(self.judge, follow_symlinks=False)
+        return (st.st_dev, st.st_ino) != self._judge_id
+
     def _roots(self) -> tuple[int, int]:
+        if self.swapped:
+            raise RuntimeError("the judge's folder is not in place: a push or pull while a call holds the worker's copy there")
         return os.open(self.judge, DIR_FLAGS), os.open(self.worker, DIR_FLAGS)
+
+    def worker_now(self) -> Path:
+        """Where the worker's copy is now (with ``exchange``, at the judge's path during a call)."""
+        return self.judge if self.swapped else self.worker
+
+    def _swap(self, to_worker: bool) -> None:
+        if self.exchange and self.swapped != to_worker:
+            exchange_names(self.judge, self.worker)
+
+    @contextlib.contextmanager
+    def judge_view(self) -> Iterator[None]:
+        """The judge's folder in place for what runs inside (a callback of the test's during a call)."""
+        was = self.swapped
+        self._swap(False)
+        try:
+            yield
+        finally:
+            self._swap(was)
 
     def push(self, scopes: list[str]) -> None:
         """Before a call: the judge's new or changed files in ``scopes`` (and any the worker changed) into the worker's copy."""
@@ -302,9 +370,11 @@ class Mirror:
         if problems:
             raise MirrorRefused("the judge could not copy the test's files into your scratch folder: "
                                 + "; ".join(problems[:10]))
+        self._swap(True)  # exchange: the call sees the worker's copy at the judge's path
 
     def pull(self, scopes: list[str]) -> None:
         """After a call: what the worker wrote in ``scopes``, as untrusted data; MirrorRefused says what was not copied."""
+        self._swap(False)  # exchange: the judge's folder back at its path before anything is read
         j, w = self._roots()
         problems: list[str] = []
         try:

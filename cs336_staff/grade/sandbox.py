@@ -46,7 +46,7 @@ from pathlib import Path
 
 from cs336_staff.grade import container
 from cs336_staff.grade.limits import Cgroup, GiB, Limits, MiB, Watchdog, preexec
-from cs336_staff.grade.mirror import layout
+from cs336_staff.grade.mirror import Mirror, layout
 from cs336_staff.grade.remote import OutputTap, WorkerProcess
 from cs336_staff.grade.spec import JudgeSpec
 
@@ -181,15 +181,15 @@ def stage(root: Path, staff_root: Path, files: dict[str, bytes]) -> None:
         p.chmod(0o755 if p.is_dir() else 0o644)
 
 
-def start_worker(spec: JudgeSpec) -> WorkerProcess:
+def start_worker(spec: JudgeSpec, mirror: Mirror | None = None) -> WorkerProcess:
     """Start one of ``spec``'s workers; the judge's ``Remote`` calls this for each (re)start.
 
     The worker's scratch folder appears at the judge's folder's path (``mirror.layout``); sandboxed,
-    what is mounted there is the worker's own copy of it."""
+    it is the worker's own copy of it: mounted there (bubblewrap), or swapped in around each call
+    by ``mirror`` (the container tier, which needs it)."""
     judge_dir, worker_dir, private = layout(spec.scratch)
-    # no mount on the container tier or without a sandbox: the worker uses the judge's folder itself
-    shared = spec.insecure or spec.tier == container.TIER
-    scratch, scratch_source = judge_dir, (None if shared else worker_dir)
+    # without a sandbox the worker uses the judge's folder itself (NOT SANDBOXED)
+    scratch, scratch_source = judge_dir, (None if spec.insecure else worker_dir)
     env = worker_env(spec.limits, spec.jobs, spec.gpu)
     python = [sys.executable, "-I", "-B", "-c", BOOT]
     req_r, req_w = os.pipe()
@@ -197,7 +197,9 @@ def start_worker(spec: JudgeSpec) -> WorkerProcess:
     inner = ["--requests", str(req_r), "--replies", str(rep_w), *(a for m in spec.preload for a in ("--preload", m))]
     cgroup = Cgroup.create(spec.limits)
     if spec.tier == container.TIER and not spec.insecure:
-        return _start_as_own_uid(spec, scratch, private, env, python, inner, cgroup, req_r, req_w, rep_r, rep_w)
+        if mirror is None or not mirror.exchange:
+            raise SandboxUnavailable("the container tier needs the judge's exchanging mirror (mirror.Mirror(exchange=True))")
+        return _start_as_own_uid(spec, mirror, private, env, python, inner, cgroup, req_r, req_w, rep_r, rep_w)
     if spec.insecure:
         cmd = [*python, str(spec.root), str(spec.staff_root.resolve()), *inner]
         isolation = {"tier": "none", "sandbox": "NONE (--insecure): the worker ran as a plain child process"}
@@ -236,23 +238,26 @@ def _describe_limits(limits: Limits, cgroup: Path | None) -> str:
 _judge_group: container.Claim | None = None
 
 
-def _start_as_own_uid(spec: JudgeSpec, scratch: Path, private: Path, env: dict[str, str], python: list[str],
+def _start_as_own_uid(spec: JudgeSpec, mirror: Mirror, private: Path, env: dict[str, str], python: list[str],
                       inner: list[str], cgroup: Path | None, req_r: int, req_w: int, rep_r: int,
                       rep_w: int) -> WorkerProcess:
     """The container tier: the worker as a fresh uid of its own, in the judge's group (see container.py).
 
-    ``scratch`` is the judge's folder, handed to the worker's uid before each call (no mount namespace
-    here, so no copy of it); ``private`` the judge's own temporary files (``mirror.layout``)."""
+    Its copy of the judge's folder (``mirror.worker_now()``) is handed to its uid before each call
+    and swapped in at the judge's path by ``mirror``; the judge's folder and ``private`` (the
+    judge's own temporary files) are the judge's alone; its home is a folder of its own."""
     global _judge_group
     if _judge_group is None:  # one group per judge: its workers may read the staged submission, no one else
         _judge_group = container.Claim.take()
     gid = _judge_group.uid
     claim = container.Claim.take()
     container.share_read_only(spec.root, gid)
-    if private.is_dir():
-        private.chmod(0o700)
-    home = scratch / "worker-home"
-    home.mkdir(exist_ok=True)  # handed over with the scratch folder before the first request
+    spec.scratch.chmod(0o711)  # the worker passes through to its copy by name; it can rename nothing here
+    for own in (private, mirror.judge if not mirror.swapped else mirror.worker):
+        own.chmod(0o700)  # the judge's alone
+    home = spec.scratch / f"home-{claim.uid}"
+    home.mkdir(mode=0o700, exist_ok=True)
+    os.chown(home, claim.uid, gid)
     env = {**env, "HOME": str(home), "TMPDIR": str(home)}
     network = container.network_namespace_available()
     isolation = {"tier": container.TIER, "sandbox": f"{container.DESCRIPTION}; uid {claim.uid}",
@@ -263,7 +268,7 @@ def _start_as_own_uid(spec: JudgeSpec, scratch: Path, private: Path, env: dict[s
     try:
         proc = subprocess.Popen([*python, str(spec.root), str(spec.staff_root.resolve()), *inner],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=(req_r, rep_w), cwd=scratch, env=env,
+                                pass_fds=(req_r, rep_w), cwd=mirror.worker_now(), env=env,
                                 preexec_fn=lambda: (setup(), become()))
     except BaseException:
         claim.release()
@@ -271,18 +276,20 @@ def _start_as_own_uid(spec: JudgeSpec, scratch: Path, private: Path, env: dict[s
     finally:
         os.close(req_r)
         os.close(rep_w)
-    watchdog = Watchdog(proc.pid, spec.limits, scratch, cgroup, uid=None if cgroup else claim.uid)
+    # its copy of the scratch folder and its home are under spec.scratch, wherever the copy is swapped
+    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch, cgroup, uid=None if cgroup else claim.uid,
+                        owner=claim.uid)
     watchdog.start()
 
     def cleanup() -> None:
         watchdog.stop()
         if watchdog.disk_breach:  # else every later worker would be killed for the same files
-            container.remove_files_of(scratch, claim.uid)
+            container.remove_files_of(spec.scratch, claim.uid)
         claim.release()
 
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation, cleanup=cleanup,
                          verdict=watchdog.explain,
-                         before_request=container.Handover(scratch, claim.uid, gid))
+                         before_request=container.Handover(mirror.worker_now, claim.uid, gid))
 
 
 def choose_tier(staff_root: Path, public: list[Path], gpu: bool = False) -> tuple[str | None, str]:
@@ -312,7 +319,7 @@ def probe(gpu: bool = False) -> str | None:
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bubblewrap could not run: {e}"
     if proc.returncode != 0 or proc.stdout.strip() != str(NOBODY):
-        return ("bubblewrap could not create the sandbox (user namespaces disabled? on Ubuntu 24.04 set "
-                "kernel.apparmor_restrict_unprivileged_userns=0 or run the grader as root): "
+        return ("bubblewrap could not create the sandbox (user namespaces disabled? on Ubuntu 24.04 give this "
+                "binary a userns AppArmor profile with .ci/allow-bwrap.sh; as root the container tier runs instead): "
                 + (proc.stderr.strip() or proc.stdout.strip())[-500:])
     return None

@@ -189,4 +189,60 @@ MUTANTS = [
         why="counts a saved view's own elements, though it keeps its whole storage alive",
         tests=TESTS,
     ),
+    # Issue 21 kinds: size-one and empty shapes, documented error types, plausible numbers without counting.
+    Mutant(
+        name="accounting-tensor-bytes-rows-times-row",
+        file=MEMORY,
+        function="tensor_memory_bytes",
+        old="    return x.numel() * bytes_per_element(x.dtype)\n",
+        new="    return len(x) * x[0].numel() * bytes_per_element(x.dtype)\n",
+        why="counts rows times the size of the first row: a 0-d tensor has no rows and an empty one no first row",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-matmul-flops-accepts-float-sizes",
+        file=FLOPS,
+        function="matmul_flops",
+        old="    check_count(m=m, k=k, n=n)\n",
+        new=("    if min(m, k, n) < 0:\n"
+             "        raise ValueError(f\"sizes must be non-negative, got {(m, k, n)}\")\n"),
+        why="checks only the sign, so a float size (4.0, 2.5) gives a float FLOP count instead of the documented ValueError",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-unknown-optimizer-key-error",
+        file=MEMORY,
+        function="optimizer_state_tensors",
+        old=("    if optimizer not in states:\n"
+             "        raise ValueError(f\"unknown optimizer {optimizer!r}; use one of {list(OPTIMIZERS)}\")\n"),
+        new="",
+        why="lets the table lookup fail: an unknown optimizer is a KeyError, not the documented ValueError a caller catches",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-count-flops-torch-error-without-gradient",
+        file=FLOP_COUNTER,
+        function="count_flops",
+        old=("            if not (isinstance(out, Tensor) and out.requires_grad):\n"
+             "                raise ValueError(\n"
+             "                    \"backward=True needs fn(*args) to return a tensor that requires grad; \"\n"
+             "                    \"pass backward=False to count the forward only\"\n"
+             "                )\n"),
+        new=("            if not isinstance(out, Tensor):\n"
+             "                raise ValueError(\n"
+             "                    \"backward=True needs fn(*args) to return a tensor that requires grad; \"\n"
+             "                    \"pass backward=False to count the forward only\"\n"
+             "                )\n"),
+        why="leaves an output without a gradient to torch, whose backward raises a RuntimeError, not the documented ValueError",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-matmul-counter-squeezes-size-one",
+        file=FLOP_COUNTER,
+        function="matmul_family_flops",
+        old="    *batch, m, k = a.shape\n",
+        new="    *batch, m, k = a.squeeze().shape\n",
+        why="squeezes size-one dimensions off the operand (meant for a bmm batch of one), so a batch of one row loses its row dimension",
+        tests=TESTS,
+    ),
 ]

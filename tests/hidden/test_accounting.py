@@ -12,6 +12,7 @@ import adapters
 from tests.scenarios import accounting
 from tests.scenarios.accounting import Net
 from tests.test_accounting import OPTIMIZER_STATES, torch_flops, torch_flops_by_module
+from tests.util import skip_in_grading
 
 
 def random_dims(seed: int, length: int, high: int = 32) -> list[int]:
@@ -277,6 +278,22 @@ def test_time_matmul_rejects_bad_counts(warmup: int, iters: int) -> None:
 
 
 def test_time_matmul_without_warmup_times_every_call() -> None:
-    """With warmup=0, exactly `iters` matmuls run."""
+    """With warmup=0, exactly `iters` matmuls run. Not graded (FlopCounterMode sees only its own process)."""
+    skip_in_grading("FlopCounterMode counts only the matmuls of its own process")
     _, flops = accounting.student_time_matmul_flops(torch.randn(5, 3), torch.randn(3, 2), warmup=0, iters=4)
     assert flops == 4 * 2 * 5 * 3 * 2
+
+
+def test_count_flops_of_a_cruncher_on_a_batch_of_one_and_on_meta() -> None:
+    """A Cruncher on a batch of one counts like FlopCounterMode, on the CPU and on the meta device."""
+    net, x = Net("Cruncher", (12, 2)), torch.randn(1, 12, generator=torch.Generator().manual_seed(9))
+    expected = torch_flops(accounting.build(net), x)
+    assert accounting.student_count_flops(net, x) == expected
+    assert adapters.run_count_flops(accounting.built(net).to("meta"), x.to("meta")) == expected
+
+
+def test_tensor_memory_bytes_of_fp8_and_meta_tensors() -> None:
+    """fp8 is one byte an element; a meta tensor counts its elements; a one-element tensor one element."""
+    assert adapters.run_tensor_memory_bytes(torch.empty(5, 7, dtype=torch.float8_e5m2, device="meta")) == 35
+    assert adapters.run_tensor_memory_bytes(torch.ones(1, dtype=torch.int32)) == 4
+

@@ -18,7 +18,7 @@ from tests.fresh import fresh_corpora, replay_hint
 from tests.hidden.bpe_naive import naive_train_bpe
 from tests.scenarios import tokenization
 from tests.test_bpe_train import PARALLEL_KINDS, SPEED_CALLS, parallel_corpus
-from tests.test_tokenizer import GPT2_PATTERN
+from tests.test_tokenizer import GPT2_PATTERN, cut_tokenizer, pieces_cut_at_every_position
 
 ROOT = Path(__file__).resolve().parents[2]
 EOT = "<|endoftext|>"
@@ -226,7 +226,7 @@ def test_encode_iterable_with_two_special_tokens_and_no_newlines() -> None:
         j = i + rng.randint(1, 9)
         pieces.append(text[i:j])
         i = j
-    assert tokenization.encode_iterable(tok, pieces) == tok.encode(text)
+    assert tokenization.encode_iterable(tok, pieces, one_pass=False) == tok.encode(text)
 
 
 @pytest.mark.parametrize("text", ["ǅemo ﬁne", "\u0301\u0301 combining", "\x00\x1f\x7f controls", "🏳️‍🌈 flag"])
@@ -257,7 +257,7 @@ def test_encode_iterable_with_three_nested_special_tokens_and_pieces_ending_near
                 cuts.append(cut)
                 at = cut
     pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    assert tokenization.encode_iterable(tok, pieces) == tok.encode(text)
+    assert tokenization.encode_iterable(tok, pieces, one_pass=False) == tok.encode(text)
 
 
 @pytest.mark.parametrize(
@@ -293,3 +293,23 @@ def test_contractions_match_tiktoken_on_random_mixed_case_text(text: str) -> Non
     tok = adapters.get_tokenizer(vocab, pairs)
     oracle = tiktoken.Encoding(name="c", pat_str=GPT2_PATTERN, mergeable_ranks={t: i for i, t in vocab.items()}, special_tokens={})
     assert tok.encode(text) == oracle.encode(text), f"text={text!r}"
+
+
+#: Other texts of each kind of pre-token, cut at every position (the public test's kinds, other words).
+HIDDEN_CUT_KINDS = {
+    "upper-case-contractions": "DON'T he'd I'M 'Sun'",
+    "digits-in-words": "abc123def 4567 8,9",
+    "tabs-before-words": "tab\t\tword \t x",
+    "quotes-and-dashes": "«quoted» — dash…",
+    "two-special-tokens": f"{PAD}a{EOT}{PAD}b {EOT}",
+}
+
+
+@pytest.mark.parametrize("kind", list(HIDDEN_CUT_KINDS))
+def test_encode_iterable_equals_encode_cut_at_every_position_of_other_texts(kind: str) -> None:
+    """Other texts of each kind, two special tokens: pieces ending at every position give exactly encode(whole)."""
+    text = HIDDEN_CUT_KINDS[kind]
+    tok, oracle = cut_tokenizer(list(HIDDEN_CUT_KINDS.values()), [EOT, PAD])
+    pieces = pieces_cut_at_every_position(text)
+    want = oracle.encode("".join(pieces), allowed_special="all")
+    assert tokenization.encode_iterable(tok, pieces) == want, f"{kind}: {text!r}"

@@ -3,18 +3,22 @@
 A network (or a plain torch function) is described by a ``Net``, plain data, so that both sides of
 the line build the same one with ``build(net)``: torch's modules only (``nn.Linear``, and torch's
 twin of the ``Cruncher``), never your ``models`` or ``optim`` code, so these tests grade your
-accounting alone and a bug in another part costs no accounting points. The ``student_...``
-functions run one of your counters (``count_flops``, ``FlopCounter``, ``activation_bytes``,
-``optimizer_state_bytes``) or one of the given measurement helpers on such a network, trained by
-torch's optimizers, and return what it reported: numbers, dicts, tensors. ``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare that with torch.
+accounting alone and a bug in another part costs no accounting points.
+
+The ``student_...`` functions are plain functions of the test: they call one of your counters
+(``count_flops``, ``FlopCounter``, ``activation_bytes``, ``optimizer_state_bytes``) or one of the
+given measurement helpers, and every loop, the training with torch's optimizers included, runs in
+the test. Your counters take the network as an argument, so it is made on your side by a builder
+(``built``, ``torch_optimizer``, ``cruncher_training_setup``, ``empty_maker``:
+the only ``@student_side`` functions here; they build and observe nothing, see ``tests/boundary.py``).
+``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare what your code returned with torch.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import gc
-import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +27,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
-from tests.boundary import plain_data, student_side
+from tests.boundary import plain_data, printed_by, student_side
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -144,65 +148,17 @@ def num_params(net: Net) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# FLOPs
+# Builders: the only functions here that run on your side
 # --------------------------------------------------------------------------------------------
 
 
 @student_side
-def student_count_flops(net: Net, *args: torch.Tensor, backward: bool = True) -> int:
-    """``count_flops`` of the network on ``args``."""
-    return adapters.run_count_flops(build(net), *args, backward=backward)
+def built(net: Net) -> Callable[..., Any]:
+    """``build(net)`` made on your side and returned as is (in grading, a proxy the test drives).
 
-
-@student_side
-def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
-                         same_counter: bool = False) -> list[dict[str, Any]]:
-    """Use a ``FlopCounter`` once per entry of ``backward``, around ``model(x)`` (and the backward
-    of its sum if true); return each block's ``by_module()`` and ``total``.
-
-    By default each block gets a fresh counter. With ``same_counter``, one counter is entered
-    again for every block, and the model also trains (forward and backward) outside any counter:
-    once before the first block and once after each; each block's counts are read after the run
-    that follows it.
+    Builds, observes nothing: your counters receive it as an argument, so it must live where they run.
     """
-    model = build(net)
-
-    def outside() -> None:
-        model(x).sum().backward()
-
-    shared = adapters.get_flop_counter_cls()() if same_counter else None
-    if same_counter:
-        outside()
-    runs = []
-    for with_backward in backward:
-        counter = shared if same_counter else adapters.get_flop_counter_cls()()
-        with counter:
-            out = model(x)
-            if with_backward:
-                out.sum().backward()
-        if same_counter:
-            outside()
-        runs.append({"by_module": counter.by_module(), "total": counter.total})
-    return runs
-
-
-@student_side
-def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, iters: int) -> tuple[float, int]:
-    """``time_matmul(a, b, warmup, iters)`` run inside torch's ``FlopCounterMode``: (its seconds, the FLOPs it ran)."""
-    with FlopCounterMode(display=False) as mode:
-        seconds = adapters.run_time_matmul(a, b, warmup=warmup, iters=iters)
-    return seconds, mode.get_total_flops()
-
-
-# --------------------------------------------------------------------------------------------
-# Memory
-# --------------------------------------------------------------------------------------------
-
-
-@student_side
-def student_activation_bytes(net: Net, *args: torch.Tensor) -> int:
-    """``activation_bytes`` of the network on ``args``."""
-    return adapters.run_activation_bytes(build(net), *args)
+    return build(net)
 
 
 #: torch's optimizers by the names the tests use ("momentum" is SGD with a momentum buffer).
@@ -213,12 +169,114 @@ TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
 
 
 @student_side
+def torch_optimizer(name: str, params: list[torch.Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
+    """torch's optimizer ``TORCH_OPTIMIZERS[name]`` (not yours: those are graded in part 3) over the
+    test's ``params``, made on your side. Builds, observes nothing."""
+    return TORCH_OPTIMIZERS[name](params, **kwargs)
+
+
+@student_side
+def cruncher_training_setup(dim: int, num_layers: int, device: torch.device | str,
+                            seed: int = 0) -> tuple[Cruncher, torch.optim.Optimizer, int | None]:
+    """torch's twin ``Cruncher(dim, num_layers)`` (seeded) with torch's AdamW (foreach=False: the
+    multi-tensor kernels would add a parameter-sized temporary), made on your side; and, on CUDA,
+    the memory allocated before the model was built (after ``prepare_cuda``), else None. Builds,
+    observes nothing of your code."""
+    device_ = torch.device(device)
+    baseline = None
+    if device_.type == "cuda":
+        prepare_cuda(device_)
+        baseline = torch.cuda.memory_allocated(device_)
+    with torch.random.fork_rng(devices=[device_] if device_.type == "cuda" else []):
+        torch.manual_seed(seed)
+        model = Cruncher(dim, num_layers, device=device_)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False), baseline
+
+
+@student_side
+def empty_maker(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str) -> Callable[[], torch.Tensor]:
+    """``torch.empty(shape, dtype=dtype, device=device)`` as a function of no arguments, made on your
+    side (so the tensor is allocated where it is measured); on CUDA the allocator's cache is
+    emptied and cuBLAS warmed up first (``prepare_cuda``). Builds, observes nothing."""
+    if torch.device(device).type == "cuda":
+        prepare_cuda(torch.device(device))
+    return functools.partial(torch.empty, shape, dtype=dtype, device=device)
+
+
+# --------------------------------------------------------------------------------------------
+# FLOPs
+# --------------------------------------------------------------------------------------------
+
+
+def student_count_flops(net: Net, *args: torch.Tensor, backward: bool = True) -> int:
+    """``count_flops`` of the network on ``args``."""
+    return adapters.run_count_flops(built(net), *args, backward=backward)
+
+
+def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
+                         same_counter: bool = False) -> list[dict[str, Any]]:
+    """Use a ``FlopCounter`` once per entry of ``backward``, around ``model(x)`` (and the backward
+    of its sum if true); return each block's ``by_module()`` and ``total``.
+
+    By default each block gets a fresh counter. With ``same_counter``, one counter is entered
+    again for every block, and the model also trains (forward and backward) outside any counter:
+    once before the first block and once after each; each block's counts are read after the run
+    that follows it.
+    """
+    model = built(net)
+    # model(x).sum() with the sum taken beside the model: in grading a backward started in the test
+    # from a result of your side starts at that result itself, where the module tracker's hooks on
+    # the model's output would not fire; started from the sum, they fire as in one process.
+    summed = built(Net("chain", parts=(net, Net("torch.sum"))))
+
+    def outside() -> None:
+        summed(x).backward()
+
+    shared = adapters.get_flop_counter_cls()() if same_counter else None
+    if same_counter:
+        outside()
+    runs = []
+    for with_backward in backward:
+        counter = shared if same_counter else adapters.get_flop_counter_cls()()
+        with counter:
+            if with_backward:
+                summed(x).backward()
+            else:
+                model(x)
+        if same_counter:
+            outside()
+        runs.append({"by_module": counter.by_module(), "total": counter.total})
+    return runs
+
+
+def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, iters: int) -> tuple[float, int]:
+    """``time_matmul(a, b, warmup, iters)`` run inside torch's ``FlopCounterMode``: (its seconds, the FLOPs it ran).
+
+    Counts only in one process (``uv run pytest``): in grading your code runs in another process,
+    where this mode cannot see it, so the test that uses it is not graded there (see its docstring).
+    """
+    with FlopCounterMode(display=False) as mode:
+        seconds = adapters.run_time_matmul(a, b, warmup=warmup, iters=iters)
+    return seconds, mode.get_total_flops()
+
+
+# --------------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------------
+
+
+def student_activation_bytes(net: Net, *args: torch.Tensor) -> int:
+    """``activation_bytes`` of the network on ``args``."""
+    return adapters.run_activation_bytes(built(net), *args)
+
+
 def student_optimizer_state_bytes(net: Net, optimizer: str, kwargs: dict[str, Any],
                                   inputs: list[torch.Tensor]) -> int:
     """Train the network one step per input (``model(x).sum()``) with torch's optimizer ``optimizer``
     (``TORCH_OPTIMIZERS``, not yours: those are graded in part 3); return ``optimizer_state_bytes`` of it."""
     model = build(net)
-    opt = TORCH_OPTIMIZERS[optimizer](model.parameters(), **kwargs)
+    params = list(model.parameters())
+    opt = torch_optimizer(optimizer, params, kwargs)
     for x in inputs:
         opt.zero_grad()
         model(x).sum().backward()
@@ -251,35 +309,21 @@ def prepare_cuda(device: torch.device) -> None:
     torch.cuda.synchronize(device)
 
 
-@student_side
 def student_training_step_memory(dim: int, num_layers: int, batch: int, device: torch.device | str,
                                  seed: int = 0) -> TrainingMemory:
-    """``measure_training_step`` of torch's twin ``Cruncher(dim, num_layers)`` with torch's AdamW (foreach=False:
-    the multi-tensor kernels would add a parameter-sized temporary) on a seeded ``(batch, dim)`` input."""
-    device_ = torch.device(device)
-    baseline = None
-    if device_.type == "cuda":
-        prepare_cuda(device_)
-        baseline = torch.cuda.memory_allocated(device_)
-    with torch.random.fork_rng(devices=[device_] if device_.type == "cuda" else []):
-        torch.manual_seed(seed)
-        model = Cruncher(dim, num_layers, device=device_)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
-    x = torch.randn(batch, dim, generator=torch.Generator().manual_seed(seed)).to(device_)
+    """``measure_training_step`` of torch's twin ``Cruncher(dim, num_layers)`` with torch's AdamW
+    (``cruncher_training_setup``) on a seeded ``(batch, dim)`` input; ``total`` is the sum of the four kinds."""
+    model, optimizer, baseline = cruncher_training_setup(dim, num_layers, device, seed)
+    x = torch.randn(batch, dim, generator=torch.Generator().manual_seed(seed)).to(device)
     m = adapters.run_measure_training_step(model, optimizer, x)
-    return TrainingMemory(m.parameters, m.gradients, m.optimizer_state, m.activations, m.peak, m.total, baseline)
+    total = m.parameters + m.gradients + m.optimizer_state + m.activations
+    return TrainingMemory(m.parameters, m.gradients, m.optimizer_state, m.activations, m.peak, total, baseline)
 
 
-@student_side
 def student_measure_allocation(shape: tuple[int, ...], dtype: torch.dtype,
                                device: torch.device | str) -> tuple[torch.Tensor, int]:
-    """``measure_allocation`` of ``torch.empty(shape, dtype, device)``: (the tensor, the bytes measured).
-
-    On CUDA the allocator's cache is emptied and cuBLAS warmed up first (``prepare_cuda``).
-    """
-    if torch.device(device).type == "cuda":
-        prepare_cuda(torch.device(device))
-    return adapters.run_measure_allocation(lambda: torch.empty(shape, dtype=dtype, device=device), device)
+    """``measure_allocation`` of ``torch.empty(shape, dtype, device)`` (``empty_maker``): (the tensor, the bytes measured)."""
+    return adapters.run_measure_allocation(empty_maker(shape, dtype, device), device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,16 +331,7 @@ def student_measure_allocation(shape: tuple[int, ...], dtype: torch.dtype,
 # --------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _captured() -> Iterator[tuple[io.StringIO, io.StringIO]]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        yield out, err
-
-
-@student_side
-def cs336(argv: list[str]) -> tuple[int, str, str]:
-    """Run ``cs336 ARGV`` in this process: (its exit status, what it printed to stdout, to stderr)."""
-    with _captured() as (out, err):
-        status = adapters.run_cs336(argv)
-    return status, out.getvalue(), err.getvalue()
+def cs336(argv: list[str]) -> tuple[int, str]:
+    """Run ``cs336 ARGV`` (``adapters.run_cs336``): (its exit status, what it printed, standard output and
+    standard error together; in grading the test reads it from outside your process: ``printed_by``)."""
+    return printed_by(lambda: adapters.run_cs336(argv))

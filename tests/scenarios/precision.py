@@ -1,10 +1,13 @@
 """Scenarios of part 8, precision: your mixed-precision step and your loss scaler, driven over steps.
 
-``mixed_precision_steps`` builds a small GELU MLP from given weights and takes steps with a step
-function (yours: ``student_mixed_precision_steps``), recording what each step did. ``scaler_run``
-trains a chain of linear layers through a loss scaler as a ``ScalerRun`` describes, injecting
-inf/NaN into chosen gradients, and records the scale and the parameters after every step; the
-tests run it with yours (``student_scaler_run``) and with ``torch.amp.GradScaler`` and compare.
+``student_mixed_precision_steps`` takes steps with your ``mixed_precision_step`` on a small GELU MLP
+built from given weights, recording what each step did. ``scaler_run`` trains a chain of linear
+layers through a loss scaler as a ``ScalerRun`` describes, injecting inf/NaN into chosen gradients,
+and records the scale and the parameters after every step; the tests run it with yours
+(``student_scaler_run``) and with ``torch.amp.GradScaler`` and compare. Every loop runs in the test;
+what your functions receive as arguments (torch's model, optimizers and loss) is made on your side
+by a builder (``mlp_training_setup``, ``torch_optimizer``: the only ``@student_side`` functions here;
+they build and observe nothing, see ``tests/boundary.py``).
 """
 
 from __future__ import annotations
@@ -65,9 +68,12 @@ class OpLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@student_side
 def student_fp8_matmul_ops(a: Tensor, b: Tensor, granularity: str, out_dtype: torch.dtype) -> tuple[Tensor, list[str]]:
-    """Your ``fp8_matmul(a, b, granularity, out_dtype)``, and the aten ops it ran, in order (``OpLog``)."""
+    """Your ``fp8_matmul(a, b, granularity, out_dtype)``, and the aten ops it ran, in order (``OpLog``).
+
+    Logs only in one process (``uv run pytest``): in grading your code runs in another process,
+    where this mode cannot see it, so the test that uses it is not graded there (see its docstring).
+    """
     with OpLog() as log:
         out = adapters.run_fp8_matmul(a, b, granularity, out_dtype)
     return out, log.ops
@@ -92,45 +98,55 @@ class MixedStep:
     loss_grad_fn: str | None = None
 
 
-def mixed_precision_steps(
-    step: Callable[..., Tensor], sizes: Sequence[int], weights: dict[str, Tensor], x: Tensor, y: Tensor, *,
-    loss: str, dtype: torch.dtype, optimizer: str, optimizer_kwargs: dict[str, Any], steps: int = 1,
-    param_dtype: torch.dtype = torch.float32,
-) -> list[MixedStep]:
-    """Load ``weights`` into ``mlp(sizes)`` (on their device, cast to ``param_dtype``), then call
-    ``step(model, optimizer, x, y, LOSSES[loss], dtype)`` ``steps`` times with torch's ``optimizer``
-    (TF32 off); return what each step did."""
+@student_side
+def mlp_training_setup(sizes: Sequence[int], weights: dict[str, Tensor], param_dtype: torch.dtype,
+                       optimizer: str, optimizer_kwargs: dict[str, Any],
+                       loss: str) -> tuple[nn.Sequential, torch.optim.Optimizer, Callable[[Tensor, Tensor], Tensor]]:
+    """``mlp(sizes)`` loaded with ``weights`` (on their device, cast to ``param_dtype``), torch's
+    ``OPTIMIZERS[optimizer]`` over its parameters and the loss function ``LOSSES[loss]``, made on your
+    side (your step receives them as arguments). Builds, observes nothing. (fp32 matmuls there are
+    true fp32: TF32 is off by default, ``torch.backends.cuda.matmul.allow_tf32``.)"""
     device = next(iter(weights.values())).device
     model = mlp(sizes).to(device)
     model.load_state_dict(weights)
     model.to(param_dtype)
-    opt = OPTIMIZERS[optimizer](model.parameters(), **optimizer_kwargs)
-    seen: list[torch.dtype] = []
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            module.register_forward_hook(lambda _m, _i, out: seen.append(out.dtype))
-    records = []
-    with no_tf32():
-        for _ in range(steps):
-            seen.clear()
-            out = step(model, opt, x, y, LOSSES[loss], dtype)
-            grad_fn = getattr(out, "grad_fn", None)
-            records.append(MixedStep(
-                loss=out,
-                linear_output_dtypes=list(seen),
-                params={name: p.detach().clone() for name, p in model.named_parameters()},
-                grads={name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()},
-                loss_grad_fn=None if grad_fn is None else type(grad_fn).__name__,
-            ))
-    return records
+    return model, OPTIMIZERS[optimizer](model.parameters(), **optimizer_kwargs), LOSSES[loss]
 
 
-@student_side
 def student_mixed_precision_steps(
-    sizes: Sequence[int], weights: dict[str, Tensor], x: Tensor, y: Tensor, **options: Any
+    sizes: Sequence[int], weights: dict[str, Tensor], x: Tensor, y: Tensor, *,
+    loss: str, dtype: torch.dtype, optimizer: str, optimizer_kwargs: dict[str, Any], steps: int = 1,
+    param_dtype: torch.dtype = torch.float32,
 ) -> list[MixedStep]:
-    """``mixed_precision_steps`` with your ``mixed_precision_step``."""
-    return mixed_precision_steps(adapters.run_mixed_precision_step, sizes, weights, x, y, **options)
+    """Call your ``mixed_precision_step(model, optimizer, (x, y), LOSSES[loss], dtype)`` ``steps``
+    times on ``mlp_training_setup``'s model, optimizer and loss; return what each step did.
+
+    The dtype of each Linear layer's output is recorded by a forward hook of the test's own
+    (called back from your side), the parameters and gradients are read back after each step.
+    """
+    model, opt, loss_fn = mlp_training_setup(sizes, weights, param_dtype, optimizer, optimizer_kwargs, loss)
+    seen: list[torch.dtype] = []
+
+    def record(_module: Any, _inputs: Any, out: Tensor) -> None:
+        seen.append(out.dtype)
+
+    hooks = [model[2 * i].register_forward_hook(record) for i in range(len(sizes) - 1)]  # the Linear layers
+    records = []
+    for _ in range(steps):
+        seen.clear()
+        out = adapters.run_mixed_precision_step(model, opt, x, y, loss_fn, dtype)
+        grad_fn = getattr(out, "grad_fn", None)
+        named = list(model.named_parameters())
+        records.append(MixedStep(
+            loss=out,
+            linear_output_dtypes=list(seen),
+            params={name: p.detach().clone() for name, p in named},
+            grads={name: None if p.grad is None else p.grad.clone() for name, p in named},
+            loss_grad_fn=None if grad_fn is None else type(grad_fn).__name__,
+        ))
+    for hook in hooks:
+        hook.remove()
+    return records
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,9 +187,31 @@ def torch_grad_scaler(**kwargs: Any) -> torch.amp.GradScaler:
     return torch.amp.GradScaler("cpu", **kwargs)
 
 
-def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
+@student_side
+def torch_optimizer(name: str, params: list[Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
+    """torch's ``OPTIMIZERS[name]`` over the test's ``params``, made on your side (your scaler steps
+    it). Builds, observes nothing."""
+    return OPTIMIZERS[name](params, **kwargs)
+
+
+def scaled_backward(scaler: Any, loss: Tensor) -> None:
+    """``scaler.scale(loss).backward()``, in two links of the chain rule: the scaler scales a leaf
+    copy of the loss, whose gradient (the scale, as the scaler applied it) then flows on through
+    the loss's own graph. The same gradients, bit for bit, whichever side of the line the scaler is on."""
+    leaf = loss.detach().requires_grad_()
+    scaler.scale(leaf).backward()
+    loss.backward(leaf.grad)
+
+
+def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun,
+               make_optimizer: Callable[..., Any] | None = None) -> tuple[list[float], list[Tensor]]:
     """Train as ``run`` says with ``make_scaler(**kwargs)``; return the scale after each ``update()``
-    and all the parameters (flattened, concatenated) after each step."""
+    and all the parameters (flattened, concatenated) after each step.
+
+    The model and the loop are the test's; each optimizer is ``make_optimizer(name, params, kwargs)``
+    (torch's, made here by default).
+    """
+    make_optimizer = make_optimizer or (lambda name, params, opt_kwargs: OPTIMIZERS[name](params, **opt_kwargs))
     scaler = make_scaler(**kwargs)
     layers = []
     for (d_in, d_out), weights in zip(pairwise(run.sizes), run.weights, strict=True):
@@ -181,34 +219,32 @@ def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: Sca
         layer.load_state_dict(weights)
         layers.append(layer.to(run.param_dtype))
     model = nn.Sequential(*layers)
-    optimizers = [
-        OPTIMIZERS[name]([p for i in indices for p in layers[i].parameters()], **opt_kwargs)
-        for name, indices, opt_kwargs in run.optimizers
-    ]
+    params = [[p for i in indices for p in layers[i].parameters()] for _, indices, _ in run.optimizers]
+    optimizers = [make_optimizer(name, ps, opt_kwargs)
+                  for (name, _, opt_kwargs), ps in zip(run.optimizers, params, strict=True)]
     g = torch.Generator().manual_seed(run.seed)
-    scales, params = [], []
+    scales, trained = [], []
     for step in range(run.steps):
         x, y = torch.randn(run.batch, run.sizes[0], generator=g), torch.randn(run.batch, run.sizes[-1], generator=g)
         loss = F.mse_loss(model(x.to(run.param_dtype)).float(), y)
-        scaler.scale(loss).backward()
+        scaled_backward(scaler, loss)
         if step in run.inject:
             layer, name, index, value = run.inject[step]
             getattr(layers[layer], name).grad[index] = value
         if run.clip is not None:
             i, max_norm = run.clip
             scaler.unscale_(optimizers[i])
-            torch.nn.utils.clip_grad_norm_([p for j in run.optimizers[i][1] for p in layers[j].parameters()], max_norm)
+            torch.nn.utils.clip_grad_norm_(params[i], max_norm)
         for optimizer in optimizers:
             scaler.step(optimizer)
         scaler.update()
-        for optimizer in optimizers:
-            optimizer.zero_grad()
+        for p in model.parameters():  # zero_grad(): every optimizer's gradients, set to None
+            p.grad = None
         scales.append(scaler.get_scale())
-        params.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
-    return scales, params
+        trained.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    return scales, trained
 
 
-@student_side
 def student_scaler_run(kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
-    """``scaler_run`` with your ``DynamicLossScaler``."""
-    return scaler_run(adapters.get_loss_scaler_cls(), kwargs, run)
+    """``scaler_run`` with your ``DynamicLossScaler``, stepping torch's optimizers made on your side."""
+    return scaler_run(adapters.get_loss_scaler_cls(), kwargs, run, make_optimizer=torch_optimizer)

@@ -16,6 +16,7 @@ import pytest
 
 from cs336_staff.grade import container, standin
 from cs336_staff.grade.limits import uid_pids
+from cs336_staff.grade.mirror import Mirror, MirrorRefused, layout
 from cs336_staff.grade.testing import make_staff_repo
 
 pytestmark = [pytest.mark.staff,
@@ -127,3 +128,63 @@ def test_the_container_tier_is_refused_where_the_worker_could_read_the_staff_tre
     root = make_staff_repo(enterable / "repo")
     why = check(root, [])
     assert why is not None and "lock-down" in why
+
+
+def test_the_exchanging_mirror_keeps_the_judges_folder_from_the_worker(claim, enterable):
+    """The container tier's scratch folders (mirror.py, ``exchange=True``): during a call the worker's uid
+    empties its input, writes an answer, answers with a symlink to a root-only file and plants one to a host
+    path; after it the judge's input is intact, the answer is copied back, the symlinks are refused unread,
+    the judge's own write at the planted name stays in its folder, and the worker can write nothing there."""
+    scratch = enterable / "scratch"
+    judge, worker, _ = layout(scratch)
+    for p in (scratch, judge, worker):
+        p.mkdir(mode=0o711 if p == scratch else 0o700)
+    secret, host = enterable / "secret.txt", enterable / "host-target.txt"
+    secret.write_text("918273645")
+    secret.chmod(0o600)
+    test_dir = judge / "tmp" / "test_x0"
+    test_dir.mkdir(parents=True)
+    (test_dir / "input.txt").write_text("the judge's corpus")
+    mirror = Mirror(judge, worker, file_bytes=1 << 20, entries=100, exchange=True)
+    mirror.push(["tmp/test_x0"])
+    assert mirror.swapped and mirror.worker_now() == judge
+    container.hand_over(mirror.worker_now(), claim.uid, claim.uid)
+    with mirror.judge_view():  # a callback of the test's sees the judge's folder
+        assert (judge / "tmp" / "test_x0" / "input.txt").stat().st_uid == 0
+    r = as_uid(claim.uid, "sh", "-c", f"cd {test_dir} && : > input.txt && echo 42 > answer.txt && "
+                                      f"ln -s {secret} link.txt && ln -s {host} planted.txt")
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(MirrorRefused, match="symlink"):
+        mirror.pull(["tmp/test_x0"])
+    assert not mirror.swapped and mirror.worker_now() == worker
+    assert (test_dir / "input.txt").read_text() == "the judge's corpus"
+    assert (test_dir / "answer.txt").read_text() == "42\n"
+    assert not (test_dir / "link.txt").exists() and not (test_dir / "link.txt").is_symlink()
+    (test_dir / "planted.txt").write_text("the judge's write")
+    assert not host.exists() and not (test_dir / "planted.txt").is_symlink()
+    r = as_uid(claim.uid, "sh", "-c", f"echo x > {test_dir}/input.txt || echo x > {test_dir}/new.txt")
+    assert r.returncode != 0 and "Permission denied" in r.stderr, (r.stdout, r.stderr)
+    assert (worker / "tmp" / "test_x0" / "input.txt").read_text() == ""  # the worker's own copy, emptied
+
+
+def split_in_standin(repo: Path) -> subprocess.CompletedProcess:
+    """``pytest -p cs336_staff.grade.judge --split`` over ``repo``'s public tests, as root without user namespaces."""
+    argv = [sys.executable, "-m", "pytest", "-p", "cs336_staff.grade.judge", "--split", "-p", "no:cacheprovider",
+            "-c", "pyproject.toml", "-rA", "tests/test_calc.py"]
+    return subprocess.run(standin.command(argv), capture_output=True, text=True, timeout=600, cwd=repo)
+
+
+@pytest.mark.skipif(standin.unavailable() is not None, reason=f"no container stand-in here: {standin.unavailable()}")
+def test_split_runs_on_the_container_tier_where_bubblewrap_cannot_start(enterable):
+    """Where only the container tier starts, --split chooses it as `cs336 grade` does, says so in its header,
+    and the public tests pass across the line (files the test wrote, files the worker wrote); over a staff
+    tree other users may read it refuses, saying how to lock it down or to pass --split-insecure."""
+    repo = make_staff_repo(enterable / "repo")
+    refused = split_in_standin(repo)
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout[-2000:] + refused.stderr[-2000:]
+    assert "lock-down" in refused.stderr and "--split-insecure" in refused.stderr, refused.stderr[-2000:]
+    container.lock_down(repo)
+    r = split_in_standin(repo)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "worker runs on the container tier" in r.stdout, r.stdout[:2000]
+    assert "PASSED tests/test_calc.py::test_sum_saved_to_a_file_reads_back" in r.stdout, r.stdout[-3000:]

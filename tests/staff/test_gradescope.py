@@ -9,8 +9,12 @@ whose ``adapters.py`` at import tries to overwrite ``results/results.json``, rew
 tests under ``source/`` and print the hidden tests (no more than the broken one, no staff file
 changed, nothing of the hidden tests in what students see).
 
-``setup.sh`` installs from this machine's warm uv cache (``UV_OFFLINE=1``, this machine's uv): the
-from-scratch install, with uv and every wheel downloaded, runs in ``.ci/gradescope.sh``.
+``setup.sh`` installs from this machine's warm uv cache (``UV_OFFLINE=1``, this machine's uv). With
+``CS336_GRADESCOPE_FRESH=1`` (``.ci/gradescope.sh``, a step of ``.ci/run``) it installs as Gradescope's
+image build does, from an empty uv cache with every wheel downloaded (uv itself too, unless
+``CS336_GRADESCOPE_UV`` names one: this machine reaches PyPI but not astral.sh), a missing stand-in
+fails instead of skipping, and each ``run_autograder``'s seconds go to ``CS336_GRADESCOPE_TIMES``
+(a JSON file the script checks against the README's 10 minutes: no test asserts seconds).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -37,6 +42,8 @@ pytestmark = [pytest.mark.staff, pytest.mark.slow, pytest.mark.timeout(2400),  #
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = standin.unavailable()
 UV = shutil.which("uv")
+#: Set by .ci/gradescope.sh: setup.sh from an empty uv cache, downloads allowed; nothing may skip.
+FRESH = os.environ.get("CS336_GRADESCOPE_FRESH") == "1"
 BROKEN = '''
 
 def run_flat_index(*args, **kwargs):
@@ -109,10 +116,10 @@ def lay_out(base: Path, zip_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def gradescope(tmp_path_factory) -> dict:
-    if STANDIN is not None:
-        pytest.skip(f"no container stand-in here: {STANDIN}")
-    if UV is None:
-        pytest.skip("uv is not on PATH (setup.sh reuses this machine's uv and cache)")
+    missing = (f"no container stand-in here: {STANDIN}" if STANDIN is not None else
+               "uv is not on PATH (setup.sh reuses this machine's uv and cache)" if UV is None and not FRESH else None)
+    if missing is not None:
+        (pytest.fail if FRESH else pytest.skip)(missing)
     tmp = tmp_path_factory.mktemp("gradescope")
     zip_path, facts = build(ROOT, tmp / "dist")
     reference, _ = build_example(ROOT, tmp / "example")
@@ -125,6 +132,14 @@ def gradescope(tmp_path_factory) -> dict:
     env_dir.chmod(0o755)
     bases = []
     results = {}
+    if FRESH:  # as Gradescope builds the image: an empty cache, every wheel (and uv, unless given) downloaded
+        cache = Path(tempfile.mkdtemp(prefix="cs336-gs-uv-cache-"))
+        bases.append(cache)
+        setup_env = {"UV_CACHE_DIR": str(cache), **({"CS336_AUTOGRADER_UV": os.environ["CS336_GRADESCOPE_UV"]}
+                                                    if os.environ.get("CS336_GRADESCOPE_UV") else {})}
+    else:
+        setup_env = {"CS336_AUTOGRADER_UV": UV, "UV_OFFLINE": "1"}
+    seconds: dict[str, float] = {}
     try:
         for name in ("reference", "broken", "hostile"):
             base = Path(tempfile.mkdtemp(prefix=f"cs336-gs-{name}-"))
@@ -135,20 +150,26 @@ def gradescope(tmp_path_factory) -> dict:
                 uploads[name] = with_adapters(reference, tmp / "hostile.zip",
                                               lambda text, root=root: text + BROKEN + ATTACK.replace("AUTOGRADER", str(root)))
             if name == "reference":
+                started = time.monotonic()
                 setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source",
-                                       env={**os.environ, "CS336_AUTOGRADER_ENV": str(env_dir),
-                                            "CS336_AUTOGRADER_UV": UV, "UV_OFFLINE": "1"},
-                                       capture_output=True, text=True, timeout=900)
+                                       env={**{k: v for k, v in os.environ.items() if not (FRESH and k.startswith("UV_"))},
+                                            "CS336_AUTOGRADER_ENV": str(env_dir), **setup_env},
+                                       capture_output=True, text=True, timeout=1800)
+                seconds["setup.sh"] = round(time.monotonic() - started, 1)
                 assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
             with zipfile.ZipFile(uploads[name]) as zf:  # Gradescope unpacks a zip upload into submission/
                 zf.extractall(root / "submission")
             before = tree_digest(root / "source")
+            started = time.monotonic()
             run = subprocess.run(standin.command(["env", f"CS336_AUTOGRADER_ROOT={root}",
                                                   f"CS336_AUTOGRADER_ENV={env_dir}", str(root / "run_autograder")]),
                                  capture_output=True, text=True, timeout=1800)
+            seconds[f"run_autograder {name}"] = round(time.monotonic() - started, 1)
             data = json.loads((root / "results" / "results.json").read_text())
             results[name] = {"data": data, "stdout": run.stdout + run.stderr, "rc": run.returncode,
                              "source_before": before, "source_after": tree_digest(root / "source"), "root": root}
+        if os.environ.get("CS336_GRADESCOPE_TIMES"):
+            Path(os.environ["CS336_GRADESCOPE_TIMES"]).write_text(json.dumps(seconds, indent=1))
         hidden_text = (ROOT / "tests" / "hidden" / "test_training.py").read_text()
         yield {"facts": facts, "results": results, "hidden_text": hidden_text}
     finally:
