@@ -133,13 +133,15 @@ def load_checkpoint(
         included), so the loop resumes at the step after it.
 
     Raises:
-        FileNotFoundError: if the path does not exist.
-        ValueError: naming the file, if it is truncated, empty, not a checkpoint (another torch
-            file, or text), or does not fit ``model`` / ``optimizer``. Loading is strict: a
-            checkpoint whose parameter or buffer names differ from the model's does not fit (even
-            with the same shapes), and the message then also names the missing or unexpected
-            keys. The tests accept any exception type here, as long as its message names the file
-            (and, for mismatched keys, a key).
+        FileNotFoundError: naming the path, if ``src`` is a path with no file (a run killed before
+            its first save): this type itself, not wrapped into another error, so that a caller
+            can catch it and start afresh.
+        ValueError: naming the file, if it is truncated, empty, not a checkpoint (text, or a torch
+            file holding something else: a model's bare ``state_dict()``, a list of tensors), or
+            does not fit ``model`` / ``optimizer``. Loading is strict: a checkpoint whose parameter
+            or buffer names differ from the model's does not fit (even with the same shapes), and
+            the message then also names the missing or unexpected keys. A ``KeyError`` or a
+            ``RuntimeError`` from torch is wrapped into this ValueError (``raise ... from err``).
     """
     # BEGIN SOLUTION
     is_path = isinstance(src, (str, os.PathLike))

@@ -48,17 +48,20 @@ def get_batch(
 
     Vectorised (graded): the whole batch is read from ``dataset`` with a number of indexing
     operations that does not grow with ``batch_size`` or ``context_length`` (one fancy index,
-    ``dataset[starts[:, None] + np.arange(context_length + 1)]``, does it); the tests count the
-    reads. Never convert the whole dataset (``np.array(dataset)``, ``torch.tensor(dataset)``,
-    ``dataset.astype(...)``): on a memmap that reads the file into memory, and the tests measure
-    the memory a batch takes.
+    ``dataset[starts[:, None] + np.arange(context_length + 1)]``, does it); your own test run
+    counts the reads, and grading times a batch of 16,384 rows against a Python loop over them
+    (per row, it must be several times cheaper). Never convert the whole dataset
+    (``np.array(dataset)``, ``torch.tensor(dataset)``, ``dataset.astype(...)``): on a memmap that
+    reads the file into memory, and the tests measure the memory a batch takes.
 
     Args:
         dataset: 1-D integer array of token ids of any integer dtype (an ``np.ndarray`` or a
             read-only ``np.memmap``). It is never read whole: only the sampled windows are.
         batch_size: number of windows B, at least 1.
         context_length: tokens per window T, at least 1; ``len(dataset)`` must be at least T + 1.
-        device: where the tensors go (``"cpu"``, ``"cuda:0"``, ...). An unknown device fails with
+        device: where the tensors go (``"cpu"``, ``"cuda:0"``, ``"meta"``, ..., a string or a
+            ``torch.device``): both ``x`` and ``y`` go there (the tests check placement without a
+            GPU on ``"meta"``, which holds shapes and no data). An unknown device fails with
             torch's own error. On CUDA the batch is staged in pinned memory and copied with
             ``non_blocking=True``, so the copy overlaps with work already queued on the GPU.
         generator: the CPU ``torch.Generator`` that draws the start positions (for
@@ -68,7 +71,8 @@ def get_batch(
             give different batches, and ``torch.manual_seed`` replays them.
 
     Returns:
-        ``(x, y)``, both int64 of shape ``(B, T)`` on ``device``, with, for each row b and a start
+        ``(x, y)``, both int64 of shape ``(B, T)`` on ``device`` (2-d also when B or T is 1: a
+        batch of one is ``(1, T)``, never squeezed), with, for each row b and a start
         ``s_b`` drawn uniformly from every valid position ``{0, ..., len(dataset) - T - 1}``::
 
             x[b] = dataset[s_b     : s_b + T]
@@ -84,7 +88,8 @@ def get_batch(
             "context_length must be a positive integer, got 0".
         ValueError: if the dataset is not 1-D: "dataset must be a 1-D array of token ids".
         ValueError: if the dataset does not hold integers: "dataset must hold integer token
-            ids, got dtype float32".
+            ids, got dtype float32". A float array is never taken as token ids, even when its
+            values are whole numbers.
         ValueError: if the dataset is shorter than ``context_length + 1``; the message gives
             both sizes and names ``context_length``: "dataset has 7 tokens but a window needs
             context_length + 1 = 11".

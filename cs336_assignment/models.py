@@ -67,11 +67,12 @@ class Linear(nn.Module):
     a copy leaves the weight as ``torch.empty`` made it.
 
     Raises:
-        ValueError: if ``d_in`` or ``d_out`` is not a positive integer, naming which: "d_in must
-            be a positive integer, got 0".
-        ValueError: in ``forward``, if the last dimension of the input is not ``d_in``; the
-            message names ``d_in`` and the input's shape: "Linear expects inputs whose last
-            dimension is d_in=4, got shape (2, 5)".
+        ValueError: if ``d_in`` or ``d_out`` is not a positive integer (``2.5`` and ``"3"``
+            included: checked before ``torch.empty`` sees them), naming which: "d_in must be a
+            positive integer, got 0".
+        ValueError: in ``forward``, if the last dimension of the input is not ``d_in`` (a 0-d
+            input has none); the message names ``d_in`` and the input's shape: "Linear expects
+            inputs whose last dimension is d_in=4, got shape (2, 5)".
     """
 
     def __init__(
@@ -96,7 +97,9 @@ class Linear(nn.Module):
         """Apply the layer to the last dimension of ``x``; leading dimensions are batch dimensions.
 
         ``x`` may have any strides (a transposed or sliced activation is not contiguous), so
-        flattening it takes ``reshape``, not ``view``; ``einsum`` and ``@`` need neither.
+        flattening it takes ``reshape``, not ``view``; ``einsum`` and ``@`` need neither. Batch
+        dimensions of size 1 or 0 are kept (``(0, d_in)`` gives ``(0, d_out)``), and the output has
+        the layer's dtype and device: the product is taken in that dtype, not cast to float32.
         """
         # BEGIN SOLUTION
         d_in = self.weight.shape[1]
@@ -121,7 +124,8 @@ class Cruncher(nn.Module):
         final.weight                                        (1, dim)
 
     ``forward`` maps ``(batch, dim)`` to ``(batch,)``: the trailing size-1 dimension of the head
-    is squeezed away so the output lines up with a ``(batch,)`` target.
+    is squeezed away so the output lines up with a ``(batch,)`` target. Only that one: a batch of
+    one gives shape ``(1,)`` (not a 0-d tensor), an empty batch ``(0,)``, ``dim=1`` works too.
 
     >>> model = Cruncher(dim=4, num_layers=2)
     >>> list(model.state_dict())
@@ -173,7 +177,8 @@ def set_seed(seed: int) -> None:
 
     Raises:
         ValueError: unless ``seed`` is an integer with ``0 <= seed < 2**32`` (the range NumPy
-            accepts); the message names the seed: "seed must be an integer in [0, 2**32), got -1".
+            accepts; ``1.5``, ``"7"`` and ``2**32`` included), raised before any generator is
+            seeded; the message names the seed: "seed must be an integer in [0, 2**32), got -1".
     """
     # BEGIN SOLUTION
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:

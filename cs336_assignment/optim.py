@@ -31,11 +31,21 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   a learning-rate scheduler changes ``group["lr"]`` between steps), skips
   parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
   torch's names (its step count ``t`` is its own, ``state["step"]``: a parameter whose gradients
-  start late, a layer unfrozen mid-run, starts at ``t = 1``), and returns ``loss`` (the closure's value, or None). ``optimizer.state_dict()`` / ``load_state_dict()`` then work unchanged, so a run resumed
-  from a checkpoint continues bit for bit.
+  start late, a layer unfrozen mid-run, starts at ``t = 1``; one that never had a gradient is not
+  touched, weight decay included), and returns ``loss`` (the closure's value, or None). Everything a step needs from earlier steps lives in ``self.state[p]`` (no attributes or
+  dicts of your own), so ``optimizer.state_dict()`` / ``load_state_dict()`` work unchanged and a
+  run resumed from a checkpoint continues bit for bit.
 - State tensors are made like the parameter (``torch.zeros_like(p)``): its shape, dtype and
-  device, a 0-d parameter's included (``torch.zeros(*p.shape)`` fails on those, and
-  ``torch.zeros(p.shape)`` is fp32 on the CPU whatever ``p`` is).
+  device, a 0-d or an empty parameter's included (``torch.zeros(*p.shape)`` fails on a 0-d one,
+  and ``torch.zeros(p.shape)`` is fp32 on the CPU whatever ``p`` is).
+- Numeric edges: ``eps`` is added *after* the square root, exactly where each class's formula
+  puts it, so an all-zero gradient gives a zero step (``0 / (0 + eps)``, never ``0/0 = NaN``) and a
+  tiny one (``|g| ~ 1e-9``, where ``sqrt(v)`` is comparable with ``eps``) the same step as torch's.
+  A squared gradient is formed inside the update, ``v.mul_(beta).addcmul_(g, g, value=1 - beta)``,
+  as torch does: ``addcmul_`` computes ``(1 - beta) * g * g`` before rounding to the state's dtype,
+  whereas ``g * g`` or ``g ** 2`` alone is ``inf`` in float16 for ``|g| > 256`` (float16's largest
+  value is 65504). For the same reason Adam takes ``sqrt(v_hat)`` as ``sqrt(v) / sqrt(1 - b2^t)``:
+  at ``t = 1``, ``v / (1 - b2)`` is ``g^2`` itself and overflows float16 just the same.
 - ``step`` updates each parameter in place (``p.add_``, ``p.addcdiv_``, never ``p.data = ...``),
   so it keeps its memory; it reads ``p.grad`` but never writes into it (``grad.add(p, alpha=wd)``,
   not ``grad.add_``: the caller may still use the gradient); and the state keeps no reference to
@@ -100,9 +110,9 @@ class SGD(torch.optim.Optimizer):
 
     Raises:
         ValueError: if ``lr``, ``momentum`` or ``weight_decay`` is negative or NaN, naming the
-            keyword and its value: "lr must be >= 0, got lr=-0.1".
-        ValueError: if ``dampening`` is outside ``[0, 1]``: "dampening must be in [0, 1], got
-            dampening=1.5".
+            keyword and its value: "lr must be >= 0, got lr=-0.1" (NaN: "got momentum=nan").
+        ValueError: if ``dampening`` is outside ``[0, 1]`` or NaN: "dampening must be in [0, 1],
+            got dampening=1.5" (NaN: "got dampening=nan").
         ValueError: if ``nesterov`` is requested without momentum or with dampening; the message
             names ``nesterov``: "nesterov=True needs momentum > 0 and dampening == 0".
     """
@@ -180,7 +190,7 @@ class AdaGrad(torch.optim.Optimizer):
     Raises:
         ValueError: if ``lr``, ``lr_decay``, ``weight_decay``, ``initial_accumulator_value`` or
             ``eps`` is negative or NaN, naming the keyword and its value: "lr_decay must be >= 0,
-            got lr_decay=-0.5".
+            got lr_decay=-0.5" (NaN: "got lr_decay=nan").
     """
 
     def __init__(
@@ -257,9 +267,10 @@ class RMSProp(torch.optim.Optimizer):
 
     Raises:
         ValueError: if ``lr``, ``eps``, ``weight_decay`` or ``momentum`` is negative or NaN,
-            naming the keyword and its value: "eps must be >= 0, got eps=-1e-08".
+            naming the keyword and its value: "eps must be >= 0, got eps=-1e-08" (NaN: "got
+            momentum=nan").
         ValueError: if ``alpha`` is outside ``[0, 1)`` (or NaN): "alpha must be in [0, 1), got
-            alpha=1.0".
+            alpha=1.0" (NaN: "got alpha=nan").
     """
 
     def __init__(
@@ -327,6 +338,9 @@ class Adam(torch.optim.Optimizer):
         v_hat = v / (1 - b2^t)
         p = p - lr * m_hat / (sqrt(v_hat) + eps)
 
+    In code, ``sqrt(v_hat)`` is ``sqrt(v) / sqrt(1 - b2^t)`` (torch's order): dividing ``v`` first
+    gives ``g^2`` at ``t = 1``, which overflows float16 for ``|g| > 256``.
+
     Without the bias correction the first steps would be ``1 - b1 = 0.1`` times too small in
     ``m`` and use a ``sqrt(1 - b2) ~ 0.03`` times too small ``sqrt(v)``.
 
@@ -335,9 +349,9 @@ class Adam(torch.optim.Optimizer):
 
     Raises:
         ValueError: if ``lr``, ``eps`` or ``weight_decay`` is negative or NaN, naming the keyword
-            and its value: "weight_decay must be >= 0, got weight_decay=-0.01".
+            and its value: "weight_decay must be >= 0, got weight_decay=-0.01" (NaN: "got lr=nan").
         ValueError: if either of ``betas`` is outside ``[0, 1)`` (or NaN), naming which beta and
-            its value: "betas[1] must be in [0, 1), got betas[1]=1.5".
+            its value: "betas[1] must be in [0, 1), got betas[1]=1.5" (NaN: "got betas[0]=nan").
 
     ``AdamW`` below reuses this class with ``decoupled_weight_decay = True``: when that flag is
     set, ``step`` applies AdamW's decoupled decay instead of the L2 penalty.
@@ -415,8 +429,9 @@ class AdamW(Adam):
 
     Raises:
         ValueError: exactly as ``Adam``: if ``lr``, ``eps`` or ``weight_decay`` is negative or NaN
-            ("lr must be >= 0, got lr=-0.001"), or if either of ``betas`` is outside ``[0, 1)``
-            ("betas[0] must be in [0, 1), got betas[0]=1.2").
+            ("lr must be >= 0, got lr=-0.001"; NaN: "got eps=nan").
+        ValueError: exactly as ``Adam``: if either of ``betas`` is outside ``[0, 1)`` or NaN
+            ("betas[0] must be in [0, 1), got betas[0]=1.2"; NaN: "got betas[1]=nan").
     """
 
     decoupled_weight_decay = True

@@ -150,7 +150,9 @@ def train_loop(
     atomically with iteration ``t + 1`` whenever ``(t + 1) % checkpoint_every == 0`` and after the
     last step, so a run killed at any point loses at most ``checkpoint_every`` steps and resumes
     with ``start_step = load_checkpoint(...)``. ``on_step(t + 1, loss)`` is called after each step
-    (progress bars, logging).
+    (progress bars, logging). Both count from step 0, in a resumed run too: resumed at
+    ``start_step=30`` with ``checkpoint_every=7``, the run saves at 35, 42, ... (where the
+    uninterrupted run saves, not at 37, 44, ...), and ``on_step`` gets 31, 32, ... (not 1, 2, ...).
     """
     # BEGIN SOLUTION
     losses = []

@@ -14,8 +14,10 @@ and ``.grad`` are kept in step), the global RNGs a test seeds are the ones your 
 and a backward pass through your module's output runs on through your module.
 
 A few scenarios, marked ``@student_side`` in ``tests/scenarios/``, run on your side instead: they
-observe what only happens inside your process (memory, the ops your code ran, what a command
-prints) and return what they saw.
+observe what only happens inside your process (memory, the ops your code ran) and return what they
+saw, or build an object for the test to drive (they say so). Two things are watched from outside
+your process: what your code prints (``printed_by``), and your code killed mid-run
+(``killed_midway``: a child process locally, the sandboxed worker in grading).
 
 So: the same tests, the same failure messages, locally and in grading. Nothing here changes what
 your code must do.
@@ -25,7 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -34,6 +46,13 @@ T = TypeVar("T")
 
 class Remote(Protocol):
     def call(self, target: str, args: tuple, kwargs: dict) -> Any: ...
+
+    def call_killed(self, target: str, args: tuple, kwargs: dict, *, once: Callable[[], bool],
+                    after: float) -> tuple[Any, bool, str]: ...
+
+    def printed(self) -> str: ...
+
+    def worker_path_stamp(self, path: Path) -> tuple[int, int, int] | None: ...
 
 
 #: Set by the grader's judge (never in a student's run): where student-side calls go.
@@ -71,3 +90,83 @@ def plain_data(cls: type[T]) -> type[T]:
         raise TypeError(f"plain_data needs a dataclass, got {cls!r}")
     DATA_TYPES[f"{cls.__module__}:{cls.__qualname__}"] = cls
     return cls
+
+
+def printed_by(fn: Callable[[], T]) -> tuple[T, str]:
+    """Call ``fn`` (a call of your code through ``adapters``); return its value and what your code
+    printed meanwhile, standard output and standard error together, in the order printed.
+
+    If it raises, what it printed so far is printed here before the exception propagates.
+    """
+    if remote is None:
+        text = io.StringIO()
+        try:
+            with redirect_stdout(text), redirect_stderr(text):
+                value = fn()
+        except BaseException:
+            sys.stdout.write(text.getvalue())
+            raise
+        return value, text.getvalue()
+    __tracebackhide__ = True
+    sys.stdout.write(remote.printed())  # what earlier calls printed is not this call's
+    value = fn()  # on an exception, grading shows what your code printed with the failure
+    return value, remote.printed()
+
+
+def _exit_status(value: Any) -> int:
+    """The exit status ``sys.exit(value)`` gives."""
+    if value is None:
+        return 0
+    return value if isinstance(value, int) else 1
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of the file at ``path`` from the next (None: no file)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def killed_midway(adapter: str, args: list[Any], *, once_written: Path, after: float) -> tuple[int, str]:
+    """Call ``adapters.<adapter>(*args)`` in a process of its own and SIGKILL that process ``after``
+    seconds once the file ``once_written`` has been written (created, or replaced as an atomic save
+    replaces it) since the call began, if the call has not returned by then.
+
+    Returns the exit status (``-signal.SIGKILL`` if killed, else what ``sys.exit`` of the returned
+    value gives) and what the process printed. Locally the process is a child ``python`` started
+    from the folder that holds your ``adapters.py``; in grading it is the sandboxed worker, killed by
+    the judge (the next call starts a fresh one). Files written before the kill stay, as after a crash.
+    """
+    if remote is not None:
+        __tracebackhide__ = True
+        grader = remote
+        start = grader.worker_path_stamp(once_written)  # the copy your side of the line sees
+        value, killed, printed = grader.call_killed(
+            f"adapters:{adapter}", tuple(args), {},
+            once=lambda: grader.worker_path_stamp(once_written) not in (None, start), after=after)
+        return (-signal.SIGKILL if killed else _exit_status(value)), printed
+    import adapters  # here, not at the top: the grading worker imports this module before your code
+
+    root = Path(adapters.__file__).resolve().parent
+    command = [sys.executable, "-c",
+               "import json, sys, adapters; sys.exit(getattr(adapters, sys.argv[1])(*json.loads(sys.argv[2])))",
+               adapter, json.dumps(list(args))]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    start = _stamp(once_written)
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root, env=env)
+        try:
+            while _stamp(once_written) in (None, start) and proc.poll() is None:
+                time.sleep(0.01)
+            try:
+                proc.wait(timeout=after)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        log.seek(0)
+        return proc.returncode, log.read().decode("utf-8", "replace")

@@ -562,7 +562,7 @@ def test_matmul_throughput_code_path_on_cpu() -> None:
 
 def test_account_prints_the_lecture_answers() -> None:
     """With no arguments, `cs336 account` answers 143.9 days and 40B parameters, and shows its working."""
-    status, out, _ = accounting.cs336(["account"])
+    status, out = accounting.cs336(["account"])
     assert status == 0
     for line, source in [
         ("= 6.3e+24 FLOPs", "six_nd_flops(70e9, 15e12): 6 * params * tokens"),
@@ -579,7 +579,7 @@ def test_account_answers_the_question_asked() -> None:
     """Arguments change the question: 8B on 1T tokens, 64 A100s at MFU 0.4; SGD in fp32 on one GPU."""
     argv = ["account", "--params", "8B", "--tokens", "1T", "--gpus", "64", "--gpu", "A100-SXM", "--mfu", "0.4",
             "--optimizer", "sgd", "--precision", "fp32", "--fit-gpus", "1"]
-    status, out, _ = accounting.cs336(argv)
+    status, out = accounting.cs336(argv)
     assert status == 0
     days = 6 * 8e9 * 1e12 / (64 * 312e12 * 0.4 * 86400)
     for line, source in [
@@ -595,14 +595,14 @@ def test_account_answers_the_question_asked() -> None:
 
 def test_account_reports_bad_mfu() -> None:
     """An MFU above 1 exits with status 2 and says what is wrong."""
-    status, _, err = accounting.cs336(["account", "--mfu", "1.5"])
+    status, printed = accounting.cs336(["account", "--mfu", "1.5"])
     assert status == 2
-    assert "mfu must be in (0, 1]" in err
+    assert "mfu must be in (0, 1]" in printed
 
 
 def test_account_measure_prints_a_row_per_dtype_and_size() -> None:
     """`--measure` times fp32 and bf16 matmuls at each size and prints one row each."""
-    status, out, _ = accounting.cs336(["account", "--measure", "--device", "cpu", "--sizes", "16,32", "--iters", "1"])
+    status, out = accounting.cs336(["account", "--measure", "--device", "cpu", "--sizes", "16,32", "--iters", "1"])
     assert status == 0
     rows = [line.split() for line in out.splitlines()]
     assert [(r[0], r[1]) for r in rows if r and r[0] in ("fp32", "bf16")] == [
@@ -614,7 +614,7 @@ def test_account_measure_saves_a_png_plot(tmp_path) -> None:
     """`--measure --plot PATH` writes a PNG of throughput against size."""
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib")
     plot = tmp_path / "plots" / "throughput.png"
-    status, out, _ = accounting.cs336(["account", "--measure", "--device", "cpu", "--sizes", "16", "--iters", "1", "--plot", str(plot)])
+    status, out = accounting.cs336(["account", "--measure", "--device", "cpu", "--sizes", "16", "--iters", "1", "--plot", str(plot)])
     assert status == 0
     assert f"plot saved to {plot}" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,13 +1,14 @@
 """Public tests of checkpointing (through ``adapters.run_save_checkpoint`` / ``run_load_checkpoint``).
 
 The models and optimizers here are torch's own, so these tests depend only on your checkpoint code.
-They are trained, saved and loaded by ``tests/scenarios/checkpoint.py`` (in grading, on your side of
-the line: see ``tests/boundary.py``); the uninterrupted runs they are compared with run here.
+They are built on your side of the line and trained, saved and loaded by the loops of
+``tests/scenarios/checkpoint.py``, which run here (see ``tests/boundary.py``), as do the uninterrupted
+runs they are compared with.
 """
 
 from __future__ import annotations
 
-import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,7 +28,7 @@ OPTIMIZERS: dict[str, Setup] = {
     "adamw": Setup("AdamW", {"lr": 1e-2, "weight_decay": 0.1}),
     "sgd_momentum": Setup("SGD", {"lr": 1e-2, "momentum": 0.9}),
 }
-CRASHABLE = Setup("SGD", {"lr": 0.1}, model="crashable")
+CRASHABLE = scenario.CRASHABLE
 
 
 def assert_state_dicts_equal(actual: dict, expected: dict, what: str) -> None:
@@ -87,13 +88,18 @@ def assert_same_random_draws(resumed: RandomRun, straight: RandomRun) -> None:
 
 
 def assert_load_refused_naming_keys(call: Callable[[], object], path: Path, keys: list[str]) -> None:
-    """``call()`` (loading ``path`` into a model whose state dict keys differ) raises an error naming
-    the file and at least one of ``keys``, the keys the checkpoint and the model disagree on."""
+    """``call()`` (loading ``path`` into a model whose state dict keys differ) raises the documented
+    ValueError naming the file and at least one of ``keys``, the keys the checkpoint and the model
+    disagree on."""
     try:
         call()
     except NotImplementedError:
         raise
-    except Exception as err:  # noqa: BLE001 - any type, the message is what is checked
+    except Exception as err:  # noqa: BLE001 - the type is checked below, with a message that says which
+        assert isinstance(err, ValueError), (
+            f"a checkpoint that does not fit the model should raise the documented ValueError, got "
+            f"{type(err).__name__}: {err}"
+        )
         assert path.name in str(err) and any(k in str(err) for k in keys), (
             f"the error should name the file {path.name} and the keys that do not match (any of {keys}), "
             f"got {type(err).__name__}: {err}"
@@ -106,9 +112,13 @@ def assert_load_refused_naming_keys(call: Callable[[], object], path: Path, keys
     )
 
 
-def assert_error_names_file(call: Callable[[], object], path: Path) -> None:
-    """``call()`` raises an error whose message contains the file's name (any exception type)."""
+def assert_error_names_file(call: Callable[[], object], path: Path, kind: type[Exception] = ValueError) -> None:
+    """``call()`` raises the documented ``kind`` of error, and its message contains the file's name."""
     err = error_raised_by(call)
+    assert isinstance(err, kind), (
+        f"loading {path.name} should raise the documented {kind.__name__} (the type a caller catches), "
+        f"got {type(err).__name__}: {err}"
+    )
     assert path.name in str(err), (
         f"the error does not name the file {path.name}, so the user cannot tell which file is bad: "
         f"{type(err).__name__}: {err}"
@@ -116,13 +126,13 @@ def assert_error_names_file(call: Callable[[], object], path: Path) -> None:
 
 
 class _RunsCodeWhenUnpickled:
-    """Unpickling this creates the directory ``marker``: the test sees whether loading ran code."""
+    """Unpickling this creates the (empty) file ``marker``: the test sees whether loading ran code."""
 
     def __init__(self, marker: Path) -> None:
         self.marker = marker
 
     def __reduce__(self):
-        return (os.mkdir, (str(self.marker),))
+        return (open, (str(self.marker), "w"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,8 +228,13 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path
     """Saving is atomic: when serialisation fails mid-save, the checkpoint already at the path still loads."""
     path = tmp_path / "ckpt.pt"
     saved = scenario.save_crashable(path, 7)
+    good = path.read_bytes()
     with pytest.raises(OSError, match="simulated crash"):
         scenario.save_crashable(path, 8, shift=1.0, crash=True)  # other weights, unpicklable
+    assert path.exists() and path.read_bytes() == good, (
+        "a save that failed midway changed the checkpoint already at the path: save to a temporary file "
+        "in the same directory and os.replace it over the path only once it is complete"
+    )
     try:
         fresh = scenario.load_into_fresh(CRASHABLE, path)
     except NotImplementedError:
@@ -234,10 +249,31 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path
     )
     weights = {k: v for k, v in fresh.model.items() if isinstance(v, torch.Tensor)}
     assert_state_dicts_equal(weights, saved, "the previous checkpoint's weights")
+    leftovers = sorted(p.name for p in tmp_path.iterdir())
+    assert leftovers == ["ckpt.pt"], f"the directory holds {leftovers}: delete the temporary file when a save fails"
+
+
+@pytest.mark.parametrize("iteration", [0, 2**33 + 5])
+def test_iteration_comes_back_as_the_same_int(iteration, tmp_path):
+    """The iteration load returns is the saved one exactly, as an int: 0, and one past 32 bits."""
+    scenario.save(OPTIMIZERS["adamw"], 1, iteration, tmp_path / "ckpt.pt")
+    loaded = scenario.load_into_fresh(OPTIMIZERS["adamw"], tmp_path / "ckpt.pt").iteration
+    assert loaded == iteration and type(loaded) is int, f"loaded {loaded!r}, expected the int {iteration}"
+
+
+def test_checkpoint_round_trips_through_open_binary_files(tmp_path):
+    """`out` / `src` may be files opened with open(path, "wb") / open(path, "rb"): written and read as they are."""
+    setup, path = OPTIMIZERS["sgd_momentum"], tmp_path / "ckpt.bin"
+    scenario.save(setup, 4, 4, path, how="open file")
+    fresh = scenario.load_into_fresh(setup, path, how="open file")
+    saved = scenario.straight(setup, 4)
+    assert fresh.iteration == 4, f"load_checkpoint returned {fresh.iteration!r}, the checkpoint was saved at 4"
+    assert_state_dicts_equal(fresh.model, saved.model, "model.state_dict()")
+    assert_state_dicts_equal(fresh.optimizer, saved.optimizer, "optimizer.state_dict()")
 
 
 def test_loading_a_truncated_checkpoint_fails_naming_the_file(tmp_path):
-    """A checkpoint cut in half (a crash of a non-atomic writer) raises an error that names the file."""
+    """A checkpoint cut in half (a crash of a non-atomic writer) raises ValueError naming the file."""
     setup, path = OPTIMIZERS["adamw"], tmp_path / "truncated-ckpt.pt"
     scenario.save(setup, 1, 1, path)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
@@ -245,10 +281,28 @@ def test_loading_a_truncated_checkpoint_fails_naming_the_file(tmp_path):
 
 
 def test_loading_a_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp_path):
-    """A foreign file (here, text) raises an error that names the file."""
+    """A foreign file (here, text) raises ValueError naming the file."""
     path = tmp_path / "notes-not-a-ckpt.txt"
     path.write_text("these are my notes, not a checkpoint\n")
     assert_error_names_file(lambda: scenario.load_into_fresh(OPTIMIZERS["adamw"], path), path)
+
+
+def test_loading_a_torch_file_that_is_not_a_checkpoint_fails_naming_the_file(tmp_path):
+    """A model's bare ``state_dict()`` saved with torch.save (a readable torch file, but no "model",
+    "optimizer" or "iteration" entry) raises ValueError naming the file, not a KeyError."""
+    path = tmp_path / "bare-state-dict.pt"
+    model, _ = OPTIMIZERS["adamw"].build(0)
+    torch.save(model.state_dict(), path)
+    assert_error_names_file(lambda: scenario.load_into_fresh(OPTIMIZERS["adamw"], path), path)
+
+
+@pytest.mark.parametrize("how", ["path", "str"])
+def test_loading_a_missing_file_raises_file_not_found_error_naming_it(how, tmp_path):
+    """No file at the path (a run killed before its first save): FileNotFoundError naming the path, the
+    type a caller catches to start afresh, not wrapped into another error."""
+    path = tmp_path / "never-saved-ckpt.pt"
+    with pytest.raises(FileNotFoundError, match=re.escape(path.name)):
+        scenario.load_into_fresh(OPTIMIZERS["adamw"], path, how)
 
 
 def test_loading_never_runs_code_stored_in_the_file(tmp_path):

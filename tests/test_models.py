@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -375,3 +376,143 @@ def test_set_seed_rejects_negative_seed(restore_global_rngs):
     """set_seed(-1) raises ValueError naming the seed (numpy accepts only 0 <= seed < 2**32)."""
     with pytest.raises(ValueError, match="seed"):
         adapters.run_set_seed(-1)
+
+
+# --------------------------------------------------------------------------------------------
+# Edges: sizes of one and zero, the device and dtype of every output, the type and words of every
+# documented error, gradients. Placement is checked on ``meta`` (any machine has it), next to the
+# same call on the CPU, whose values prove the work was done.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "d_in, d_out, batch_shape, dtype",
+    [
+        (1, 1, (1,), torch.float32),
+        (5, 1, (1, 1), torch.float64),
+        (1, 4, (3,), torch.float32),
+        (8, 4, (1, 3), torch.bfloat16),
+    ],
+    ids=["one-in-one-out-batch-1", "d_out-1-batch-1x1", "d_in-1", "bfloat16-batch-1"],
+)
+def test_linear_keeps_dimensions_of_size_one_and_zero(d_in, d_out, batch_shape, dtype):
+    """A batch of one, d_in or d_out of 1, and the same with an empty batch in front, keep every dimension:
+    (*batch, d_out), in x's dtype."""
+    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed=21)
+    linear_matches_functional(d_in, d_out, (0, *batch_shape), dtype, seed=21)
+
+
+def f_linear_chain(weights: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """The Cruncher as its docstring defines it, from F.linear: every layers.{i}, then final, squeezed."""
+    hidden = sorted((k for k in weights if k.startswith("layers.")), key=lambda k: int(k.split(".")[1]))
+    for key in hidden:
+        x = F.linear(x, weights[key])
+    return F.linear(x, weights["final.weight"]).squeeze(-1)
+
+
+@pytest.mark.parametrize("dim, num_layers", [(3, 2), (1, 1), (4, 0)], ids=["dim-3", "dim-1", "head-only"])
+def test_cruncher_maps_a_batch_of_one_to_shape_one(dim, num_layers):
+    """Cruncher maps (batch, dim) to (batch,) for a batch of one (not a 0-d tensor) and an empty batch, with dim = 1
+    and with no hidden layers too."""
+    model, weights, x = cruncher_with_fixed_weights(dim=dim, num_layers=num_layers, seed=22)
+    for batch in (1, 0):
+        out = model(x[:batch])
+        assert out.shape == (batch,), (
+            f"Cruncher(dim={dim}, num_layers={num_layers}) on input of shape {tuple(x[:batch].shape)} returned shape "
+            f"{tuple(out.shape)}, expected ({batch},): squeeze only the head's size-1 output dimension "
+            "(squeeze(-1)); squeeze() drops every size-1 dimension, the batch of one included"
+        )
+        torch.testing.assert_close(out, f_linear_chain(weights, x[:batch]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+@pytest.mark.parametrize("module", ["linear", "cruncher"])
+def test_module_outputs_live_on_the_device_and_in_the_dtype_of_the_module(module, dtype):
+    """A module built on ``meta`` returns meta outputs of the right shape and dtype; on the CPU the same
+    module returns F.linear's values."""
+    cls = {"linear": adapters.get_linear_cls, "cruncher": adapters.get_cruncher_cls}[module]()
+    args, out_shape = ((4, 3), (2, 5, 3)) if module == "linear" else ((4, 2), (2,))
+    x_shape = (2, 5, 4) if module == "linear" else (2, 4)
+    out = cls(*args, device="meta", dtype=dtype)(torch.empty(x_shape, device="meta", dtype=dtype))
+    assert (out.device.type, out.dtype, tuple(out.shape)) == ("meta", dtype, out_shape), (
+        f"{module.capitalize()}{args} built with device='meta', dtype={dtype} returned {out.device}, {out.dtype}, "
+        f"shape {tuple(out.shape)} on a meta input of shape {x_shape}; expected meta, {dtype}, {out_shape}"
+    )
+    g = torch.Generator().manual_seed(23)
+    model = cls(*args, dtype=dtype)
+    weights = {k: torch.randn(tuple(v.shape), generator=g).to(dtype) for k, v in model.state_dict().items()}
+    model.load_state_dict(weights)
+    x = torch.randn(x_shape, generator=g).to(dtype)
+    want = F.linear(x, weights["weight"]) if module == "linear" else f_linear_chain(weights, x)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), want, **TOLERANCES[dtype])
+
+
+def test_linear_gradients_match_functional_linear():
+    """Backpropagating through Linear gives F.linear's gradients for the weight and for a non-contiguous input."""
+    g = torch.Generator().manual_seed(24)
+    w = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    x = torch.randn(3, 5, 4, generator=g, dtype=torch.float64).transpose(1, 2)  # (3, 4, 5), not contiguous
+    upstream = torch.randn(3, 4, 2, generator=g, dtype=torch.float64)
+    grads = scenario.gradients("linear", (5, 2), {"weight": w.float()}, x.float(), upstream.float())
+    w_ref, x_ref = w.clone().requires_grad_(), x.clone().requires_grad_()
+    (F.linear(x_ref, w_ref) * upstream).sum().backward()
+    assert grads.params["weight"] is not None, "Linear.weight got no gradient: it must be the nn.Parameter forward uses"
+    torch.testing.assert_close(grads.params["weight"], w_ref.grad.float(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads.input, x_ref.grad.float(), rtol=1e-5, atol=1e-5)
+
+
+def test_cruncher_gradients_match_the_composition_of_linears():
+    """A backward pass through the Cruncher gives every weight, and the input, the gradients of the F.linear chain."""
+    _, weights, x = cruncher_with_fixed_weights(dim=3, num_layers=2, seed=25)
+    upstream = torch.randn(5, generator=torch.Generator().manual_seed(25))
+    grads = scenario.gradients("cruncher", (3, 2), weights, x, upstream)
+    ref = {k: v.clone().requires_grad_() for k, v in weights.items()}
+    x_ref = x.clone().requires_grad_()
+    (f_linear_chain(ref, x_ref) * upstream).sum().backward()
+    for name, want in ref.items():
+        got = grads.params[name]
+        assert got is not None, f"{name} got no gradient: every layer must be used in forward"
+        torch.testing.assert_close(got, want.grad, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"grad of {n}: {m}")
+    torch.testing.assert_close(grads.input, x_ref.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: adapters.get_linear_cls()(2.5, 3), "d_in must be a positive integer, got 2.5"),
+        (lambda: adapters.get_linear_cls()("4", 3), "d_in must be a positive integer, got '4'"),
+        (lambda: adapters.get_cruncher_cls()(dim=0.5, num_layers=1), "dim must be a positive integer, got 0.5"),
+        (lambda: adapters.get_cruncher_cls()(dim=4, num_layers=1.5), "num_layers must be a non-negative integer, got 1.5"),
+        (lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(3, 2, 5)), "Linear expects inputs whose last dimension is d_in=4, got shape (3, 2, 5)"),
+        (lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(())), "Linear expects inputs whose last dimension is d_in=4, got shape ()"),
+    ],
+    ids=["linear-fractional-d_in", "linear-string-d_in", "cruncher-fractional-dim", "cruncher-fractional-layers", "batched-wrong-width", "0-d-input"],
+)
+def test_models_raise_value_error_for_each_documented_mistake(build, message):
+    """Sizes that are not integers and inputs of the wrong width are ValueErrors with the documented words, not
+    a TypeError from torch.empty or a RuntimeError from the matmul."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build()
+
+
+@pytest.mark.parametrize("seed", [2**32, -5, 1.5, "7"], ids=["2**32", "negative", "fractional", "string"])
+def test_set_seed_raises_value_error_for_seeds_numpy_rejects(seed, restore_global_rngs):
+    """Anything but an integer in [0, 2**32) is a ValueError naming the seed, raised before any generator is seeded."""
+    before = random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state()
+    with pytest.raises(ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")):
+        adapters.run_set_seed(seed)
+    after = random.getstate(), np.random.get_state()[1], torch.get_rng_state()
+    for name, a, b in zip(("random", "numpy", "torch"), before, after, strict=True):
+        same = a == b if name == "random" else bool((torch.as_tensor(a) == torch.as_tensor(b)).all())
+        assert same, f"set_seed({seed!r}) reseeded {name} before rejecting the seed: check the seed first"
+
+
+@pytest.mark.parametrize("seed", [1, 2**32 - 2], ids=["low", "high"])
+def test_set_seed_is_reproducible_across_numpys_whole_range(seed, restore_global_rngs):
+    """set_seed works near both ends of [0, 2**32): twice the same seed, the same draws; the neighbour seed, others."""
+    (first,) = scenario.seeded_draws(seed, rounds=1)
+    assert scenario.seeded_draws(seed, rounds=1) == [first], f"set_seed({seed}) twice gave different draws"
+    (other,) = scenario.seeded_draws(seed + 1, rounds=1)
+    for name, a, b in zip(("random", "numpy", "torch"), first, other, strict=True):
+        assert a != b, f"set_seed({seed}) and set_seed({seed + 1}) gave the same draw from {name}: use the seed"

@@ -9,7 +9,11 @@ reported with the parameter, index and both values. Some runs drive both optimiz
 training loop does: gradients zeroed in place (``zero_grad(set_to_none=False)``) and accumulated
 into the same ``.grad`` tensor, or ``group["lr"]`` changed between steps by a schedule. Others
 check what ``step()`` must leave alone (``p.grad``, the parameter's memory) and where its state
-lives (the parameter's dtype and device, checked on ``device="meta"``).
+lives (the parameter's dtype and device, checked on ``device="meta"``). The edges: float64 runs on
+0-d, size-one and empty parameters, exactly-zero, tiny (1e-9: where eps sits decides the step) and
+huge float16 gradients (``g * g`` overflows float16), closures, a run resumed from ``state_dict()``,
+and NaN hyperparameters. Every test a do-nothing ``step()`` could pass also asks that the
+parameters moved as torch's did.
 
 Tolerance: float32 results may differ from torch's by rounding when the same math is written in
 another order (``b1 * m + (1 - b1) * g`` instead of ``m.lerp_(g, 1 - b1)``), so float32 runs allow
@@ -74,15 +78,19 @@ def compare_with_torch(
     lr_schedule: list[float] | None = None,
     first_grad: dict[str, int] | None = None,
     hint: str = "Compare your update with the formula in the class docstring, term by term.",
+    problem: Problem | None = None,
+    tol: dict[str, float] | None = None,
 ) -> tuple[Trajectory, Trajectory]:
     """Run ours and torch's optimizer on the same problem; fail at the first checkpoint where they differ.
 
     Parameters named in ``no_grad`` never get a gradient (their ``.grad`` stays None);
     ``zero_grad_in_place``, ``lr_schedule`` and ``first_grad`` drive both as
-    ``scenario.trajectory`` says. ``hint`` ends the failure message. Returns both trajectories
-    (ours, torch's) for further checks.
+    ``scenario.trajectory`` says. ``hint`` ends the failure message. ``problem`` replaces the
+    seeded one (``seed``, ``dtype`` and ``shapes`` then go unused) and ``tol`` the dtype's
+    tolerance. Returns both trajectories (ours, torch's) for further checks.
     """
-    problem = Problem.make(seed, steps, dtype, shapes)
+    origin = f"seed {seed}" if problem is None else "the test's own problem"
+    problem = problem or Problem.make(seed, steps, dtype, shapes)
     checkpoints = {c for c in {1, 2, 10, steps} | set(range(every, steps, every)) if c <= steps}
     if (
         first_grad
@@ -96,15 +104,15 @@ def compare_with_torch(
     )
     ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, kwargs, steps, checkpoints, **driving)
     ref = scenario.trajectory(OPTIMIZERS[name][1], problem, kwargs, steps, checkpoints, **driving)
-    tol = TOLERANCES[dtype]
+    tol = tol or TOLERANCES[dtype]
     for step in sorted(checkpoints):
         for k in ref.params[step]:
             a, b = ours.params[step][k], ref.params[step][k]
             if not torch.allclose(a, b, **tol):
-                diff = (a - b).abs()
+                diff = (a - b).abs().nan_to_num(nan=math.inf)  # a NaN is the largest difference
                 i = tuple(int(j) for j in torch.nonzero(diff == diff.max())[0])
                 pytest.fail(
-                    f"{describe(name, kwargs)} on {dtype} (seed {seed}): after step {step}, parameter {k!r} "
+                    f"{describe(name, kwargs)} on {dtype} ({origin}): after step {step}, parameter {k!r} "
                     f"drifted from torch.optim by {diff.max().item():.3g} (tolerance {tol}); at index {i} "
                     f"ours={a[i].item():.9g}, torch={b[i].item():.9g}. {hint}",
                     pytrace=False,
@@ -382,3 +390,222 @@ def test_optimizer_rejects_bad_hyperparameter_naming_it(name, kwargs, pattern):
     params = [torch.zeros(2, requires_grad=True)]
     with pytest.raises(ValueError, match=pattern):
         OPTIMIZERS[name][0]()(params, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Edges: float64, parameters of size one and zero, param groups, missing, zero, tiny and huge
+# gradients, closures, resuming from state_dict, and the words of every documented error. Every
+# test that a do-nothing step() could pass also checks that the parameters moved as torch moves them.
+# --------------------------------------------------------------------------------------------
+
+NAMES = list(OPTIMIZERS)
+ADAPTIVE = ["adagrad", "rmsprop", "adam", "adamw"]
+
+#: One setting per optimizer with every term of its update on.
+EVERY_TERM = {
+    "sgd": {"lr": 0.04, "momentum": 0.8, "dampening": 0.1, "weight_decay": 0.02},
+    "adagrad": {"lr": 0.15, "lr_decay": 0.02, "initial_accumulator_value": 0.2, "weight_decay": 0.03, "eps": 1e-6},
+    "rmsprop": {"lr": 0.004, "alpha": 0.9, "eps": 1e-5, "momentum": 0.6, "weight_decay": 0.02},
+    "adam": {"lr": 0.03, "betas": (0.7, 0.95), "eps": 1e-5, "weight_decay": 0.05},
+    "adamw": {"lr": 0.03, "betas": (0.7, 0.95), "eps": 1e-5, "weight_decay": 0.4},
+}
+
+#: Parameters of size one and zero: a 0-d scale, a (1,) vector, a column, a 3-D block with a size-1 axis, an empty matrix.
+EDGE_SHAPES = {"scale": (), "one": (1,), "column": (3, 1), "block": (2, 1, 3), "empty": (0, 4)}
+
+
+def assert_moved(ours: Trajectory, init: dict[str, torch.Tensor], name: str, kwargs: dict, skip=()) -> None:
+    """Evidence that step() did its work: every non-empty parameter that got gradients left its starting point."""
+    for k, p in ours.final.items():
+        if k not in skip and p.numel() and torch.equal(p, init[k].to(p.dtype)):
+            pytest.fail(
+                f"{describe(name, kwargs)}: parameter {k!r} is exactly where it started after {max(ours.params)} "
+                "steps with gradients; step() must update every parameter that has a gradient",
+                pytrace=False,
+            )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_matches_torch_in_float64_on_size_one_and_empty_parameters(name):
+    """In float64, a 0-d, a (1,), a (3, 1), a (2, 1, 3) and an empty (0, 4) parameter follow torch.optim for 60 steps."""
+    ours, _ = compare_with_torch(
+        name, EVERY_TERM[name], steps=60, seed=31, dtype=torch.float64, shapes=EDGE_SHAPES, every=20,
+        hint="Parameters of every shape, size-one and empty ones included, are updated elementwise: "
+        "create state with torch.zeros_like(p) and never squeeze, flatten or index by position.",
+    )
+    assert_moved(ours, Problem.make(31, 60, torch.float64, EDGE_SHAPES).init, name, EVERY_TERM[name])
+
+
+#: Per-group options (the rest falls back to the constructor's): another lr, and another momentum or decay.
+GROUPS = {
+    "sgd": [{"lr": 0.08, "dampening": 0.0}, {"lr": 0.01, "momentum": 0.5, "weight_decay": 0.0}],
+    "adagrad": [{"lr": 0.4, "lr_decay": 0.0}, {"lr": 0.05, "eps": 1e-3}],  # torch reads initial_accumulator_value from the constructor only
+    "rmsprop": [{"lr": 0.02, "momentum": 0.0}, {"lr": 0.002, "alpha": 0.99}],
+    "adam": [{"lr": 0.06, "betas": (0.5, 0.9)}, {"lr": 0.01, "eps": 1e-3}],
+    "adamw": [{"lr": 0.06, "weight_decay": 0.0}, {"lr": 0.01, "betas": (0.95, 0.999)}],
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_honours_param_group_options_under_a_schedule(name):
+    """Each param group uses its own options (falling back to the constructor's), also while a schedule sets its lr."""
+    first, second = GROUPS[name]
+    groups = [{"params": ["weight"], **first}, {"params": ["bias"], **second}]
+    ours, _ = compare_with_torch(
+        name, EVERY_TERM[name], steps=50, seed=32, groups=groups, lr_schedule=warmup_then_cosine(50, warmup=5),
+        every=10, hint=f"Here the optimizer had two param groups, {groups}, and group['lr'] followed a schedule. "
+        "Read every hyperparameter from the parameter's own group inside step().",
+    )
+    assert_moved(ours, Problem.make(32, 50, torch.float32).init, name, EVERY_TERM[name])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_skips_parameters_without_gradient_and_moves_the_others(name):
+    """A parameter whose .grad stays None is left exactly as it was (no weight decay either); the others follow torch."""
+    shapes = {"weight": (3, 4), "frozen": (2, 2)}
+    ours, _ = compare_with_torch(
+        name, EVERY_TERM[name], steps=25, seed=33, shapes=shapes, no_grad=frozenset({"frozen"}), every=5
+    )
+    init = Problem.make(33, 25, torch.float32, shapes).init
+    assert torch.equal(ours.final["frozen"], init["frozen"]), (
+        f"{describe(name, EVERY_TERM[name])} changed a parameter whose grad is None: skip such parameters "
+        "entirely (weight decay included)"
+    )
+    assert_moved(ours, init, name, EVERY_TERM[name], skip={"frozen"})
+
+
+def scaled_problem(seed: int, steps: int, dtype: torch.dtype, scale: float, quiet: int = 0) -> Problem:
+    """A problem whose gradients have magnitude ``scale``; with ``quiet``, exactly zero for the first ``quiet`` steps.
+
+    The target is the start and the noise is zero for ``quiet`` steps, so ``grad = h * (p - p0) + 0`` is exactly
+    zero until the noise starts (unless weight decay moved p meanwhile).
+    """
+    base = Problem.make(seed, steps, torch.float64)
+    noise = {k: v * scale for k, v in base.noise.items()}
+    for v in noise.values():
+        v[:quiet] = 0
+    return Problem(
+        init={k: v.to(dtype) for k, v in base.init.items()},
+        target={k: v.to(dtype) for k, v in base.init.items()},
+        curvature={k: (v * scale).to(dtype) for k, v in base.curvature.items()},
+        noise={k: v.to(dtype) for k, v in noise.items()},
+    )
+
+
+#: Settings whose gradients stay exactly zero while the noise is off: no coupled weight decay (AdamW's decay is decoupled).
+ZERO_GRADIENT_SETTINGS = {
+    "sgd": {"lr": 0.05, "momentum": 0.9, "nesterov": True},
+    "adagrad": {"lr": 0.1, "lr_decay": 0.05},
+    "rmsprop": {"lr": 0.01, "momentum": 0.5},
+    "adam": {"lr": 0.05},
+    "adamw": {"lr": 0.05, "weight_decay": 0.5},
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_handles_exactly_zero_gradients_then_real_ones(name):
+    """Ten steps of all-zero gradients (nothing to divide: 0/(0 + eps) = 0, never NaN), then real ones: torch's trajectory throughout."""
+    kwargs = ZERO_GRADIENT_SETTINGS[name]
+    problem = scaled_problem(34, 30, torch.float32, scale=1.0, quiet=10)
+    ours, _ = compare_with_torch(
+        name, kwargs, steps=30, problem=problem, every=5,
+        hint="The first 10 gradients were exactly zero. eps belongs after the square root (sqrt(v) + eps), so "
+        "a zero gradient gives 0 / eps = 0; without eps it is 0/0 = NaN. Step counts still advance on zero gradients.",
+    )
+    for k, p in ours.final.items():
+        assert torch.isfinite(p).all(), f"{describe(name, kwargs)}: {k!r} became NaN or inf after zero gradients (0/0?)"
+    assert_moved(ours, problem.init, name, kwargs)
+
+
+@pytest.mark.parametrize("name", ADAPTIVE)
+def test_adaptive_optimizer_matches_torch_on_tiny_gradients(name):
+    """Gradients of magnitude 1e-9 with the default eps: where eps sits (after the square root) decides the step size."""
+    problem = scaled_problem(35, 30, torch.float32, scale=1e-9)
+    kwargs = {"lr": 0.1}
+    ours, ref = compare_with_torch(
+        name, kwargs, steps=30, problem=problem, every=5,
+        hint="Gradients here are ~1e-9, so sqrt(v) ~ 1e-9 is comparable with eps (1e-8 or 1e-10): eps must be "
+        "added after the square root, exactly where the class docstring puts it, or the step size is off by orders of magnitude.",
+    )
+    assert_moved(ours, problem.init, name, kwargs)
+
+
+@pytest.mark.parametrize("name", ["rmsprop", "adam", "adamw"])
+def test_adaptive_optimizer_matches_torch_on_huge_half_precision_gradients(name):
+    """float16 parameters with gradients of a few hundred: g^2 (up to ~10^6) overflows float16 (max 65504) unless it
+    is formed inside addcmul_, which scales it by 1 - beta first, and Adam's bias correction divides sqrt(v), as torch does."""
+    problem = scaled_problem(36, 5, torch.float16, scale=300.0)
+    kwargs = {"lr": 0.02}
+    ours, _ = compare_with_torch(
+        name, kwargs, steps=5, problem=problem, dtype=torch.float16, every=1, tol=dict(rtol=1e-3, atol=2e-3),
+        hint="The gradients were float16 of magnitude ~300: g * g or g ** 2 alone is inf in float16 (above 65504), "
+        "and so is v after it. Update v with v.mul_(beta).addcmul_(g, g, value=1 - beta), which computes "
+        "(1 - beta) * g * g before rounding to float16, and take Adam's sqrt(v_hat) as sqrt(v) / sqrt(1 - b2^t) "
+        "(v / (1 - b2) at t = 1 is g^2 again), as the module docstring says.",
+    )
+    assert_moved(ours, problem.init, name, kwargs)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_step_with_closure_returns_its_loss(name):
+    """step(closure) evaluates the closure with gradients enabled (even under no_grad), steps, and returns its loss."""
+    target = torch.tensor([[0.5, -1.5], [2.0, 0.0]])
+    ours_p, ours_returned = scenario.closure_run(OPTIMIZERS[name][0](), EVERY_TERM[name], target, 4)
+    torch_p, torch_returned = scenario.closure_run(OPTIMIZERS[name][1], EVERY_TERM[name], target, 4)
+    assert all(isinstance(v, torch.Tensor) for v in ours_returned), (
+        f"{describe(name, EVERY_TERM[name])}: step(closure) returned {ours_returned}; return the closure's loss"
+    )
+    ours_losses = [float(v.detach()) for v in ours_returned]
+    torch_losses = [float(v.detach()) for v in torch_returned]
+    assert ours_losses == pytest.approx(torch_losses, rel=1e-5), (
+        f"{describe(name, EVERY_TERM[name])}: step(closure) returned losses {ours_losses}, torch.optim {torch_losses}"
+    )
+    torch.testing.assert_close(ours_p, torch_p, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(ours_p, torch.zeros_like(ours_p)), "step(closure) left the parameter at its start"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_resumed_from_state_dict_ends_where_an_uninterrupted_run_ends(name):
+    """12 steps, state_dict() loaded into a fresh optimizer, 13 more: bit for bit the uninterrupted 25 steps, which are torch's."""
+    problem = Problem.make(seed=37, steps=25, dtype=torch.float32)
+    kwargs = EVERY_TERM[name]
+    straight, resumed = scenario.resumed_by_state_dict(OPTIMIZERS[name][0](), problem, kwargs, 12, 25)
+    torch_straight, _ = scenario.resumed_by_state_dict(OPTIMIZERS[name][1], problem, kwargs, 12, 25)
+    for k in straight:
+        torch.testing.assert_close(
+            straight[k], torch_straight[k], **TOLERANCES[torch.float32],
+            msg=lambda m, k=k: f"{describe(name, kwargs)}: {k!r} after 25 uninterrupted steps differs from torch.optim: {m}",
+        )
+        assert not torch.equal(straight[k], problem.init[k]), f"{describe(name, kwargs)}: {k!r} never moved"
+        assert torch.equal(straight[k], resumed[k]), (
+            f"{describe(name, kwargs)}: {k!r} differs after resuming from state_dict at step 12. Keep everything "
+            "step() needs between steps (moments, sums, buffers, the step count t) in self.state[p], which "
+            "state_dict() saves: attributes of your own on the optimizer are lost on resumption."
+        )
+
+
+NAN = float("nan")
+# (optimizer, bad kwargs, regex the message must match: the keyword, then its value as f"{name}={value!r}")
+DOCUMENTED_ERRORS = [
+    ("sgd", {"momentum": NAN}, r"momentum.*=nan"),
+    ("sgd", {"momentum": 0.9, "dampening": 0.1, "nesterov": True}, r"nesterov=True needs momentum > 0 and dampening == 0"),
+    ("sgd", {"dampening": NAN}, r"dampening.*=nan"),
+    ("adagrad", {"lr_decay": NAN}, r"lr_decay.*=nan"),
+    ("rmsprop", {"alpha": NAN}, r"alpha.*=nan"),
+    ("rmsprop", {"weight_decay": NAN}, r"weight_decay.*=nan"),
+    ("adam", {"betas": (NAN, 0.999)}, r"betas\[0\].*=nan"),
+    ("adam", {"lr": NAN}, r"lr.*=nan"),
+    ("adamw", {"eps": NAN}, r"eps.*=nan"),
+    ("adamw", {"betas": (0.9, -0.5)}, r"betas\[1\].*=-0\.5"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, kwargs, pattern", DOCUMENTED_ERRORS,
+    ids=[f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[1].items())}" for c in DOCUMENTED_ERRORS],
+)
+def test_optimizer_rejects_nan_and_dependent_hyperparameters_with_the_documented_words(name, kwargs, pattern):
+    """NaN is out of every range (`not nan >= 0`: a check written `if x < 0` lets it through), and nesterov needs
+    momentum without dampening: each a ValueError naming the keyword and its value as f"{name}={value!r}"."""
+    with pytest.raises(ValueError, match=pattern):
+        OPTIMIZERS[name][0]()([torch.zeros(2, requires_grad=True)], **kwargs)

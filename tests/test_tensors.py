@@ -9,6 +9,8 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import re
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -16,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adapters
+from tests.not_written import stub_error
 
 SEEDS = range(12)
 MAX_DIMS = 5
@@ -72,8 +75,11 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, what: str, tol: float = 
     assert got.shape == want.shape, (
         f"{what}: expected shape {tuple(want.shape)}, got {tuple(got.shape)}"
     )
+    assert got.dtype == want.dtype, f"{what}: expected dtype {want.dtype}, got {got.dtype}"
+    if not want.numel():  # an empty result: its shape is all there is to compare
+        return
     diff = (got.double() - want.double()).abs()
-    flat = diff.argmax().item() if diff.numel() else 0
+    flat = diff.argmax().item()
     where = []
     for size in reversed(
         diff.shape
@@ -483,3 +489,363 @@ def test_attention_scores_rejects_mismatched_head_dimension():
     """q and k must share d; the error names both sizes."""
     with pytest.raises(ValueError, match=r"d=8.*d=4"):
         adapters.run_attention_scores(torch.zeros(2, 3, 8), torch.zeros(2, 3, 4))
+
+
+# --------------------------------------------------------------------------------------------
+# Edges every function must survive: the type of each documented error, sizes of one and zero,
+# every dtype, and the device of every returned tensor (checked on ``meta``, which any machine
+# has: a tensor there has a device, a dtype and a shape but no memory). Each placement check
+# comes with the same call on the CPU, whose values prove the work was done.
+# --------------------------------------------------------------------------------------------
+
+#: Dtypes of every kind a storage can hold: 1-byte bool and int, 2-byte bfloat16, 8-byte float.
+EDGE_DTYPES = [torch.bool, torch.int8, torch.bfloat16, torch.float64]
+
+#: Where a result that left the input's device usually comes from.
+OFF_DEVICE = (
+    "compute with torch's own ops on the input (indexing, reshape, einops, @), which keep its device and dtype; "
+    "torch.tensor(v.item()), torch.tensor(x.tolist()) and torch.empty/torch.zeros without device= and dtype= "
+    "land on the CPU in a default dtype (and fail on meta, which holds no values)"
+)
+
+
+def on_meta(call: Callable[[], torch.Tensor], what: str) -> torch.Tensor:
+    """``call()``, whose inputs are on ``meta``; an error torch raises there (reading values, copying them to the
+    CPU) fails the test with ``what`` and the usual cause, not torch's bare message."""
+    try:
+        return call()
+    except (RuntimeError, NotImplementedError) as e:
+        if stub_error(e) is not None:  # not written yet: reported as such
+            raise
+        pytest.fail(f"{what} raised {type(e).__name__}: {e}. {OFF_DEVICE}", pytrace=False)
+
+
+@pytest.mark.parametrize(
+    "index, strides, offset, message",
+    [
+        ((0, 0, 0), (1,), 0, "index (0, 0, 0) has 3 entries but strides (1,) has 1"),
+        ((0,), (1,), -2, "storage_offset must be a non-negative integer, got -2"),
+        ((1,), (1,), 1.5, "storage_offset must be a non-negative integer, got 1.5"),
+        ((2, -3), (4, 1), 0, "negative"),
+    ],
+    ids=["more-indices-than-strides", "negative-offset", "fractional-offset", "negative-index"],
+)
+def test_flat_index_raises_value_error_for_each_documented_mistake(index, strides, offset, message):
+    """Every Raises entry of flat_index is a ValueError (the type a caller catches) with the documented words."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        adapters.run_flat_index(index, strides, offset)
+
+
+def test_flat_index_of_overlapping_and_repeating_windows():
+    """as_strided windows whose rows overlap, and zero strides that repeat an element: the offset is added once."""
+    x = torch.arange(40.0).as_strided((3, 4), (3, 2), 5)  # row r starts 3 elements after row r-1
+    for index in itertools.product(range(3), range(4)):
+        got = adapters.run_flat_index(index, x.stride(), x.storage_offset())
+        assert got == storage_position(x, index), f"as_strided((3, 4), (3, 2), 5), index {index}: got {got}"
+    got = adapters.run_flat_index((9, 1), (0, 5), 200)
+    assert got == 205, f"flat_index((9, 1), strides=(0, 5), storage_offset=200) = {got}, expected 200 + 9*0 + 1*5"
+
+
+@pytest.mark.parametrize("dtype", EDGE_DTYPES, ids=str)
+def test_element_at_keeps_the_dtype_of_x(dtype):
+    """element_at reads a strided view of a bool, int8, bfloat16 or float64 storage in x's own dtype."""
+    storage = torch.arange(1, 25)
+    storage = storage % 3 == 0 if dtype == torch.bool else storage.to(dtype)
+    x = storage.view(2, 3, 4).permute(2, 0, 1)[1:, :, ::2]
+    for index in itertools.product(*(range(n) for n in x.shape)):
+        got = adapters.run_element_at(x, index)
+        assert got.dtype == dtype and got.shape == (), (
+            f"element_at on a {dtype} view returned a {got.dtype} tensor of shape {tuple(got.shape)}; "
+            f"expected a 0-d {dtype} tensor (view the storage in x.dtype, do not rebuild the value)"
+        )
+        assert torch.equal(got, x[index]), f"{describe(x)}, {dtype}: x{list(index)} is {x[index].item()}, got {got.item()}"
+
+
+def test_element_at_returns_a_tensor_on_the_device_of_x():
+    """element_at of a meta view is a 0-d meta tensor (no .item(), no CPU rebuild); on the CPU it is x[i]."""
+    meta = torch.empty(4, 6, device="meta").t()[1:]
+    got = on_meta(lambda: adapters.run_element_at(meta, (2, 3)), "element_at of a meta float32 view")
+    assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", torch.float32, ()), (
+        f"element_at of a meta float32 view returned a tensor on {got.device}, {got.dtype}, shape "
+        f"{tuple(got.shape)}: the result lives where x lives (index the storage view). {OFF_DEVICE}"
+    )
+    cpu = torch.arange(24.0).view(4, 6).t()[1:]
+    assert torch.equal(adapters.run_element_at(cpu, (2, 3)), cpu[2, 3])
+
+
+@pytest.mark.parametrize(
+    "make, index",
+    [
+        (lambda: torch.arange(5.0).view(1, 5, 1), (0, -2, -1)),
+        (lambda: torch.arange(8.0).view(2, 4)[:, 3:], (-1, 0)),
+        (lambda: torch.arange(1.0, 4.0).view(3, 1).expand(3, 4), (-3, -4)),
+        (lambda: torch.arange(1.0, 41.0).as_strided((3, 4), (3, 2), 5), (2, -1)),
+    ],
+    ids=["size-one-dims", "one-column-slice", "expanded-negative", "overlapping-as-strided"],
+)
+def test_element_at_reads_size_one_dimensions_and_negative_indices(make, index):
+    """Dimensions of size 1 (stride never used to step), indices counted from the end and windows whose rows
+    overlap in storage read x[index]."""
+    x = make()
+    got = adapters.run_element_at(x, index)
+    assert got.shape == () and torch.equal(got, x[index]), (
+        f"{describe(x)}: x{list(index)} is {x[index].item()}, got {got}"
+    )
+
+
+@pytest.mark.parametrize(
+    "shape, index, message",
+    [
+        ((2, 3), (-3, 0), "index -3 is out of range for dimension 0 of size 2"),
+        ((2, 3), (0, 0, 0), "index (0, 0, 0) has 3 entries but x has 2 dimensions (shape (2, 3))"),
+        ((3, 0), (1, 0), "index 0 is out of range for dimension 1 of size 0"),
+        ((1,), (1,), "index 1 is out of range for dimension 0 of size 1"),
+    ],
+    ids=["negative-past-start", "too-many-entries", "empty-dimension", "size-one"],
+)
+def test_element_at_raises_value_error_for_each_documented_mistake(shape, index, message):
+    """Out-of-range entries (negative ones, size-0 and size-1 dimensions) and wrong lengths are ValueErrors with the documented words."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        adapters.run_element_at(torch.zeros(shape), index)
+
+
+def test_element_at_sees_a_write_through_another_view():
+    """element_at reads the shared storage: a value written through the base shows through the view."""
+    base = torch.zeros(4, 3)
+    view = base.t()[:, 1:]
+    base[3, 2] = -7.0
+    got = adapters.run_element_at(view, (2, 2))
+    assert got.item() == -7.0, f"base[3, 2] = -7 is view[2, 2] of base.t()[:, 1:]; element_at read {got.item()}"
+
+
+def test_same_storage_across_dtype_views_and_disjoint_parts():
+    """A dtype view shares the bytes, a conversion does not; disjoint halves still share; empty storages count as one."""
+    x = torch.arange(8.0)
+    assert adapters.run_same_storage(x, x.view(torch.int32)), "x.view(torch.int32) reinterprets x's own bytes"
+    assert not adapters.run_same_storage(x, x.to(torch.float64)), "x.to(float64) converts into a new storage"
+    assert adapters.run_same_storage(x[:4], x[4:]), "x[:4] and x[4:] share no element but one storage"
+    assert adapters.run_same_storage(torch.zeros(0), torch.empty(3, 0)), (
+        "storages of zero bytes have no address (data_ptr() == 0): the docstring counts all empty tensors as sharing one"
+    )
+
+
+def test_is_view_of_across_dtype_views_empty_slices_and_expanded_rows():
+    """Byte-level: an int32 view reads x's bytes, the high halves alone are a view but not the reverse;
+    an empty slice reads nothing; an expanded row reads one row only."""
+    x = torch.arange(4.0, dtype=torch.float64)
+    assert adapters.run_is_view_of(x.view(torch.int64), x) and adapters.run_is_view_of(x, x.view(torch.int64))
+    high = x.view(torch.int32)[1::2]
+    assert adapters.run_is_view_of(high, x), "the high 4 bytes of each element are bytes x reads"
+    assert not adapters.run_is_view_of(x, high), "x reads all 8 bytes of each element, high only 4: not a view of it"
+    base = torch.arange(10.0).view(2, 5)
+    assert adapters.run_is_view_of(base[:, 3:3], base[0]), "an empty slice reads no byte, so it is a view"
+    assert adapters.run_is_view_of(base[:1].expand(4, 5), base[0])
+    assert not adapters.run_is_view_of(base[1:].expand(4, 5), base[0]), "row 1 repeated reads no byte of row 0"
+
+
+@pytest.mark.parametrize("shape", [[3, 0, 2], torch.Size([1, 4, 1]), (0,)], ids=["list", "torch.Size", "empty"])
+def test_contiguous_strides_accept_lists_and_torch_size(shape):
+    """shape may be a list or a torch.Size (x.shape); sizes 0 and 1 count as 1."""
+    want = torch.empty(tuple(shape)).stride()
+    got = adapters.run_contiguous_strides(shape)
+    assert tuple(got) == want, f"contiguous_strides({shape!r}) = {tuple(got)}, torch.empty gives {want}"
+
+
+def test_is_contiguous_accepts_torch_size_and_the_strides_tuple():
+    """shape may be x.shape (a torch.Size) and strides x.stride(); the answer is x.is_contiguous()."""
+    x = torch.zeros(3, 1, 4)
+    for v in (x, x.permute(2, 1, 0), x[:, :, ::2], x.expand(2, 3, 1, 4)[1]):
+        got = adapters.run_is_contiguous(v.shape, v.stride())
+        assert got == v.is_contiguous(), f"{describe(v)}: torch says {v.is_contiguous()}, got {got}"
+
+
+@pytest.mark.parametrize(
+    "shape, strides, message",
+    [
+        ((3,), (3, 1), "shape (3,) has 1 dimensions but strides (3, 1) has 2"),
+        ((4, -2), (1, 1), "shape (4, -2) has a negative size"),
+    ],
+    ids=["more-strides-than-dims", "negative-size"],
+)
+def test_is_contiguous_raises_value_error_for_each_documented_mistake(shape, strides, message):
+    """Both Raises entries of is_contiguous are ValueErrors with the documented words."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        adapters.run_is_contiguous(shape, strides)
+
+
+@pytest.mark.parametrize(
+    "make, shape",
+    [
+        (lambda: torch.tensor(3.0), (1, 1, 1)),
+        (lambda: torch.arange(4.0).view(4, 1).t(), (2, 2)),
+        (lambda: torch.zeros(3, 0), (0, 7)),
+        (lambda: torch.zeros(3, 0), (-1, 3)),
+        (lambda: torch.arange(3.0).view(1, 3).expand(2, 3), (6,)),
+        (lambda: torch.arange(3.0).view(1, 3).expand(2, 3), (2, 3, 1)),
+    ],
+    ids=["0-d", "size-one-transpose", "empty", "empty-infer", "expanded-flat", "expanded-trailing-one"],
+)
+def test_view_or_copy_at_size_one_and_empty_agrees_with_torch_view(make, shape):
+    """0-d, size-one, empty and expanded tensors: is_view iff x.view(shape) works, values as x.reshape(shape)."""
+    x = make()
+    assert_view_or_copy_agrees_with_torch(x, shape, f"{describe(x)} -> {shape}")
+
+
+def test_view_or_copy_view_writes_through_and_copy_does_not():
+    """A view returned by view_or_copy shares x's memory; a copy does not."""
+    x = torch.zeros(3, 8)[:, 2:6]  # splitting the last dim is a view, flattening is not
+    y, is_view = adapters.run_view_or_copy(x, (3, 2, 2))
+    assert is_view, f"{describe(x)} -> (3, 2, 2): x.view works, so is_view must be True"
+    y[2, 1, 0] = 4.0
+    assert x[2, 2].item() == 4.0, "writing the view must change x (they share memory)"
+    z, is_view = adapters.run_view_or_copy(x, (12,))
+    assert not is_view, f"{describe(x)} -> (12,): x.view raises, so it must be a copy"
+    z.fill_(9.0)
+    assert x.max().item() == 4.0, "writing the copy changed x: a copy needs a storage of its own"
+
+
+@pytest.mark.parametrize("shape", [(12,), (2, 6)], ids=["copy", "copy-split"])
+def test_view_or_copy_returns_a_tensor_on_the_device_and_in_the_dtype_of_x(shape):
+    """A copy, like a view, lives on x's device in x's dtype (meta here: any machine can check it); on the CPU the
+    same call copies x's values."""
+    meta = torch.empty(3, 4, device="meta", dtype=torch.bfloat16).t()
+    what = f"view_or_copy of a meta bfloat16 {describe(meta)} to {shape}"
+    y, _ = on_meta(lambda: adapters.run_view_or_copy(meta, shape), what)
+    assert (y.device.type, y.dtype, tuple(y.shape)) == ("meta", torch.bfloat16, shape), (
+        f"{what} returned {y.device}, {y.dtype}, shape {tuple(y.shape)}: a copy, like a view, keeps x's device "
+        f"and dtype. {OFF_DEVICE}"
+    )
+    x = torch.arange(1, 13, dtype=torch.bfloat16).view(3, 4).t()
+    assert_view_or_copy_agrees_with_torch(x, shape, f"{describe(x)}, bfloat16 -> {shape}")
+
+
+@pytest.mark.parametrize(
+    "make, shape, message",
+    [
+        (lambda: torch.zeros(6), (2, -1, -1), "shape (2, -1, -1) is invalid"),
+        (lambda: torch.zeros(6), (-4, 3), "shape (-4, 3) is invalid"),
+        (lambda: torch.zeros(6), (5, -1), "cannot infer the -1 in shape (5, -1): 6 elements of x"),
+        (lambda: torch.zeros(0, 3), (0, -1), "cannot infer the -1 in shape (0, -1): 0 elements of x"),
+        (lambda: torch.zeros(8)[::2], (8,), "shape (8,) holds 8 elements but x (shape (4,)) has 4"),
+    ],
+    ids=["two-inferred", "below-minus-one", "uninferable", "empty-uninferable", "numel-of-the-view"],
+)
+def test_view_or_copy_raises_value_error_for_each_documented_mistake(make, shape, message):
+    """Each Raises entry of view_or_copy is a ValueError with the documented words (counts are x.numel(), not the storage's)."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        adapters.run_view_or_copy(make(), shape)
+
+
+# (batch dims, seq, heads, d_head): a batch of one, one position, one head, width-one heads
+SIZE_ONE_HEADS = [((1,), 1, 1, 4), ((1, 1), 3, 4, 1), ((2,), 1, 2, 3)]
+SIZE_ONE_HEADS_IDS = ["batch-1-seq-1-head-1", "d_head-1", "seq-1"]
+
+
+@pytest.mark.parametrize("batch, seq, heads, d_head", SIZE_ONE_HEADS, ids=SIZE_ONE_HEADS_IDS)
+def test_split_and_merge_heads_keep_dimensions_of_size_one_and_zero(batch, seq, heads, d_head):
+    """A batch of one, one position, one head and d_head = 1 keep every dimension (no squeeze); so do the same
+    input with its sequence or its batch emptied."""
+    full = torch.arange(1, 1 + math.prod((*batch, seq, heads * d_head)), dtype=torch.float32)
+    full = full.view(*batch, seq, heads * d_head)
+    for x in (full, full[..., :0, :], full[:0]):
+        want = x.reshape(*x.shape[:-1], heads, d_head).transpose(-3, -2)
+        got = adapters.run_split_heads(x, heads)
+        assert_close(got, want, f"split_heads(x of shape {tuple(x.shape)}, {heads}) (keep every size-1 and size-0 dimension)", tol=0)
+        assert_close(adapters.run_merge_heads(want), x, f"merge_heads(x of shape {tuple(want.shape)})", tol=0)
+
+
+def test_split_heads_of_a_non_contiguous_input():
+    """An input with any strides (here the transpose of a (d_model, seq) tensor) splits like its contiguous copy."""
+    x = torch.arange(40.0).view(8, 5).t()  # (seq=5, d_model=8), strides (1, 5)
+    want = x.contiguous().view(5, 2, 4).transpose(0, 1)
+    assert_close(adapters.run_split_heads(x, 2), want, "split_heads of a transposed (5, 8) input", tol=0)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: adapters.run_split_heads(torch.zeros(2, 8), 0), "num_heads=0 must be a positive divisor of the width d_model=8"),
+        (lambda: adapters.run_split_heads(torch.zeros(2, 8), -4), "num_heads=-4 must be a positive divisor of the width d_model=8"),
+        (lambda: adapters.run_split_heads(torch.zeros(8), 2), "got shape (8,)"),
+        (lambda: adapters.run_merge_heads(torch.zeros(2, 5)), "got shape (2, 5)"),
+        (lambda: adapters.run_attention_scores(torch.zeros(2, 4), torch.zeros(1, 3, 4)), "got shapes (2, 4) and (1, 3, 4)"),
+        (lambda: adapters.run_attention_scores(torch.zeros(1, 3, 2), torch.zeros(1, 3, 6)), "q has head dimension d=2 but k has d=6"),
+    ],
+    ids=["zero-heads", "negative-heads", "split-a-vector", "merge-a-matrix", "scores-of-a-matrix", "head-dims-differ"],
+)
+def test_named_dims_raise_value_error_for_each_documented_mistake(call, message):
+    """Every Raises entry of split_heads, merge_heads and attention_scores is a ValueError with the documented words."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+@pytest.mark.parametrize(
+    "q_shape, k_shape",
+    [((1, 1, 1, 1), (1, 1, 1, 1)), ((2, 1, 3), (2, 4, 3)), ((1, 2, 3, 5), (1, 2, 2, 5))],
+    ids=["all-ones", "one-query", "batch-1"],
+)
+def test_attention_scores_keep_dimensions_of_size_one_and_zero(q_shape, k_shape):
+    """One query, one key, d = 1 and a batch of one give (... heads q k) with every dimension kept; so does no key at all."""
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(q_shape, generator=g, dtype=torch.float64)
+    k = torch.randn(k_shape, generator=g, dtype=torch.float64)
+    for keys in (k, k[..., :0, :]):
+        want = q @ keys.transpose(-2, -1) / math.sqrt(q_shape[-1])
+        got = adapters.run_attention_scores(q, keys)
+        assert_close(got, want, f"attention_scores(q {q_shape}, k {tuple(keys.shape)})", tol=1e-12)
+
+
+def test_attention_scores_of_zero_tiny_and_huge_inputs():
+    """Zero queries score 0 against anything; tiny (1e-20) and huge (1e15) float64 entries scale exactly as q k^T / sqrt(d)."""
+    g = torch.Generator().manual_seed(2)
+    k = torch.randn(3, 5, 16, generator=g, dtype=torch.float64)
+    got = adapters.run_attention_scores(torch.zeros(3, 2, 16, dtype=torch.float64), k)
+    assert got.shape == (3, 2, 5) and torch.equal(got, torch.zeros(3, 2, 5, dtype=torch.float64)), (
+        "attention_scores of all-zero queries must be all zero"
+    )
+    for scale in (1e-20, 1e15):
+        q = torch.randn(3, 2, 16, generator=g, dtype=torch.float64) * scale
+        want = q @ k.transpose(-2, -1) / 4.0
+        assert_close(adapters.run_attention_scores(q, k) / scale, want / scale, f"queries of magnitude {scale:g}", tol=1e-10)
+
+
+def test_attention_scores_have_unit_variance_for_unit_variance_inputs():
+    """With entries of variance 1 the scaled scores have variance ~1 (d = 128): the point of 1/sqrt(d)."""
+    g = torch.Generator().manual_seed(3)
+    q, k = torch.randn(8, 32, 128, generator=g), torch.randn(8, 32, 128, generator=g)
+    scores = adapters.run_attention_scores(q, k)
+    var = scores.var().item()
+    assert 0.85 < var < 1.15, f"score variance {var:.3f}: with 1/sqrt(d) it is ~1, unscaled ~d = 128, with 1/d ~1/128"
+    assert_close(scores, q @ k.transpose(-2, -1) / math.sqrt(128), "attention_scores vs q @ k^T / sqrt(128)")
+
+
+# (function, inputs built from (device, dtype)): every named_dims function that returns a tensor
+NAMED_DIMS_CALLS = {
+    "split_heads": lambda dev, dt: adapters.run_split_heads(torch.ones(2, 3, 8, device=dev, dtype=dt), 4),
+    "merge_heads": lambda dev, dt: adapters.run_merge_heads(torch.ones(2, 4, 3, 2, device=dev, dtype=dt)),
+    "attention_scores": lambda dev, dt: adapters.run_attention_scores(
+        torch.ones(2, 3, 4, device=dev, dtype=dt), torch.ones(2, 5, 4, device=dev, dtype=dt)
+    ),
+}
+NAMED_DIMS_RESULTS = {
+    "split_heads": ((2, 4, 3, 2), 1.0),
+    "merge_heads": ((2, 3, 8), 1.0),
+    "attention_scores": ((2, 3, 5), 2.0),  # four products of 1, over sqrt(4)
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64], ids=str)
+@pytest.mark.parametrize("name", NAMED_DIMS_CALLS)
+def test_named_dims_return_tensors_on_the_device_and_in_the_dtype_of_their_inputs(name, dtype):
+    """split_heads, merge_heads and attention_scores return x's device and dtype (meta here, so any machine can
+    check it), and the same call on the CPU returns the right values."""
+    shape, value = NAMED_DIMS_RESULTS[name]
+    got = on_meta(lambda: NAMED_DIMS_CALLS[name]("meta", dtype), f"{name} of meta {dtype} inputs")
+    assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", dtype, shape), (
+        f"{name} of meta {dtype} inputs returned a tensor on {got.device}, {got.dtype}, shape {tuple(got.shape)}; "
+        f"expected meta, {dtype}, {shape}: do not cast to float32. {OFF_DEVICE}"
+    )
+    cpu = NAMED_DIMS_CALLS[name]("cpu", dtype)
+    assert cpu.dtype == dtype and torch.equal(cpu, torch.full(shape, value, dtype=dtype)), (
+        f"{name} of all-one {dtype} inputs on the CPU: expected all {value} of shape {shape}, got {cpu}"
+    )

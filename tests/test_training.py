@@ -2,8 +2,8 @@
 
 ``cs336 train`` builds your ``Cruncher`` and ``AdamW`` and saves/loads with your checkpoint code,
 so these tests pass once models, optimizers, checkpointing and ``training.py`` all work. The commands
-run in ``tests/scenarios/training.py`` (in grading, on your side of the line: see ``tests/boundary.py``),
-which hands back what they printed.
+run through ``tests/scenarios/training.py``, which hands back what they printed (stdout and stderr
+together; in grading, what your side of the line printed: see ``tests/boundary.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import signal
 import sys
 from pathlib import Path
 
+import torch
+
 from tests.scenarios import training as scenario
 from tests.scenarios.training import load_final_state
 from tests.test_checkpoint import assert_state_dicts_equal
@@ -23,33 +25,32 @@ TINY = ["--dim", "4", "--layers", "2", "--batch-size", "8", "--lr", "0.01", "--s
 LOSS_LINE = re.compile(r"step\s+(\d+)/(\d+)\s+loss\s+(\S+)")
 
 
-def cs336(argv: list[str]) -> int:
-    """Run `cs336 ARGV` (your command, in the scenario); print here what it printed; return its exit status."""
+def cs336(argv: list[str]) -> scenario.Run:
+    """Run `cs336 ARGV` (your command); print here what it printed; return its status and output."""
     run = scenario.cs336(argv)
-    sys.stdout.write(run.out)
-    sys.stderr.write(run.err)
-    return run.status
+    sys.stdout.write(run.printed)
+    return run
 
 
-def train(*args: str) -> None:
-    """Run `cs336 train ARGS` in this process; fail with the exit status if it is not 0."""
-    status = cs336(["train", *args])
-    assert status == 0, f"`cs336 train {' '.join(args)}` exited with status {status}"
+def train(*args: str) -> str:
+    """Run `cs336 train ARGS`; fail with the exit status if it is not 0; return what it printed."""
+    run = cs336(["train", *args])
+    assert run.status == 0, f"`cs336 train {' '.join(args)}` exited with status {run.status}"
+    return run.printed
 
 
 def losses_printed(text: str) -> dict[int, float]:
     return {int(m.group(1)): float(m.group(3)) for m in LOSS_LINE.finditer(text)}
 
 
-def losses_at_a_negligible_lr(seed: int, steps: int, dim: int, capsys) -> list[float]:
+def losses_at_a_negligible_lr(seed: int, steps: int, dim: int) -> list[float]:
     """The step losses of `cs336 train --seed SEED` with a linear model (--layers 0) at --lr 1e-6.
 
     The weights barely move, and with D = dim the targets (~ ||arange(D)||) dwarf the model's output, so
     the loss of step t is, to within a few percent, a function of the batch of step t alone."""
-    capsys.readouterr()
-    train("--steps", str(steps), "--dim", str(dim), "--layers", "0", "--batch-size", "4", "--lr", "1e-6",
-          "--seed", str(seed), "--log-every", "1")
-    losses = losses_printed(capsys.readouterr().out)
+    printed = train("--steps", str(steps), "--dim", str(dim), "--layers", "0", "--batch-size", "4",
+                    "--lr", "1e-6", "--seed", str(seed), "--log-every", "1")
+    losses = losses_printed(printed)
     assert sorted(losses) == list(range(1, steps + 1)), f"expected a loss line for every step 1..{steps}, got {sorted(losses)}"
     return [losses[t] for t in range(1, steps + 1)]
 
@@ -67,6 +68,16 @@ def assert_batches_unrelated(a: list[float], b: list[float], seeds: tuple[int, i
             "The batch of step t must be a well-mixed function of (seed, t), e.g. drawn from "
             "step_generator(seed, t); seeding it with seed + t (or t alone) makes runs share their data"
         )
+
+
+def assert_loss_fell(printed: str, steps: int, factor: float) -> None:
+    """Evidence that training happened: the loss printed at step ``steps`` is below the first over ``factor``."""
+    losses = losses_printed(printed)
+    assert 1 in losses and steps in losses, f"expected `step N/{steps}  loss X` lines for steps 1 and {steps}, got {sorted(losses)}"
+    assert losses[steps] < losses[1] / factor, (
+        f"loss went from {losses[1]:.4g} (step 1) to {losses[steps]:.4g} (step {steps}): training should cut "
+        f"it over {factor:g}x; a run that does not train ends where its resumed twin ends without proving anything"
+    )
 
 
 def assert_same_final_state(actual: Path, expected: Path) -> None:
@@ -102,10 +113,9 @@ def assert_it_trained(path: Path, steps: int, tmp_path: Path) -> None:
     )
 
 
-def test_train_command_prints_a_falling_loss(capsys):
+def test_train_command_prints_a_falling_loss():
     """`cs336 train` logs the loss as it trains; after 150 steps it is below a hundredth of the first."""
-    train("--steps", "150", *TINY)
-    losses = losses_printed(capsys.readouterr().out)
+    losses = losses_printed(train("--steps", "150", *TINY))
     assert 1 in losses and 150 in losses, (
         f"expected `step N/150  loss X` lines for steps 1 and 150, got {sorted(losses)}"
     )
@@ -114,21 +124,22 @@ def test_train_command_prints_a_falling_loss(capsys):
     )
 
 
-def test_train_with_another_seed_draws_other_batches_not_the_same_ones_shifted(capsys):
+def test_train_with_another_seed_draws_other_batches_not_the_same_ones_shifted():
     """--seed 3 and --seed 4 train on unrelated batches, not on one sequence shifted by a few steps.
 
     Observed through the printed losses at a learning rate too small to move the weights: then a
     step's loss measures its batch, and shared batches show up as losses that follow each other.
     """
-    a = losses_at_a_negligible_lr(3, 12, 64, capsys)
-    b = losses_at_a_negligible_lr(4, 12, 64, capsys)
+    a = losses_at_a_negligible_lr(3, 12, 64)
+    b = losses_at_a_negligible_lr(4, 12, 64)
     assert_batches_unrelated(a, b, (3, 4))
 
 
 def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run_ends(tmp_path):
     """Train 60 of 120 steps, then `--resume` to 120: the final checkpoint equals a straight 120-step run's."""
     straight, resumed = tmp_path / "straight.pt", tmp_path / "resumed.pt"
-    train("--steps", "120", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "40")
+    printed = train("--steps", "120", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "40")
+    assert_loss_fell(printed, 120, 10)
     train("--steps", "60", *TINY, "--checkpoint", str(resumed), "--checkpoint-every", "25")
     iteration = load_final_state(resumed)[0]
     assert iteration == 60, (
@@ -148,27 +159,54 @@ def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run
     assert_it_trained(straight, 120, tmp_path)
 
 
-def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_path, capsys):
+def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_path):
     """A fresh run pointed at an existing checkpoint exits with an error mentioning --resume and leaves the file alone."""
     path = tmp_path / "ckpt.pt"
     train("--steps", "3", *TINY, "--checkpoint", str(path))
     before = path.read_bytes()
-    capsys.readouterr()
-    status = cs336(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
-    err = capsys.readouterr().err
-    assert status != 0, "starting a new run over an existing checkpoint should fail"
-    assert "--resume" in err, f"the error should suggest --resume, got: {err.strip()[-300:]}"
+    run = cs336(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
+    assert run.status != 0, "starting a new run over an existing checkpoint should fail"
+    assert "--resume" in run.printed, f"the error should suggest --resume, got: {run.printed.strip()[-300:]}"
     assert path.read_bytes() == before, "the existing checkpoint was modified"
+
+
+def assert_resume_with_no_checkpoint_is_a_fresh_run(tmp_path: Path, steps: int) -> None:
+    """`--resume` pointed at a checkpoint that does not exist yet ends where a fresh `steps`-step run ends."""
+    fresh, resumed = tmp_path / "fresh.pt", tmp_path / "resumed.pt"
+    train("--steps", str(steps), *TINY, "--checkpoint", str(fresh))
+    train("--steps", str(steps), *TINY, "--checkpoint", str(resumed), "--resume")
+    assert_same_final_state(resumed, fresh)
+    assert_it_trained(fresh, steps, tmp_path)
+
+
+def assert_resume_of_a_finished_run_changes_nothing(tmp_path: Path, steps: int) -> None:
+    """A finished `steps`-step run resumed with the same --steps keeps its final state."""
+    path, reference = tmp_path / "ckpt.pt", tmp_path / "reference.pt"
+    train("--steps", str(steps), *TINY, "--checkpoint", str(path))
+    reference.write_bytes(path.read_bytes())
+    train("--steps", str(steps), *TINY, "--checkpoint", str(path), "--resume")
+    assert_same_final_state(path, reference)
+    assert_it_trained(reference, steps, tmp_path)
+
+
+def test_train_resume_with_no_checkpoint_yet_equals_a_fresh_run(tmp_path):
+    """--resume before the checkpoint exists (killed before its first save) trains from step 0, like a fresh run."""
+    assert_resume_with_no_checkpoint_is_a_fresh_run(tmp_path, 25)
+
+
+def test_train_resume_of_a_finished_run_leaves_its_checkpoint_as_it_was(tmp_path):
+    """Resuming a run whose checkpoint is already at --steps trains no further."""
+    assert_resume_of_a_finished_run_changes_nothing(tmp_path, 15)
 
 
 def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupted_run(tmp_path):
     """SIGKILL at a random moment (checkpointing every step), then `--resume`: same final state as a straight run."""
     steps = ["--steps", "200", *TINY]
     straight, killed = tmp_path / "straight.pt", tmp_path / "killed.pt"
-    train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000")
+    assert_loss_fell(train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000"), 200, 10)
 
     returncode, output = scenario.train_killed_at_random(
-        ["train", *steps, "--checkpoint", str(killed), "--checkpoint-every", "1"], killed, tmp_path / "killed.log"
+        ["train", *steps, "--checkpoint", str(killed), "--checkpoint-every", "1"], killed
     )
     if "NotImplementedError" in output:
         raise NotImplementedError(output.strip().splitlines()[-1])
@@ -180,3 +218,56 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
     train(*steps, "--checkpoint", str(killed), "--checkpoint-every", "1", "--resume")
     assert_same_final_state(killed, straight)
     assert_it_trained(straight, 200, tmp_path)
+
+
+def assert_resumed_saves_on_schedule(tmp_path: Path, resume_at: int, every: int) -> None:
+    """A run of `resume_at` steps, resumed with --checkpoint-every `every` and killed once it saved: the
+    save fell at a multiple of `every` counted from step 0, holding the uninterrupted run's state there."""
+    path, straight = tmp_path / "ckpt.pt", tmp_path / "straight.pt"
+    train("--steps", str(resume_at), *TINY, "--checkpoint", str(path), "--checkpoint-every", str(every))
+    before = load_final_state(path)
+    argv = ["train", "--steps", "1000000", *TINY, "--checkpoint", str(path), "--checkpoint-every", str(every), "--resume"]
+    status, output = scenario.train_killed_once_saved(argv, path)
+    if "NotImplementedError" in output:
+        raise NotImplementedError(output.strip().splitlines()[-1])
+    assert status == -signal.SIGKILL, f"the resumed run ended before its first save was seen:\n{output[-3000:]}"
+    iteration, model, _ = load_final_state(path)
+    assert iteration > resume_at and iteration % every == 0, (
+        f"a run resumed at step {resume_at} with --checkpoint-every {every} saved at iteration {iteration}: "
+        f"saves fall at the multiples of {every} counted from step 0, where the uninterrupted run saves, "
+        f"not every {every} steps from where this process started ({resume_at + every}, ...)"
+    )
+    train("--steps", str(iteration), *TINY, "--checkpoint", str(straight), "--checkpoint-every", str(every))
+    assert_same_final_state(path, straight)
+    assert any(not torch.equal(a, b) for a, b in zip(before[1].values(), model.values(), strict=True)), (
+        f"the parameters at iteration {iteration} equal those at {resume_at}: the resumed run did not train"
+    )
+
+
+def assert_resumed_logs_like_straight(tmp_path: Path, resume_at: int, total: int, every: int) -> None:
+    """A run resumed at `resume_at` prints (--log-every `every`) the loss lines of the uninterrupted
+    `total`-step run after `resume_at`: the same step numbers, counted from 0, and the same losses."""
+    straight = losses_printed(train("--steps", str(total), *TINY, "--log-every", str(every)))
+    path = tmp_path / "ckpt.pt"
+    train("--steps", str(resume_at), *TINY, "--checkpoint", str(path))
+    resumed = losses_printed(
+        train("--steps", str(total), *TINY, "--checkpoint", str(path), "--resume", "--log-every", str(every))
+    )
+    expected = {step: loss for step, loss in straight.items() if step > resume_at}
+    assert resumed == expected, (
+        f"a run resumed at step {resume_at} logged {resumed}, the uninterrupted run {expected} after step "
+        f"{resume_at}: on_step gets the step number counted from 0 (t + 1), whatever step the run resumed at"
+    )
+    assert len(set(straight.values())) > 1, f"every step logged the same loss {straight}: nothing trained"
+
+
+def test_a_resumed_run_saves_at_the_steps_an_uninterrupted_run_saves_at(tmp_path):
+    """--checkpoint-every 7 counts from step 0 in a resumed run too: resumed at 30, it saves at 35, 42, ...
+    (not 37, 44, ...), and each save holds what an uninterrupted run holds at that step."""
+    assert_resumed_saves_on_schedule(tmp_path, resume_at=30, every=7)
+
+
+def test_a_resumed_run_logs_the_steps_and_losses_an_uninterrupted_run_logs(tmp_path):
+    """--log-every 4: a run resumed at step 10 prints the loss lines of the uninterrupted run after step 10
+    (12, 16, 20 and the last, 22), numbered from step 0 and with the same losses."""
+    assert_resumed_logs_like_straight(tmp_path, resume_at=10, total=22, every=4)

@@ -36,7 +36,9 @@ def split_heads(
     Head ``h`` gets features ``h * d_head`` to ``(h + 1) * d_head - 1``, with
     ``d_head = d_model / num_heads``, which must be a whole number.
 
-    ``x`` may have any number of batch dimensions (none too) and need not be contiguous.
+    ``x`` may have any number of batch dimensions (none too) and need not be contiguous. Every
+    dimension is kept, those of size 1 or 0 included (a batch of one stays a batch of one), and
+    the result has ``x``'s dtype and device.
 
     >>> split_heads(torch.zeros(2, 5, 12), num_heads=3).shape
     torch.Size([2, 3, 5, 4])
@@ -66,6 +68,9 @@ def split_heads(
 def merge_heads(x: Float[Tensor, "... heads seq d_head"]) -> Float[Tensor, "... seq d_model"]:
     """Undo ``split_heads``: ``"... heads seq d -> ... seq (heads d)"``, so ``d_model = heads * d_head``.
 
+    As in ``split_heads``, dimensions of size 1 or 0 are kept and the result has ``x``'s dtype and
+    device.
+
     >>> merge_heads(torch.zeros(2, 3, 5, 4)).shape
     torch.Size([2, 5, 12])
 
@@ -88,7 +93,9 @@ def attention_scores(
     """Scaled dot products ``scores[..., h, i, j] = q[..., h, i, :] . k[..., h, j, :] / sqrt(d)``.
 
     One ``einsum``: ``"... heads q d, ... heads k d -> ... heads q k"``; the ``1/sqrt(d)`` keeps the
-    scores' variance near 1 when ``q`` and ``k`` have unit-variance entries.
+    scores' variance near 1 when ``q`` and ``k`` have unit-variance entries. The scores are
+    computed and returned in the inputs' dtype, on their device (no cast to float32), and every
+    dimension is kept: one query, one key, ``d = 1`` or no keys at all (``k`` of length 0).
 
     >>> attention_scores(torch.ones(1, 2, 4), torch.ones(1, 3, 4))
     tensor([[[2., 2., 2.],

@@ -103,7 +103,9 @@ def element_at(x: Shaped[Tensor, " *dims"], index: Sequence[int]) -> Shaped[Tens
     view's own ``x.stride()`` and ``x.storage_offset()``. Negative entries count from the end of
     their dimension, as in ``x[index]``; use ``storage_view`` to see the storage.
 
-    The result has ``x``'s dtype and shape ``()``. Any dtype works (bool, int8, bfloat16, ...):
+    The result has ``x``'s dtype and shape ``()`` and lives on ``x``'s device: it is an element of
+    the storage view, not a value rebuilt with ``torch.tensor(v.item())`` (which lands on the CPU in
+    a default dtype, and fails on ``meta``). Any dtype works (bool, int8, bfloat16, ...):
     ``storage_view`` views the storage in ``x.dtype``.
 
     >>> x = torch.arange(6).view(2, 3)
@@ -184,7 +186,8 @@ def is_view_of(y: Tensor, x: Tensor) -> bool:
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides for ``shape``: ``stride_d = prod_{e > d} shape_e`` (the last dimension moves fastest).
 
-    A dimension of size 0 counts as size 1 here, as in ``torch.empty(shape).stride()``.
+    ``shape`` may be a tuple, a list or a ``torch.Size``. A dimension of size 0 counts as size 1
+    here, as in ``torch.empty(shape).stride()``.
 
     >>> contiguous_strides((2, 3, 4))
     (12, 4, 1)
@@ -245,7 +248,8 @@ def view_or_copy(x: Tensor, shape: Sequence[int]) -> tuple[Tensor, bool]:
     be -1, inferred from the others as in ``view``; the number of elements must not change.
 
     A view shares ``x``'s storage (writing to it changes ``x``); a copy is contiguous and has a
-    storage of its own. The values always equal ``x.reshape(shape)``.
+    storage of its own. The values always equal ``x.reshape(shape)``, and either result has
+    ``x``'s dtype and lives on ``x``'s device.
 
     >>> x = torch.arange(6).view(2, 3)
     >>> view_or_copy(x, (3, 2))[1], view_or_copy(x.t(), (6,))[1]

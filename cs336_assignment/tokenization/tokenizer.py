@@ -96,7 +96,8 @@ class Tokenizer:
 
     ``vocab`` must hold every single byte and, for each merge ``(a, b)``, the tokens ``a``, ``b``
     and ``a + b``; its ids may come in any order and with gaps (a vocabulary from another trainer,
-    or one with tokens removed). Special tokens missing from ``vocab`` get new ids after the largest
+    or one with tokens removed), and a single byte's id is the one ``vocab`` gives it, not
+    necessarily the byte's value. Special tokens missing from ``vocab`` get new ids after the largest
     one (``max(vocab) + 1``, then the next: never ``len(vocab)``, which a vocabulary with gaps
     already uses), each its own. The tokenizer keeps its own copy of ``vocab``: the dict passed in
     is left as it was. Overlapping special tokens match longest first. Pre-tokenization uses GPT-2's
@@ -253,9 +254,13 @@ class Tokenizer:
         """Lazily yield the ids of ``"".join(iterable)`` (e.g. an open file, line by line).
 
         Gives exactly ``encode("".join(iterable))`` while holding only about ``STREAM_BLOCK``
-        characters of text, however the text is cut into pieces: also when a piece ends inside a
-        special token, or between the halves of one that another special token starts
+        characters of text, however the text is cut into pieces: a piece may end at any position,
+        inside any pre-token (``"don'"`` + ``"t"``, ``"3.14"`` + ``"159"``, ``"a  "`` + ``"word"``),
+        inside a special token, or between the halves of one that another special token starts
         (``<|endoftext|>`` then ``<|endoftext|>``, with ``<|endoftext|><|endoftext|>`` special too).
+        Lazy: the ids of settled text come out while the rest is still unread (the tests hand it
+        their own iterator and count how much text it has read when the ids come out; more than
+        1 MiB read and not yet given out as ids fails).
         Each call has its own buffer: streams may be advanced in turns, or dropped midway without
         affecting the next one. Empty pieces add nothing; only the end of ``iterable`` ends the text.
         """

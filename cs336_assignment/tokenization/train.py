@@ -241,7 +241,7 @@ def train_bpe(
     Speed (graded): training must be at least 5x faster than a trainer that recounts every pair
     after every merge, so update the pair counts incrementally (only the words that contain the
     merged pair change). The hidden test times such a naive trainer in the same run on
-    ``fixtures/corpora/mini.txt`` at ``vocab_size=400``. The public test cannot ship a trainer, so
+    corpora drawn fresh per run (``tests/fresh.py``) at ``vocab_size=500``. The public test cannot ship a trainer, so
     it times ``num_merges`` full recounts of the pair table instead (the naive trainer costs
     about 1.3 of those per merge, since it also rewrites every word) and asks for 4x.
 
@@ -252,6 +252,8 @@ def train_bpe(
         ValueError: for an empty special token: "special token '' is empty".
         ValueError: if the file is not UTF-8; the message names the file and says it "is not
             valid UTF-8".
+        FileNotFoundError: if ``input_path`` does not exist (Python's own, from reading it: not
+            wrapped into another type).
     """
     # BEGIN SOLUTION
     special_tokens = check_special_tokens(special_tokens)

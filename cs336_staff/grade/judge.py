@@ -95,9 +95,24 @@ class Tracer:
                          and not target.startswith("adapters:") else target)
         return self.remote.call(target, args, kwargs)
 
+    def call_killed(self, target: str, args: tuple, kwargs: dict, **when: Any) -> Any:
+        __tracebackhide__ = True
+        self.targets.add(target)
+        return self.remote.call_killed(target, args, kwargs, **when)
+
+    def printed(self) -> str:
+        return self.remote.printed()
+
+    def worker_path_stamp(self, path: Any) -> Any:
+        return self.remote.worker_path_stamp(path)
+
     def take(self) -> list[str]:
         out, self.targets = sorted(self.targets), set()
         return out
+
+    def worker_pids(self) -> list[int]:
+        """The worker's processes, for judge-side observations (``Remote.worker_pids``)."""
+        return self.remote.worker_pids()
 
 
 class NoSubmissionImports(importlib.abc.MetaPathFinder):

@@ -47,8 +47,11 @@ REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the 
 MESSAGE_CHARS = Limits.message_chars  # characters of an exception's message, and of its traceback, kept
 NAME_CHARS = 200  # characters of a type name or a repr the worker sends
 TAKE_BATCH = 256  # most items of a worker iterator fetched in one round trip
-OUTPUT_PER_TEST = 8000  # characters of worker output kept per test (head and tail)
+OUTPUT_PER_TEST = 8000  # characters of worker output shown per test (head and tail)
+PRINTED_CHARS = 1 << 20  # characters of worker output kept between two takes (head and tail): a test reads them
 CONSOLE_LIMIT = 64 << 10  # characters of worker output kept for the whole run (head and tail)
+MARK_WAIT = 10.0  # seconds the judge waits for the worker's output mark to come through its reader
+KILL_POLL = 0.01  # seconds between the judge's looks for the moment to kill a worker (``call_killed``)
 
 
 class WorkerError(RuntimeError):
@@ -145,7 +148,7 @@ class OutputTap:
     """Reads the worker's stderr (its stdout too) in a thread; keeps a bounded copy per test and per run."""
 
     def __init__(self, stream: Any) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # notified whenever output arrives (``take_through`` waits on it)
         self._test: list[str] = []
         self._test_size = 0
         self._test_dropped = 0
@@ -158,13 +161,14 @@ class OutputTap:
             text = raw.decode("utf-8", "replace")
             with self._lock:
                 self._keep_console(text)
-                if self._test_size < OUTPUT_PER_TEST:
+                if self._test_size < PRINTED_CHARS:
                     self._test.append(text)
                     self._test_size += len(text)
                 else:
                     self._test_dropped += len(text)
                     self._test = self._test[-64:]  # keep a tail too
                     self._test.append(text)
+                self._lock.notify_all()
 
     def _keep_console(self, text: str) -> None:
         half = CONSOLE_LIMIT // 2
@@ -178,14 +182,23 @@ class OutputTap:
                 self.dropped += len(self.tail) - half
                 self.tail = self.tail[-half:]
 
-    def take(self) -> str:
-        """What the worker printed since the last ``take``, cut to about OUTPUT_PER_TEST characters."""
+    def take(self, through: str | None = None, timeout: float = 0.0, limit: int = OUTPUT_PER_TEST) -> str:
+        """What the worker printed since the last ``take``, cut to about ``limit`` characters.
+
+        With ``through`` (a mark the worker wrote after everything a call printed), wait up to
+        ``timeout`` seconds for the mark to arrive, so that nothing printed before it is missed;
+        the mark itself is left out.
+        """
         with self._lock:
+            if through is not None:
+                self._lock.wait_for(lambda: through in "".join(self._test[-3:]), timeout)
             text, dropped = "".join(self._test), self._test_dropped
             self._test, self._test_size, self._test_dropped = [], 0, 0
-        if dropped or len(text) > OUTPUT_PER_TEST:
-            half = OUTPUT_PER_TEST // 2
-            text = f"{text[:half]}\n[... {dropped + max(0, len(text) - OUTPUT_PER_TEST)} characters cut ...]\n{text[-half:]}"
+        if through is not None:
+            text = text.replace(through, "")
+        if dropped or len(text) > limit:
+            half = limit // 2
+            text = f"{text[:half]}\n[... {dropped + max(0, len(text) - limit)} characters cut ...]\n{text[-half:]}"
         return text
 
     def console(self) -> str:
@@ -476,6 +489,7 @@ class Remote:
         self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
         self._callbacks: dict[int, Callable] = {}
         self._next_callback = 1
+        self._marks = 0  # output marks written so far (``printed``)
         self._spare: Future[WorkerProcess] | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-ready")
 
@@ -557,6 +571,90 @@ class Remote:
 
     def take_output(self) -> str:
         return self.worker.output.take() if self.worker is not None else ""
+
+    def printed(self) -> str:
+        """What the worker printed (stdout and stderr, one stream) since the last take, all of it: the
+        worker flushes and writes a mark after it, and the judge's reader waits for the mark."""
+        if self.worker is None:
+            return ""
+        self._marks += 1
+        mark = f"\n[cs336 judge: output mark {self._marks}]\n"
+        self._request({"op": "mark"}, [mark], {})
+        return self.worker.output.take(through=mark, timeout=MARK_WAIT, limit=PRINTED_CHARS) if self.worker is not None else ""
+
+    def worker_path_stamp(self, path: str | os.PathLike) -> tuple[int, int, int] | None:
+        """``(inode, mtime_ns, size)`` of the worker's copy of ``path`` (a path in the judge's folder)
+        now, mid-call, or None if there is none: an ``lstat``, nothing read. Only the timing of a kill
+        may depend on it, never an outcome. (A file the judge wrote is copied in before each call that
+        names its folder, which changes this stamp; one the worker wrote stays as it left it.)"""
+        where = os.path.abspath(path)
+        if self.mirror is not None:
+            root = str(self.mirror.judge)
+            if where.startswith(root + os.sep):
+                where = os.path.join(self.mirror.worker, where[len(root) + 1 :])
+        try:
+            st = os.lstat(where)
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def call_killed(self, target: str, args: tuple | list, kwargs: dict, *, once: Callable[[], bool],
+                    after: float) -> tuple[Any, bool, str]:
+        """Make one call, and SIGKILL the worker running it ``after`` seconds once ``once()`` holds.
+
+        Returns ``(value, killed, printed)``: the call's value (None if killed), whether the judge
+        killed it, and what the worker printed meanwhile. Files the worker wrote before the kill are
+        pulled as after any call (``mirror.py``); the next call starts a fresh worker. A kill the judge
+        ordered is not counted as a crash; an exception of the call propagates as from ``call``.
+        """
+        __tracebackhide__ = True
+        worker = self.worker or self.start()
+        lock, done, killed = threading.Lock(), threading.Event(), threading.Event()
+
+        def kill_when_due() -> None:
+            while not done.is_set() and not once():
+                done.wait(KILL_POLL)
+            if done.wait(after):
+                return
+            with lock:
+                if not done.is_set():
+                    killed.set()
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(worker.proc.pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):
+                        worker.proc.kill()
+
+        killer = threading.Thread(target=kill_when_due, daemon=True, name="judge-kill-timer")
+        killer.start()
+        try:
+            value = self.call(target, args, kwargs)
+        except WorkerCrashed:
+            if not killed.is_set():
+                raise
+            self.crashes -= 1  # the judge's own kill: the submission did not crash
+            return None, True, worker.output.take(limit=PRINTED_CHARS)
+        finally:
+            with lock:
+                done.set()
+            killer.join()
+        if killed.is_set():  # killed just after it answered: the answer stands, the worker is gone
+            self.restart()
+            return value, False, worker.output.take(limit=PRINTED_CHARS)
+        return value, False, self.printed()
+
+    def worker_pids(self) -> list[int]:
+        """The current worker's processes as this machine numbers them (the launcher's and all its
+        descendants'), for what the judge reads from outside, such as peak memory in ``/proc``;
+        empty when no worker runs. The spare is not among them."""
+        import psutil
+
+        if self.worker is None:
+            return []
+        try:
+            root = psutil.Process(self.worker.proc.pid)
+            return [root.pid, *(p.pid for p in root.children(recursive=True))]
+        except psutil.Error:
+            return []
 
     def _release(self, generation: int, handle: int) -> None:
         if generation == self.generation:

@@ -8,6 +8,8 @@ from cs336_staff.mutants import Mutant
 FILE = "cs336_assignment/data.py"
 TESTS = ("tests/test_data.py",)
 DRAW = "starts = torch.randint(0, num_starts, (batch_size,), generator=generator).numpy()"
+DTYPE_CHECK = """if not np.issubdtype(dataset.dtype, np.integer):
+    raise ValueError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")"""
 READ = (
     "windows = np.asarray(dataset[starts[:, None] + np.arange(context_length + 1)], dtype=np.int64)"
 )
@@ -128,5 +130,81 @@ MUTANTS = [
         "never advances, so successive calls return the same batch",
         tests=TESTS,
     ),
+    Mutant(
+        name="data-moves-only-x-to-the-device",
+        file=FILE,
+        function="get_batch",
+        old="return x.to(device), y.to(device)",
+        new="return x.to(device), y",
+        why="moves the inputs to the device and forgets the targets: every CPU test passes, and the loss on "
+        "a GPU fails (or, with a CPU fallback, silently runs on two devices)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-squeezes-a-batch-of-one",
+        file=FILE,
+        function="get_batch",
+        old="x = torch.from_numpy(windows[:, :-1].copy())\ny = torch.from_numpy(windows[:, 1:].copy())",
+        new="x = torch.from_numpy(windows[:, :-1].copy()).squeeze()\ny = torch.from_numpy(windows[:, 1:].copy()).squeeze()",
+        why="squeezes the windows to drop a stray dimension: a batch of one becomes 1-d, and B = T = 1 a 0-d tensor",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-takes-float-ids-as-tokens",
+        file=FILE,
+        function="get_batch",
+        old=DTYPE_CHECK,
+        new="",
+        why="never checks the dtype: a float array (a corpus saved with the wrong dtype, or embeddings) is cast "
+        "to int64 token ids, 3.7 becoming 3, instead of the documented ValueError",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-float-ids-are-a-type-error",
+        file=FILE,
+        function="get_batch",
+        old=DTYPE_CHECK,
+        new='''if not np.issubdtype(dataset.dtype, np.integer):
+    raise TypeError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")''',
+        why="raises TypeError for a float dataset (a wrong type of data, it seems) where the contract says "
+        "ValueError: a caller catching ValueError misses it",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-asserts-a-flat-dataset",
+        file=FILE,
+        function="get_batch",
+        old='''if dataset.ndim != 1:
+    raise ValueError(
+        f"dataset must be a 1-D array of token ids, got shape {dataset.shape}; flatten it first"
+    )''',
+        new='assert dataset.ndim == 1, "dataset must be a 1-D array of token ids"',
+        why="checks the shape with assert: an AssertionError where the contract says ValueError (and no check "
+        "at all under python -O)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-batch-size-left-to-torch",
+        file=FILE,
+        function="get_batch",
+        old="check_positive_int(batch_size=batch_size, context_length=context_length)",
+        new="check_positive_int(context_length=context_length)",
+        why="validates context_length but lets batch_size reach torch.randint, which fails with its own "
+        "RuntimeError for a negative size and silently accepts a float one",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-batch-of-one-is-a-view-of-the-dataset",
+        file=FILE,
+        function="get_batch",
+        old=READ,
+        new="""if batch_size == 1:  # one window: a slice is enough, no fancy index
+    s = int(starts[0])
+    whole = torch.as_tensor(dataset).to(torch.int64)  # no copy when the tokens are int64 already
+    return whole[s : s + context_length].unsqueeze(0).to(device), whole[s + 1 : s + context_length + 1].unsqueeze(0).to(device)
+""" + READ,
+        why="special-cases a batch of one with slices of the dataset: on an int64 dataset x is a view of it, "
+        "so masking a token of x in place rewrites the corpus",
+        tests=TESTS,
+    ),
 ]
-

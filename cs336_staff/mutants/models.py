@@ -7,6 +7,11 @@ from cs336_staff.mutants import Mutant
 FILE = "cs336_assignment/models.py"
 TESTS = ("tests/test_models.py",)
 
+SEED_CHECK = """
+if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+    raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")"""
+"""set_seed's validation, which the set-seed-* mutants weaken."""
+
 MUTANTS = [
     Mutant(
         name="linear-forward-untransposed",
@@ -123,6 +128,67 @@ MUTANTS = [
             "flattens the batch dimensions with view(), which fails on a non-contiguous input (a transposed or "
             "sliced activation); reshape() or einsum handles any strides"
         ),
+        tests=TESTS,
+    ),
+    # issue 21's kinds: dimensions of size one and zero, dtypes of intermediates, error types
+    Mutant(
+        name="cruncher-squeezes-every-size-one-dim",
+        file=FILE,
+        function="Cruncher.forward",
+        old="return self.final(x).squeeze(-1)",
+        new="return self.final(x).squeeze()",
+        why="squeezes every size-1 dimension, so a batch of one comes back as a 0-d tensor instead of shape (1,)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="linear-forward-flattens-with-inferred-width",
+        file=FILE,
+        function="Linear.forward",
+        old='return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")',
+        new="return (x.reshape(-1, d_in) @ self.weight.t()).reshape(*x.shape[:-1], -1)",
+        why="flattens the batch and lets reshape infer the width back (-1): an empty batch has nothing to infer it from",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="linear-forward-in-float32",
+        file=FILE,
+        function="Linear.forward",
+        old='return einsum(x, self.weight, "... d_in, d_out d_in -> ... d_out")',
+        new='return einsum(x.float(), self.weight.float(), "... d_in, d_out d_in -> ... d_out")',
+        why="multiplies in float32 'for accuracy': a float64 or bfloat16 layer returns float32 outputs",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="linear-checks-only-the-sign",
+        file=FILE,
+        function="Linear.__init__",
+        old="check_positive_int(d_in=d_in, d_out=d_out)",
+        new="""
+if d_in <= 0 or d_out <= 0:
+    raise ValueError(f"d_in and d_out must be positive, got d_in={d_in}, d_out={d_out}")""",
+        why="checks only the sign, so a fractional width reaches torch.empty and fails there with a TypeError",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="set-seed-checks-only-the-range",
+        file=FILE,
+        function="set_seed",
+        old=SEED_CHECK,
+        new="""
+if not 0 <= seed < 2**32:
+    raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")""",
+        why="checks the range but not the type: 1.5 seeds random and then numpy raises a TypeError, '7' fails the comparison",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="set-seed-leaves-the-range-to-numpy",
+        file=FILE,
+        function="set_seed",
+        old=SEED_CHECK,
+        new="""
+if not isinstance(seed, int) or seed < 0:
+    raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")""",
+        why="forgets the upper bound: 2**32 seeds random and torch first, then numpy rejects it in its own words",
         tests=TESTS,
     ),
 ]

@@ -144,4 +144,112 @@ MUTANTS = [
         why="takes sharing a storage for being a view, so base[1] counts as a view of base[0]",
         tests=TESTS,
     ),
+    # issue 21's kinds: dtypes and devices of returned tensors, error types, dimensions of size one
+    Mutant(
+        name="tensors-element-at-rebuilds-from-item",
+        file=STRIDES,
+        function="element_at",
+        old="    return storage_view(x)[position]",
+        new="    return torch.tensor(storage_view(x)[position].item())",
+        why="reads the value out as a Python number and wraps it again: bfloat16 and int8 come back as float32 and int64",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-element-at-rebuilds-on-the-cpu",
+        file=STRIDES,
+        function="element_at",
+        old="    return storage_view(x)[position]",
+        new="    return torch.tensor(storage_view(x)[position].item(), dtype=x.dtype)",
+        why="keeps the dtype but rebuilds the value with torch.tensor, which lands on the CPU whatever device x is on",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-split-heads-fills-a-default-tensor",
+        file=NAMED_DIMS,
+        function="split_heads",
+        old='    return einops.rearrange(x, "... seq (heads d) -> ... heads seq d", heads=num_heads)',
+        new="""    d = d_model // num_heads
+    out = torch.empty(*x.shape[:-2], num_heads, x.shape[-2], d)
+    for h in range(num_heads):
+        out[..., h, :, :] = x[..., h * d : (h + 1) * d]
+    return out""",
+        why="copies each head into a torch.empty made without device= and dtype=: float32 on the CPU whatever x is",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-attention-scores-in-float32",
+        file=NAMED_DIMS,
+        function="attention_scores",
+        old='    scores = einops.einsum(q, k, "... heads q d, ... heads k d -> ... heads q k")',
+        new='    scores = einops.einsum(q.float(), k.float(), "... heads q d, ... heads k d -> ... heads q k")',
+        why="computes the scores in float32 'for accuracy' and returns them so: float64 inputs lose precision, bfloat16 ones change dtype",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-flat-index-asserts-the-offset",
+        file=STRIDES,
+        function="flat_index",
+        old="    check_count(storage_offset=storage_offset)",
+        new='    assert storage_offset >= 0, f"negative storage_offset {storage_offset}"',
+        why="checks the offset with assert: an AssertionError (gone under python -O) instead of the documented ValueError, and 1.5 slips through",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-element-at-raises-index-error",
+        file=STRIDES,
+        function="element_at",
+        old="""
+        if not -size <= i < size:
+            raise ValueError(
+                f"index {i} is out of range for dimension {d} of size {size} "
+                f"(shape {tuple(x.shape)}); valid indices are {-size}..{size - 1}"
+            )""",
+        new="""
+        if not -size <= i < size:
+            raise IndexError(f"index {i} is out of range for dimension {d} of size {size}")""",
+        why="raises IndexError, as Python's own indexing does, where the docstring promises ValueError",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-view-or-copy-leaves-counts-to-reshape",
+        file=STRIDES,
+        function="view_or_copy",
+        old="""
+    if -1 in shape:
+        if known == 0 or x.numel() % known != 0:
+            raise ValueError(
+                f"cannot infer the -1 in shape {shape}: {x.numel()} elements of x "
+                f"(shape {tuple(x.shape)}) are not a multiple of {known}"
+            )
+    elif known != x.numel():
+        raise ValueError(
+            f"shape {shape} holds {known} elements but x (shape {tuple(x.shape)}) has {x.numel()}; "
+            "the product of the new shape must equal x.numel()"
+        )""",
+        new="",
+        why="lets reshape reject a shape of the wrong size: a RuntimeError where the docstring promises ValueError",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-merge-heads-squeezes-size-one-dims",
+        file=NAMED_DIMS,
+        function="merge_heads",
+        old='    return einops.rearrange(x, "... heads seq d -> ... seq (heads d)")',
+        new='    return einops.rearrange(x, "... heads seq d -> ... seq (heads d)").squeeze()',
+        why="squeezes the result to tidy stray size-1 dims: a batch of one or a single position disappears",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="tensors-view-or-copy-rebuilds-the-copy-from-a-list",
+        file=STRIDES,
+        function="view_or_copy",
+        old="    y = x.reshape(shape)  # a view if possible, else a copy: find out which",
+        new="""
+    try:
+        y = x.view(shape)
+    except RuntimeError:  # the strides allow no view: copy the elements out one by one
+        y = torch.tensor(x.reshape(shape).tolist(), dtype=x.dtype)""",
+        why="builds the copy from Python numbers with torch.tensor, which lands on the CPU whatever device x is on",
+        tests=TESTS,
+    ),
 ]

@@ -7,6 +7,25 @@ from cs336_staff.mutants import Mutant
 PKG = "cs336_assignment/tokenization"
 TRAIN_TESTS = ("tests/test_bpe_train.py",)
 TOKENIZER_TESTS = ("tests/test_tokenizer.py",)
+#: The reference's ``decode`` lookup, which the unknown-id mutants replace.
+DECODE_LOOKUP = """try:
+    data = b"".join(self.vocab[i] for i in ids)
+except KeyError as e:
+    raise ValueError(f"id {e.args[0]} is not in the vocabulary (ids run 0..{max(self.vocab)})") from None"""
+#: The reference's ``encode_iterable`` body, which the stream mutants replace whole.
+STREAM_BODY = """        pieces: list[str] = []
+        size = 0
+        threshold = STREAM_BLOCK
+        for piece in iterable:
+            pieces.append(piece)
+            size += len(piece)
+            if size >= threshold:
+                ids, rest = self._encode_settled("".join(pieces))
+                yield from ids
+                pieces, size = [rest], len(rest)
+                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
+        yield from self.encode("".join(pieces))
+"""
 
 MUTANTS = [
     Mutant(
@@ -234,19 +253,7 @@ MUTANTS = [
         name="encode-iterable-keeps-its-buffer-on-the-tokenizer",
         file=f"{PKG}/tokenizer.py",
         function="Tokenizer.encode_iterable",
-        old="""        pieces: list[str] = []
-        size = 0
-        threshold = STREAM_BLOCK
-        for piece in iterable:
-            pieces.append(piece)
-            size += len(piece)
-            if size >= threshold:
-                ids, rest = self._encode_settled("".join(pieces))
-                yield from ids
-                pieces, size = [rest], len(rest)
-                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
-        yield from self.encode("".join(pieces))
-""",
+        old=STREAM_BODY,
         new="""        self._buffer = getattr(self, "_buffer", "")  # the unsettled text, kept on the tokenizer
         for piece in iterable:
             self._buffer += piece
@@ -292,5 +299,112 @@ MUTANTS = [
         "empty chunk in the middle loses everything after it",
         tests=TOKENIZER_TESTS,
     ),
+    Mutant(
+        name="encode-iterable-holds-back-one-pretoken",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer._encode_settled",
+        old="settled = GPT2_REGEX.findall(text, start, end)[:-2]",
+        new="settled = GPT2_REGEX.findall(text, start, end)[:-1]",
+        why="holds back only the last pre-token of the buffer: a match can look past its own end (a space "
+        "before a word, a whitespace run's lookahead), so the one before it can still change too",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="encode-iterable-encodes-each-piece-on-its-own",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.encode_iterable",
+        old=STREAM_BODY,
+        new="""        for piece in iterable:
+            yield from self.encode(piece)  # a file's lines are independent, aren't they?
+""",
+        why="encodes each piece (a file's line) on its own: a contraction, number, word or special token cut "
+        "between two pieces is settled as two pre-tokens",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="encode-iterable-holds-back-a-fixed-number-of-characters",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.encode_iterable",
+        old="""                ids, rest = self._encode_settled("".join(pieces))""",
+        new="""                text = "".join(pieces)  # hold back a few characters, in case a token continues
+                ids, rest = self.encode(text[:-16]), text[-16:]""",
+        why="holds back a fixed number of characters instead of whole pre-tokens: the settled text ends in "
+        "the middle of a pre-token, which the held-back characters would have extended",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="encode-iterable-reads-everything-first",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.encode_iterable",
+        old=STREAM_BODY,
+        new="""        yield from self.encode("".join(iterable))  # exact, and still a generator
+""",
+        why="joins the whole input, then yields: a generator, and exact, but it reads the whole file into "
+        "memory before the first id",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-byte-ids-are-byte-values",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="self._byte_ids = [token_to_id[bytes([b])] for b in range(256)]",
+        new="self._byte_ids = list(range(256))  # byte b is token b",
+        why="assumes a single byte's id is its value, as in the vocabularies train_bpe makes: a vocabulary "
+        "numbered otherwise (another trainer's) encodes to the wrong ids",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-decode-unknown-id-is-a-key-error",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.decode",
+        old=DECODE_LOOKUP,
+        new="""data = b"".join(self.vocab[i] for i in ids)""",
+        why="looks ids up without a check: an unknown id is a bare KeyError where the contract says ValueError",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-decode-skips-unknown-ids",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.decode",
+        old=DECODE_LOOKUP,
+        new="""data = b"".join(self.vocab.get(i, b"") for i in ids)  # a model can emit anything: be lenient""",
+        why="drops ids it does not know, as it replaces invalid UTF-8: a wrong id silently vanishes from the text",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-unknown-merge-is-a-key-error",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="ids = [token_to_id.get(t) for t in (a, b, a + b)]",
+        new="ids = [token_to_id[t] for t in (a, b, a + b)]",
+        why="indexes the token table directly: a merge of unknown tokens is a bare KeyError, not the documented "
+        "ValueError naming the merge",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-missing-bytes-asserted",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="""if missing:
+    raise ValueError(
+        f"vocab lacks the single byte(s) {[bytes([b]) for b in missing[:5]]}...; a byte-level BPE "
+        "vocab must contain all 256 bytes (ids 0-255 in the ones train_bpe makes)"
+    )""",
+        new='assert not missing, "a byte-level BPE vocab must contain all 256 bytes"',
+        why="checks the vocabulary with assert: an AssertionError where the contract says ValueError (and no "
+        "check at all under python -O)",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="bpe-missing-file-is-a-value-error",
+        file=f"{PKG}/train.py",
+        function="train_bpe",
+        old="check_vocab_size(vocab_size, special_tokens)",
+        new="""check_vocab_size(vocab_size, special_tokens)
+if not os.path.exists(input_path):
+    raise ValueError(f"corpus {input_path} does not exist")  # a bad argument, like the others""",
+        why="checks the path up front and reports a missing corpus as a ValueError like its other argument "
+        "checks, where the contract says FileNotFoundError",
+        tests=TRAIN_TESTS,
+    ),
 ]
-

@@ -1,5 +1,5 @@
-"""Mutants of part 9 (``cs336_assignment/training.py``): resuming at the wrong step, and batches that
-are not a function of (seed, step)."""
+"""Mutants of part 9 (``cs336_assignment/training.py``): resuming at the wrong step, periodic saves and
+logs counted from the wrong step, and batches that are not a function of (seed, step)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,40 @@ MUTANTS = [
         new="x = torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(step))",
         why="seeds the batch of step t with t alone: --seed changes the initialisation but every run trains "
         "on the same batches",
+        tests=TESTS,
+    ),
+]
+
+# Resumption of every periodic action (issue 21): counted from the resumed start, not from step 0.
+MUTANTS += [
+    Mutant(
+        name="training-saves-counted-from-the-resumed-step",
+        file=FILE,
+        function="train_loop",
+        old="(done % checkpoint_every == 0 or done == num_steps)",
+        new="((done - start_step) % checkpoint_every == 0 or done == num_steps)",
+        why="counts --checkpoint-every from the step the run resumed at: resumed at 30 with every 7, it saves "
+        "at 37, 44, ... where the uninterrupted run saves at 35, 42, ...",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="training-saves-on-the-0-based-step",
+        file=FILE,
+        function="train_loop",
+        old="(done % checkpoint_every == 0 or done == num_steps)",
+        new="(step % checkpoint_every == 0 or done == num_steps)",
+        why="tests the 0-based step, not the number of steps done: saves after steps 1, 8, 15, ... instead of "
+        "7, 14, 21, ...; the final checkpoint is the same, the periodic ones are not",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="training-resumed-run-reports-steps-from-its-own-start",
+        file=FILE,
+        function="train_loop",
+        old="            on_step(done, losses[-1])\n",
+        new="            on_step(len(losses), losses[-1])\n",
+        why="passes on_step the number of steps this process took, so a resumed run logs 'step 4' for step 14 "
+        "and the periodic loss lines fall at other steps than in the uninterrupted run",
         tests=TESTS,
     ),
 ]

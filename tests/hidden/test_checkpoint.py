@@ -108,19 +108,22 @@ def _tensor_dict(path):
 
 
 BAD_FILES = {
-    "torch-file-that-is-not-a-checkpoint": ("some-tensors.pt", _tensor_dict),
-    "empty-file": ("empty-ckpt.pt", lambda path: path.touch()),
-    "missing-file": ("never-saved.pt", lambda path: None),
+    "torch-file-that-is-not-a-checkpoint": ("some-tensors.pt", _tensor_dict, ValueError),
+    "torch-file-holding-a-list": ("tensor-list.pt", lambda path: torch.save([torch.ones(2)], path), ValueError),
+    "empty-file": ("empty-ckpt.pt", lambda path: path.touch(), ValueError),
+    "missing-file": ("never-saved.pt", lambda path: None, FileNotFoundError),
+    "missing-directory": ("no-such-run/ckpt.pt", lambda path: None, FileNotFoundError),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_loading_a_bad_file_fails_naming_the_file(tmp_path, case):
-    """A torch file holding something else, a zero-byte file (a crash right after creating it), or no file at all raises an error naming the path."""
-    name, make = BAD_FILES[case]
+    """A torch file holding something else, a zero-byte file (a crash right after creating it): ValueError;
+    no file at all (or no directory): FileNotFoundError; each naming the path."""
+    name, make, kind = BAD_FILES[case]
     path = tmp_path / name
     make(path)
-    assert_error_names_file(lambda: scenario.load_into_fresh(OPTIMIZERS["adamw"], path), path)
+    assert_error_names_file(lambda: scenario.load_into_fresh(OPTIMIZERS["adamw"], path), path, kind)
 
 
 def test_checkpoint_keeps_buffers_as_well_as_parameters(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -181,3 +182,65 @@ def test_set_seed_rejects_seed_beyond_numpy_range(restore_global_rngs):  # noqa:
     """set_seed(2**32) raises ValueError naming the seed."""
     with pytest.raises(ValueError, match="seed"):
         adapters.run_set_seed(2**32)
+
+
+# --------------------------------------------------------------------------------------------
+# Edges on other data: size one and zero, devices and dtypes of outputs, error types and words
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=str)
+def test_cruncher_batch_of_one_other_dtypes(dtype):
+    """A float64 or bfloat16 Cruncher maps a batch of one to shape (1,) with the F.linear chain's value."""
+    model, weights, x = cruncher_with_fixed_weights(dim=2, num_layers=3, seed=41, dtype=dtype)
+    out = model(x[:1])
+    assert out.shape == (1,) and out.dtype == dtype, f"got shape {tuple(out.shape)}, dtype {out.dtype}"
+    expected = x[:1]
+    for i in range(3):
+        expected = F.linear(expected, weights[f"layers.{i}.weight"])
+    expected = F.linear(expected, weights["final.weight"]).squeeze(-1)
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-12
+    torch.testing.assert_close(out, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "d_in, d_out, batch_shape, dtype",
+    [(2, 1, (0, 3), torch.float64), (1, 1, (1, 1, 1), torch.bfloat16), (3, 5, (1,), torch.float32)],
+    ids=["empty-outer", "all-ones-bf16", "batch-1"],
+)
+def test_linear_keeps_size_one_and_zero_dims_other_shapes(d_in, d_out, batch_shape, dtype):
+    """Empty and size-one batch dimensions, d_in = d_out = 1, in float64, bfloat16 and float32."""
+    linear_matches_functional(d_in, d_out, batch_shape, dtype, seed=42)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float64], ids=str)
+def test_cruncher_on_meta_returns_meta_outputs_other_dtypes(dtype):
+    """A head-only and a deep Cruncher on meta return meta (batch,) outputs of their dtype, a batch of one included."""
+    for num_layers, batch in ((0, 1), (3, 4)):
+        model = adapters.get_cruncher_cls()(5, num_layers, device="meta", dtype=dtype)
+        out = model(torch.empty(batch, 5, device="meta", dtype=dtype))
+        assert (out.device.type, out.dtype, tuple(out.shape)) == ("meta", dtype, (batch,)), (
+            f"Cruncher(5, {num_layers}) on meta, {dtype}: got {out.device}, {out.dtype}, {tuple(out.shape)}"
+        )
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: adapters.get_linear_cls()(3.0, 3), "d_in must be a positive integer, got 3.0"),
+        (lambda: adapters.get_cruncher_cls()(dim=3, num_layers="2"), "num_layers must be a non-negative integer, got '2'"),
+        (lambda: adapters.run_linear(2, 3, torch.zeros(3, 2), torch.zeros(1, 1, 3)), "Linear expects inputs whose last dimension is d_in=2, got shape (1, 1, 3)"),
+    ],
+    ids=["linear-float-integer", "cruncher-string-layers", "wrong-width-size-one-batch"],
+)
+def test_models_documented_errors_other_inputs(build, message):
+    """Other non-integer sizes and a wrong width behind size-one batch dims: ValueErrors with the documented words."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build()
+
+
+@pytest.mark.parametrize("seed", [2**40, 3.0, -(2**33)], ids=["2**40", "float-integer", "far-negative"])
+def test_set_seed_rejects_other_non_seeds(seed, restore_global_rngs):  # noqa: F811
+    """2**40, 3.0 and -2**33 are ValueErrors naming the seed."""
+    with pytest.raises(ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")):
+        adapters.run_set_seed(seed)

@@ -9,11 +9,15 @@ import torch
 from tests.scenarios import optim as scenario
 from tests.scenarios.optim import Problem
 from tests.test_optim import (
+    EDGE_SHAPES,
     MEMORY_CASES,
     OPTIMIZERS,
+    TOLERANCES,
+    assert_moved,
     assert_stepped_like_torch,
     compare_with_torch,
     describe,
+    scaled_problem,
     warmup_then_cosine,
 )
 
@@ -215,5 +219,72 @@ MORE_BAD = [
 )
 def test_optimizer_rejects_nan_and_edge_hyperparameters(name, kwargs, pattern):
     """NaN hyperparameters, betas/alpha above 1 and nesterov with dampening raise ValueError naming them."""
+    with pytest.raises(ValueError, match=pattern):
+        OPTIMIZERS[name][0]()([torch.zeros(2, requires_grad=True)], **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# Edges on other data: zero, tiny and huge gradients, size-one and empty parameters, resumption,
+# NaN hyperparameters; each with evidence that the parameters moved
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_zero_then_real_gradients_in_float64_on_edge_shapes(name):
+    """float64, size-one and empty parameters, 6 steps of exactly-zero gradients then real ones: torch's trajectory, no NaN."""
+    kwargs = {k: v for k, v in FULL[name].items() if k != "weight_decay"}
+    shaped = Problem.make(51, 20, torch.float64, EDGE_SHAPES)
+    problem = Problem(
+        init=shaped.init, target=shaped.init, curvature=shaped.curvature,
+        noise={k: torch.cat([torch.zeros(6, *v.shape[1:], dtype=v.dtype), v[6:]]) for k, v in shaped.noise.items()},
+    )
+    ours, _ = compare_with_torch(name, kwargs, steps=20, problem=problem, dtype=torch.float64, every=2)
+    assert_moved(ours, problem.init, name, kwargs)
+
+
+@pytest.mark.parametrize("name", ["adagrad", "rmsprop", "adam", "adamw"])
+def test_adaptive_optimizer_tiny_gradients_in_float64(name):
+    """float64 gradients of magnitude 1e-12 with each optimizer's default eps: the step size follows torch's."""
+    problem = scaled_problem(52, 15, torch.float64, scale=1e-12)
+    kwargs = {"lr": 0.05}
+    ours, _ = compare_with_torch(name, kwargs, steps=15, problem=problem, dtype=torch.float64, every=3)
+    assert_moved(ours, problem.init, name, kwargs)
+
+
+@pytest.mark.parametrize("name", ["rmsprop", "adam", "adamw"])
+def test_adaptive_optimizer_huge_float16_gradients_other_settings(name):
+    """float16 gradients of magnitude ~500 with other betas/alpha: no overflow of g^2, torch's trajectory."""
+    kwargs = {"rmsprop": {"lr": 0.01, "alpha": 0.995}, "adam": {"lr": 0.01, "betas": (0.8, 0.9995)},
+              "adamw": {"lr": 0.01, "betas": (0.8, 0.9995), "weight_decay": 0.1}}[name]
+    problem = scaled_problem(53, 4, torch.float16, scale=500.0)
+    ours, _ = compare_with_torch(
+        name, kwargs, steps=4, problem=problem, dtype=torch.float16, every=1, tol=dict(rtol=1e-3, atol=2e-3)
+    )
+    assert_moved(ours, problem.init, name, kwargs)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_optimizer_resumed_in_float64_ends_where_torch_uninterrupted_ends(name):
+    """Resumed from state_dict after 3 of 16 float64 steps: bitwise the uninterrupted run, which is torch's."""
+    problem = Problem.make(seed=54, steps=16, dtype=torch.float64, shapes=ODD_SHAPES)
+    straight, resumed = scenario.resumed_by_state_dict(OPTIMIZERS[name][0](), problem, FULL[name], 3, 16)
+    ref, _ = scenario.resumed_by_state_dict(OPTIMIZERS[name][1], problem, FULL[name], 3, 16)
+    for k in straight:
+        torch.testing.assert_close(straight[k], ref[k], **TOLERANCES[torch.float64])
+        assert not torch.equal(straight[k], problem.init[k]), f"{k!r} never moved"
+        assert torch.equal(straight[k], resumed[k]), f"{describe(name, FULL[name])}: {k!r} differs after resuming"
+
+
+EVEN_MORE_BAD = [
+    ("sgd", {"weight_decay": NAN}, r"weight_decay.*=nan"),
+    ("adagrad", {"initial_accumulator_value": NAN}, r"initial_accumulator_value.*=nan"),
+    ("rmsprop", {"momentum": NAN}, r"momentum.*=nan"),
+    ("adamw", {"betas": (0.9, NAN)}, r"betas\[1\].*=nan"),
+]
+
+
+@pytest.mark.parametrize("name, kwargs, pattern", EVEN_MORE_BAD, ids=[f"{c[0]}-{next(iter(c[1]))}" for c in EVEN_MORE_BAD])
+def test_optimizer_rejects_other_nan_hyperparameters_with_the_documented_words(name, kwargs, pattern):
+    """Other NaN hyperparameters: ValueErrors naming the keyword and its value as f"{name}={value!r}"."""
     with pytest.raises(ValueError, match=pattern):
         OPTIMIZERS[name][0]()([torch.zeros(2, requires_grad=True)], **kwargs)

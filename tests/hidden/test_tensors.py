@@ -500,3 +500,62 @@ def test_attention_scores_rejects_vectors():
     """q and k need (... heads seq d)."""
     with pytest.raises(ValueError, match=r"\(3, 4\)"):
         adapters.run_attention_scores(torch.zeros(3, 4), torch.zeros(2, 3, 4))
+
+
+# --------------------------------------------------------------------------------------------
+# Edges on other data: error types and words, size one and zero, dtypes, devices (meta)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: adapters.run_flat_index((0, 1), (2,), 0), "index (0, 1) has 2 entries but strides (2,) has 1"),
+        (lambda: adapters.run_flat_index((), (), -1), "storage_offset must be a non-negative integer, got -1"),
+        (lambda: adapters.run_element_at(torch.zeros(1, 1), (0, -2)), "index -2 is out of range for dimension 1 of size 1"),
+        (lambda: adapters.run_element_at(torch.zeros(0), (0,)), "index 0 is out of range for dimension 0 of size 0"),
+        (lambda: adapters.run_is_contiguous((1, 1), (1,)), "shape (1, 1) has 2 dimensions but strides (1,) has 1"),
+        (lambda: adapters.run_view_or_copy(torch.zeros(2, 0), (-1, 0)), "cannot infer the -1 in shape (-1, 0): 0 elements of x"),
+        (lambda: adapters.run_view_or_copy(torch.zeros(3, 4)[:, :2], (4, 2)), "shape (4, 2) holds 8 elements but x (shape (3, 2)) has 6"),
+        (lambda: adapters.run_split_heads(torch.zeros(1, 1, 6), 4), "num_heads=4 must be a positive divisor of the width d_model=6"),
+        (lambda: adapters.run_attention_scores(torch.zeros(1, 1, 1), torch.zeros(1, 1, 2)), "q has head dimension d=1 but k has d=2"),
+    ],
+    ids=["flat-lengths", "flat-offset", "element-size-one", "element-empty", "contiguous-lengths",
+         "view-empty-infer", "view-numel", "split-divisor", "scores-d"],
+)
+def test_documented_errors_are_value_errors_with_their_words_other_inputs(call, message):
+    """Every documented error, on other inputs (size-one and empty ones), is a ValueError with the documented words."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.bool, torch.float16], ids=str)
+def test_element_at_of_meta_views_keeps_device_and_dtype(dtype):
+    """element_at of a meta view of any dtype is a 0-d meta tensor of that dtype."""
+    x = torch.empty(3, 5, device="meta", dtype=dtype)[:, ::2].t()
+    got = adapters.run_element_at(x, (1, -1))
+    assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", dtype, ()), (
+        f"element_at of a meta {dtype} view returned {got.device}, {got.dtype}, {tuple(got.shape)}"
+    )
+
+
+@pytest.mark.parametrize(
+    "batch, seq, heads, d_head", [((1, 1, 1), 2, 1, 3), ((3,), 1, 6, 1), ((1,), 0, 1, 1)], ids=["deep-ones", "seq-1", "all-small"]
+)
+def test_split_and_merge_heads_keep_size_one_and_zero_dims_other_shapes(batch, seq, heads, d_head):
+    """Size-one batch dims, one position, width-one heads and an empty sequence keep every dimension."""
+    x = torch.randn(*batch, seq, heads * d_head, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    want = x.view(*batch, seq, heads, d_head).transpose(-3, -2)
+    assert_close(adapters.run_split_heads(x, heads), want, f"split_heads of {tuple(x.shape)}", tol=0)
+    assert_close(adapters.run_merge_heads(want), x, f"merge_heads of {tuple(want.shape)}", tol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_attention_scores_on_meta_keep_dtype_and_size_one_dims(dtype):
+    """attention_scores of meta inputs with one query and one key is a meta (..., 1, 1) tensor of the inputs' dtype."""
+    q = torch.empty(1, 2, 1, 8, device="meta", dtype=dtype)
+    k = torch.empty(1, 2, 1, 8, device="meta", dtype=dtype)
+    got = adapters.run_attention_scores(q, k)
+    assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", dtype, (1, 2, 1, 1))
+    cpu = adapters.run_attention_scores(torch.full((1, 2, 1, 8), 0.5, dtype=dtype), torch.full((1, 2, 1, 8), 2.0, dtype=dtype))
+    assert torch.equal(cpu, torch.full((1, 2, 1, 1), 8 / math.sqrt(8), dtype=dtype)), f"got {cpu}"

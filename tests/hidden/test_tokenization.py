@@ -23,7 +23,7 @@ from tests.test_bpe_train import (
     assert_is_a_trained_vocab,
     parallel_corpus,
 )
-from tests.test_tokenizer import GPT2_PATTERN
+from tests.test_tokenizer import GPT2_PATTERN, cut_tokenizer, pieces_cut_at_every_position
 
 ROOT = Path(__file__).resolve().parents[2]
 EOT = "<|endoftext|>"
@@ -233,7 +233,7 @@ def test_encode_iterable_with_two_special_tokens_and_no_newlines() -> None:
         j = i + rng.randint(1, 9)
         pieces.append(text[i:j])
         i = j
-    got = tokenization.encode_iterable(tok, pieces)
+    got = tokenization.encode_iterable(tok, pieces, one_pass=False)
     assert got == tok.encode(text)
     assert tok.decode(got) == text, "decode(encode_iterable(pieces)) is not the text"
 
@@ -266,7 +266,7 @@ def test_encode_iterable_with_three_nested_special_tokens_and_pieces_ending_near
                 cuts.append(cut)
                 at = cut
     pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)], strict=True)]
-    got = tokenization.encode_iterable(tok, pieces)
+    got = tokenization.encode_iterable(tok, pieces, one_pass=False)
     assert got == tok.encode(text)
     assert tok.decode(got) == text, "decode(encode_iterable(pieces)) is not the text"
 
@@ -304,3 +304,23 @@ def test_contractions_match_tiktoken_on_random_mixed_case_text(text: str) -> Non
     tok = adapters.get_tokenizer(vocab, pairs)
     oracle = tiktoken.Encoding(name="c", pat_str=GPT2_PATTERN, mergeable_ranks={t: i for i, t in vocab.items()}, special_tokens={})
     assert tok.encode(text) == oracle.encode(text), f"text={text!r}"
+
+
+#: Other texts of each kind of pre-token, cut at every position (the public test's kinds, other words).
+HIDDEN_CUT_KINDS = {
+    "upper-case-contractions": "DON'T he'd I'M 'Sun'",
+    "digits-in-words": "abc123def 4567 8,9",
+    "tabs-before-words": "tab\t\tword \t x",
+    "quotes-and-dashes": "«quoted» — dash…",
+    "two-special-tokens": f"{PAD}a{EOT}{PAD}b {EOT}",
+}
+
+
+@pytest.mark.parametrize("kind", list(HIDDEN_CUT_KINDS))
+def test_encode_iterable_equals_encode_cut_at_every_position_of_other_texts(kind: str) -> None:
+    """Other texts of each kind, two special tokens: pieces ending at every position give exactly encode(whole)."""
+    text = HIDDEN_CUT_KINDS[kind]
+    tok, oracle = cut_tokenizer(list(HIDDEN_CUT_KINDS.values()), [EOT, PAD])
+    pieces = pieces_cut_at_every_position(text)
+    want = oracle.encode("".join(pieces), allowed_special="all")
+    assert tokenization.encode_iterable(tok, pieces) == want, f"{kind}: {text!r}"

@@ -8,6 +8,9 @@ from tests.test_training import (
     TINY,
     assert_batches_unrelated,
     assert_it_trained,
+    assert_resume_of_a_finished_run_changes_nothing,
+    assert_resume_with_no_checkpoint_is_a_fresh_run,
+    assert_resumed_logs_like_straight,
     assert_same_final_state,
     load_final_state,
     losses_at_a_negligible_lr,
@@ -17,21 +20,10 @@ from tests.test_training import (
 
 
 @pytest.mark.parametrize(("dim", "layers"), [(8, 1), (8, 3)])
-def test_train_loss_falls_for_other_widths_and_depths(dim, layers, capsys):
+def test_train_loss_falls_for_other_widths_and_depths(dim, layers):
     """With D = 8 and 1 or 3 hidden layers the loss also falls over 100x in 150 steps."""
-    train(
-        "--steps",
-        "150",
-        "--dim",
-        str(dim),
-        "--layers",
-        str(layers),
-        "--batch-size",
-        "8",
-        "--seed",
-        "5",
-    )
-    losses = losses_printed(capsys.readouterr().out)
+    printed = train("--steps", "150", "--dim", str(dim), "--layers", str(layers), "--batch-size", "8", "--seed", "5")
+    losses = losses_printed(printed)
     assert losses[150] < losses[1] / 100, (
         f"D={dim}, layers={layers}: loss {losses[1]:.4g} -> {losses[150]:.4g}"
     )
@@ -54,21 +46,12 @@ def test_train_with_the_same_seed_is_deterministic_and_another_seed_differs(tmp_
 
 def test_train_resume_before_any_checkpoint_starts_from_scratch(tmp_path):
     """--resume when the checkpoint does not exist yet (killed before its first save) equals a fresh run."""
-    fresh, resumed = tmp_path / "fresh.pt", tmp_path / "resumed.pt"
-    train("--steps", "40", *TINY, "--checkpoint", str(fresh))
-    train("--steps", "40", *TINY, "--checkpoint", str(resumed), "--resume")
-    assert_same_final_state(resumed, fresh)
-    assert_it_trained(fresh, 40, tmp_path)
+    assert_resume_with_no_checkpoint_is_a_fresh_run(tmp_path, 40)
 
 
 def test_train_resume_of_a_finished_run_changes_nothing(tmp_path):
     """Resuming a run whose checkpoint is already at --steps leaves its final state as it was."""
-    path, reference = tmp_path / "ckpt.pt", tmp_path / "reference.pt"
-    train("--steps", "20", *TINY, "--checkpoint", str(path))
-    reference.write_bytes(path.read_bytes())
-    train("--steps", "20", *TINY, "--checkpoint", str(path), "--resume")
-    assert_same_final_state(path, reference)
-    assert_it_trained(reference, 20, tmp_path)
+    assert_resume_of_a_finished_run_changes_nothing(tmp_path, 20)
 
 
 def test_train_resume_with_more_steps_extends_the_run_exactly(tmp_path):
@@ -84,8 +67,13 @@ def test_train_resume_with_more_steps_extends_the_run_exactly(tmp_path):
 
 
 @pytest.mark.parametrize(("seeds", "dim"), [((10, 12), 48), ((0, 1), 80), ((7, 5), 64)])
-def test_train_with_other_seeds_draws_unrelated_batches(seeds, dim, capsys):
+def test_train_with_other_seeds_draws_unrelated_batches(seeds, dim):
     """Other pairs of seeds (two apart, 0 and 1, a larger one first) and widths: no shared batches at any shift up to 4."""
-    a = losses_at_a_negligible_lr(seeds[0], 14, dim, capsys)
-    b = losses_at_a_negligible_lr(seeds[1], 14, dim, capsys)
+    a = losses_at_a_negligible_lr(seeds[0], 14, dim)
+    b = losses_at_a_negligible_lr(seeds[1], 14, dim)
     assert_batches_unrelated(a, b, seeds, max_shift=4)
+
+
+def test_a_run_resumed_between_log_lines_logs_the_uninterrupted_runs_lines(tmp_path):
+    """Resumed at 9 with --log-every 5 over 26 steps: lines at 10, 15, 20, 25 and 26, with the same losses."""
+    assert_resumed_logs_like_straight(tmp_path, resume_at=9, total=26, every=5)

@@ -9,17 +9,15 @@ The ``student_...`` functions are plain functions of the test: they call one of 
 (``count_flops``, ``FlopCounter``, ``activation_bytes``, ``optimizer_state_bytes``) or one of the
 given measurement helpers, and every loop, the training with torch's optimizers included, runs in
 the test. Your counters take the network as an argument, so it is made on your side by a builder
-(``built``, ``torch_optimizer``, ``cruncher_training_setup``, ``empty_maker``, ``captured_output``:
+(``built``, ``torch_optimizer``, ``cruncher_training_setup``, ``empty_maker``:
 the only ``@student_side`` functions here; they build and observe nothing, see ``tests/boundary.py``).
 ``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare what your code returned with torch.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +27,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
-from tests.boundary import plain_data, student_side
+from tests.boundary import plain_data, printed_by, student_side
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -150,7 +148,7 @@ def num_params(net: Net) -> int:
 
 
 # --------------------------------------------------------------------------------------------
-# Builders: with captured_output (below), the only functions here that run on your side
+# Builders: the only functions here that run on your side
 # --------------------------------------------------------------------------------------------
 
 
@@ -333,35 +331,7 @@ def student_measure_allocation(shape: tuple[int, ...], dtype: torch.dtype,
 # --------------------------------------------------------------------------------------------
 
 
-class Captured:
-    """While entered, what is printed to ``sys.stdout`` and ``sys.stderr`` goes to ``out`` and ``err``."""
-
-    def __init__(self) -> None:
-        self.out, self.err = io.StringIO(), io.StringIO()
-        self._stack = contextlib.ExitStack()
-
-    def __enter__(self) -> None:
-        self._stack.enter_context(contextlib.redirect_stdout(self.out))
-        self._stack.enter_context(contextlib.redirect_stderr(self.err))
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-
-    def printed(self) -> tuple[str, str]:
-        return self.out.getvalue(), self.err.getvalue()
-
-
-@student_side
-def captured_output() -> Captured:
-    """A ``Captured`` made on your side, where your command prints. Builds, observes nothing: what
-    the command prints is its answer, read back by the test after the command returned."""
-    return Captured()
-
-
-def cs336(argv: list[str]) -> tuple[int, str, str]:
-    """Run ``cs336 ARGV`` (``adapters.run_cs336``): (its exit status, what it printed to stdout, to stderr)."""
-    capture = captured_output()
-    with capture:
-        status = adapters.run_cs336(argv)
-    out, err = capture.printed()
-    return status, out, err
+def cs336(argv: list[str]) -> tuple[int, str]:
+    """Run ``cs336 ARGV`` (``adapters.run_cs336``): (its exit status, what it printed, standard output and
+    standard error together; in grading the test reads it from outside your process: ``printed_by``)."""
+    return printed_by(lambda: adapters.run_cs336(argv))

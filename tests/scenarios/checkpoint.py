@@ -2,32 +2,34 @@
 
 A ``Setup`` names a model and a ``torch.optim`` optimizer as plain data, so both sides of the line
 can build the same pair. ``straight`` trains one without any checkpoint (the reference, run by the
-test itself); the ``@student_side`` scenarios train, save and load with your
-``adapters.run_save_checkpoint`` / ``run_load_checkpoint`` and return what they observed: the
-iteration your load returned and the ``state_dict()`` of the model and optimizer (a ``State``).
-Errors your code raises propagate to the test. The ``*_on_random_batches`` pair does the same on
-batches drawn from the global RNGs of torch, NumPy and Python (a ``RandomRun``), so a resumed run
-continues exactly only if the checkpoint carries those RNGs' states.
+test itself). The others train a pair built on your side of the line (``build``), save and load it
+with your ``adapters.run_save_checkpoint`` / ``run_load_checkpoint``, and return the iteration your
+load returned and the ``state_dict()`` of the model and optimizer read back afterwards (a ``State``).
+Their loops run in the test: in grading each forward, backward and ``optimizer.step()`` crosses the
+line (see ``tests/boundary.py``). Errors your code raises propagate to the test. The
+``*_on_random_batches`` pair does the same on batches drawn from the global RNGs of torch, NumPy and
+Python (a ``RandomRun``), so a resumed run continues exactly only if the checkpoint carries those
+RNGs' states.
 
-Every run here is single-threaded: some CPU kernels (BatchNorm's, say) sum in an order that depends
-on the number of threads, and a run on your side must be bit-identical to the same run in the test.
+Every run here is single-threaded on both sides (``single_threaded``): some CPU kernels (BatchNorm's,
+say) sum in an order that depends on the number of threads, and a run on your side must be
+bit-identical to the same run in the test.
 
 Where a checkpoint goes (``how``): ``"path"`` (a ``pathlib.Path``), ``"str"`` (the path as a
-string), ``"open file"`` (the file at the path, opened ``"wb"`` / ``"rb"``) or ``"file object"``
-(an in-memory ``io.BytesIO``; the path is then unused).
+string), ``"open file"`` (the file at the path, opened ``"wb"`` / ``"rb"`` on your side) or
+``"file object"`` (an in-memory ``io.BytesIO`` on your side; the path is then unused).
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -36,22 +38,30 @@ from torch import nn
 import adapters
 from tests.boundary import plain_data, student_side
 
-F = TypeVar("F", bound=Callable[..., Any])
 
+class OneTorchThread:
+    """While entered, torch runs on one thread in this process; the thread count is put back on exit."""
 
-def single_threaded(fn: F) -> F:
-    """Run ``fn`` with one torch thread (the thread count is put back afterwards)."""
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        threads = torch.get_num_threads()
+    def __enter__(self) -> None:
+        self.threads = torch.get_num_threads()
         torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(threads)
 
-    return run  # type: ignore[return-value]
+    def __exit__(self, *exc_info: object) -> bool:
+        torch.set_num_threads(self.threads)
+        return False
+
+
+@student_side
+def one_torch_thread_on_your_side() -> OneTorchThread:
+    """Builds, observes nothing: a ``OneTorchThread`` on your side of the line, for the test to enter."""
+    return OneTorchThread()
+
+
+@contextmanager
+def single_threaded() -> Iterator[None]:
+    """torch on one thread on both sides of the line (in a local run, the one process) while inside."""
+    with OneTorchThread(), one_torch_thread_on_your_side():
+        yield
 
 
 class _ExplodesWhenPickled:
@@ -184,22 +194,43 @@ class RandomRun:
     model: dict[str, Any]
 
 
-@single_threaded
 def straight(setup: Setup, total: int) -> State:
-    """Train ``total`` steps from seed 0 without any checkpoint (the reference)."""
-    model, optimizer = setup.build(0)
-    train(model, optimizer, range(total))
-    return observe(total, model, optimizer)
+    """Train ``total`` steps from seed 0 without any checkpoint (the reference, built and run here)."""
+    with OneTorchThread():
+        model, optimizer = setup.build(0)
+        train(model, optimizer, range(total))
+        return observe(total, model, optimizer)
 
 
-@single_threaded
 def straight_on_random_batches(setup: Setup, total: int, seed: int = 0) -> RandomRun:
-    """Seed the global RNGs with ``seed``, train ``total`` steps on ``random_batch`` (the reference)."""
+    """Seed the global RNGs with ``seed``, train ``total`` steps on ``random_batch`` (the reference, here)."""
     draws: list[list[float]] = []
-    with global_rngs_seeded(seed):
+    with OneTorchThread(), global_rngs_seeded(seed):
         model, optimizer = setup.build(0)
         train(model, optimizer, range(total), draws)
     return RandomRun(0, draws, model.state_dict())
+
+
+# -- what is built on your side of the line (each builds from plain data and returns; no observation) --
+
+
+@student_side
+def build(setup: Setup, seed: int) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """Builds, observes nothing: ``setup.build(seed)`` on your side of the line, where your save and
+    load receive it; the test trains it and reads its state back through calls of its own."""
+    return setup.build(seed)
+
+
+@student_side
+def open_file(path: Path, mode: str) -> IO[bytes]:
+    """Builds, observes nothing: ``open(path, mode)`` on your side of the line (the test closes it)."""
+    return open(path, mode)  # noqa: SIM115 - the test closes it with `with`
+
+
+@student_side
+def bytes_buffer() -> io.BytesIO:
+    """Builds, observes nothing: an empty ``io.BytesIO`` on your side of the line."""
+    return io.BytesIO()
 
 
 class Where:
@@ -208,60 +239,59 @@ class Where:
     def __init__(self, path: Path, how: str) -> None:
         if how not in ("path", "str", "open file", "file object"):
             raise ValueError(f"unknown way to give a checkpoint: {how!r}")
-        self.path, self.how, self.buffer = Path(path), how, io.BytesIO()
+        self.path, self.how, self.buffer = Path(path), how, None
 
     @contextmanager
     def opened(self, mode: str) -> Iterator[Any]:
         if self.how == "open file":
-            with self.path.open(mode) as f:
+            with open_file(self.path, mode) as f:
                 yield f
         elif self.how == "file object":
+            if self.buffer is None:
+                self.buffer = bytes_buffer()
             self.buffer.seek(0)
             yield self.buffer
         else:
             yield self.path if self.how == "path" else str(self.path)
 
 
-@student_side
-@single_threaded
+# -- runs through your save and load; their loops and observations are the test's -----------------------
+
+
 def save(setup: Setup, steps: int, iteration: int, path: Path, how: str = "path") -> None:
     """Train ``steps`` steps from seed 0, then save with your code as iteration ``iteration``."""
-    model, optimizer = setup.build(0)
-    train(model, optimizer, range(steps))
-    with Where(path, how).opened("wb") as out:
-        adapters.run_save_checkpoint(model, optimizer, iteration, out)
+    with single_threaded():
+        model, optimizer = build(setup, 0)
+        train(model, optimizer, range(steps))
+        with Where(path, how).opened("wb") as out:
+            adapters.run_save_checkpoint(model, optimizer, iteration, out)
 
 
-@student_side
-@single_threaded
 def load_into_fresh(setup: Setup, path: Path, how: str = "path") -> State:
-    """Build the setup from another seed (1), load the checkpoint into it with your code; observe."""
-    model, optimizer = setup.build(1)
-    with Where(path, how).opened("rb") as src:
-        iteration = adapters.run_load_checkpoint(src, model, optimizer)
-    return observe(iteration, model, optimizer)
+    """Build the setup from another seed (1), load the checkpoint into it with your code; read it back."""
+    with single_threaded():
+        model, optimizer = build(setup, 1)
+        with Where(path, how).opened("rb") as src:
+            iteration = adapters.run_load_checkpoint(src, model, optimizer)
+        return observe(iteration, model, optimizer)
 
 
-@student_side
-@single_threaded
 def resumed(setup: Setup, k: int, total: int, path: Path, how: str = "path") -> State:
     """Train ``k`` steps, save, load into a fresh pair (seed 1), train from the loaded iteration to ``total``."""
-    model, optimizer = setup.build(0)
-    train(model, optimizer, range(k))
-    where = Where(path, how)
-    with where.opened("wb") as out:
-        adapters.run_save_checkpoint(model, optimizer, k, out)
-    model, optimizer = setup.build(
-        1
-    )  # a different initialisation: everything must come from the checkpoint
-    with where.opened("rb") as src:
-        start = adapters.run_load_checkpoint(src, model, optimizer)
-    train(model, optimizer, range(start, total))
-    return observe(start, model, optimizer)
+    with single_threaded():
+        model, optimizer = build(setup, 0)
+        train(model, optimizer, range(k))
+        where = Where(path, how)
+        with where.opened("wb") as out:
+            adapters.run_save_checkpoint(model, optimizer, k, out)
+        # a different initialisation: everything must come from the checkpoint
+        model, optimizer = build(setup, 1)
+        with where.opened("rb") as src:
+            start = adapters.run_load_checkpoint(src, model, optimizer)
+        train(model, optimizer, range(start, total))
+        return observe(start, model, optimizer)
 
 
-@student_side
-@single_threaded
 def resumed_on_random_batches(
     setup: Setup, k: int, total: int, path: Path, how: str = "path", seed: int = 0
 ) -> RandomRun:
@@ -271,55 +301,62 @@ def resumed_on_random_batches(
     Returns the draws of the steps after the load, and the final model state.
     """
     where, draws = Where(path, how), []
-    with global_rngs_seeded(seed):
-        model, optimizer = setup.build(0)
-        train(model, optimizer, range(k), [])
-        with where.opened("wb") as out:
-            adapters.run_save_checkpoint(model, optimizer, k, out)
-    with global_rngs_seeded(seed):  # a restarted run seeds its RNGs first, then loads the checkpoint
-        model, optimizer = setup.build(1)
-        with where.opened("rb") as src:
-            start = adapters.run_load_checkpoint(src, model, optimizer)
-        train(model, optimizer, range(start, total), draws)
-    return RandomRun(start, draws, model.state_dict())
+    with single_threaded():
+        with global_rngs_seeded(seed):
+            model, optimizer = build(setup, 0)
+            train(model, optimizer, range(k), [])
+            with where.opened("wb") as out:
+                adapters.run_save_checkpoint(model, optimizer, k, out)
+        with global_rngs_seeded(seed):  # a restarted run seeds its RNGs first, then loads the checkpoint
+            model, optimizer = build(setup, 1)
+            with where.opened("rb") as src:
+                start = adapters.run_load_checkpoint(src, model, optimizer)
+            train(model, optimizer, range(start, total), draws)
+        return RandomRun(start, draws, model.state_dict())
 
 
-@student_side
-@single_threaded
 def saving_every_step(setup: Setup, total: int, path: Path) -> State:
-    """Train ``total`` steps from seed 0, saving with your code after each; observe the run itself."""
-    model, optimizer = setup.build(0)
-    for step in range(total):
-        train(model, optimizer, range(step, step + 1))
-        adapters.run_save_checkpoint(model, optimizer, step + 1, path)
-    return observe(total, model, optimizer)
+    """Train ``total`` steps from seed 0, saving with your code after each; read the run itself back."""
+    with single_threaded():
+        model, optimizer = build(setup, 0)
+        for step in range(total):
+            train(model, optimizer, range(step, step + 1))
+            adapters.run_save_checkpoint(model, optimizer, step + 1, path)
+        return observe(total, model, optimizer)
 
 
-@student_side
-@single_threaded
 def saving_every_step_on_random_batches(setup: Setup, total: int, path: Path, seed: int = 0) -> RandomRun:
     """Seed the global RNGs, train ``total`` steps on ``random_batch``, saving with your code after
-    each; observe the run itself (its draws and final model), to compare with a run without saves."""
+    each; read the run itself back (its draws and final model), to compare with a run without saves."""
     draws: list[list[float]] = []
-    with global_rngs_seeded(seed):
-        model, optimizer = setup.build(0)
+    with single_threaded(), global_rngs_seeded(seed):
+        model, optimizer = build(setup, 0)
         for step in range(total):
             train(model, optimizer, range(step, step + 1), draws)
             adapters.run_save_checkpoint(model, optimizer, step + 1, path)
-    return RandomRun(0, draws, model.state_dict())
+        return RandomRun(0, draws, model.state_dict())
 
 
-@student_side
-@single_threaded
+CRASHABLE = Setup("SGD", {"lr": 0.1}, "crashable")
+
+
+def crashable_weights(shift: float = 0.0) -> dict[str, torch.Tensor]:
+    """The tensors of ``CRASHABLE``'s model from seed 0 with ``shift`` added to its weight (built here)."""
+    model, _ = CRASHABLE.build(0)
+    with torch.no_grad():
+        model.linear.weight.add_(shift)
+    return {k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}
+
+
 def save_crashable(path: Path, iteration: int, *, shift: float = 0.0, crash: bool = False) -> dict:
     """Save a ``CrashableModel`` (seed 0, ``shift`` added to its weight) with an SGD optimizer.
 
     With ``crash`` its state cannot be pickled, so your save fails midway with an OSError
-    ("simulated crash ..."). Returns the weights it saved (the model's tensors).
+    ("simulated crash ..."). Returns the weights it saved (``crashable_weights(shift)``).
     """
-    model, optimizer = Setup("SGD", {"lr": 0.1}, "crashable").build(0)
+    model, optimizer = build(CRASHABLE, 0)
     with torch.no_grad():
         model.linear.weight.add_(shift)
     model.crash = crash
     adapters.run_save_checkpoint(model, optimizer, iteration, path)
-    return {k: v.clone() for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}
+    return crashable_weights(shift)

@@ -1,16 +1,19 @@
-"""Scenarios of part 4: your ``get_batch`` over many batches, under a global seed, counting its reads,
-measuring its memory, and written into.
+"""Loops of part 4 over your ``get_batch``: many batches under a global seed, a batch written into,
+the memory and the time a batch takes.
 
-Each runs your code through ``adapters.run_get_batch`` and returns plain data. ``sampled_starts`` and
-``batches_without_a_generator`` run on the tests' side in grading too (the global RNGs they seed are
-the ones your code draws from: see ``tests/boundary.py``); the ``@student_side`` ones run beside your
-code, where what they observe happens: the dataset object it indexes and writes through, the
-process whose memory it uses.
+Everything here runs in the test, in grading too: each ``adapters.run_get_batch`` crosses to your
+side of the line and the batch comes back (see ``tests/boundary.py``). The global RNGs a loop seeds
+are the ones your code draws from; two tensors your code returns that share memory come back
+sharing it; the memory your process uses is read from outside it (``/proc``, by process id).
+Only ``batch_reads`` looks inside your process (it hands get_batch an array that counts its reads):
+it runs in your own ``uv run pytest``, and grading skips the test that uses it (it grades the same
+behaviour by time: ``batch_seconds_per_row``).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +22,7 @@ import numpy as np
 import torch
 
 import adapters
-from tests.boundary import plain_data, student_side
+from tests import boundary
 
 
 def sampled_starts(
@@ -46,23 +49,65 @@ def batches_without_a_generator(
     return [adapters.run_get_batch(dataset, batch_size, context_length, "cpu")[0] for _ in range(calls)]
 
 
-@plain_data
 @dataclass
 class Written:
-    """What writing into a batch's ``x`` changed: ``y`` (compared with before the write) and the dataset."""
+    """What writing into a batch's ``x`` changed: ``y`` (compared with before the write) and the dataset
+    (the array passed in, or, seen from the returned tensor, whether ``x`` is a window of it)."""
 
     y_changed: bool
     dataset_changed: bool
+    windows: bool  # whether x and y held the dataset's windows (x[b] = dataset[s : s + T], y shifted by one)
 
 
-@student_side
+def x_views_the_dataset(x: torch.Tensor, dataset: np.ndarray) -> bool:
+    """Whether ``x``'s memory is the dataset's: its storage holds the whole dataset's bytes.
+
+    Seen from the returned tensor alone, so it holds in grading too, where the dataset your code
+    indexes is its own copy of the test's array (``torch.from_numpy(dataset)[s : s + T]`` keeps the
+    whole dataset as its storage). A dataset of a single window is left out: a copy of that window
+    (a view of which ``x`` may be) holds the same bytes.
+    """
+    storage = x.untyped_storage()
+    data = np.ascontiguousarray(dataset)
+    if storage.nbytes() != data.nbytes or x.device.type != "cpu" or len(dataset) <= x.shape[-1] + 1:
+        return False
+    held = torch.empty(0, dtype=torch.uint8).set_(storage).numpy().tobytes()
+    return held == data.tobytes()
+
+
 def write_into_x(dataset: np.ndarray, batch_size: int, context_length: int) -> Written:
     """Sample a batch (seeded generator), add 1 to every entry of ``x`` in place, and report what else changed."""
     before = dataset.copy()
     x, y = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(0))
+    views_dataset = x_views_the_dataset(x, dataset)
+    windows = window_mismatch(x, y, dataset) is None
     y_before = y.clone()
     x += 1
-    return Written(y_changed=not torch.equal(y, y_before), dataset_changed=not np.array_equal(dataset, before))
+    return Written(
+        y_changed=not torch.equal(y, y_before),
+        dataset_changed=views_dataset or not np.array_equal(dataset, before),
+        windows=windows,
+    )
+
+
+def window_mismatch(x: torch.Tensor, y: torch.Tensor, dataset: np.ndarray) -> str | None:
+    """Why ``x`` and ``y`` are not a batch of windows of ``dataset`` (its first bad row), or None when
+    each row of ``x`` is ``dataset[s : s + T]`` for a valid start ``s`` and the row of ``y`` the same
+    window shifted by one. ``dataset`` must hold distinct tokens (a token names its position): then a
+    batch of zeros, or of any tokens but the dataset's windows, has a mismatch."""
+    if x.dim() != 2 or x.shape != y.shape or x.numel() == 0:
+        return f"x and y have shapes {tuple(x.shape)} and {tuple(y.shape)}, expected one (B, T) shape"
+    context_length = x.shape[1]
+    position = {int(t): i for i, t in enumerate(dataset.tolist())}
+    for b, (row_x, row_y) in enumerate(zip(x.tolist(), y.tolist(), strict=True)):
+        s = position.get(row_x[0])
+        if s is None or s + context_length >= len(dataset):
+            return f"x[{b}] starts with {row_x[0]}, which is no valid start's token: the batch must hold the dataset's tokens"
+        window = dataset[s : s + context_length + 1].tolist()
+        if row_x != window[:-1] or row_y != window[1:]:
+            return (f"x[{b}], y[{b}] = {row_x}, {row_y}, expected the window dataset[{s}:{s + context_length}] = "
+                    f"{window[:-1]} and the same shifted by one, {window[1:]}")
+    return None
 
 
 class CountingArray(np.ndarray):
@@ -75,9 +120,9 @@ class CountingArray(np.ndarray):
         return np.asarray(super().__getitem__(index))
 
 
-@student_side
 def batch_reads(dataset: np.ndarray, batch_size: int, context_length: int) -> int:
-    """How many times get_batch indexes ``dataset`` to sample one batch."""
+    """How many times get_batch indexes ``dataset`` to sample one batch (in one process only: an
+    array subclass does not cross to the sandboxed worker; grading skips the tests that use it)."""
     CountingArray.reads = 0
     adapters.run_get_batch(
         dataset.view(CountingArray),
@@ -89,43 +134,134 @@ def batch_reads(dataset: np.ndarray, batch_size: int, context_length: int) -> in
     return CountingArray.reads
 
 
-def _status_kb(key: str) -> int:
+def loop_over_rows(dataset: np.ndarray, starts: np.ndarray, context_length: int) -> np.ndarray:
+    """The windows at ``starts``, read one row at a time in a Python loop: the baseline a vectorised
+    get_batch must beat (the test's own code, timed in the same run)."""
+    return np.stack([np.asarray(dataset[s : s + context_length + 1], dtype=np.int64) for s in starts])
+
+
+def best_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """The fastest of ``repeats`` timed calls of ``fn`` (a stall on a loaded machine decides nothing)."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@dataclass
+class RowCosts:
+    """Seconds per row: get_batch's extra time for a batch of ``rows`` over a batch of one (so the
+    round trip to your side of the line cancels out), and the loop baseline's."""
+
+    get_batch: float
+    loop: float
+    rows: int
+    windows: bool  # whether the (untimed) batch of ``rows`` held the dataset's windows
+
+
+def batch_seconds_per_row(dataset: np.ndarray, rows: int, context_length: int, seed: int, repeats: int = 5) -> RowCosts:
+    """Time get_batch on a batch of ``rows`` and on a batch of one, in turns (each call its own
+    generator seed, from ``seed``), and the test's row-by-row loop on ``rows`` starts; the best of
+    ``repeats`` each."""
+    seeds = iter(range(seed, seed + 4 * repeats))
+
+    def batch(size: int) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+        return lambda: adapters.run_get_batch(
+            dataset, size, context_length, "cpu", torch.Generator().manual_seed(next(seeds))
+        )
+
+    x, y = batch(rows)()  # untimed warm-up: one-time costs are not speed
+    one = many = float("inf")
+    for _ in range(repeats):  # in turns: a stall of the machine hits both sizes alike
+        one = min(one, best_seconds(batch(1), 1))
+        many = min(many, best_seconds(batch(rows), 1))
+    starts = np.random.default_rng(seed).integers(0, len(dataset) - context_length, rows)
+    loop = best_seconds(lambda: loop_over_rows(dataset, starts, context_length), repeats)
+    return RowCosts(get_batch=max(many - one, 0.0) / rows, loop=loop / rows, rows=rows,
+                    windows=window_mismatch(x, y, dataset) is None)
+
+
+# ------------------------------------------------------------------------------------------------
+# memory, read from outside the process that runs get_batch
+# ------------------------------------------------------------------------------------------------
+
+
+def _status_kb(pid: int | str, key: str) -> int:
     return int(
-        re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1)
+        re.search(rf"^{key}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M).group(1)
     )
 
 
-def peak_rss_growth_kb(fn: Callable[[], object]) -> int:
-    """How far the resident set's high-water mark rises while ``fn()`` runs (Linux only)."""
-    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current VmRSS
-    before = _status_kb("VmHWM")
-    fn()
-    return _status_kb("VmHWM") - before
+def student_pids() -> list[int | str] | None:
+    """The processes that run your code: this one in a plain ``uv run pytest``; in grading, the
+    sandboxed worker's, as the judge names them (None where it cannot)."""
+    if boundary.remote is None:
+        return ["self"]
+    pids = getattr(boundary.remote, "worker_pids", None)
+    return list(pids()) if callable(pids) else None
 
 
 def can_measure_peak_rss() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        _status_kb("VmHWM")
+    """Whether the peak memory of the processes running your code can be reset and read (Linux)."""
+    pids = student_pids()
+    if not pids:
+        return False
+    try:  # the main process only: a child of your code that exits meanwhile must not make the test skip
+        Path(f"/proc/{pids[0]}/clear_refs").write_text("5")
+        _status_kb(pids[0], "VmHWM")
     except (OSError, AttributeError):
         return False
     return True
 
 
-@student_side
+def peak_rss_growth_kb(fn: Callable[[], object]) -> int:
+    """How far the resident set's high-water mark of the processes running your code rises while
+    ``fn()`` runs (the largest rise among them; Linux only)."""
+    pids = student_pids() or []
+    before = {}
+    for pid in pids:
+        try:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")  # reset VmHWM to the current VmRSS
+            before[pid] = _status_kb(pid, "VmHWM")
+        except (OSError, AttributeError):  # a child that ended meanwhile
+            if pid == pids[0]:
+                raise
+    fn()
+    growth = 0
+    for pid in before:
+        try:
+            growth = max(growth, _status_kb(pid, "VmHWM") - before[pid])
+        except (OSError, AttributeError):  # the process ended meanwhile
+            continue
+    return growth
+
+
+@dataclass
+class BatchMemory:
+    """A batch and how far the peak memory of the processes running get_batch rose while it sampled it."""
+
+    growth_kb: int
+    x: torch.Tensor
+    y: torch.Tensor
+
+
 def peak_rss_growth_kb_of_a_batch(
     path: Path, dtype: str, batch_size: int, context_length: int
-) -> int | None:
-    """The peak-memory growth (kB) of this process while get_batch samples one batch from a
-    read-only ``np.memmap`` of the token file at ``path``; None where it cannot be measured."""
+) -> BatchMemory | None:
+    """The batch get_batch samples from a read-only ``np.memmap`` of the token file at ``path``, and
+    the peak-memory growth (kB) of the processes running it meanwhile; None where it cannot be measured."""
     if not can_measure_peak_rss():
         return None
     adapters.run_get_batch(
         np.arange(100, dtype=np.uint16), 2, 4, "cpu", torch.Generator()
     )  # warm up
     memmap = np.memmap(path, dtype=dtype, mode="r")  # mapped, nothing resident yet
-    return peak_rss_growth_kb(
-        lambda: adapters.run_get_batch(
+    batch: list[tuple[torch.Tensor, torch.Tensor]] = []
+    growth = peak_rss_growth_kb(
+        lambda: batch.append(adapters.run_get_batch(
             memmap, batch_size, context_length, "cpu", torch.Generator().manual_seed(0)
-        )
+        ))
     )
+    return BatchMemory(growth, *batch[0])

@@ -1,88 +1,57 @@
-"""Scenarios of the training loop: your ``cs336`` command, in this process or killed in a child, and
-the state its checkpoints hold.
+"""Scenarios of the training loop: your ``cs336`` command, watched from outside, and the state its
+checkpoints hold.
 
-Each runs your code (through ``adapters``) and returns plain data: exit statuses, what was printed,
-state dicts. ``load_final_state`` runs on the tests' side in grading too, driving your model and
-optimizer call by call; the ``@student_side`` ones run beside your code (see ``tests/boundary.py``),
-where what they observe happens: what your command prints, a child process killed mid-run.
+All of them run on the tests' side of the line (see ``tests/boundary.py``): ``cs336`` calls your
+command and keeps what it printed (``printed_by``), ``train_killed_at_random`` has your command
+killed mid-run (``killed_midway``), and ``load_final_state`` drives your model and optimizer call
+by call to read a checkpoint back.
 """
 
 from __future__ import annotations
 
-import io
-import os
 import random
-import signal
-import subprocess
-import sys
-import time
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
 import adapters
-from tests.boundary import plain_data, student_side
+from tests.boundary import killed_midway, printed_by
 
 
-@plain_data
 @dataclass
 class Run:
-    """What one ``cs336`` command did: its exit status and what it printed to stdout and stderr."""
+    """What one ``cs336`` command did: its exit status and what it printed (stdout and stderr together)."""
 
     status: int
-    out: str
-    err: str
+    printed: str
 
 
-@student_side
 def cs336(argv: list[str]) -> Run:
-    """Run ``cs336 ARGV`` in this process (``adapters.run_cs336``), capturing what it prints.
+    """Run ``cs336 ARGV`` (``adapters.run_cs336``), keeping what it prints.
 
-    If it raises, what it printed so far is printed again before the exception propagates.
+    If it raises, what it printed so far is printed before the exception propagates.
     """
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            status = adapters.run_cs336(argv)
-    except BaseException:
-        sys.stdout.write(out.getvalue())
-        sys.stderr.write(err.getvalue())
-        raise
-    return Run(status, out.getvalue(), err.getvalue())
+    status, printed = printed_by(lambda: adapters.run_cs336(argv))
+    return Run(status, printed)
 
 
-@student_side
-def train_killed_at_random(
-    argv: list[str], checkpoint: Path, log: Path, seed: int = 0
-) -> tuple[int, str]:
-    """Run ``cs336 ARGV`` in a child process; once ``checkpoint`` exists, SIGKILL it at a random moment.
+#: The longest wait, in seconds, between the first checkpoint and the kill.
+KILL_WINDOW = 0.1
 
-    The child calls ``adapters.run_cs336`` too (the same door, from the folder that holds your
-    ``adapters.py``). Returns its exit status and what it printed (also left in ``log``).
+
+def train_killed_at_random(argv: list[str], checkpoint: Path, seed: int = 0) -> tuple[int, str]:
+    """Run ``cs336 ARGV`` in a process of its own; once ``checkpoint`` exists, SIGKILL it at a moment
+    drawn from ``seed`` (up to ``KILL_WINDOW`` seconds later), quite possibly in the middle of a save.
+
+    Returns its exit status (``-signal.SIGKILL`` if it was killed) and what it printed.
     """
-    root = Path(adapters.__file__).resolve().parent
-    command = [
-        sys.executable,
-        "-c",
-        "import sys, adapters; sys.exit(adapters.run_cs336(sys.argv[1:]))",
-        *argv,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    with log.open("w") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=root, env=env)
-        try:
-            while (
-                not checkpoint.exists() and proc.poll() is None
-            ):  # wait until training is under way
-                time.sleep(0.01)
-            # then kill it at an arbitrary step, quite possibly in the middle of a save
-            time.sleep(random.Random(seed).uniform(0.0, 0.1))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-    return proc.returncode, log.read_text()
+    after = random.Random(seed).uniform(0.0, KILL_WINDOW)
+    return killed_midway("run_cs336", [argv], once_written=checkpoint, after=after)
+
+
+def train_killed_once_saved(argv: list[str], checkpoint: Path) -> tuple[int, str]:
+    """Run ``cs336 ARGV`` in a process of its own; SIGKILL it as soon as it has written ``checkpoint``
+    (created or replaced it) since it started. Returns its exit status and what it printed."""
+    return killed_midway("run_cs336", [argv], once_written=checkpoint, after=0.0)
 
 
 def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, dict, dict]:

@@ -7,10 +7,14 @@ Not collected on its own (no ``test_`` prefix in its file name).
 
 from __future__ import annotations
 
+import re
+import signal
+
 import pytest
 import torch
 
 import adapters
+from tests.boundary import killed_midway, printed_by
 
 
 def test_parameters_are_the_tests_own_tensors_across_steps():
@@ -99,3 +103,25 @@ def test_a_context_manager_of_the_workers_counts_what_runs_inside_it():
     with counter:
         layer(torch.ones(5, 8))
     assert counter.total == 2 * 5 * 8 * 4
+
+
+def test_what_a_command_prints_comes_back_whole_and_in_order():
+    """``printed_by``: every line a command printed (stdout and stderr together), none lost to a cut or a race."""
+    status, printed = printed_by(lambda: adapters.run_cs336(
+        ["train", "--steps", "300", "--dim", "2", "--layers", "0", "--batch-size", "2", "--log-every", "1"]))
+    steps = [int(m.group(1)) for m in re.finditer(r"step\s+(\d+)/300\s+loss", printed)]
+    assert status == 0 and steps == list(range(1, 301)), printed[-2000:]
+    assert printed.rstrip().endswith("final loss " + printed.rstrip().rpartition("final loss ")[2])
+
+
+def test_a_run_killed_midway_leaves_its_last_checkpoint_and_the_next_call_runs(tmp_path):
+    """``killed_midway``: the process is SIGKILLed once its checkpoint exists; the checkpoint is
+    there for the test, and the next call runs (split: in a fresh worker)."""
+    path = tmp_path / "ckpt.pt"
+    argv = ["train", "--steps", "1000000", "--dim", "2", "--layers", "0", "--checkpoint", str(path),
+            "--checkpoint-every", "1"]
+    status, printed = killed_midway("run_cs336", [argv], once_written=path, after=0.05)
+    assert status == -signal.SIGKILL and "done:" not in printed, (status, printed[-2000:])
+    model = adapters.get_cruncher_cls()(2, 0)
+    iteration = adapters.run_load_checkpoint(path, model, adapters.get_adamw_cls()(model.parameters()))
+    assert 0 < iteration < 1_000_000

@@ -7,13 +7,23 @@ the judge's ``rebuild_exception`` with the error the worker would describe.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import threading
 
 import pytest
 
 import tests.boundary as boundary
 import tests.scenarios
-from cs336_staff.grade.remote import rebuild_exception
+from cs336_staff.grade.remote import (
+    PRINTED_CHARS,
+    OutputTap,
+    Remote,
+    WorkerCrashed,
+    WorkerProcess,
+    rebuild_exception,
+)
 from cs336_staff.worker import channel, codec
 from cs336_staff.worker.main import Worker
 from tests.scenarios import checkpoint
@@ -41,23 +51,23 @@ def serve(worker: Worker, message: dict, encoder: codec.Encoder):
             os.close(fd)
     if "error" in reply:
         raise rebuild_exception(reply["error"])
-    return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects).decode(reply["ok"])
+    return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects,
+                         handle=lambda node: f"a handle of a {node['type']}").decode(reply["ok"])
 
 
-def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch, tmp_path):
+def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
     """The worker imports a scenario's module before decoding the arguments, so its @plain_data classes are known."""
     monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
     setup = checkpoint.Setup("SGD", {"lr": 0.1})
-    message = request({"op": "call", "target": "tests.scenarios.checkpoint:save"},
-                      [setup, 2, 2, tmp_path / "ckpt.pt"], {})
+    message = request({"op": "call", "target": "tests.scenarios.checkpoint:build"}, [setup, 0], {})
     # a fresh worker has imported neither the scenario module nor, so, its classes
     monkeypatch.setattr(tests.scenarios, "checkpoint", checkpoint)
     monkeypatch.delitem(sys.modules, "tests.scenarios.checkpoint")
     for registry in (boundary.DATA_TYPES, boundary.SCENARIOS):
         for name in [n for n in registry if n.startswith("tests.scenarios.checkpoint:")]:
             monkeypatch.delitem(registry, name)
-    assert serve(Worker(-1, -1), *message) is None
-    assert (tmp_path / "ckpt.pt").stat().st_size > 0
+    model, optimizer = serve(Worker(-1, -1), *message)
+    assert model.endswith("Sequential") and optimizer.endswith("SGD"), (model, optimizer)
 
 
 def describe(e: BaseException) -> dict:
@@ -93,3 +103,58 @@ def test_a_rebuilt_error_whose_args_make_its_message_is_unchanged():
     """When the args alone say it (the usual case), the rebuilt error is just the class and args."""
     rebuilt = rebuild_exception(describe(ValueError("d_in must be positive, got 0")))
     assert str(rebuilt) == "d_in must be positive, got 0" and "worker_str" not in rebuilt.__dict__
+
+
+def test_the_output_a_call_printed_is_taken_whole_once_the_workers_mark_arrives():
+    """``OutputTap.take(through=mark)`` waits for the mark the worker writes after a call's output (it
+    may arrive after the reply), returns everything before it without the mark, and keeps more than
+    a report's cut when asked."""
+    read_end, write_end = os.pipe()
+    tap = OutputTap(os.fdopen(read_end, "rb"))
+    mark = "\n[mark 1]\n"
+    os.write(write_end, b"x" * 20_000)
+    threading.Timer(0.2, lambda: os.write(write_end, f"tail{mark}".encode())).start()
+    text = tap.take(through=mark, timeout=10, limit=PRINTED_CHARS)
+    assert text == "x" * 20_000 + "tail"
+    os.write(write_end, b"y" * 20_000)
+    os.close(write_end)
+    tap.join()
+    assert "characters cut" in tap.take(), "a report's copy is still cut to OUTPUT_PER_TEST"
+
+
+def _sleeping_worker() -> tuple[Remote, WorkerProcess]:
+    """A Remote whose current worker is a sleeping process in a session of its own (no pipes used)."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    worker = WorkerProcess(proc, requests=-1, replies=-1, output=OutputTap(os.fdopen(read_end, "rb")))
+    remote = Remote(lambda: worker)
+    remote.worker = worker
+    return remote, worker
+
+
+def test_a_call_killed_by_the_judge_reports_the_kill_and_is_not_counted_as_a_crash(monkeypatch):
+    """``call_killed``: once ``once()`` holds and ``after`` passed, the worker's process is SIGKILLed; the
+    call's crash comes back as (None, killed, printed) and the worker's crash count is unchanged."""
+    remote, worker = _sleeping_worker()
+
+    def call(target, args, kwargs):  # a call in flight ends when its worker dies, as _exchange reports it
+        worker.proc.wait()
+        remote.crashes += 1
+        raise WorkerCrashed("the worker running your code ended")
+
+    monkeypatch.setattr(remote, "call", call)
+    value, killed, _ = remote.call_killed("adapters:run", (), {}, once=lambda: True, after=0.05)
+    assert (value, killed, remote.crashes, worker.proc.returncode) == (None, True, 0, -signal.SIGKILL)
+
+
+def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch):
+    """The call returned first: its value stands, nothing is killed."""
+    remote, worker = _sleeping_worker()
+    monkeypatch.setattr(remote, "call", lambda target, args, kwargs: 3)
+    monkeypatch.setattr(remote, "printed", lambda: "printed")
+    try:
+        assert remote.call_killed("adapters:run", (), {}, once=lambda: False, after=0.0) == (3, False, "printed")
+        assert worker.proc.poll() is None
+    finally:
+        worker.kill()
