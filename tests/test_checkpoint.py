@@ -257,8 +257,11 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path
 def test_iteration_comes_back_as_the_same_int(iteration, tmp_path):
     """The iteration load returns is the saved one exactly, as an int: 0, and one past 32 bits."""
     scenario.save(OPTIMIZERS["adamw"], 1, iteration, tmp_path / "ckpt.pt")
-    loaded = scenario.load_into_fresh(OPTIMIZERS["adamw"], tmp_path / "ckpt.pt").iteration
+    fresh = scenario.load_into_fresh(OPTIMIZERS["adamw"], tmp_path / "ckpt.pt")
+    loaded = fresh.iteration
     assert loaded == iteration and type(loaded) is int, f"loaded {loaded!r}, expected the int {iteration}"
+    # and the state came with it (an iteration of 0 is also what a load that reads nothing returns)
+    assert_state_dicts_equal(fresh.model, scenario.straight(OPTIMIZERS["adamw"], 1).model, "the saved parameters")
 
 
 def test_checkpoint_round_trips_through_open_binary_files(tmp_path):
