@@ -439,6 +439,11 @@ def test_training_step_memory_matches_training_memory_bytes() -> None:
 def test_training_memory_of_nothing_is_zero_and_optimizer_state_starts_empty() -> None:
     """No parameters and no activations cost nothing; an optimizer holds no state before its first step, then its states."""
     assert adapters.run_training_memory_bytes(0, 0, "rmsprop", "fp32") == 0
+    one = adapters.run_training_memory_bytes(1, 1, "rmsprop", "fp32")
+    assert one == 12 + 4, (
+        f"training_memory_bytes(1 param, 1 activation, 'rmsprop', 'fp32') = {one}, expected 16: "
+        "4 (weight) + 4 (gradient) + 4 (RMSprop's running mean of g^2) per parameter, 4 per fp32 activation"
+    )
     net = Net("mlp", (5, 4))
     assert accounting.student_optimizer_state_bytes(net, "adam", {"lr": 1e-3}, []) == 0, "state before any step()"
     x = torch.randn(2, 5, generator=torch.Generator().manual_seed(4))

@@ -69,6 +69,26 @@ def _half_ulp_violations(x: Tensor, x_fp8: Tensor, scale: Tensor) -> Tensor:
     return (err > half_ulp * (1 + 2**-20) + y.abs() * 2**-20) | unusable.expand_as(err)
 
 
+def documented_fp8(x: Tensor, dtype: torch.dtype, granularity: str) -> tuple[Tensor, Tensor]:
+    """Oracle of to_fp8's documented rule, in fp32: scale = max(amax, 1e-12) / fp8_max (448 for e4m3fn,
+    57344 for e5m2), amax over the tensor or along each row; x_fp8 = cast(clamp(x / scale, -max, max))."""
+    x32, fp8_max = x.float(), torch.finfo(dtype).max
+    amax = x32.abs().amax() if granularity == "tensor" else x32.abs().amax(dim=-1, keepdim=True)
+    scale = amax.clamp(min=1e-12) / fp8_max
+    return (x32 / scale).clamp(-fp8_max, fp8_max).to(dtype), scale
+
+
+def assert_documented_scale(x: Tensor, dtype: torch.dtype, granularity: str, scale: Tensor) -> None:
+    """Evidence that to_fp8 scaled by the format's own max: its scale is max(amax, 1e-12) / fp8_max in fp32, exactly."""
+    _, want = documented_fp8(x, dtype, granularity)
+    assert scale.dtype == torch.float32 and scale.shape == want.shape and torch.equal(scale.cpu(), want.cpu()), (
+        f"to_fp8(x, {_name(dtype)}, {granularity!r}) returned a scale {scale.flatten()[:4].tolist()} "
+        f"({scale.dtype}, shape {tuple(scale.shape)}), expected max(amax, 1e-12) / {torch.finfo(dtype).max:g} = "
+        f"{want.flatten()[:4].tolist()} (fp32, shape {tuple(want.shape)}): divide amax by the format's largest "
+        "finite value (dtype_info(dtype)['max'])"
+    )
+
+
 def assert_close_to_the_product(out: Tensor, a: Tensor, b: Tensor) -> None:
     """Evidence that fp8_matmul multiplied: its output is within fp8's 6% (Frobenius) of a @ b in fp64."""
     exact = a.double() @ b.double()
@@ -248,6 +268,7 @@ def test_to_fp8_leaves_its_input_unchanged(granularity):
         "For an fp32 tensor x.float() returns x itself, so x.float().div_(scale) overwrites the caller's tensor"
     )
     assert not _half_ulp_violations(before, x_fp8, scale).any(), "and x_fp8 must be x / scale rounded to fp8"
+    assert_documented_scale(before, E4M3, granularity, scale)
 
 
 @pytest.mark.parametrize("granularity", ["tensor", "row"])
@@ -262,6 +283,7 @@ def test_to_fp8_error_is_within_half_an_ulp(dtype, granularity):
     x = _wide_range(seed=0)
     x_fp8, scale = adapters.run_to_fp8(x, dtype, granularity)
     assert x_fp8.dtype == dtype and x_fp8.shape == x.shape
+    assert_documented_scale(x, dtype, granularity, scale)
     bad = _half_ulp_violations(x, x_fp8, scale)
     assert not bad.any(), (
         f"{int(bad.sum())} elements are further than half an ulp from x / scale, first at "
@@ -321,6 +343,7 @@ def test_to_fp8_all_zero_input_stays_finite(dtype, granularity):
         assert torch.isfinite(scale).all() and (scale > 0).all(), (
             f"scale must be finite and positive, got {scale}"
         )
+        assert_documented_scale(inp, dtype, granularity, scale)  # 1e-12 / fp8_max for an all-zero tensor or row
         decoded = adapters.run_from_fp8(x_fp8, scale)
         assert torch.isfinite(decoded).all(), "zeros must not turn into NaN (0 / 0) or inf"
         assert (decoded[inp == 0] == 0).all(), "zeros must decode to zeros"
@@ -403,7 +426,7 @@ def test_from_fp8_decodes_as_fp8_times_scale(out_dtype):
     g = torch.Generator().manual_seed(3)
     x = torch.randn(5, 16, generator=g) * 100
     for granularity in ("tensor", "row"):
-        x_fp8, scale = adapters.run_to_fp8(x, E4M3, granularity)
+        x_fp8, scale = documented_fp8(x, E4M3, granularity)
         out = adapters.run_from_fp8(x_fp8, scale, out_dtype)
         assert out.dtype == out_dtype
         assert torch.equal(out, (x_fp8.float() * scale).to(out_dtype)), (
@@ -424,7 +447,7 @@ def test_to_fp8_and_from_fp8_reject_bad_input():
         adapters.run_to_fp8(torch.tensor([[1.0, float("inf")]]), E4M3)
     with pytest.raises(ValueError, match="finite and positive"):
         adapters.run_to_fp8(x, E4M3, "tensor", torch.tensor(float("nan")))
-    x_fp8, _ = adapters.run_to_fp8(x, E4M3)
+    x_fp8, _ = documented_fp8(x, E4M3, "tensor")
     with pytest.raises(ValueError, match="finite and positive"):
         adapters.run_from_fp8(x_fp8, torch.tensor(float("inf")))
 
@@ -582,6 +605,7 @@ def test_fp8_matmul_of_a_single_row_keeps_its_row(granularity):
     expected = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.float32)
     assert out.shape == (1, 16), f"a (1, 32) @ b (32, 16) gave shape {tuple(out.shape)}: keep the size-one row"
     assert torch.equal(out, expected), "not torch._scaled_mm of the to_fp8 operands"
+    assert_close_to_the_product(out, a, b)
 
 
 @pytest.mark.parametrize(

@@ -118,14 +118,7 @@ def to_fp8(
             "to_fp8 got a tensor containing inf or NaN, so its scale would not be finite; "
             "find where the overflow happened upstream"
         )
-    fp8_max = dtype_info(dtype)["max"]
-    if scale is None:
-        if granularity == "tensor":
-            amax = x32.abs().amax()
-        else:
-            amax = x32.abs().amax(dim=-1, keepdim=True)
-        scale = amax.clamp(min=AMAX_FLOOR) / fp8_max
-    else:
+    if scale is not None:  # a given scale is checked with the other inputs, before any work
         scale = scale.float().to(x32.device)
         expected = () if granularity == "tensor" else (x.shape[0], 1)
         if scale.numel() != (1 if granularity == "tensor" else x.shape[0]):
@@ -135,6 +128,13 @@ def to_fp8(
             )
         scale = scale.reshape(expected)
         _check_scale(scale, "to_fp8")
+    fp8_max = dtype_info(dtype)["max"]
+    if scale is None:
+        if granularity == "tensor":
+            amax = x32.abs().amax()
+        else:
+            amax = x32.abs().amax(dim=-1, keepdim=True)
+        scale = amax.clamp(min=AMAX_FLOOR) / fp8_max
     x_fp8 = (x32 / scale).clamp(-fp8_max, fp8_max).to(dtype)
     return x_fp8, scale
     # END SOLUTION

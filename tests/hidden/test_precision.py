@@ -23,6 +23,8 @@ from tests.test_precision import (
     _run_scaler,
     _scaler_run,
     assert_close_to_the_product,
+    assert_documented_scale,
+    documented_fp8,
 )
 
 E5M2 = torch.float8_e5m2
@@ -140,6 +142,7 @@ def test_to_fp8_half_ulp_for_mixed_magnitudes_and_input_dtypes(dtype, granularit
     x = (mags * torch.randn(7, 48, generator=g).sign()).to(in_dtype)
     x_fp8, scale = adapters.run_to_fp8(x, dtype, granularity)
     assert scale.dtype == torch.float32, "scales are fp32 whatever the input dtype"
+    assert_documented_scale(x, dtype, granularity, scale)
     bad = _half_ulp_violations(x, x_fp8, scale)
     assert not bad.any(), (
         f"{int(bad.sum())} elements off by more than half an ulp ({_name(in_dtype)} input)"
@@ -157,6 +160,7 @@ def test_to_fp8_per_tensor_works_for_any_shape(shape):
     x_fp8, scale = adapters.run_to_fp8(x, E5M2)
     assert x_fp8.shape == x.shape and scale.shape == ()
     assert not _half_ulp_violations(x, x_fp8, scale).any()
+    assert_documented_scale(x, E5M2, "tensor", scale)
 
 
 def test_to_fp8_transposed_input_is_quantised_by_its_logical_rows():
@@ -164,9 +168,11 @@ def test_to_fp8_transposed_input_is_quantised_by_its_logical_rows():
     g = torch.Generator().manual_seed(13)
     x = torch.randn(32, 16, generator=g) * torch.logspace(-3, 3, 16)[None, :]
     got, got_scale = adapters.run_to_fp8(x.t(), E4M3, "row")
-    want, want_scale = adapters.run_to_fp8(x.t().contiguous(), E4M3, "row")
-    assert got_scale.shape == (16, 1) and torch.equal(got_scale, want_scale)
-    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+    want, want_scale = documented_fp8(x.t().contiguous(), E4M3, "row")
+    assert got_scale.shape == (16, 1) and torch.equal(got_scale, want_scale), (
+        "the scales of x.t() must be those of its contiguous copy: max(amax of each logical row, 1e-12) / 448"
+    )
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)), "x.t()'s fp8 values are not its rows' / scale"
 
 
 @pytest.mark.parametrize("dtype", FP8, ids=_name)
@@ -210,7 +216,7 @@ def test_to_fp8_rejects_nan_and_integer_input():
 
 def test_from_fp8_rejects_non_fp8_input_and_mismatched_scale():
     """from_fp8 needs an fp8 tensor and a scale that broadcasts against it."""
-    x_fp8, scale = adapters.run_to_fp8(torch.randn(4, 16), E4M3, "row")
+    x_fp8, scale = documented_fp8(torch.randn(4, 16), E4M3, "row")
     with pytest.raises(ValueError, match="fp8"):
         adapters.run_from_fp8(x_fp8.float(), scale)
     with pytest.raises(ValueError, match="broadcast"):
@@ -472,6 +478,7 @@ def test_size_one_fp8_matmul_and_mixed_step_in_fp16():
     a_fp8, b_fp8, sa, sb = _fp8_operands(a, b, "row")
     assert out.shape == (1, 32)
     assert torch.equal(out, torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
+    assert_close_to_the_product(out, a, b)
     torch.manual_seed(41)
     weights = precision.mlp([8, 4]).state_dict()
     x, y = torch.randn(1, 8, generator=g), torch.randn(1, 4, generator=g)
