@@ -220,6 +220,7 @@ def test_same_storage_true_for_views_false_for_copies(seed):
         assert not adapters.run_same_storage(x, x.contiguous()), (
             f"x = {chain} ({describe(x)}): contiguous() copied it"
         )
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 def test_same_storage_sees_through_storage_offset():
@@ -229,6 +230,7 @@ def test_same_storage_sees_through_storage_offset():
     assert adapters.run_same_storage(x, x[1:])
     assert adapters.run_same_storage(x[2:], x[:3])
     assert not adapters.run_same_storage(x, torch.arange(6.0))
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 # --------------------------------------------------------------------------------------------
@@ -488,6 +490,7 @@ def test_view_or_copy_transpose_then_flatten_must_copy():
     y, is_view = adapters.run_view_or_copy(x.t(), (6,))
     assert not is_view, "x.t().view(6) raises in torch: the elements are not in storage order"
     assert y.tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    assert_view_or_copy_contrasts()
 
 
 def test_view_or_copy_rejects_shape_with_wrong_number_of_elements():
@@ -711,6 +714,7 @@ def test_is_view_of_across_dtype_views_empty_slices_and_expanded_rows():
     assert adapters.run_is_view_of(base[:, 3:3], base[0]), "an empty slice reads no byte, so it is a view"
     assert adapters.run_is_view_of(base[:1].expand(4, 5), base[0])
     assert not adapters.run_is_view_of(base[1:].expand(4, 5), base[0]), "row 1 repeated reads no byte of row 0"
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 @pytest.mark.parametrize("shape", [[3, 0, 2], torch.Size([1, 4, 1]), (0,)], ids=["list", "torch.Size", "empty"])
@@ -727,6 +731,7 @@ def test_is_contiguous_accepts_torch_size_and_the_strides_tuple():
     for v in (x, x.permute(2, 1, 0), x[:, :, ::2], x.expand(2, 3, 1, 4)[1]):
         got = adapters.run_is_contiguous(v.shape, v.stride())
         assert got == v.is_contiguous(), f"{describe(v)}: torch says {v.is_contiguous()}, got {got}"
+    assert_is_contiguous_contrasts()
 
 
 @pytest.mark.parametrize(

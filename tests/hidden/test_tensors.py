@@ -22,6 +22,7 @@ from tests.test_tensors import (
     assert_view_or_copy_agrees_with_torch,
     assert_view_or_copy_contrasts,
     oracle_is_view_of,
+    oracle_same_storage,
     storage_position,
     torch_can_view,
 )
@@ -223,6 +224,7 @@ def test_same_storage_agrees_with_storage_pointers(seed):
         assert adapters.run_same_storage(x, other) == want, (
             f"x = {chain} vs {describe(other)}: want {want}"
         )
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 def test_same_storage_across_dtype_views():
@@ -230,12 +232,14 @@ def test_same_storage_across_dtype_views():
     x = torch.arange(6.0)
     assert adapters.run_same_storage(x, x.view(torch.int32))
     assert not adapters.run_same_storage(x, x.to(torch.int32))
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 def test_same_storage_of_disjoint_halves():
     """Two halves that share no element still share the storage."""
     x = torch.arange(10)
     assert adapters.run_same_storage(x[:5], x[5:])
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,6 +266,7 @@ def test_is_view_of_counts_bytes_across_dtype_views():
     low_halves = x.view(torch.int16)[::2]
     assert adapters.run_is_view_of(low_halves, x)
     assert not adapters.run_is_view_of(x, low_halves), "x reads both halves of every element, low_halves only one"
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 def test_is_view_of_an_empty_slice_and_an_expanded_view():
@@ -270,6 +275,7 @@ def test_is_view_of_an_empty_slice_and_an_expanded_view():
     assert adapters.run_is_view_of(base[2:2], base)
     assert adapters.run_is_view_of(base[1:2].expand(5, 4), base[1])
     assert not adapters.run_is_view_of(base[1:2].expand(5, 4), base[0])
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 @settings(max_examples=60, deadline=None)
@@ -328,6 +334,7 @@ def test_is_contiguous_accepts_torch_size():
     x = torch.zeros(2, 3, 4).transpose(1, 2)
     assert adapters.run_is_contiguous(x.shape, x.stride()) is False
     assert adapters.run_is_contiguous(x.contiguous().shape, x.contiguous().stride()) is True
+    assert_is_contiguous_contrasts()
 
 
 def test_is_contiguous_rejects_negative_size():
@@ -384,6 +391,7 @@ def test_view_or_copy_writes_through_a_view():
     assert not is_view
     z.fill_(-1.0)
     assert x.min().item() == 0.0, "a copy must not share memory with x"
+    assert_view_or_copy_contrasts()
 
 
 @pytest.mark.parametrize(
