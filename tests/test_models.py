@@ -42,13 +42,7 @@ def assert_computes_with_its_weights(module: str, args: tuple, dtype: torch.dtyp
     weights = model.state_dict()
     d_in = (weights.get("layers.0.weight", weights.get("final.weight", weights.get("weight")))).shape[-1]
     x = torch.randn(3, d_in, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
-    expected = x
-    if module == "linear":
-        expected = F.linear(x, weights["weight"])
-    else:
-        for i in range(sum(k.startswith("layers.") for k in weights)):
-            expected = F.linear(expected, weights[f"layers.{i}.weight"])
-        expected = F.linear(expected, weights["final.weight"]).squeeze(-1)
+    expected = F.linear(x, weights["weight"]) if module == "linear" else f_linear_chain(weights, x)
     with torch.no_grad():
         out = model(x)
     assert expected.abs().sum() > 0, f"{module}{args} computes 0 for a random input: its weights were never initialised"

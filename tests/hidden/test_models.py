@@ -211,6 +211,8 @@ def test_cruncher_batch_of_one_other_dtypes(dtype):
 def test_linear_keeps_size_one_and_zero_dims_other_shapes(d_in, d_out, batch_shape, dtype):
     """Empty and size-one batch dimensions, d_in = d_out = 1, in float64, bfloat16 and float32."""
     linear_matches_functional(d_in, d_out, batch_shape, dtype, seed=42)
+    if 0 in batch_shape:  # an empty output holds no values: the same layer on a batch that has some
+        linear_matches_functional(d_in, d_out, (2,), dtype, seed=43)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float64], ids=str)
@@ -222,6 +224,7 @@ def test_cruncher_on_meta_returns_meta_outputs_other_dtypes(dtype):
         assert (out.device.type, out.dtype, tuple(out.shape)) == ("meta", dtype, (batch,)), (
             f"Cruncher(5, {num_layers}) on meta, {dtype}: got {out.device}, {out.dtype}, {tuple(out.shape)}"
         )
+        assert_computes_with_its_weights("cruncher", (5, num_layers), dtype)  # meta holds no values: on the CPU
 
 
 @pytest.mark.parametrize(
