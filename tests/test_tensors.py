@@ -178,14 +178,15 @@ def test_element_at_reads_the_storage_not_the_tensor(make, index):
 
     view = make(torch.arange(6.0).view(2, 3))
     x = view.as_subclass(NoIndexing)  # same storage, strides and offset; indexing it fails
-    got = adapters.run_element_at(x, index).as_subclass(torch.Tensor)
-    want = view[index]
-    assert torch.equal(got, want), (
-        f"element_at(x, {index}) with x of {describe(view)} returned {got.item():g}, but x{list(index)} is "
-        f"{want.item():g}. The storage is arange(6), so each value is its own storage position: you read "
-        f"position {got.item():g} instead of {want.item():g} = storage_offset + sum(index[d] * strides[d]) "
-        "(negative indices first resolved against the shape); check the offset and the strides"
-    )
+    for i in [index, *itertools.product(*(range(n) for n in view.shape))]:  # the case, then every element
+        got = adapters.run_element_at(x, i).as_subclass(torch.Tensor)
+        want = view[i]
+        assert torch.equal(got, want), (
+            f"element_at(x, {i}) with x of {describe(view)} returned {got.item():g}, but x{list(i)} is "
+            f"{want.item():g}. The storage is arange(6), so each value is its own storage position: you read "
+            f"position {got.item():g} instead of {want.item():g} = storage_offset + sum(index[d] * strides[d]) "
+            "(negative indices first resolved against the shape); check the offset and the strides"
+        )
 
 
 def test_element_at_rejects_index_out_of_range():
@@ -219,6 +220,7 @@ def test_same_storage_true_for_views_false_for_copies(seed):
         assert not adapters.run_same_storage(x, x.contiguous()), (
             f"x = {chain} ({describe(x)}): contiguous() copied it"
         )
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 def test_same_storage_sees_through_storage_offset():
@@ -228,6 +230,7 @@ def test_same_storage_sees_through_storage_offset():
     assert adapters.run_same_storage(x, x[1:])
     assert adapters.run_same_storage(x[2:], x[:3])
     assert not adapters.run_same_storage(x, torch.arange(6.0))
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,9 +245,12 @@ def bytes_read(x: torch.Tensor) -> set[int]:
     return {x[i].data_ptr() + b for i in every for b in range(size)}
 
 
+def oracle_same_storage(y: torch.Tensor, x: torch.Tensor) -> bool:
+    return y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
 def oracle_is_view_of(y: torch.Tensor, x: torch.Tensor) -> bool:
-    shares = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
-    return shares and bytes_read(y) <= bytes_read(x)
+    return oracle_same_storage(y, x) and bytes_read(y) <= bytes_read(x)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -266,6 +272,7 @@ def test_is_view_of_agrees_with_the_bytes_each_tensor_reads(seed):
             f"x = {chain} ({describe(x)}): is_view_of({what}) should be {want}, got {got}; "
             "same storage is not enough: every byte y reads must be one x reads"
         )
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 def test_is_view_of_siblings_share_a_storage_but_are_not_views():
@@ -276,6 +283,7 @@ def test_is_view_of_siblings_share_a_storage_but_are_not_views():
         "base[1] and base[0] share a storage but no element: not a view (compare the bytes read, not only the storage)"
     )
     assert not adapters.run_is_view_of(base, base[0]), "base reads more than base[0]: not a view of it"
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,25 +295,30 @@ def test_is_view_of_siblings_share_a_storage_but_are_not_views():
     "shape", [(2, 3, 4), (5,), (), (1, 1), (3, 1, 2), (2, 0, 3), (0,), (4, 5, 0, 2)], ids=str
 )
 def test_contiguous_strides_match_a_fresh_tensor(shape):
-    """contiguous_strides(shape) are the strides torch.empty(shape) gets (a size-0 dimension counts as 1)."""
-    want = torch.empty(shape).stride()
-    got = adapters.run_contiguous_strides(shape)
-    assert tuple(got) == want, (
-        f"contiguous_strides({shape}) = {tuple(got)}, torch.empty({shape}).stride() = {want}: stride_d is the "
-        "product of the sizes after d (row-major; the last dimension moves fastest), with a size 0 counted as 1"
-    )
+    """contiguous_strides(shape) are the strides torch.empty(shape) gets (a size-0 dimension counts as 1); so are
+    those of the shape with a leading dimension of 2 (whose stride is the product of all of shape's sizes)."""
+    for s in (shape, (2, *shape)):
+        want = torch.empty(s).stride()
+        got = adapters.run_contiguous_strides(s)
+        assert tuple(got) == want, (
+            f"contiguous_strides({s}) = {tuple(got)}, torch.empty({s}).stride() = {want}: stride_d is the "
+            "product of the sizes after d (row-major; the last dimension moves fastest), with a size 0 counted as 1"
+        )
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_is_contiguous_agrees_with_torch_on_random_views(seed):
     """is_contiguous(x.shape, x.stride()) equals x.is_contiguous() for every view in the chain."""
     _, x, chain = random_view(seed)
-    views = [x, x.contiguous(), x.unsqueeze(0), x.unsqueeze(-1).transpose(0, -1)]
+    fresh = x.contiguous()
+    views = [x, fresh, x.unsqueeze(0), x.unsqueeze(-1).transpose(0, -1), fresh.unsqueeze(0).expand(2, *x.shape),
+             fresh.view(-1), fresh.unsqueeze(-1).expand(*x.shape, 3), fresh.view(-1)[::2]]
     for v in views:
         got = adapters.run_is_contiguous(tuple(v.shape), v.stride())
         assert got == v.is_contiguous(), (
             f"from x = {chain}: {describe(v)} is_contiguous() is {v.is_contiguous()}, got {got}"
         )
+    assert_is_contiguous_contrasts()
 
 
 @pytest.mark.parametrize(
@@ -332,6 +345,7 @@ def test_is_contiguous_edge_cases_agree_with_torch(shape, strides):
     )
     row_major = torch.empty(shape).stride()  # and the same shape, row-major: a fixed answer scores half
     assert adapters.run_is_contiguous(shape, row_major), f"shape {shape}, row-major strides {row_major}: contiguous"
+    assert_is_contiguous_contrasts()
 
 
 @st.composite
@@ -379,6 +393,64 @@ def candidate_shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out
 
 
+# Contrasts: a case whose answer a constant or a coin could give (False, zeros, an empty tensor, the 0-d
+# strides ()) is checked beside these fixed cases of both answers, so an implementation that returns
+# plausible values without computing them fails the test that graded the lucky case; a correct one passes.
+
+
+def storage_contrasts() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """Pairs (what, y, x): four views of x and four tensors of other storages that read the same byte
+    positions as x (so only the storage tells them apart)."""
+    base = torch.arange(1.0, 13.0).view(3, 4)
+    return [
+        ("base.t()[1:] of base", base.t()[1:], base),
+        ("base[1] of base", base[1], base),
+        ("base.view(int32) of base", base.view(torch.int32), base),
+        ("base[:1].expand(3, 4) of base[0]", base[:1].expand(3, 4), base[0]),
+        ("base.clone() of base", base.clone(), base),
+        ("base.t().contiguous() of base.t()", base.t().contiguous(), base.t()),
+        ("base[0].clone() of base", base[0].clone(), base),
+        ("a fresh arange(1, 13) of base", torch.arange(1.0, 13.0).view(3, 4), base),
+    ]
+
+
+def assert_storage_contrasts(check: Callable[[torch.Tensor, torch.Tensor], bool], name: str,
+                             oracle: Callable[[torch.Tensor, torch.Tensor], bool]) -> None:
+    """``check(y, x) == oracle(y, x)`` on every pair of ``storage_contrasts`` (``check`` is ``name``'s adapter)."""
+    for what, y, x in storage_contrasts():
+        want = oracle(y, x)
+        got = check(y, x)
+        assert got == want, f"{name}({what}) should be {want}, got {got}"
+
+
+def contiguity_contrasts() -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Shapes and strides of both answers: four contiguous (size-1 dims with any stride among them), four not."""
+    return [((2, 3), (3, 1)), ((4, 1, 2), (2, 9, 1)), ((3, 2, 2), (4, 2, 1)), ((1, 5), (1, 1)),
+            ((2, 3), (1, 2)), ((3, 4), (0, 1)), ((4,), (2,)), ((2, 2, 3), (6, 1, 2))]
+
+
+def assert_is_contiguous_contrasts() -> None:
+    """is_contiguous agrees with torch on every case of ``contiguity_contrasts``."""
+    for shape, strides in contiguity_contrasts():
+        want = torch.empty_strided(shape, strides).is_contiguous()
+        got = adapters.run_is_contiguous(shape, strides)
+        assert got == want, f"shape {shape}, strides {strides}: torch says is_contiguous() is {want}, got {got}"
+
+
+def view_or_copy_contrasts() -> list[tuple[torch.Tensor, tuple[int, ...]]]:
+    """Reshapes of both answers, on distinct non-zero values: four views, four copies of tensors that read their
+    whole storage (so a copy's byte positions are x's own: only the storage tells it from a view)."""
+    x = torch.arange(1.0, 13.0).view(3, 4)
+    return [(x, (4, 3)), (x[:, :2], (3, 2, 1)), (x.unsqueeze(0).expand(2, 3, 4), (2, 3, 2, 2)), (x.t(), (4, 3, 1)),
+            (x.t(), (12,)), (x.t(), (2, 6)), (x.t(), (3, 4)), (x.t().unsqueeze(0), (6, 2))]
+
+
+def assert_view_or_copy_contrasts() -> None:
+    """``assert_view_or_copy_agrees_with_torch`` on every case of ``view_or_copy_contrasts``."""
+    for x, shape in view_or_copy_contrasts():
+        assert_view_or_copy_agrees_with_torch(x, shape, f"{describe(x)}, values 1..12 -> {shape}")
+
+
 def torch_can_view(x: torch.Tensor, shape: tuple[int, ...]) -> bool:
     try:
         x.view(shape)
@@ -418,6 +490,7 @@ def test_view_or_copy_transpose_then_flatten_must_copy():
     y, is_view = adapters.run_view_or_copy(x.t(), (6,))
     assert not is_view, "x.t().view(6) raises in torch: the elements are not in storage order"
     assert y.tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    assert_view_or_copy_contrasts()
 
 
 def test_view_or_copy_rejects_shape_with_wrong_number_of_elements():
@@ -585,12 +658,11 @@ def test_element_at_returns_a_tensor_on_the_device_of_x():
 )
 def test_element_at_reads_size_one_dimensions_and_negative_indices(make, index):
     """Dimensions of size 1 (stride never used to step), indices counted from the end and windows whose rows
-    overlap in storage read x[index]."""
+    overlap in storage read x[index] (the case, then every index of x, from the start and from the end)."""
     x = make()
-    got = adapters.run_element_at(x, index)
-    assert got.shape == () and torch.equal(got, x[index]), (
-        f"{describe(x)}: x{list(index)} is {x[index].item()}, got {got}"
-    )
+    for i in [index, *itertools.product(*(range(-n, n) for n in x.shape))]:
+        got = adapters.run_element_at(x, i)
+        assert got.shape == () and torch.equal(got, x[i]), f"{describe(x)}: x{list(i)} is {x[i].item()}, got {got}"
 
 
 @pytest.mark.parametrize(
@@ -627,6 +699,7 @@ def test_same_storage_across_dtype_views_and_disjoint_parts():
     assert adapters.run_same_storage(torch.zeros(0), torch.empty(3, 0)), (
         "storages of zero bytes have no address (data_ptr() == 0): the docstring counts all empty tensors as sharing one"
     )
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 def test_is_view_of_across_dtype_views_empty_slices_and_expanded_rows():
@@ -641,6 +714,7 @@ def test_is_view_of_across_dtype_views_empty_slices_and_expanded_rows():
     assert adapters.run_is_view_of(base[:, 3:3], base[0]), "an empty slice reads no byte, so it is a view"
     assert adapters.run_is_view_of(base[:1].expand(4, 5), base[0])
     assert not adapters.run_is_view_of(base[1:].expand(4, 5), base[0]), "row 1 repeated reads no byte of row 0"
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 @pytest.mark.parametrize("shape", [[3, 0, 2], torch.Size([1, 4, 1]), (0,)], ids=["list", "torch.Size", "empty"])
@@ -657,6 +731,7 @@ def test_is_contiguous_accepts_torch_size_and_the_strides_tuple():
     for v in (x, x.permute(2, 1, 0), x[:, :, ::2], x.expand(2, 3, 1, 4)[1]):
         got = adapters.run_is_contiguous(v.shape, v.stride())
         assert got == v.is_contiguous(), f"{describe(v)}: torch says {v.is_contiguous()}, got {got}"
+    assert_is_contiguous_contrasts()
 
 
 @pytest.mark.parametrize(
@@ -689,6 +764,7 @@ def test_view_or_copy_at_size_one_and_empty_agrees_with_torch_view(make, shape):
     """0-d, size-one, empty and expanded tensors: is_view iff x.view(shape) works, values as x.reshape(shape)."""
     x = make()
     assert_view_or_copy_agrees_with_torch(x, shape, f"{describe(x)} -> {shape}")
+    assert_view_or_copy_contrasts()
 
 
 def test_view_or_copy_view_writes_through_and_copy_does_not():
@@ -702,6 +778,7 @@ def test_view_or_copy_view_writes_through_and_copy_does_not():
     assert not is_view, f"{describe(x)} -> (12,): x.view raises, so it must be a copy"
     z.fill_(9.0)
     assert x.max().item() == 4.0, "writing the copy changed x: a copy needs a storage of its own"
+    assert_view_or_copy_contrasts()
 
 
 @pytest.mark.parametrize("shape", [(12,), (2, 6)], ids=["copy", "copy-split"])
@@ -717,6 +794,7 @@ def test_view_or_copy_returns_a_tensor_on_the_device_and_in_the_dtype_of_x(shape
     )
     x = torch.arange(1, 13, dtype=torch.bfloat16).view(3, 4).t()
     assert_view_or_copy_agrees_with_torch(x, shape, f"{describe(x)}, bfloat16 -> {shape}")
+    assert_view_or_copy_contrasts()
 
 
 @pytest.mark.parametrize(

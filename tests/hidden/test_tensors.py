@@ -17,8 +17,12 @@ from hypothesis import strategies as st
 
 import adapters
 from tests.test_tensors import (
+    assert_is_contiguous_contrasts,
+    assert_storage_contrasts,
     assert_view_or_copy_agrees_with_torch,
+    assert_view_or_copy_contrasts,
     oracle_is_view_of,
+    oracle_same_storage,
     storage_position,
     torch_can_view,
 )
@@ -146,15 +150,20 @@ def test_flat_index_rejects_more_indices_than_strides():
 @pytest.mark.parametrize("seed", SEEDS[:6])
 def test_element_at_matches_indexing_for_every_dtype(seed, dtype):
     """element_at(x, i) equals x[i] for views of float64, int8, bool, bfloat16 and int64 storages."""
-    _, x, chain = random_view(seed, dtype=dtype)
-    for index in all_indices(x, random.Random(seed), k=16):
-        got = adapters.run_element_at(x, index)
-        assert got.dtype == dtype and got.shape == (), (
-            f"expected a 0-d {dtype} tensor, got {got.dtype} {tuple(got.shape)}"
-        )
-        assert torch.equal(got, x[index]), (
-            f"x = {chain} ({describe(x)}): x{list(index)} is {x[index].item()}, got {got.item()}"
-        )
+    base, x, chain = random_view(seed, dtype=dtype)
+    indices = all_indices(x, random.Random(seed), k=16)
+    for flipped in (False, True):  # then the same view after its storage is flipped: every answer changes
+        if flipped:
+            base.copy_(base.logical_not() if dtype == torch.bool else -base)
+        for index in indices:
+            got = adapters.run_element_at(x, index)
+            assert got.dtype == dtype and got.shape == (), (
+                f"expected a 0-d {dtype} tensor, got {got.dtype} {tuple(got.shape)}"
+            )
+            assert torch.equal(got, x[index]), (
+                f"x = {chain} ({describe(x)}){', storage flipped' if flipped else ''}: x{list(index)} is "
+                f"{x[index].item()}, got {got.item()}"
+            )
 
 
 @pytest.mark.parametrize("seed", SEEDS[:4])
@@ -215,6 +224,7 @@ def test_same_storage_agrees_with_storage_pointers(seed):
         assert adapters.run_same_storage(x, other) == want, (
             f"x = {chain} vs {describe(other)}: want {want}"
         )
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 def test_same_storage_across_dtype_views():
@@ -222,12 +232,14 @@ def test_same_storage_across_dtype_views():
     x = torch.arange(6.0)
     assert adapters.run_same_storage(x, x.view(torch.int32))
     assert not adapters.run_same_storage(x, x.to(torch.int32))
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 def test_same_storage_of_disjoint_halves():
     """Two halves that share no element still share the storage."""
     x = torch.arange(10)
     assert adapters.run_same_storage(x[:5], x[5:])
+    assert_storage_contrasts(adapters.run_same_storage, "same_storage", oracle_same_storage)
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,6 +255,7 @@ def test_is_view_of_agrees_with_bytes_read_on_long_chains(seed):
     for y, of in [(x, base), (base, x), (flat[:3], x), (x, flat[1:]), (x.contiguous(), base)]:
         want = oracle_is_view_of(y, of)
         assert adapters.run_is_view_of(y, of) == want, f"x = {chain}: want {want} for {describe(y)} of {describe(of)}"
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 def test_is_view_of_counts_bytes_across_dtype_views():
@@ -253,6 +266,7 @@ def test_is_view_of_counts_bytes_across_dtype_views():
     low_halves = x.view(torch.int16)[::2]
     assert adapters.run_is_view_of(low_halves, x)
     assert not adapters.run_is_view_of(x, low_halves), "x reads both halves of every element, low_halves only one"
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 def test_is_view_of_an_empty_slice_and_an_expanded_view():
@@ -261,6 +275,7 @@ def test_is_view_of_an_empty_slice_and_an_expanded_view():
     assert adapters.run_is_view_of(base[2:2], base)
     assert adapters.run_is_view_of(base[1:2].expand(5, 4), base[1])
     assert not adapters.run_is_view_of(base[1:2].expand(5, 4), base[0])
+    assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
 @settings(max_examples=60, deadline=None)
@@ -289,6 +304,7 @@ def test_is_contiguous_agrees_with_torch_on_long_chains(seed):
         assert got == v.is_contiguous(), (
             f"from x = {chain}: {describe(v)} is_contiguous() is {v.is_contiguous()}, got {got}"
         )
+    assert_is_contiguous_contrasts()
 
 
 @st.composite
@@ -318,6 +334,7 @@ def test_is_contiguous_accepts_torch_size():
     x = torch.zeros(2, 3, 4).transpose(1, 2)
     assert adapters.run_is_contiguous(x.shape, x.stride()) is False
     assert adapters.run_is_contiguous(x.contiguous().shape, x.contiguous().stride()) is True
+    assert_is_contiguous_contrasts()
 
 
 def test_is_contiguous_rejects_negative_size():
@@ -360,6 +377,7 @@ def test_view_or_copy_agrees_with_torch_view_on_long_chains(seed):
     _, x, chain = random_view(seed)
     for shape in candidate_shapes(tuple(x.shape)):
         assert_view_or_copy_agrees_with_torch(x, shape, f"x = {chain} ({describe(x)}), shape {shape}")
+    assert_view_or_copy_contrasts()
 
 
 def test_view_or_copy_writes_through_a_view():
@@ -373,16 +391,17 @@ def test_view_or_copy_writes_through_a_view():
     assert not is_view
     z.fill_(-1.0)
     assert x.min().item() == 0.0, "a copy must not share memory with x"
+    assert_view_or_copy_contrasts()
 
 
 @pytest.mark.parametrize(
     "x, shape",
     [
-        (torch.zeros(()), (1, 1)),
+        (torch.tensor(7.0), (1, 1)),
         (torch.zeros(2, 0, 3), (0, 5)),
-        (torch.zeros(4, 1).expand(4, 3), (12,)),
-        (torch.zeros(4, 1).expand(4, 3), (2, 2, 3)),
-        (torch.zeros(3, 1).t(), (3,)),
+        (torch.arange(1.0, 5.0).view(4, 1).expand(4, 3), (12,)),
+        (torch.arange(1.0, 5.0).view(4, 1).expand(4, 3), (2, 2, 3)),
+        (torch.arange(1.0, 4.0).view(3, 1).t(), (3,)),
     ],
     ids=["0-d", "empty", "expanded-flat", "expanded-split", "size-1-transpose"],
 )
@@ -391,6 +410,7 @@ def test_view_or_copy_edge_cases_agree_with_torch_view(x, shape):
     y, is_view = adapters.run_view_or_copy(x, shape)
     assert is_view == torch_can_view(x, shape), f"{describe(x)} -> {shape}"
     assert torch.equal(y, x.reshape(shape))
+    assert_view_or_copy_contrasts()
 
 
 @pytest.mark.parametrize("shape", [(-1, -1), (-2, -3), (3, -5)], ids=str)
@@ -531,23 +551,33 @@ def test_documented_errors_are_value_errors_with_their_words_other_inputs(call, 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.bool, torch.float16], ids=str)
 def test_element_at_of_meta_views_keeps_device_and_dtype(dtype):
-    """element_at of a meta view of any dtype is a 0-d meta tensor of that dtype."""
+    """element_at of a meta view of any dtype is a 0-d meta tensor of that dtype; the same view on the CPU reads
+    every element (odd and even values, so bool storages hold both answers)."""
     x = torch.empty(3, 5, device="meta", dtype=dtype)[:, ::2].t()
     got = adapters.run_element_at(x, (1, -1))
     assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", dtype, ()), (
         f"element_at of a meta {dtype} view returned {got.device}, {got.dtype}, {tuple(got.shape)}"
     )
+    values = torch.arange(15) % 2 == 1 if dtype == torch.bool else torch.arange(15)
+    cpu = values.to(dtype).view(3, 5)[:, ::2].t()
+    for index in [(1, -1), *itertools.product(range(3), range(3))]:
+        got = adapters.run_element_at(cpu, index)
+        assert got.dtype == dtype and torch.equal(got, cpu[index]), (
+            f"{describe(cpu)}: x{list(index)} is {cpu[index].item()}, got {got.dtype} {got}"
+        )
 
 
 @pytest.mark.parametrize(
     "batch, seq, heads, d_head", [((1, 1, 1), 2, 1, 3), ((3,), 1, 6, 1), ((1,), 0, 1, 1)], ids=["deep-ones", "seq-1", "all-small"]
 )
 def test_split_and_merge_heads_keep_size_one_and_zero_dims_other_shapes(batch, seq, heads, d_head):
-    """Size-one batch dims, one position, width-one heads and an empty sequence keep every dimension."""
-    x = torch.randn(*batch, seq, heads * d_head, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
-    want = x.view(*batch, seq, heads, d_head).transpose(-3, -2)
-    assert_close(adapters.run_split_heads(x, heads), want, f"split_heads of {tuple(x.shape)}", tol=0)
-    assert_close(adapters.run_merge_heads(want), x, f"merge_heads of {tuple(want.shape)}", tol=0)
+    """Size-one batch dims, one position, width-one heads and an empty sequence keep every dimension (each shape
+    checked with one position more too, so an empty one is paired with one that holds values)."""
+    for n in (seq, seq + 1):
+        x = torch.randn(*batch, n, heads * d_head, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+        want = x.view(*batch, n, heads, d_head).transpose(-3, -2)
+        assert_close(adapters.run_split_heads(x, heads), want, f"split_heads of {tuple(x.shape)}", tol=0)
+        assert_close(adapters.run_merge_heads(want), x, f"merge_heads of {tuple(want.shape)}", tol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
