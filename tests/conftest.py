@@ -78,7 +78,10 @@ def seeded_global_rngs() -> Iterator[None]:
     states = torch.get_rng_state(), np.random.get_state(), random.getstate()
     random.seed(RNG_SEED)
     np.random.seed(RNG_SEED)
-    torch.manual_seed(RNG_SEED)
+    if torch.cuda.is_available():
+        torch.manual_seed(RNG_SEED)  # every device's generator
+    else:  # only the CPU's: torch.manual_seed would also queue lazy seeding of devices this machine lacks
+        torch.default_generator.manual_seed(RNG_SEED)
     yield
     torch.set_rng_state(states[0])
     np.random.set_state(states[1])
