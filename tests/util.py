@@ -1,4 +1,4 @@
-"""Paths shared by the tests."""
+"""Shared by the tests: the repository's root, and ``skip_in_grading`` for a check grading cannot see."""
 
 from __future__ import annotations
 

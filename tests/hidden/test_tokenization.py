@@ -169,7 +169,7 @@ def test_train_bpe_is_five_times_faster_than_a_naive_trainer(tmp_path: Path) -> 
         assert got == expected, f"train_bpe differs from the naive trainer on {corpus.name} ({replay_hint()})"
         naive.append(naive_seconds)
         ours.append(seconds)
-    # best of three on both sides (corpora of one size): a stall on either side decides nothing
+    # the best of SPEED_CALLS on both sides (corpora of one size): a stall on either side decides nothing
     seconds, naive_seconds = min(ours), min(naive)
     ratio = naive_seconds / seconds
     assert ratio >= 5, (
