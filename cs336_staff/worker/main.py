@@ -227,7 +227,12 @@ class Worker:
             part[path[-1]] = value
             return None
         if op == "backward":  # the judge's autograd reached a result of the worker's: go on here
-            sys.modules["torch"].autograd.backward(obj, args[0])
+            # From (obj * grad).sum(), not from obj itself: a backward started at a tensor skips the
+            # gradient hooks on that tensor that a module tracker (FlopCounterMode's) relies on. The
+            # judge sends the grad mode its backward runs under (off); the sum needs it on.
+            torch = sys.modules["torch"]
+            with torch.enable_grad():
+                (obj * args[0]).sum().backward()
             return None
         if op == "enter":
             return obj.__enter__()

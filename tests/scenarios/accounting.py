@@ -224,13 +224,9 @@ def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
     that follows it.
     """
     model = built(net)
-    # model(x).sum() with the sum taken beside the model: in grading a backward started in the test
-    # from a result of your side starts at that result itself, where the module tracker's hooks on
-    # the model's output would not fire; started from the sum, they fire as in one process.
-    summed = built(Net("chain", parts=(net, Net("torch.sum"))))
 
     def outside() -> None:
-        summed(x).backward()
+        model(x).sum().backward()
 
     shared = adapters.get_flop_counter_cls()() if same_counter else None
     if same_counter:
@@ -240,7 +236,7 @@ def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
         counter = shared if same_counter else adapters.get_flop_counter_cls()()
         with counter:
             if with_backward:
-                summed(x).backward()
+                model(x).sum().backward()
             else:
                 model(x)
         if same_counter:

@@ -105,6 +105,16 @@ def test_a_context_manager_of_the_workers_counts_what_runs_inside_it():
     assert counter.total == 2 * 5 * 8 * 4
 
 
+def test_a_backward_begun_here_fires_the_hooks_on_a_modules_output_there():
+    """A sum taken here of a worker module's output: the backward reaches the output through its gradient
+    hooks, so the counter's module tracker attributes the backward's matmul to the module, as in one process."""
+    layer = adapters.get_linear_cls()(8, 4)
+    counter = adapters.get_flop_counter_cls()()
+    with counter:
+        layer(torch.ones(5, 8)).sum().backward()  # forward 2*5*8*4; the weight's gradient as many
+    assert counter.by_module() == {"Global": 2 * 2 * 5 * 8 * 4, "Linear": 2 * 2 * 5 * 8 * 4}, counter.by_module()
+
+
 def test_what_a_command_prints_comes_back_whole_and_in_order():
     """``printed_by``: every line a command printed (stdout and stderr together), none lost to a cut or a race."""
     status, printed = printed_by(lambda: adapters.run_cs336(
