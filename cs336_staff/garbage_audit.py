@@ -123,6 +123,7 @@ GARBAGE_MODULE = "cs336_garbage"  # its name in the scratch tree
 EXTRA_FILES = ("pyproject.toml", "README.md")
 HIDDEN_DIRS = tuple(d for skip in SHIPPED_DIRS.values() for d in skip if not d.endswith("staff"))
 RUN_TIMEOUT = 900.0  # seconds for one target's run of its reaching tests
+PROBLEM_CHARS = 600  # characters of each problem repeated at the end of the report
 BASELINE_TIMEOUT = 1800.0
 
 
@@ -274,7 +275,11 @@ class Check:
                 record = json.loads(out.read_text()) if out.is_file() else {"calls": {}, "problems": []}
                 out.unlink(missing_ok=True)
                 if run.timed_out:
-                    finding.problems.append(f"{kind}: the run was killed after {RUN_TIMEOUT:.0f} s")
+                    unfinished = [n for n in finding.stub_fails if n not in run.tests]
+                    finding.problems.append(
+                        f"{kind}: the run was killed after {RUN_TIMEOUT:.0f} s, {len(run.tests)} tests done"
+                        + (f", {len(unfinished)} not, the first {unfinished[0]}" if unfinished else "")
+                        + f": {run.tail(3)}")
                 if not run.tests and run.returncode not in (0, 1):
                     finding.problems.append(f"{kind}: the run could not start (exit {run.returncode}): {run.tail(5)}")
                 finding.problems += [f"{kind}: {p}" for p in record["problems"]]
@@ -396,4 +401,7 @@ def run(args) -> int:  # noqa: ANN001 - the audit's argparse namespace
     ok = not bad and not problems
     print(f"audit --garbage: {'passed' if ok else 'FAILED'} in {time.monotonic() - start:.0f} s"
           + (f"; garbage steals points or could not be checked for: {', '.join(bad)}" if bad else ""))
+    for f in findings:  # again, last: a log cut to its tail (CI) still says what went wrong
+        for problem in f.problems:
+            print(f"  {f.target.name}: {problem[:PROBLEM_CHARS]}")
     return 0 if ok else 1

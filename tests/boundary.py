@@ -11,7 +11,9 @@ optimizer, a module, a tokenizer) stays on your side, and the test drives it cal
 loops of a test (an optimizer over a trajectory) run in the test, and each ``opt.step()`` crosses.
 The parameters a test hands your optimizer are the test's own tensors on both sides (their data
 and ``.grad`` are kept in step), the global RNGs a test seeds are the ones your code draws from,
-and a backward pass through your module's output runs on through your module.
+and a backward pass through your module's output runs on through your module. An object the test
+hands your code to use (torch's optimizer, which your loss scaler steps) stays in the test: your
+code gets a stand-in that reads and calls it there (``stays_in_the_test``).
 
 A few scenarios, marked ``@student_side`` in ``tests/scenarios/``, run on your side instead: they
 observe what only happens inside your process (memory, the ops your code ran) and return what they
@@ -64,6 +66,10 @@ SCENARIOS: dict[str, Callable[..., Any]] = {}
 #: ``module:qualname`` -> dataclasses that cross the line as themselves.
 DATA_TYPES: dict[str, type] = {}
 
+#: Classes whose instances stay in the test when handed to your code (``stays_in_the_test``), or
+#: ``module:qualname`` of such a class, taken once that module is imported: torch's optimizers, always.
+JUDGE_SIDE: list[type | str] = ["torch.optim.optimizer:Optimizer"]
+
 
 def student_side(fn: F) -> F:
     """Mark a scenario that observes what happens inside the student's process: in grading it runs
@@ -89,6 +95,18 @@ def plain_data(cls: type[T]) -> type[T]:
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"plain_data needs a dataclass, got {cls!r}")
     DATA_TYPES[f"{cls.__module__}:{cls.__qualname__}"] = cls
+    return cls
+
+
+def stays_in_the_test(cls: type[T]) -> type[T]:
+    """Mark a class (the test's own, or torch's ``Optimizer``) whose instances your code uses but must not
+    own: in grading your code gets a stand-in, and every attribute it reads and method it calls runs on
+    the test's object (``cs336_staff/worker/judge_object.py``). Whatever your side of the line does, the
+    object behaves as the test built it."""
+    if not isinstance(cls, type):
+        raise TypeError(f"stays_in_the_test needs a class, got {cls!r}")
+    if cls not in JUDGE_SIDE:
+        JUDGE_SIDE.append(cls)
     return cls
 
 

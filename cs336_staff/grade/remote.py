@@ -414,6 +414,27 @@ class RemoteMethod:
         return f"<method {self._name} of {self._owner!r}>"
 
 
+class JudgeSide:
+    """Serves a worker stand-in's requests on one judge object: public attributes read and set, public
+    methods called. Its answers cross as plain data only (``Remote._answer_callback``)."""
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __call__(self, op: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(name, str) or name.startswith("_"):
+            raise AttributeError(f"the test's {type(self.obj).__name__} offers the worker public attributes only, "
+                                 f"not {name!r}")
+        if op == "getattr":
+            return getattr(self.obj, name)
+        if op == "call":
+            return getattr(self.obj, name)(*args, **kwargs)
+        if op == "setattr" and len(args) == 1:
+            setattr(self.obj, name, args[0])
+            return None
+        raise ValueError(f"unknown request {op!r} on the test's {type(self.obj).__name__}")
+
+
 def _refuse(name: str) -> Callable[..., Any]:
     def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -489,6 +510,9 @@ class Remote:
         self._proxies: weakref.WeakValueDictionary[int, RemoteObject] = weakref.WeakValueDictionary()
         self._callbacks: dict[int, Callable] = {}
         self._next_callback = 1
+        self._judge_objects: dict[int, tuple[Any, dict]] = {}  # id(obj) -> (obj, its node), until reset
+        #: Instances of these cross to the worker as stand-ins (``tests.boundary.JUDGE_SIDE``, set by the judge).
+        self.judge_side: list[type | str] = []
         self._marks = 0  # output marks written so far (``printed``)
         self._spare: Future[WorkerProcess] | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-ready")
@@ -671,6 +695,7 @@ class Remote:
         back until then), and put the worker's global RNGs back to their start state (the next call
         brings the judge's own)."""
         self._callbacks.clear()
+        self._judge_objects.clear()
         self._request({"op": "reset"}, [], {})
 
     def op(self, op: str, obj: RemoteObject, args: tuple | list, kwargs: dict, **fields: Any) -> Any:
@@ -696,8 +721,34 @@ class Remote:
         self._callbacks[number] = fn
         return number
 
-    def _encoder(self) -> codec.Encoder:
-        return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode, callback=self._callback)
+    def _judge_side_types(self) -> tuple[type, ...]:
+        """``judge_side`` as classes: a ``module:qualname`` entry only once its module is imported (before
+        that, no instance of it can exist here)."""
+        types = []
+        for entry in self.judge_side:
+            if isinstance(entry, str):
+                module, _, name = entry.partition(":")
+                entry = getattr(sys.modules.get(module), name, None)
+            if isinstance(entry, type):
+                types.append(entry)
+        return tuple(types)
+
+    def _judge_object(self, value: Any) -> dict | None:
+        """The node of a judge object crossing to the worker (one number per object, until ``reset``), or None."""
+        if not isinstance(value, self._judge_side_types()):
+            return None
+        if id(value) not in self._judge_objects:
+            node = {"$": "judge_object", "id": self._callback(JudgeSide(value)),
+                    "type": codec._type_name(value), "methods": codec._method_names(value)}
+            self._judge_objects[id(value)] = (value, node)  # kept: its id stays its own while the test runs
+        return self._judge_objects[id(value)][1]
+
+    def _encoder(self, plain: bool = False) -> codec.Encoder:
+        """An encoder of what crosses to the worker; ``plain``: data and bound tensors only (a judge object's answer)."""
+        if plain:
+            return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode)
+        return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode, callback=self._callback,
+                             judge_object=self._judge_object)
 
     def _decoder(self, reply: dict, blobs: list, known: list | None = None) -> codec.Decoder:
         return codec.Decoder(reply.get("storages", []), blobs, known=known, handle=self._proxy,
@@ -840,7 +891,8 @@ class Remote:
         __tracebackhide__ = True
         self._incoming(reply, blobs)
         fn = self._callbacks.get(reply.get("callback"))  # type: ignore[arg-type]
-        encoder = self._encoder()
+        plain = isinstance(fn, JudgeSide)  # a stand-in's request: data back, and its errors are the worker's
+        encoder = self._encoder(plain)
         answer: dict[str, Any] = {"op": "return"}
         try:
             if fn is None:
@@ -856,7 +908,14 @@ class Remote:
         except StopIteration:  # an iterator of the test's is exhausted: the worker's stand-in stops too
             answer = {"op": "return", "stop": True}
             encoder = self._encoder()
-        except BaseException as e:  # noqa: BLE001 - the test's own failure, raised when the call ends
+        except Exception as e:
+            encoder = self._encoder()
+            if plain:  # e.g. load_state_dict's ValueError: raised in the submission's code, which may catch it
+                answer.update(raised=type(e).__name__, error=str(e)[:2000])
+            else:  # the test's own failure, raised when the call ends
+                failed.append(e)
+                answer["error"] = f"{type(e).__name__}: {e}"[:2000]
+        except BaseException as e:  # noqa: BLE001 - the test's own failure (a timeout), raised when the call ends
             failed.append(e)
             encoder = self._encoder()
             answer["error"] = f"{type(e).__name__}: {e}"[:2000]

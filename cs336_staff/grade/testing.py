@@ -47,6 +47,10 @@ def save_sum(path, a, b):
     with open(path, "w") as f: f.write(str(a + b))  # noqa: E701 - one line, so calc_with can replace it
 
 
+def feed(tally, xs):
+    for x in xs: tally.add(x)  # noqa: E701 - one line, so calc_with can replace it
+
+
 class RunningMean:
     def __init__(self):
         self.count, self.total = 0, 0.0
@@ -82,6 +86,10 @@ def run_sum_below(n):
 
 def run_save_sum(path, a, b):
     return calc.save_sum(path, a, b)
+
+
+def run_feed(tally, xs):
+    return calc.feed(tally, xs)
 
 
 def get_running_mean_cls():
@@ -206,7 +214,21 @@ def test_mul_matches_the_hidden_fixture():
 
 # -- with ``loops=True``: a test that drives a student object over many calls from the judge ---------
 LOOP_SCENARIO = '''\
-"""Feeds values to a running-mean class one update at a time (the loop runs in the judge)."""
+"""Feeds values to a running-mean class one update at a time (the loop runs in the judge), and the
+test's own tally, which the submission's ``feed`` adds to (it stays in the judge)."""
+
+from tests.boundary import stays_in_the_test
+
+
+@stays_in_the_test
+class Tally:
+    def __init__(self):
+        self.values = []
+
+    def add(self, x):
+        if not isinstance(x, (int, float)):
+            raise ValueError(f"a tally counts numbers, not {x!r}")
+        self.values.append(x)
 
 
 def drive(cls, xs):
@@ -223,7 +245,7 @@ LOOP_TESTS = '''\
 import pytest
 
 import adapters
-from tests.scenarios.mean import drive
+from tests.scenarios.mean import Tally, drive
 
 
 class Reference:
@@ -242,6 +264,16 @@ def test_running_mean_follows_every_update():
     """After each update, mean is the mean of every value so far."""
     xs = [3.0, -1.0, 4.0, 1.5, -9.0, 2.0]
     assert drive(adapters.get_running_mean_cls(), xs) == pytest.approx(drive(Reference, xs))
+
+
+def test_feed_adds_every_value_to_the_tests_tally():
+    """feed(tally, xs) calls tally.add(x) for each x, in order, on the test's own tally."""
+    tally = Tally()
+    adapters.run_feed(tally, [2, 7, 1])
+    assert tally.values == [2, 7, 1]
+    with pytest.raises(ValueError, match="counts numbers"):  # the tally's own error, through feed
+        adapters.run_feed(tally, [3, "x"])
+    assert tally.values == [2, 7, 1, 3]
 '''
 
 LOOP_RUBRIC = '''

@@ -29,6 +29,8 @@ What crosses, and how (``{"$": tag, ...}`` nodes inside an otherwise JSON tree):
                                                   judge gets a proxy whose calls cross again
     a plain function or an iterator of the judge  a callback: calling it (``next`` of it) in the
                                                   worker runs it in the judge (``remote.py``)
+    a torch optimizer of the judge                a stand-in whose attribute reads and method calls
+                                                  run in the judge (``judge_object.py``)
 
 Storage identity also spans a call: the judge's argument storages are numbered, and a result that
 is a view of an argument comes back as a view of the judge's own tensor (so ``view_or_copy`` can be
@@ -157,7 +159,9 @@ class Encoder:
     ``ref_of``: how to encode a proxy of the other side's object (the judge's handles), or None.
     ``bind``: how to encode a tensor bound across the line (``bound.py``): a node, or None for a
     plain tensor. ``callback``: how to encode a plain function of the judge's (a closure the
-    worker calls back), or None where functions do not cross.
+    worker calls back), or None where functions do not cross. ``judge_object``: the node of an
+    object the judge keeps and the worker uses through a stand-in (``judge_object.py``), or None
+    for any other value.
     """
 
     def __init__(
@@ -167,6 +171,7 @@ class Encoder:
         ref_of: Callable[[Any], int | None] | None = None,
         bind: Callable[[Any, Encoder], Tree | None] | None = None,
         callback: Callable[[Callable], int] | None = None,
+        judge_object: Callable[[Any], Tree | None] | None = None,
     ) -> None:
         self.blobs: list[bytes] = []
         self.storages: list[Tree] = []
@@ -178,6 +183,7 @@ class Encoder:
         self._ref_of = ref_of
         self._bind = bind
         self._callback = callback
+        self._judge_object = judge_object
 
     def blob(self, data: Any) -> int:
         """Add raw bytes (or a numpy array's C-order bytes) to the message; returns its index."""
@@ -274,6 +280,10 @@ class Encoder:
             ref = self._ref_of(value)
             if ref is not None:
                 return {"$": "ref", "id": ref}
+        if self._judge_object is not None:
+            node = self._judge_object(value)
+            if node is not None:
+                return node
         if self._callback is not None and isinstance(value, types.FunctionType):
             return {"$": "callback", "id": self._callback(value)}
         if self._callback is not None and isinstance(value, collections.abc.Iterator):
@@ -283,8 +293,9 @@ class Encoder:
                     "repr": _short_repr(value), "methods": _method_names(value)}
         raise CodecError(
             f"a {_type_name(value)} cannot cross to the sandboxed worker: only plain data (numbers, strings, "
-            "containers, tensors, arrays), the test's own functions and iterators, and objects the worker "
-            "returned do; build the object through adapters, or see cs336_staff/grade/WRITING_TESTS.md"
+            "containers, tensors, arrays), the test's own functions and iterators, its torch optimizers, and "
+            "objects the worker returned do; build the object through adapters, or see "
+            "cs336_staff/grade/WRITING_TESTS.md"
         )
 
     def _tensor(self, t: torch.Tensor) -> Tree:
@@ -385,9 +396,10 @@ class Decoder:
     ``{"$": "handle"}`` into a proxy (judge side), and ``deref``: resolves ``{"$": "ref"}`` to an
     object of this side's table (worker side); ``bound``: resolves a bound tensor node to this
     side's tensor (``bound.py``); ``callback``: turns a judge function's number into a stand-in
-    that calls it back (worker side); ``graph``: links a tensor with an autograd history in the
-    worker (its handle) to the judge's autograd. Where any of them is None its node is an error
-    (``graph``: a plain tensor).
+    that calls it back (worker side); ``judge_object``: turns a judge object's node into its
+    stand-in (worker side, ``judge_object.py``); ``graph``: links a tensor with an autograd history
+    in the worker (its handle) to the judge's autograd. Where any of them is None its node is an
+    error (``graph``: a plain tensor).
     """
 
     def __init__(
@@ -402,6 +414,7 @@ class Decoder:
         bound: Callable[[dict, list], Any] | None = None,
         callback: Callable[[int], Any] | None = None,
         graph: Callable[[Any, int], Any] | None = None,
+        judge_object: Callable[[dict], Any] | None = None,
     ) -> None:
         self.blobs = blobs
         self.max_value_bytes = max_value_bytes
@@ -415,6 +428,7 @@ class Decoder:
         self._bound = bound
         self._callback = callback
         self._graph = graph
+        self._judge_object = judge_object
 
     def _blob(self, index: Any) -> bytes | bytearray:
         if not isinstance(index, int) or not 0 <= index < len(self.blobs):
@@ -516,6 +530,10 @@ class Decoder:
                 raise CodecError("functions do not cross in this direction")
             call = self._callback(tree["id"])
             return call if tag == "callback" else _stream(call)
+        if tag == "judge_object":
+            if self._judge_object is None:
+                raise CodecError("the judge's objects do not cross in this direction")
+            return self._judge_object(tree)
         if tag == "ref":
             if self._deref is None:
                 raise CodecError("references do not cross in this direction")

@@ -24,7 +24,9 @@ Requests (all names are resolved here, in the worker; the judge only ever sees d
 
 A judge function passed as an argument (a closure for ``step(closure)``) arrives as a stand-in;
 calling it sends ``{"callback": number, "args", "kwargs", "bound"}`` on the reply pipe, then serves
-the judge's nested requests until the judge's ``{"op": "return"}``.
+the judge's nested requests until the judge's ``{"op": "return"}``. A judge object (a torch
+optimizer of the test's) arrives as a stand-in whose reads and calls are callbacks too
+(``judge_object.py``).
 
 Replies: ``{"ok": tree, "storages": [...], "mutated": [[i, blob]], "generators": [[i, blob]], "bound": [...]}``
 or ``{"error": {"types": [...], "args": tree, "message": str, "traceback": str}, "bound": [...]}``.
@@ -75,6 +77,7 @@ class Worker:
         self._next = 1
         self.bindings = bound.Bindings(weak=False)
         self._deferred: dict[int, BaseException] = {}  # iterator -> the exception its last "take" met
+        self.judge_objects: dict[int, Any] = {}  # the judge's number -> its object's one stand-in
 
     # -- handles --------------------------------------------------------------------------
     def handle_of(self, obj: Any) -> int:
@@ -169,6 +172,7 @@ class Worker:
             return None
         if op == "reset":
             self.restore_rngs()
+            self.judge_objects.clear()  # the judge forgets the last test's objects (and callbacks) too
             return None
         obj = self.deref(msg.get("handle"))
         if op == "getattr":
@@ -284,7 +288,8 @@ class Worker:
         """Run one request and send its reply (also used for requests nested in a callback)."""
         self.forget(msg)
         decoder = self.codec.Decoder(msg.get("storages", []), blobs, deref=self.deref,
-                                     bound=self.bindings.decode, callback=self.callback)
+                                     bound=self.bindings.decode, callback=self.callback,
+                                     judge_object=self.judge_object)
         try:
             self.incoming(msg, blobs)
             if msg.get("op") == "call":  # import a scenario's module first: it registers its @plain_data classes
@@ -342,13 +347,29 @@ class Worker:
                 self.incoming(reply, blobs)
                 if reply.get("stop"):
                     raise StopIteration
+                if "raised" in reply:  # a judge object's own error: the submission's code meets it here
+                    from .judge_object import raised_here
+
+                    raise raised_here(str(reply["raised"]), _clip(str(reply.get("error", ""))))
                 if "error" in reply:
                     raise RuntimeError(f"the test's function raised {_clip(str(reply['error']))}")
                 decoder = self.codec.Decoder(reply.get("storages", []), blobs, deref=self.deref,
-                                             bound=self.bindings.decode, callback=self.callback)
+                                             bound=self.bindings.decode, callback=self.callback,
+                                             judge_object=self.judge_object)
                 return decoder.decode(reply.get("ok"))
 
         return call
+
+    def judge_object(self, node: dict) -> Any:
+        """The one stand-in of a judge object (``judge_object.py``); its requests go through ``callback``."""
+        number = node.get("id")
+        if number not in self.judge_objects:
+            from .judge_object import JudgeObject
+
+            methods = node.get("methods")
+            self.judge_objects[number] = JudgeObject(self.callback(number), str(node.get("type")),
+                                                     [str(m) for m in methods] if isinstance(methods, list) else [])
+        return self.judge_objects[number]
 
     def describe(self, e: BaseException) -> dict:
         types = [f"{t.__module__}.{t.__qualname__}" for t in type(e).__mro__]

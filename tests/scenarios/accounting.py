@@ -8,9 +8,10 @@ accounting alone and a bug in another part costs no accounting points.
 The ``student_...`` functions are plain functions of the test: they call one of your counters
 (``count_flops``, ``FlopCounter``, ``activation_bytes``, ``optimizer_state_bytes``) or one of the
 given measurement helpers, and every loop, the training with torch's optimizers included, runs in
-the test. Your counters take the network as an argument, so it is made on your side by a builder
-(``built``, ``torch_optimizer``, ``cruncher_training_setup``, ``empty_maker``:
-the only ``@student_side`` functions here; they build and observe nothing, see ``tests/boundary.py``).
+the test. Your counters take the network as an argument and run it, so it is made on your side by a
+builder (``built``, ``cruncher_training_setup``, ``empty_maker``: the only ``@student_side`` functions
+here; they build and observe nothing, see ``tests/boundary.py``). torch's optimizers are the test's
+(``torch_optimizer``): your code reads them through a stand-in in grading.
 ``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare what your code returned with torch.
 """
 
@@ -168,10 +169,10 @@ TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
 }
 
 
-@student_side
 def torch_optimizer(name: str, params: list[torch.Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
     """torch's optimizer ``TORCH_OPTIMIZERS[name]`` (not yours: those are graded in part 3) over the
-    test's ``params``, made on your side. Builds, observes nothing."""
+    test's ``params``. It stays the test's: in grading your ``optimizer_state_bytes`` reads it through a
+    stand-in (``cs336_staff/worker/judge_object.py``), so nothing on your side can change how it trains."""
     return TORCH_OPTIMIZERS[name](params, **kwargs)
 
 

@@ -5,9 +5,10 @@ built from given weights, recording what each step did. ``scaler_run`` trains a 
 layers through a loss scaler as a ``ScalerRun`` describes, injecting inf/NaN into chosen gradients,
 and records the scale and the parameters after every step; the tests run it with yours
 (``student_scaler_run``) and with ``torch.amp.GradScaler`` and compare. Every loop runs in the test;
-what your functions receive as arguments (torch's model, optimizers and loss) is made on your side
-by a builder (``mlp_training_setup``, ``torch_optimizer``: the only ``@student_side`` functions here;
-they build and observe nothing, see ``tests/boundary.py``).
+what your ``mixed_precision_step`` receives (torch's model, optimizer and loss, run under your
+autocast) is made on your side by a builder (``mlp_training_setup``: the only ``@student_side``
+function here; it builds and observes nothing, see ``tests/boundary.py``). The optimizers your scaler
+steps are the test's (``torch_optimizer``): in grading your scaler uses them through a stand-in.
 """
 
 from __future__ import annotations
@@ -187,10 +188,10 @@ def torch_grad_scaler(**kwargs: Any) -> torch.amp.GradScaler:
     return torch.amp.GradScaler("cpu", **kwargs)
 
 
-@student_side
 def torch_optimizer(name: str, params: list[Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
-    """torch's ``OPTIMIZERS[name]`` over the test's ``params``, made on your side (your scaler steps
-    it). Builds, observes nothing."""
+    """torch's ``OPTIMIZERS[name]`` over the test's ``params``. It stays the test's: in grading your scaler
+    reads its ``param_groups`` and calls its ``step()`` through a stand-in (``cs336_staff/worker/judge_object.py``),
+    so nothing on your side can change what the step does."""
     return OPTIMIZERS[name](params, **kwargs)
 
 
@@ -203,15 +204,12 @@ def scaled_backward(scaler: Any, loss: Tensor) -> None:
     loss.backward(leaf.grad)
 
 
-def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun,
-               make_optimizer: Callable[..., Any] | None = None) -> tuple[list[float], list[Tensor]]:
+def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
     """Train as ``run`` says with ``make_scaler(**kwargs)``; return the scale after each ``update()``
     and all the parameters (flattened, concatenated) after each step.
 
-    The model and the loop are the test's; each optimizer is ``make_optimizer(name, params, kwargs)``
-    (torch's, made here by default).
+    The model, the loop and the optimizers (``torch_optimizer``) are the test's.
     """
-    make_optimizer = make_optimizer or (lambda name, params, opt_kwargs: OPTIMIZERS[name](params, **opt_kwargs))
     scaler = make_scaler(**kwargs)
     layers = []
     for (d_in, d_out), weights in zip(pairwise(run.sizes), run.weights, strict=True):
@@ -220,7 +218,7 @@ def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: Sca
         layers.append(layer.to(run.param_dtype))
     model = nn.Sequential(*layers)
     params = [[p for i in indices for p in layers[i].parameters()] for _, indices, _ in run.optimizers]
-    optimizers = [make_optimizer(name, ps, opt_kwargs)
+    optimizers = [torch_optimizer(name, ps, opt_kwargs)
                   for (name, _, opt_kwargs), ps in zip(run.optimizers, params, strict=True)]
     g = torch.Generator().manual_seed(run.seed)
     scales, trained = [], []
@@ -246,5 +244,5 @@ def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: Sca
 
 
 def student_scaler_run(kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
-    """``scaler_run`` with your ``DynamicLossScaler``, stepping torch's optimizers made on your side."""
-    return scaler_run(adapters.get_loss_scaler_cls(), kwargs, run, make_optimizer=torch_optimizer)
+    """``scaler_run`` with your ``DynamicLossScaler``, stepping the test's torch optimizers."""
+    return scaler_run(adapters.get_loss_scaler_cls(), kwargs, run)

@@ -115,6 +115,22 @@ def test_a_backward_begun_here_fires_the_hooks_on_a_modules_output_there():
     assert counter.by_module() == {"Global": 2 * 2 * 5 * 8 * 4, "Linear": 2 * 2 * 5 * 8 * 4}, counter.by_module()
 
 
+def test_a_torch_optimizer_of_the_tests_is_stepped_here_by_a_scaler_there():
+    """The test's own SGD handed to a loss scaler crosses as a stand-in: the scaler divides p.grad there,
+    the optimizer's step runs here (its hook fires), and a counter reads its state through the stand-in."""
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.full((3,), 8.0)
+    opt = torch.optim.SGD([p], lr=0.5, momentum=0.9)
+    steps = []
+    opt.register_step_pre_hook(lambda *args: steps.append("here"))
+    scaler = adapters.get_loss_scaler_cls()(init_scale=8.0)
+    scaler.step(opt)
+    scaler.update()
+    assert steps == ["here"] and torch.equal(p.grad, torch.ones(3)), (steps, p.grad)
+    assert torch.equal(p.detach(), torch.full((3,), 0.5)), p
+    assert adapters.run_optimizer_state_bytes(opt) == 3 * 4  # one fp32 momentum buffer of 3
+
+
 def test_what_a_command_prints_comes_back_whole_and_in_order():
     """``printed_by``: every line a command printed (stdout and stderr together), none lost to a cut or a race."""
     status, printed = printed_by(lambda: adapters.run_cs336(

@@ -213,7 +213,7 @@ time.time = lambda: 0.0
 ''', sum_below="return sum(range(n))")
 
 # -- rewiring what drives the student's object: the test's loop runs in the judge, out of reach -------
-BROKEN_MEAN = calc_with().replace("self.total += x", "self.total += 2 * x")
+BROKEN_MEAN = calc_with(feed="for x in xs: tally.add(2 * x)").replace("self.total += x", "self.total += 2 * x")
 REWIRE = '''
 def _rewire():  # every scenario and @student_side function the worker could run answers with a right class
     import tests.boundary as boundary
@@ -234,6 +234,7 @@ def _rewire():  # every scenario and @student_side function the worker could run
     scenario.drive = lambda cls, xs: real(Right, xs)
     for name in list(boundary.SCENARIOS):
         boundary.SCENARIOS[name] = lambda *args, **kwargs: real(Right, args[-1])
+    scenario.Tally.add = lambda self, x: self.values.append(x / 2)  # undoes the broken feed's doubling
 
 
 try:
@@ -241,7 +242,8 @@ try:
 except Exception:
     pass
 '''
-REWIRE_SCENARIO = calc_with(prefix=REWIRE).replace("self.total += x", "self.total += 2 * x")
+REWIRE_SCENARIO = calc_with(prefix=REWIRE, feed="for x in xs: tally.add(2 * x)").replace("self.total += x",
+                                                                                          "self.total += 2 * x")
 
 # -- speed without speed: a table of the speed test's answers, and a cache of earlier calls --------
 SPEED_TABLE = calc_with(prefix='''
@@ -618,9 +620,10 @@ def test_megabyte_exception_messages_on_every_call_are_refused_unparsed(graded):
     """6 MB messages from every call (the worker's own cut undone), against a 1 MiB cap on a reply's JSON part:
     each call fails saying so, before the judge parses the text; each test's output stays small."""
     r = result(graded, "huge_messages")
-    mean = one(r, "test_running_mean_follows_every_update")  # RunningMean is the correct one: it raises nothing
-    ran = [t for t in r.tests if t.outcome != "pending" and t is not mean]
-    assert mean.outcome == "passed" and r.score == mean.points, explain(r)
+    correct = [t for t in r.tests if t.nodeid.startswith("tests/test_mean.py")]  # RunningMean and feed raise nothing
+    ran = [t for t in r.tests if t.outcome != "pending" and t not in correct]
+    assert len(correct) == 2 and all(t.outcome == "passed" for t in correct), explain(r)
+    assert r.score == round(sum(t.points for t in correct), 6), explain(r)
     assert all(t.outcome == "failed" and "over the limit of 1048576 bytes" in t.output for t in ran), explain(r)
     assert (graded["out"] / "huge_messages" / "results.json").stat().st_size < 400_000
 
@@ -654,12 +657,16 @@ def test_patching_the_workers_clocks_does_not_pass_a_speed_test(graded):
 
 
 def test_rewiring_the_scenario_that_drives_a_class_earns_nothing_over_the_broken_class(graded):
-    """A broken RunningMean whose module rewires, at import, the scenario that drives it (and every
-    @student_side function) to use a right class: the test's loop runs in the judge and reaches the
-    submission's own class through the adapters, so the attack earns what the broken class earns."""
+    """A broken RunningMean and a broken feed whose module rewires, at import, the scenario that drives
+    the class (and every @student_side function) to use a right class, and the test's Tally class to
+    undo the broken feed: the test's loop runs in the judge and reaches the submission's own class
+    through the adapters, and the tally feed adds to stays in the judge (a stand-in crosses), so the
+    attack earns what the broken code earns."""
     broken, rewired = result(graded, "broken_mean"), result(graded, "rewire_scenario")
-    lost = points(broken, "test_running_mean_follows_every_update")
+    assert one(result(graded, "good"), "test_feed_adds_every_value_to_the_tests_tally").outcome == "passed"
+    lost = points(broken, "test_running_mean_follows_every_update", "test_feed_adds_every_value_to_the_tests_tally")
     assert lost > 0 and broken.score == full(broken) - lost, explain(broken)
+    assert one(rewired, "test_feed_adds_every_value_to_the_tests_tally").outcome == "failed", explain(rewired)
     assert rewired.score == broken.score, explain(rewired)
 
 

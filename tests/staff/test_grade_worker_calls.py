@@ -158,3 +158,53 @@ def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch
         assert worker.proc.poll() is None
     finally:
         worker.kill()
+
+
+# -- the judge's objects in the worker: stand-ins (judge_object.py) -----------------------------------
+
+
+def test_a_judge_objects_stand_in_asks_the_judge_for_every_public_read_call_and_write():
+    """Methods the judge listed become calls, other names reads, assignments writes; private names never cross."""
+    from cs336_staff.worker.judge_object import JudgeObject
+
+    asked = []
+    stand_in = JudgeObject(lambda *request, **kw: asked.append((request, kw)) or "answer", "torch.optim.SGD", ["step"])
+    assert stand_in.step(closure=None) == "answer" and stand_in.param_groups == "answer"
+    stand_in.defaults = {"lr": 0.1}
+    assert asked == [(("call", "step"), {"closure": None}), (("getattr", "param_groups"), {}),
+                     (("setattr", "defaults", {"lr": 0.1}), {})]
+    with pytest.raises(AttributeError, match="private"):
+        stand_in._optimizer_step_pre_hooks  # noqa: B018
+    assert "lives in the judge" in repr(stand_in) and len(asked) == 3
+
+
+def test_the_judge_serves_a_stand_in_public_names_only():
+    """The judge's side of a stand-in: reads, calls and writes on its object; a private name or an unknown request is refused."""
+    import torch
+
+    from cs336_staff.grade.remote import JudgeSide
+
+    p = torch.nn.Parameter(torch.ones(2))
+    p.grad = torch.ones(2)
+    side = JudgeSide(torch.optim.SGD([p], lr=0.5))
+    assert side("getattr", "defaults")["lr"] == 0.5
+    side("call", "step")
+    assert p.tolist() == [0.5, 0.5]
+    side("setattr", "defaults", {"lr": 0.1})
+    assert side.obj.defaults == {"lr": 0.1}
+    for request in [("getattr", "__dict__"), ("call", "_cuda_graph_capture_health_check")]:
+        with pytest.raises(AttributeError, match="public attributes only"):
+            side(*request)
+    with pytest.raises(ValueError, match="unknown request"):
+        side("delattr", "defaults")
+
+
+@pytest.mark.parametrize(("name", "raised"), [("ValueError", ValueError), ("KeyError", KeyError),
+                                              ("CodecError", RuntimeError), ("SystemExit", RuntimeError)])
+def test_a_judge_objects_error_is_raised_in_the_workers_code_as_the_same_builtin(name, raised):
+    """load_state_dict's ValueError is a ValueError in the student's code; a class of no builtin name a RuntimeError naming it."""
+    from cs336_staff.worker.judge_object import raised_here
+
+    error = raised_here(name, "the message")
+    assert type(error) is raised and "the message" in str(error)
+    assert name in str(error) or type(error).__name__ == name

@@ -1,0 +1,71 @@
+"""Stand-ins for the judge's own objects: a torch optimizer the test made, handed to your code.
+
+The reverse of a handle. A test gives a student object one of its own objects to use (your loss
+scaler steps the test's ``torch.optim.SGD``; ``optimizer_state_bytes`` reads its state). Built in
+the worker, that object would run beside the submission, which could rewire it at import (swap
+torch's SGD for one that does the scaler's work). So it stays in the judge and crosses as a
+stand-in: every public attribute read and method call here asks the judge (a callback, served while
+the call waits), which does it on its own object and answers with plain data. Parameters in the
+answer are bound tensors (``bound.py``): ``p.grad`` divided in place here is the judge's ``p.grad``
+by the time the judge's ``step()`` runs, and the step's update is here when the callback returns.
+
+One stand-in per judge object (``id(optimizer)`` is stable, as the scaler's per-optimizer state
+needs). What is read is a copy of the judge's data: a write into ``optimizer.param_groups[0]``
+here does not reach the judge's optimizer (the tensors in it do, being bound); set an attribute
+(``optimizer.defaults = ...``) to change the judge's object. Private and special names (``_x``)
+are refused, and an error the judge's object raises is raised here with its message, as a
+builtin exception of the same name where there is one (``ValueError`` from ``load_state_dict``).
+
+Left out: ``isinstance(stand_in, torch.optim.Optimizer)`` is false (the stand-in is no optimizer
+of this process), and nothing crosses but plain data: a function the judge's object holds (a hook)
+never does.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import Any
+
+#: Builtin exceptions a judge object's error is raised as here (others: RuntimeError with its name).
+RAISED_AS = ("AttributeError", "IndexError", "KeyError", "NotImplementedError", "RuntimeError", "TypeError",
+             "ValueError", "ZeroDivisionError")
+
+
+def raised_here(type_name: str, message: str) -> BaseException:
+    """The exception a judge object's ``type_name`` error becomes in the worker."""
+    if type_name in RAISED_AS:
+        return getattr(builtins, type_name)(message)
+    return RuntimeError(f"{type_name}: {message}")
+
+
+class JudgeObject:
+    """A stand-in for the judge's object; ``ask(op, name, *args)`` sends one request to the judge."""
+
+    __slots__ = ("_ask", "_methods", "_type")
+
+    def __init__(self, ask: Callable[..., Any], type_name: str, methods: list[str]) -> None:
+        object.__setattr__(self, "_ask", ask)
+        object.__setattr__(self, "_type", type_name)
+        object.__setattr__(self, "_methods", frozenset(methods))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(f"the test's {self._type} lives in the judge: private attribute {name} is not reachable")
+        if name in self._methods:
+            ask = self._ask
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                return ask("call", name, *args, **kwargs)
+
+            method.__name__ = method.__qualname__ = name
+            return method
+        return self._ask("getattr", name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):
+            raise AttributeError(f"the test's {self._type} lives in the judge: private attribute {name} is not settable")
+        self._ask("setattr", name, value)
+
+    def __repr__(self) -> str:
+        return f"<the test's {self._type} (it lives in the judge; this stands in for it)>"
