@@ -100,9 +100,9 @@ def plain_data(cls: type[T]) -> type[T]:
 
 def stays_in_the_test(cls: type[T]) -> type[T]:
     """Mark a class (the test's own, or torch's ``Optimizer``) whose instances your code uses but must not
-    own: in grading your code gets a stand-in, and every attribute it reads and method it calls runs on
-    the test's object (``cs336_staff/worker/judge_object.py``). Whatever your side of the line does, the
-    object behaves as the test built it."""
+    own: in grading your code gets a stand-in, and every public attribute it reads and method it calls
+    runs on the test's object (what it reads is a copy; the parameters in it are the test's own, as
+    above). Whatever your side of the line does, the object behaves as the test built it."""
     if not isinstance(cls, type):
         raise TypeError(f"stays_in_the_test needs a class, got {cls!r}")
     if cls not in JUDGE_SIDE:

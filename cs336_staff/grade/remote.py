@@ -42,6 +42,7 @@ from typing import Any
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import Mirror, MirrorRefused
 from cs336_staff.worker import bound, channel, codec, rngs
+from cs336_staff.worker.write_through import write_through
 
 REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the judge past this
 MESSAGE_CHARS = Limits.message_chars  # characters of an exception's message, and of its traceback, kept
@@ -432,56 +433,14 @@ class JudgeSide:
         if op == "setattr" and len(args) == 1:
             setattr(self.obj, name, args[0])
             return None
+        if op == "assign" and len(args) == 2 and isinstance(args[0], list) and args[0]:  # obj.<name>[k1]...[kn] = v
+            keys, value = args
+            part = getattr(self.obj, name)
+            for key in keys[:-1]:
+                part = part[key]
+            part[keys[-1]] = value
+            return None
         raise ValueError(f"unknown request {op!r} on the test's {type(self.obj).__name__}")
-
-
-def _refuse(name: str) -> Callable[..., Any]:
-    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(
-            f"{name}() on a copy of a worker object's {type(self).__mro__[2].__name__} would not reach the "
-            "worker; assign items (x[key] = value), or call a method of the object"
-        )
-
-    return refuse
-
-
-class _WritesThrough:
-    """A copy of a list or dict read from a worker object at ``path``: ``x[k] = v`` also assigns there."""
-
-    def __init__(self, owner: RemoteObject, path: list, items: Any) -> None:
-        super().__init__(items)  # type: ignore[call-arg]
-        self._owner, self._path = owner, path
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        __tracebackhide__ = True
-        if isinstance(self, list) and not isinstance(key, int):
-            raise TypeError("assign one item at a time into a worker object's list")
-        self._owner._op("assign", [*self._path, key], value)
-        super().__setitem__(key, write_through(value, self._owner, [*self._path, key]))  # type: ignore[misc]
-
-
-class WriteThroughList(_WritesThrough, list):
-    """A list read from a worker object's attribute: ``x[i] = v`` also assigns in the worker."""
-
-
-class WriteThroughDict(_WritesThrough, dict):
-    """A dict read from a worker object's attribute: ``x[k] = v`` also assigns in the worker."""
-
-
-for _cls, _names in ((WriteThroughList, ["append", "extend", "insert", "pop", "remove", "clear", "sort",
-                                         "reverse", "__delitem__", "__iadd__"]),
-                     (WriteThroughDict, ["update", "pop", "popitem", "clear", "setdefault", "__delitem__", "__ior__"])):
-    for _name in _names:
-        setattr(_cls, _name, _refuse(_name))
-
-
-def write_through(value: Any, owner: RemoteObject, path: list) -> Any:
-    """``value`` (read from ``owner`` at ``path``) with its plain lists and dicts made write-through."""
-    if type(value) is dict:
-        return WriteThroughDict(owner, path, {k: write_through(v, owner, [*path, k]) for k, v in value.items()})
-    if type(value) is list:
-        return WriteThroughList(owner, path, [write_through(v, owner, [*path, i]) for i, v in enumerate(value)])
-    return value
 
 
 class Remote:
@@ -707,7 +666,10 @@ class Remote:
             )
         self.last_handle = obj._id
         value = self._request({"op": op, "handle": obj._id, **fields}, args, kwargs)
-        return write_through(value, obj, [fields["name"]]) if op == "getattr" else value
+        if op != "getattr":
+            return value
+        return write_through(value, lambda path, v: obj._op("assign", path, v), [fields["name"]],
+                             "a worker object's")
 
     def _ref_of(self, value: Any) -> int | None:
         if isinstance(value, RemoteObject):
@@ -738,8 +700,9 @@ class Remote:
         if not isinstance(value, self._judge_side_types()):
             return None
         if id(value) not in self._judge_objects:
-            node = {"$": "judge_object", "id": self._callback(JudgeSide(value)),
-                    "type": codec._type_name(value), "methods": codec._method_names(value)}
+            node = {"$": "judge_object", "id": self._callback(JudgeSide(value)), "type": codec._type_name(value),
+                    "module": type(value).__module__, "qualname": type(value).__qualname__,
+                    "methods": codec._method_names(value)}
             self._judge_objects[id(value)] = (value, node)  # kept: its id stays its own while the test runs
         return self._judge_objects[id(value)][1]
 

@@ -10,22 +10,26 @@ answer are bound tensors (``bound.py``): ``p.grad`` divided in place here is the
 by the time the judge's ``step()`` runs, and the step's update is here when the callback returns.
 
 One stand-in per judge object (``id(optimizer)`` is stable, as the scaler's per-optimizer state
-needs). What is read is a copy of the judge's data: a write into ``optimizer.param_groups[0]``
-here does not reach the judge's optimizer (the tensors in it do, being bound); set an attribute
-(``optimizer.defaults = ...``) to change the judge's object. Private and special names (``_x``)
-are refused, and an error the judge's object raises is raised here with its message, as a
-builtin exception of the same name where there is one (``ValueError`` from ``load_state_dict``).
+needs). What is read is a copy of the judge's data that writes through: ``optimizer.param_groups[0]
+["lr"] = 0.1`` here also assigns in the judge (``write_through.py``; the tensors in it are bound),
+and an attribute set here is set there. ``isinstance(stand_in, torch.optim.Optimizer)`` holds as for
+the judge's object (its ``__class__`` is the judge object's class, where this process has imported
+that class's module). Private and special names (``_x``) are refused, and an error the judge's
+object raises is raised here with its message, as a builtin exception of the same name where there
+is one (``ValueError`` from ``load_state_dict``).
 
-Left out: ``isinstance(stand_in, torch.optim.Optimizer)`` is false (the stand-in is no optimizer
-of this process), and nothing crosses but plain data: a function the judge's object holds (a hook)
-never does.
+Left out: ``type(stand_in)`` is still the stand-in's own class, and nothing crosses but plain data:
+a function the judge's object holds (a hook) never does.
 """
 
 from __future__ import annotations
 
 import builtins
+import sys
 from collections.abc import Callable
 from typing import Any
+
+from .write_through import write_through
 
 #: Builtin exceptions a judge object's error is raised as here (others: RuntimeError with its name).
 RAISED_AS = ("AttributeError", "IndexError", "KeyError", "NotImplementedError", "RuntimeError", "TypeError",
@@ -39,15 +43,28 @@ def raised_here(type_name: str, message: str) -> BaseException:
     return RuntimeError(f"{type_name}: {message}")
 
 
+def imported_class(module: str, qualname: str) -> type | None:
+    """The class ``module:qualname`` if this process has imported its module (nothing is imported here)."""
+    found: Any = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return found if isinstance(found, type) else None
+
+
 class JudgeObject:
     """A stand-in for the judge's object; ``ask(op, name, *args)`` sends one request to the judge."""
 
-    __slots__ = ("_ask", "_methods", "_type")
+    __slots__ = ("_ask", "_methods", "_type", "_class")
 
-    def __init__(self, ask: Callable[..., Any], type_name: str, methods: list[str]) -> None:
+    def __init__(self, ask: Callable[..., Any], type_name: str, methods: list[str], cls: type | None = None) -> None:
         object.__setattr__(self, "_ask", ask)
         object.__setattr__(self, "_type", type_name)
         object.__setattr__(self, "_methods", frozenset(methods))
+        object.__setattr__(self, "_class", cls)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # noqa: D105 - isinstance() asks this when type(self) does not match
+        return object.__getattribute__(self, "_class") or JudgeObject
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -60,7 +77,9 @@ class JudgeObject:
 
             method.__name__ = method.__qualname__ = name
             return method
-        return self._ask("getattr", name)
+        ask = self._ask
+        return write_through(ask("getattr", name), lambda path, value: ask("assign", path[0], path[1:], value), [name],
+                             f"the test's {self._type}'s")
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_"):

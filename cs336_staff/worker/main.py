@@ -364,11 +364,12 @@ class Worker:
         """The one stand-in of a judge object (``judge_object.py``); its requests go through ``callback``."""
         number = node.get("id")
         if number not in self.judge_objects:
-            from .judge_object import JudgeObject
+            from .judge_object import JudgeObject, imported_class
 
             methods = node.get("methods")
+            cls = imported_class(str(node.get("module")), str(node.get("qualname")))
             self.judge_objects[number] = JudgeObject(self.callback(number), str(node.get("type")),
-                                                     [str(m) for m in methods] if isinstance(methods, list) else [])
+                                                     [str(m) for m in methods] if isinstance(methods, list) else [], cls)
         return self.judge_objects[number]
 
     def describe(self, e: BaseException) -> dict:

@@ -172,7 +172,7 @@ TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
 def torch_optimizer(name: str, params: list[torch.Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
     """torch's optimizer ``TORCH_OPTIMIZERS[name]`` (not yours: those are graded in part 3) over the
     test's ``params``. It stays the test's: in grading your ``optimizer_state_bytes`` reads it through a
-    stand-in (``cs336_staff/worker/judge_object.py``), so nothing on your side can change how it trains."""
+    stand-in (``tests/boundary.py``: ``stays_in_the_test``), so nothing on your side can change how it trains."""
     return TORCH_OPTIMIZERS[name](params, **kwargs)
 
 

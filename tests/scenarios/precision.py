@@ -190,7 +190,7 @@ def torch_grad_scaler(**kwargs: Any) -> torch.amp.GradScaler:
 
 def torch_optimizer(name: str, params: list[Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
     """torch's ``OPTIMIZERS[name]`` over the test's ``params``. It stays the test's: in grading your scaler
-    reads its ``param_groups`` and calls its ``step()`` through a stand-in (``cs336_staff/worker/judge_object.py``),
+    reads its ``param_groups`` and calls its ``step()`` through a stand-in (``tests/boundary.py``: ``stays_in_the_test``),
     so nothing on your side can change what the step does."""
     return OPTIMIZERS[name](params, **kwargs)
 

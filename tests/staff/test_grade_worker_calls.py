@@ -178,6 +178,29 @@ def test_a_judge_objects_stand_in_asks_the_judge_for_every_public_read_call_and_
     assert "lives in the judge" in repr(stand_in) and len(asked) == 3
 
 
+def test_a_stand_in_passes_isinstance_as_the_judges_object_and_its_copies_write_through():
+    """isinstance(opt, torch.optim.Optimizer) holds for a stand-in of the test's SGD; param_groups[0]["lr"] = x
+    reaches the judge's object; other mutations of the copy raise."""
+    import torch
+
+    from cs336_staff.worker.judge_object import JudgeObject, imported_class
+
+    asked = []
+
+    def ask(*request):
+        asked.append(request)
+        return [{"lr": 0.5, "params": []}] if request[0] == "getattr" else None
+
+    stand_in = JudgeObject(ask, "torch.optim.sgd.SGD", ["step"], imported_class("torch.optim.sgd", "SGD"))
+    assert isinstance(stand_in, torch.optim.Optimizer) and isinstance(stand_in, torch.optim.SGD)
+    assert not isinstance(JudgeObject(ask, "tests.x.Gone", [], imported_class("tests.x", "Gone")), torch.optim.Optimizer)
+    groups = stand_in.param_groups
+    groups[0]["lr"] = 0.1
+    assert asked == [("getattr", "param_groups"), ("assign", "param_groups", [0, "lr"], 0.1)]
+    with pytest.raises(TypeError, match="the test's torch.optim.sgd.SGD's list would not reach it"):
+        groups.append({})
+
+
 def test_the_judge_serves_a_stand_in_public_names_only():
     """The judge's side of a stand-in: reads, calls and writes on its object; a private name or an unknown request is refused."""
     import torch
@@ -192,6 +215,8 @@ def test_the_judge_serves_a_stand_in_public_names_only():
     assert p.tolist() == [0.5, 0.5]
     side("setattr", "defaults", {"lr": 0.1})
     assert side.obj.defaults == {"lr": 0.1}
+    side("assign", "param_groups", [0, "lr"], 0.25)
+    assert side.obj.param_groups[0]["lr"] == 0.25
     for request in [("getattr", "__dict__"), ("call", "_cuda_graph_capture_health_check")]:
         with pytest.raises(AttributeError, match="public attributes only"):
             side(*request)
