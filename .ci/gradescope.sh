@@ -9,7 +9,7 @@
 # isolates the worker. Nothing may skip. Then it checks the reference's run_autograder against the
 # 10 minutes the README promises (a CI check, not a test: tests assert no seconds).
 #
-#   .ci/gradescope.sh    # needs root and PyPI (astral.sh too, unless CS336_GRADESCOPE_UV=/path/to/uv);
+#   .ci/gradescope.sh    # needs root and PyPI (uv from astral.sh, else from PyPI, unless CS336_GRADESCOPE_UV=/path/to/uv);
 #                        # installs Debian's uidmap and root:0:65536 in /etc/subuid, /etc/subgid if missing
 set -euo pipefail
 cd "$(dirname "$0")/.."

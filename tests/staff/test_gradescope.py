@@ -12,7 +12,8 @@ changed, nothing of the hidden tests in what students see).
 ``setup.sh`` installs from this machine's warm uv cache (``UV_OFFLINE=1``, this machine's uv). With
 ``CS336_GRADESCOPE_FRESH=1`` (``.ci/gradescope.sh``, a step of ``.ci/run``) it installs as Gradescope's
 image build does, from an empty uv cache with every wheel downloaded (uv itself too, unless
-``CS336_GRADESCOPE_UV`` names one: this machine reaches PyPI but not astral.sh), a missing stand-in
+``CS336_GRADESCOPE_UV`` names one: from astral.sh, or from PyPI where astral.sh cannot be reached,
+as on this machine and CI), a missing stand-in
 fails instead of skipping, and each ``run_autograder``'s seconds go to ``CS336_GRADESCOPE_TIMES``
 (a JSON file the script checks against the README's 10 minutes: no test asserts seconds).
 """

@@ -9,6 +9,9 @@
 #   CS336_AUTOGRADER_ENV   where uv, Python and the venv go (default /opt/cs336; made world-readable)
 #   CS336_AUTOGRADER_UV    an uv binary to use instead of downloading uv (a quick staff test passes
 #                          its own, with UV_CACHE_DIR and UV_OFFLINE=1 to install from a warm cache)
+#
+# uv comes from astral.sh's installer, as Astral documents; where astral.sh cannot be reached (a
+# network that lets only PyPI through, as on our CI runners), from PyPI's uv wheel, the same version.
 set -euo pipefail
 source_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 env_dir="${CS336_AUTOGRADER_ENV:-/opt/cs336}"
@@ -21,8 +24,15 @@ if [[ -n "${CS336_AUTOGRADER_UV:-}" ]]; then
     uv="$CS336_AUTOGRADER_UV"
 else
     command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl ca-certificates; }
-    curl -LsSf "https://astral.sh/uv/${uv_version}/install.sh" | env UV_UNMANAGED_INSTALL="$env_dir/bin" sh
-    uv="$env_dir/bin/uv"
+    if installer="$(curl -LsSf "https://astral.sh/uv/${uv_version}/install.sh")"; then
+        env UV_UNMANAGED_INSTALL="$env_dir/bin" sh -c "$installer"
+        uv="$env_dir/bin/uv"
+    else
+        echo "setup.sh: astral.sh could not be reached; installing uv ${uv_version} from PyPI instead" >&2
+        python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq python3-pip; }
+        python3 -m pip install --quiet --disable-pip-version-check --target "$env_dir/uv-from-pypi" "uv==${uv_version}"
+        uv="$env_dir/uv-from-pypi/bin/uv"
+    fi
 fi
 export UV_PYTHON_INSTALL_DIR="$env_dir/python" UV_PROJECT_ENVIRONMENT="$env_dir/venv" UV_NO_PROGRESS=1
 cd "$source_dir"
