@@ -470,6 +470,8 @@ class Remote:
         self._callbacks: dict[int, Callable] = {}
         self._next_callback = 1
         self._judge_objects: dict[int, tuple[Any, dict]] = {}  # id(obj) -> (obj, its node), until reset
+        self.rng_sync = rngs.Sync()  # the global RNG states the judge and the current worker agree on
+        self._rng_worker: WorkerProcess | None = None  # the worker they were agreed with
         #: Instances of these cross to the worker as stand-ins (``tests.boundary.JUDGE_SIDE``, set by the judge).
         self.judge_side: list[type | str] = []
         self._marks = 0  # output marks written so far (``printed``)
@@ -656,6 +658,7 @@ class Remote:
         self._callbacks.clear()
         self._judge_objects.clear()
         self._request({"op": "reset"}, [], {})
+        self.rng_sync.forget()  # the worker went back to its start states: the next call brings the judge's
 
     def op(self, op: str, obj: RemoteObject, args: tuple | list, kwargs: dict, **fields: Any) -> Any:
         __tracebackhide__ = True
@@ -742,7 +745,9 @@ class Remote:
         """What every message to the worker carries besides its call: bound-tensor changes, releases,
         grad mode, global RNG states."""
         message["bound"] = self.bindings.changes(encoder)
-        message["rngs"] = rngs.capture(encoder)
+        states = self.rng_sync.outgoing(encoder)
+        if states is not None:
+            message["rngs"] = states
         message["unbind"], self.bindings.released = self.bindings.released, []
         message["release"], self._pending_release = self._pending_release, []
         torch = sys.modules.get("torch")
@@ -752,8 +757,7 @@ class Remote:
     def _incoming(self, reply: dict, blobs: list) -> None:
         """Take what every message from the worker carries: bound-tensor changes, global RNG states."""
         self.bindings.apply(reply.get("bound", []), blobs)
-        if "rngs" in reply:
-            rngs.restore(reply["rngs"], blobs)
+        self.rng_sync.incoming(reply.get("rngs"), blobs)
 
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         """One call, with the scratch folders mirrored around it (``mirror.py``) where the judge has a mirror."""
@@ -787,6 +791,9 @@ class Remote:
     def _exchange(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         __tracebackhide__ = True
         worker = self.worker or self.start()
+        if worker is not self._rng_worker:  # a fresh worker holds its start states, not the agreed ones
+            self.rng_sync.forget()
+            self._rng_worker = worker
         if worker.before_request is not None:
             worker.before_request()
         encoder = self._encoder()

@@ -70,11 +70,12 @@ def decode_dense(node: Any, blobs: list, limit: int | None = None) -> Any:
     return t if node["device"] == "cpu" else t.to(node["device"])
 
 
-def _digest(t: Any) -> bytes:
+def _digest(t: Any) -> tuple:
+    """What tells one content of ``t`` from another: its dtype, shape and a hash of its bytes (read in place)."""
     if t.device.type == "meta":
-        return repr((t.dtype, tuple(t.shape))).encode()
+        return t.dtype, tuple(t.shape)
     flat = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu()
-    return hashlib.blake2b(flat.numpy().tobytes(), digest_size=16).digest() + repr(tuple(t.shape)).encode()
+    return t.dtype, tuple(t.shape), hashlib.blake2b(flat.numpy(), digest_size=16).digest()
 
 
 def bindable(value: Any) -> bool:
@@ -88,9 +89,9 @@ class _Seen:
 
     ref: Any  # the tensor (worker) or a weak reference to it (judge)
     data_ptr: int
-    data: bytes
+    data: tuple  # _digest
     grad: Any  # the .grad object itself (kept, so its id cannot be reused)
-    grad_digest: bytes | None
+    grad_digest: tuple | None
 
 
 class Bindings:

@@ -69,7 +69,9 @@ class _Lazy:
 
         real = importlib.import_module(self._name)
         globals()[self._name if self._name != "numpy" else "np"] = real
-        return getattr(real, attr)
+        value = getattr(real, attr)
+        self.__dict__[attr] = value  # modules that imported this stand-in (bound.py) find it directly next time
+        return value
 
 
 torch: Any = _Lazy("torch")

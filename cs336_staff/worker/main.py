@@ -19,7 +19,7 @@ Requests (all names are resolved here, in the worker; the judge only ever sees d
     every request may also carry "release": [ids]               forget objects the judge dropped
     and "bound": [changes], "unbind": [numbers]                 bound tensors (``bound.py``)
     and "grad_enabled": bool                                    the judge's grad mode, for the call
-    and "rngs": states                                          the judge's global RNGs (``rngs.py``)
+    and "rngs": states                                          the judge's global RNGs, where changed (``rngs.py``)
     {"op": "return", ...}                                       a callback's result (below)
 
 A judge function passed as an argument (a closure for ``step(closure)``) arrives as a stand-in;
@@ -68,6 +68,7 @@ class Worker:
         from . import bound, channel, codec, rngs
 
         self.rngs = rngs
+        self.rng_sync = rngs.Sync()  # the global RNG states this worker and the judge agree on
 
         self.channel, self.codec = channel, codec
         self.requests, self.replies = requests, replies
@@ -172,6 +173,7 @@ class Worker:
             return None
         if op == "reset":
             self.restore_rngs()
+            self.rng_sync.forget()
             self.judge_objects.clear()  # the judge forgets the last test's objects (and callbacks) too
             return None
         obj = self.deref(msg.get("handle"))
@@ -266,8 +268,7 @@ class Worker:
     def incoming(self, msg: dict, blobs: list) -> None:
         """Take what every message from the judge carries: bound-tensor changes, its global RNG states."""
         self.bindings.apply(msg.get("bound", []), blobs)
-        if "rngs" in msg:
-            self.rngs.restore(msg["rngs"], blobs)
+        self.rng_sync.incoming(msg.get("rngs"), blobs)
 
     def forget(self, msg: dict) -> None:
         """Drop the objects and bound tensors the judge no longer holds."""
@@ -311,16 +312,22 @@ class Worker:
             gens = [[i, enc.blob(g.get_state().numpy())] for i, g in decoder.generators.items()]
             reply.update(storages=enc.storages, mutated=mutated, generators=gens, bound=self.bindings.changes(enc))
             if msg.get("op") != "reset":  # the judge's states, not the worker's start ones, go on
-                reply["rngs"] = self.rngs.capture(enc)
+                states = self.rng_sync.outgoing(enc)
+                if states is not None:
+                    reply["rngs"] = states
             self.channel.send(self.replies, reply, enc.blobs)
         except BaseException as e:  # noqa: BLE001 - every failure of submission code is reported
             error: dict[str, Any] = {"error": self.describe(e)}
             enc = self.codec.Encoder()
             try:  # what the call did to bound tensors and RNGs before it failed still happened
                 error["bound"] = self.bindings.changes(enc)
-                error["rngs"] = self.rngs.capture(enc)
+                states = self.rng_sync.outgoing(enc)
+                if states is not None:
+                    error["rngs"] = states
             except BaseException:  # noqa: BLE001
                 enc = self.codec.Encoder()
+                error.pop("rngs", None)
+                self.rng_sync.forget()  # not sent after all: the next message carries them
             self.channel.send(self.replies, error, enc.blobs)
 
     def callback(self, number: Any) -> Any:
@@ -336,7 +343,10 @@ class Worker:
             msg: dict[str, Any] = {"callback": number, "args": enc.encode(list(args)), "kwargs": enc.encode(kwargs)}
             if torch is not None:
                 msg["grad_enabled"] = torch.is_grad_enabled()
-            msg.update(storages=enc.storages, bound=self.bindings.changes(enc), rngs=self.rngs.capture(enc))
+            msg.update(storages=enc.storages, bound=self.bindings.changes(enc))
+            states = self.rng_sync.outgoing(enc)
+            if states is not None:
+                msg["rngs"] = states
             self.channel.send(self.replies, msg, enc.blobs)
             while True:
                 reply, blobs = self.channel.receive(self.requests, MESSAGE_LIMIT)

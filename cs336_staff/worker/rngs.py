@@ -6,6 +6,11 @@ keep that true across the line, each message carries the sender's global RNG sta
 receiver takes them: the worker draws from the states the judge had, and the judge continues
 from the states the worker left. (A module that is not imported on a side is neither sent nor set.)
 
+Only states that changed travel: each side keeps the states both sides last agreed on (``Sync``)
+and a message carries its sender's states only when they differ from those. Messages strictly
+alternate, so between two messages only one side runs and the other's states are still the agreed
+ones; a side that changes them otherwise (a fresh worker, a reset) forgets the agreement first.
+
 What this lets the submission do to the judge: choose the judge's global RNG states. Tests never
 draw their inputs from the global RNGs (they use seeded ``torch.Generator``/``numpy`` generators of
 their own), so those states decide nothing but what the submission's own calls draw.
@@ -23,18 +28,57 @@ from .codec import CodecError, Encoder, Tree, bytes_tensor
 MT_WORDS = 625  # Python's Mersenne Twister state: 624 words and a position
 
 
-def capture(enc: Encoder) -> Tree:
-    """This side's global RNG states, as a node of ``enc``'s message."""
+States = tuple  # (random's, numpy's or None, torch's bytes or None): comparable, as ``current`` reads them
+
+
+def current() -> States:
+    """This side's global RNG states (numpy's and torch's where imported)."""
     version, words, gauss = random.getstate()
-    node: dict[str, Any] = {"random": [version, enc.blob(array.array("I", words).tobytes()), gauss]}
     np = sys.modules.get("numpy")
+    numpy_state = None
     if np is not None:
         kind, keys, pos, has_gauss, cached = np.random.get_state()
-        node["numpy"] = [kind, enc.blob(keys.tobytes()), int(pos), int(has_gauss), float(cached)]
+        numpy_state = (str(kind), keys.tobytes(), int(pos), int(has_gauss), float(cached))
     torch = sys.modules.get("torch")
-    if torch is not None:
-        node["torch"] = enc.blob(torch.get_rng_state().numpy().tobytes())
+    return ((int(version), array.array("I", words).tobytes(), gauss), numpy_state,
+            torch.get_rng_state().numpy().tobytes() if torch is not None else None)
+
+
+def capture(enc: Encoder, states: States | None = None) -> Tree:
+    """This side's global RNG states (or ``states``), as a node of ``enc``'s message."""
+    (version, words, gauss), numpy_state, torch_state = states if states is not None else current()
+    node: dict[str, Any] = {"random": [version, enc.blob(words), gauss]}
+    if numpy_state is not None:
+        kind, keys, pos, has_gauss, cached = numpy_state
+        node["numpy"] = [kind, enc.blob(keys), pos, has_gauss, cached]
+    if torch_state is not None:
+        node["torch"] = enc.blob(torch_state)
     return node
+
+
+class Sync:
+    """The global RNG states this side and the other last agreed on; a message carries only a change."""
+
+    def __init__(self) -> None:
+        self.agreed: States | None = None
+
+    def outgoing(self, enc: Encoder) -> Tree | None:
+        """This side's states as a node of ``enc``'s message, or None where the other side has them already."""
+        now = current()
+        if now == self.agreed:
+            return None
+        self.agreed = now
+        return capture(enc, now)
+
+    def incoming(self, node: Any, blobs: list) -> None:
+        """Take the other side's states, if the message carries any (else this side's are still the agreed ones)."""
+        if node is not None:
+            restore(node, blobs)
+            self.agreed = current()
+
+    def forget(self) -> None:
+        """The states changed outside the exchange (a fresh worker, a reset): the next message carries them."""
+        self.agreed = None
 
 
 def restore(node: Any, blobs: list) -> None:

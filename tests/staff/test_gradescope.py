@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 import zipfile
@@ -115,6 +116,15 @@ def lay_out(base: Path, zip_path: Path) -> Path:
     return root
 
 
+def image_path() -> dict[str, str]:
+    """With CS336_GRADESCOPE_FRESH, a PATH without this run's virtual environment, as in Gradescope's image."""
+    if not FRESH:
+        return {}
+    venv = os.environ.get("VIRTUAL_ENV") or sys.prefix
+    kept = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not d.startswith(venv)]
+    return {"PATH": os.pathsep.join(kept)}
+
+
 @pytest.fixture(scope="module")
 def gradescope(tmp_path_factory) -> dict:
     missing = (f"no container stand-in here: {STANDIN}" if STANDIN is not None else
@@ -153,8 +163,9 @@ def gradescope(tmp_path_factory) -> dict:
             if name == "reference":
                 started = time.monotonic()
                 setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source",
-                                       env={**{k: v for k, v in os.environ.items() if not (FRESH and k.startswith("UV_"))},
-                                            "CS336_AUTOGRADER_ENV": str(env_dir), **setup_env},
+                                       env={**{k: v for k, v in os.environ.items()
+                                               if not (FRESH and (k.startswith("UV_") or k == "VIRTUAL_ENV"))},
+                                            "CS336_AUTOGRADER_ENV": str(env_dir), **setup_env, **image_path()},
                                        capture_output=True, text=True, timeout=1800)
                 seconds["setup.sh"] = round(time.monotonic() - started, 1)
                 assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]

@@ -29,8 +29,21 @@ else
         uv="$env_dir/bin/uv"
     else
         echo "setup.sh: astral.sh could not be reached; installing uv ${uv_version} from PyPI instead" >&2
-        python3 -m pip --version >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq python3-pip; }
-        python3 -m pip install --quiet --disable-pip-version-check --target "$env_dir/uv-from-pypi" "uv==${uv_version}"
+        pip_python=""  # a Python with pip (not a virtual environment's that has none)
+        for candidate in python3 /usr/bin/python3 /usr/local/bin/python3; do
+            if command -v "$candidate" >/dev/null && "$candidate" -m pip --version >/dev/null 2>&1; then
+                pip_python="$candidate"
+                break
+            fi
+        done
+        if [[ -z "$pip_python" ]]; then
+            apt-get update -qq && apt-get install -y -qq python3-pip
+            pip_python=/usr/bin/python3
+        fi
+        # --target: uv's wheel unpacked in a folder of its own (no environment changed, so a distribution's
+        # "externally managed" marker does not apply; the variable says so to the pip versions that ask)
+        PIP_BREAK_SYSTEM_PACKAGES=1 "$pip_python" -m pip install --quiet --disable-pip-version-check \
+            --target "$env_dir/uv-from-pypi" "uv==${uv_version}"
         uv="$env_dir/uv-from-pypi/bin/uv"
     fi
 fi
