@@ -233,3 +233,34 @@ def test_a_judge_objects_error_is_raised_in_the_workers_code_as_the_same_builtin
     error = raised_here(name, "the message")
     assert type(error) is raised and "the message" in str(error)
     assert name in str(error) or type(error).__name__ == name
+
+
+def test_rng_states_travel_only_when_changed_since_both_sides_last_agreed():
+    """A message carries its sender's global RNG states only when they changed since the last agreement:
+    after a draw, after the other side's states arrived and were taken, and after forget() (a fresh worker)."""
+    import random
+
+    import torch
+
+    from cs336_staff.worker import rngs
+
+    judge, worker = rngs.Sync(), rngs.Sync()
+    with torch.random.fork_rng(devices=[]):
+        saved = random.getstate()
+        try:
+            assert judge.outgoing(codec.Encoder()) is not None  # nothing agreed yet
+            assert judge.outgoing(codec.Encoder()) is None  # nothing drawn since
+            torch.rand(1)
+            enc = codec.Encoder()
+            node = judge.outgoing(enc)
+            assert node is not None and "torch" in node
+            worker.incoming(node, enc.blobs)  # (one process here: the states taken are the same ones)
+            assert worker.outgoing(codec.Encoder()) is None  # the worker has what it was sent
+            worker.incoming(None, [])  # a message without states changes nothing
+            assert worker.outgoing(codec.Encoder()) is None
+            random.random()
+            assert worker.outgoing(codec.Encoder()) is not None
+            judge.forget()
+            assert judge.outgoing(codec.Encoder()) is not None
+        finally:
+            random.setstate(saved)
