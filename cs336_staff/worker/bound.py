@@ -78,6 +78,13 @@ def _digest(t: Any) -> tuple:
     return t.dtype, tuple(t.shape), hashlib.blake2b(flat.numpy(), digest_size=16).digest()
 
 
+def _received_digest(t: Any, node: dict, blobs: list) -> tuple:
+    """``_digest`` of a tensor ``decode_dense`` just made from ``node``: its bytes are the blob's, hashed as they came."""
+    if t.device.type == "meta":
+        return t.dtype, tuple(t.shape)
+    return t.dtype, tuple(t.shape), hashlib.blake2b(blobs[node["blob"]], digest_size=16).digest()
+
+
 def bindable(value: Any) -> bool:
     """A parameter: a leaf tensor that requires grad (what an optimizer or a module is handed)."""
     return isinstance(value, torch.Tensor) and value.is_leaf and value.requires_grad
@@ -217,6 +224,8 @@ class Bindings:
                 raise CodecError(f"not a bound-tensor change: {str(entry)[:80]}")
             number, change = entry
             t = self.tensor(number)
+            seen = self._seen[number]
+            data_digest, grad_digest = seen.data, seen.grad_digest  # what this side's tensor holds, as sent
             try:
                 with torch.no_grad():
                     if "data" in change:
@@ -226,18 +235,19 @@ class Bindings:
                             t.data = new.clone()  # new memory, as on the other side
                         else:
                             t.copy_(new)
+                        data_digest = _received_digest(new, change["data"], blobs)
                     grad = change.get("grad")
                     if grad == "none":
-                        t.grad = None
+                        t.grad, grad_digest = None, None
                     elif isinstance(grad, dict):
                         new = decode_dense(grad["t"], blobs, self.limit)
-                        if grad.get("fresh") or t.grad is None or t.grad.shape != new.shape:
+                        if grad.get("fresh") or t.grad is None or (t.grad.shape, t.grad.dtype) != (new.shape, new.dtype):
                             t.grad = new.clone()
                         else:
                             t.grad.copy_(new)
+                        grad_digest = _received_digest(new, grad["t"], blobs)
             except CodecError:
                 raise
             except Exception as e:  # a shape/dtype the tensor cannot take
                 raise CodecError(f"bound tensor {number}: {type(e).__name__}: {e}") from None
-            seen = self._seen[number]
-            self._seen[number] = self._look(seen.ref, t)
+            self._seen[number] = _Seen(seen.ref, t.data_ptr(), data_digest, t.grad, grad_digest)

@@ -236,8 +236,8 @@ def test_a_judge_objects_error_is_raised_in_the_workers_code_as_the_same_builtin
 
 
 def test_rng_states_travel_only_when_changed_since_both_sides_last_agreed():
-    """A message carries its sender's global RNG states only when they changed since the last agreement:
-    after a draw, after the other side's states arrived and were taken, and after forget() (a fresh worker)."""
+    """A message carries its sender's state of a global generator only when it changed since the last agreement
+    (a draw; not after the other side's state arrived and was taken), and every state after forget() (a fresh worker)."""
     import random
 
     import torch
@@ -248,19 +248,22 @@ def test_rng_states_travel_only_when_changed_since_both_sides_last_agreed():
     with torch.random.fork_rng(devices=[]):
         saved = random.getstate()
         try:
-            assert judge.outgoing(codec.Encoder()) is not None  # nothing agreed yet
+            enc = codec.Encoder()
+            first = judge.outgoing(enc)  # nothing agreed yet: every generator's state
+            assert set(first) == {"random", "numpy", "torch"}
+            worker.incoming(first, enc.blobs)  # (one process here: the states taken are the same ones)
             assert judge.outgoing(codec.Encoder()) is None  # nothing drawn since
             torch.rand(1)
             enc = codec.Encoder()
             node = judge.outgoing(enc)
-            assert node is not None and "torch" in node
-            worker.incoming(node, enc.blobs)  # (one process here: the states taken are the same ones)
+            assert set(node) == {"torch"}  # only the generator that changed
+            worker.incoming(node, enc.blobs)
             assert worker.outgoing(codec.Encoder()) is None  # the worker has what it was sent
             worker.incoming(None, [])  # a message without states changes nothing
             assert worker.outgoing(codec.Encoder()) is None
             random.random()
-            assert worker.outgoing(codec.Encoder()) is not None
+            assert set(worker.outgoing(codec.Encoder())) == {"random"}
             judge.forget()
-            assert judge.outgoing(codec.Encoder()) is not None
+            assert set(judge.outgoing(codec.Encoder())) == {"random", "numpy", "torch"}
         finally:
             random.setstate(saved)
