@@ -110,6 +110,16 @@ def stays_in_the_test(cls: type[T]) -> type[T]:
     return cls
 
 
+def skip_in_grading(why: str) -> None:
+    """Skip the calling test when the staff grade it (your code then runs in another process, where
+    ``why`` cannot be observed); in your own ``uv run pytest`` it runs as written. Such a test is
+    worth no points (rubric.toml); a graded test checks what grading can see of the same behaviour."""
+    import pytest
+
+    if remote is not None:
+        pytest.skip(f"not graded (runs in your own uv run pytest only): {why}")
+
+
 def printed_by(fn: Callable[[], T]) -> tuple[T, str]:
     """Call ``fn`` (a call of your code through ``adapters``); return its value and what your code
     printed meanwhile, standard output and standard error together, in the order printed.

@@ -18,9 +18,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
+from tests.boundary import skip_in_grading
 from tests.scenarios import accounting
 from tests.scenarios.accounting import Net, mlp
-from tests.util import skip_in_grading
 
 OPTIMIZERS = ["sgd", "momentum", "adagrad", "rmsprop", "adam", "adamw"]
 OPTIMIZER_STATES = {"sgd": 0, "momentum": 1, "adagrad": 1, "rmsprop": 1, "adam": 2, "adamw": 2}

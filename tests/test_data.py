@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import adapters
+from tests.boundary import skip_in_grading
 from tests.fresh import replay_hint, run_seed
 from tests.scenarios import data as scenario
 from tests.scenarios.data import batch_reads, sampled_starts
-from tests.util import skip_in_grading
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 

@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import adapters
+from tests.boundary import skip_in_grading
 from tests.scenarios import precision
 from tests.scenarios.precision import ScalerRun
-from tests.util import skip_in_grading
 
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
 FORMATS = [torch.float32, torch.float16, torch.bfloat16, *FP8]

@@ -20,10 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adapters
+from tests.boundary import skip_in_grading
 from tests.bpe_snapshots import bpe_arrays, bpe_from_arrays, explain_bpe
 from tests.scenarios import tokenization
 from tests.snapshot import read_npz, snapshot_dir
-from tests.util import skip_in_grading
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 EOT = "<|endoftext|>"

@@ -9,10 +9,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
+from tests.boundary import skip_in_grading
 from tests.scenarios import accounting
 from tests.scenarios.accounting import Net
 from tests.test_accounting import OPTIMIZER_STATES, torch_flops, torch_flops_by_module
-from tests.util import skip_in_grading
 
 
 def random_dims(seed: int, length: int, high: int = 32) -> list[int]:

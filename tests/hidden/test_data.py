@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import adapters
+from tests.boundary import skip_in_grading
 from tests.scenarios import data as scenario
 from tests.test_data import (
     DEVICES,
@@ -16,7 +17,6 @@ from tests.test_data import (
     error_raised_by,
     sampled_starts,
 )
-from tests.util import skip_in_grading
 
 
 @pytest.mark.parametrize(
