@@ -191,7 +191,7 @@ def gradescope(tmp_path_factory) -> dict:
 
 def explain(r: dict) -> str:
     d = r["data"]
-    bad = [t for t in d["tests"] if t["status"] != "passed"][:5]
+    bad = sorted((t for t in d["tests"] if t["status"] != "passed"), key=lambda t: t["status"] != "failed")[:5]  # failures first
     return d.get("output", "")[-3000:] + "".join(f"\n{t['name']}\n{t['output'][-600:]}" for t in bad) + r["stdout"][-2000:]
 
 
