@@ -191,8 +191,9 @@ def gradescope(tmp_path_factory) -> dict:
 
 def explain(r: dict) -> str:
     d = r["data"]
-    bad = sorted((t for t in d["tests"] if t["status"] != "passed"), key=lambda t: t["status"] != "failed")[:5]  # failures first
-    return d.get("output", "")[-3000:] + "".join(f"\n{t['name']}\n{t['output'][-600:]}" for t in bad) + r["stdout"][-2000:]
+    bad = sorted((t for t in d["tests"] if t["status"] != "passed"), key=lambda t: t["status"] == "skipped")[:5]  # skips last
+    return (d.get("output", "")[-3000:] + "".join(f"\n{t['name']} ({t['status']})\n{t['output'][-600:]}" for t in bad)
+            + r["stdout"][-2000:])
 
 
 def test_the_zip_has_setup_and_run_autograder_at_its_root_and_no_staff_tooling_tests(tmp_path):
