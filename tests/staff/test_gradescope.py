@@ -191,8 +191,11 @@ def gradescope(tmp_path_factory) -> dict:
 
 def explain(r: dict) -> str:
     d = r["data"]
-    bad = sorted((t for t in d["tests"] if t["status"] != "passed"), key=lambda t: t["status"] == "skipped")[:5]  # skips last
-    return (d.get("output", "")[-3000:] + "".join(f"\n{t['name']} ({t['status']})\n{t['output'][-600:]}" for t in bad)
+    def outcome(t: dict) -> str:
+        return t.get("extra_data", {}).get("outcome", t["status"])
+
+    bad = sorted((t for t in d["tests"] if outcome(t) != "passed"), key=lambda t: outcome(t) == "skipped")[:5]  # skips last
+    return (d.get("output", "")[-3000:] + "".join(f"\n{t['name']} ({outcome(t)})\n{t['output'][-600:]}" for t in bad)
             + r["stdout"][-2000:])
 
 
