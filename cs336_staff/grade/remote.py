@@ -575,8 +575,8 @@ class Remote:
         where = os.path.abspath(path)
         if self.mirror is not None:
             root = str(self.mirror.judge)
-            if where.startswith(root + os.sep):
-                where = os.path.join(self.mirror.worker, where[len(root) + 1 :])
+            if where.startswith(root + os.sep):  # container tier: mid-call the worker's copy is at the judge's path
+                where = os.path.join(self.mirror.worker_now(), where[len(root) + 1 :])
         try:
             st = os.lstat(where)
         except OSError:

@@ -167,6 +167,30 @@ def test_the_exchanging_mirror_keeps_the_judges_folder_from_the_worker(claim, en
     assert (worker / "tmp" / "test_x0" / "input.txt").read_text() == ""  # the worker's own copy, emptied
 
 
+def test_the_stamp_a_kill_waits_on_is_the_workers_copy_at_rest_and_mid_call(tmp_path):
+    """killed_midway compares the stamp of the worker's copy of a file before a call with its stamps during
+    it: with the exchanging mirror the copy is at the judge's path mid-call, so that is where the stamp is
+    read (reading the judge's folder there made a resumed run's kill fire before its first save)."""
+    from cs336_staff.grade.remote import Remote
+
+    judge, worker, _ = layout(tmp_path / "scratch")
+    for p in (tmp_path / "scratch", judge, worker):
+        p.mkdir(mode=0o700)
+    (judge / "tmp").mkdir()
+    (judge / "tmp" / "ckpt.pt").write_bytes(b"iteration 30")
+    mirror = Mirror(judge, worker, file_bytes=1 << 20, entries=100, exchange=True)
+    remote = Remote(lambda: None, mirror=mirror)
+    mirror.push(["tmp"])
+    mirror.pull(["tmp"])
+    at_rest = remote.worker_path_stamp(judge / "tmp" / "ckpt.pt")
+    assert at_rest is not None
+    mirror.push(["tmp"])  # a call begins: nothing changed, so nothing was copied
+    assert mirror.swapped and remote.worker_path_stamp(judge / "tmp" / "ckpt.pt") == at_rest
+    (judge / "tmp" / "ckpt.pt").write_bytes(b"iteration 35, saved by the worker")  # the worker's copy, mid-call
+    assert remote.worker_path_stamp(judge / "tmp" / "ckpt.pt") != at_rest
+    mirror.pull(["tmp"])
+
+
 def split_in_standin(repo: Path) -> subprocess.CompletedProcess:
     """``pytest -p cs336_staff.grade.judge --split`` over ``repo``'s public tests, as root without user namespaces."""
     argv = [sys.executable, "-m", "pytest", "-p", "cs336_staff.grade.judge", "--split", "-p", "no:cacheprovider",
