@@ -41,6 +41,7 @@ from cs336_staff.session.outcomes import clip
 from cs336_staff.session.runner import PytestJob, events
 from tests.devices import DEVICE_MARKERS
 
+WORKER_OUTPUT = "\n----- worker output -----\n"  # where console.txt turns from the judge's output to the workers'
 GRADER_VERSION = "2"
 
 GPU_MARKERS = frozenset(DEVICE_MARKERS)
@@ -200,7 +201,7 @@ def _read_results(path: Path, run: JudgeRun) -> None:
             run.worker_starts = int(event.get("worker_starts", 0))
             run.worker_crashes = int(event.get("worker_crashes", 0))
             if event.get("console"):
-                run.console += "\n----- worker output -----\n" + event["console"]
+                run.console += WORKER_OUTPUT + event["console"]
 
 
 def collect_expected(staff_root: Path, cache_dir: Path | None = None,

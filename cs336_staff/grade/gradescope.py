@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from cs336_staff.grade.container import lock_down
-from cs336_staff.grade.grader import SandboxRefused, grade_one, make_plan
+from cs336_staff.grade.grader import WORKER_OUTPUT, SandboxRefused, grade_one, make_plan
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE
 from cs336_staff.grade.limits import GiB, Limits
 from cs336_staff.grade.report import GradeResult
@@ -45,6 +45,7 @@ GRADESCOPE_LIMITS = Limits(memory_bytes=int(2.5 * GiB), address_space_bytes=8 * 
                            run_timeout=1500.0)
 #: Visibility of a hidden test's result on Gradescope unless the rubric hides it entirely.
 HIDDEN_VISIBILITY = "after_published"
+STDOUT_HEAD, STDOUT_TAIL = 8_000, 12_000  # characters of console.txt run_autograder prints (staff_console)
 
 
 def find_upload(submission: Path) -> Path:
@@ -93,6 +94,16 @@ def for_gradescope(data: dict) -> dict:
     }
 
 
+def staff_console(text: str) -> str:
+    """What run_autograder prints of console.txt: the start of the workers' output (what the submission
+    printed at import: the first thing to read when it misbehaves) and the end of the whole console."""
+    if len(text) <= STDOUT_HEAD + STDOUT_TAIL:
+        return text
+    start = text.find(WORKER_OUTPUT)
+    head = text[start : start + STDOUT_HEAD] if 0 <= start < len(text) - STDOUT_TAIL else text[:STDOUT_HEAD]
+    return f"{head}\n[... console.txt cut here ...]\n{text[-STDOUT_TAIL:]}"
+
+
 def failed(why: str, elapsed: float) -> dict:
     """results.json for a grading that could not happen (Gradescope shows the output; score 0)."""
     return {"score": 0.0, "execution_time": round(elapsed), "output_format": "md", "stdout_visibility": "hidden",
@@ -131,7 +142,7 @@ def grade(root: Path, limits: Limits = GRADESCOPE_LIMITS) -> dict:
             data = json.loads((out / "submission" / "results.json").read_text())
             console = out / "submission" / "console.txt"
             if console.is_file():  # for the staff: Gradescope keeps stdout, hidden from students
-                print(console.read_text()[-20_000:])
+                print(staff_console(console.read_text()))
         return for_gradescope(data)
     except SandboxRefused as e:
         return failed(f"no isolation for student code on this machine: {e}", time.monotonic() - start)

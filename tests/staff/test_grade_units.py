@@ -251,3 +251,16 @@ def test_a_long_failure_report_is_clipped_with_the_worker_output_at_its_end():
     text, printed = "x" * 10_000, "the worker's last words"
     outcome, output = graded_outcome([_phase("call", "failed", text=text, sections=[("worker output (call)", printed)])])
     assert outcome == "failed" and len(output) < 4100 and output.startswith("x" * 100) and output.endswith(printed)
+
+
+def test_run_autograder_prints_the_start_of_the_workers_output_and_the_end_of_the_console():
+    """console.txt over 20,000 characters: what the submission printed first in its worker (at import) and
+    the console's end reach Gradescope's staff-only stdout; the judge's long middle is cut."""
+    from cs336_staff.grade.grader import WORKER_OUTPUT
+    from cs336_staff.grade.gradescope import STDOUT_HEAD, STDOUT_TAIL, staff_console
+
+    judge, first, last = "j" * 150_000, "printed at import\n" + "a" * 30_000, "b" * 30_000
+    shown = staff_console(judge + WORKER_OUTPUT + first + "\n" + last)
+    assert "printed at import" in shown and shown.endswith("b" * STDOUT_TAIL) and "j" * 100 not in shown
+    assert len(shown) < STDOUT_HEAD + STDOUT_TAIL + 100
+    assert staff_console("short") == "short"

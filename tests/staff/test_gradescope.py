@@ -258,3 +258,4 @@ def test_a_hostile_submission_gets_no_more_changes_no_staff_file_and_leaks_nothi
     secret = [line for line in gradescope["hidden_text"].splitlines() if len(line.strip()) > 30]
     assert secret and not any(line in seen for line in secret)
     assert "ATTACK read" not in seen and "ATTACK listed" not in seen
+
