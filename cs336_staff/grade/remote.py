@@ -42,7 +42,7 @@ from typing import Any
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import Mirror, MirrorRefused
 from cs336_staff.worker import bound, channel, codec, rngs
-from cs336_staff.worker.write_through import write_through
+from cs336_staff.worker.write_through import assign_at, write_through
 
 REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the judge past this
 MESSAGE_CHARS = Limits.message_chars  # characters of an exception's message, and of its traceback, kept
@@ -433,12 +433,8 @@ class JudgeSide:
         if op == "setattr" and len(args) == 1:
             setattr(self.obj, name, args[0])
             return None
-        if op == "assign" and len(args) == 2 and isinstance(args[0], list) and args[0]:  # obj.<name>[k1]...[kn] = v
-            keys, value = args
-            part = getattr(self.obj, name)
-            for key in keys[:-1]:
-                part = part[key]
-            part[keys[-1]] = value
+        if op == "assign" and len(args) == 2 and isinstance(args[0], list):  # obj.<name>[k1]...[kn] = v
+            assign_at(self.obj, [name, *args[0]], args[1])
             return None
         raise ValueError(f"unknown request {op!r} on the test's {type(self.obj).__name__}")
 

@@ -224,13 +224,9 @@ class Worker:
             obj[args[0]] = args[1]
             return None
         if op == "assign":  # obj.<path[0]>[path[1]]...[path[-1]] = value: a write into a part read earlier
-            path, value = args
-            if not isinstance(path, list) or len(path) < 2 or not isinstance(path[0], str) or path[0].startswith("__"):
-                raise ValueError(f"bad assignment path {path!r}")
-            part = getattr(obj, path[0])
-            for key in path[1:-1]:
-                part = part[key]
-            part[path[-1]] = value
+            from .write_through import assign_at
+
+            assign_at(obj, *args)
             return None
         if op == "backward":  # the judge's autograd reached a result of the worker's: go on here
             # From (obj * grad).sum(), not from obj itself: a backward started at a tensor skips the

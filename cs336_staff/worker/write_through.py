@@ -59,6 +59,21 @@ for _cls, _names in ((WriteThroughList, ["append", "extend", "insert", "pop", "r
         setattr(_cls, _name, _refuse(_name))
 
 
+def assign_at(obj: Any, path: Any, value: Any) -> None:
+    """``obj.<path[0]>[path[1]]...[path[-1]] = value``: what an ``Assign`` does on the owner's side.
+
+    >>> class Opt: param_groups = [{"lr": 1.0}]
+    >>> opt = Opt(); assign_at(opt, ["param_groups", 0, "lr"], 0.5); opt.param_groups
+    [{'lr': 0.5}]
+    """
+    if not isinstance(path, list) or len(path) < 2 or not isinstance(path[0], str) or path[0].startswith("__"):
+        raise ValueError(f"bad assignment path {path!r}")
+    part = getattr(obj, path[0])
+    for key in path[1:-1]:
+        part = part[key]
+    part[path[-1]] = value
+
+
 def write_through(value: Any, assign: Assign, path: list, whose: str = "the other side's object's") -> Any:
     """``value`` (read at ``path``) with its plain lists and dicts made write-through to ``assign``.
 
