@@ -46,6 +46,7 @@ unrealistic bugs) and running the hidden tests (the zoo proves what the public s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -55,6 +56,7 @@ import shutil
 import signal
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,18 +322,36 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
 
 
 def _terminate(signum, frame):  # noqa: ARG001
-    raise SystemExit(128 + signum)  # unwinds through audit()'s cleanup, like Ctrl-C does
+    """Unwind through the checks' cleanup, like Ctrl-C does, and let no later signal cut it short.
+
+    ``timeout`` signals the whole process group and ``uv run`` forwards the signal once more: a second
+    exception raised inside the first one's cleanup can leave a future's lock held, and the thread
+    pool then waits for ever on its worker (seen: an audit stuck 20 minutes after ``timeout``).
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _terminable() -> Iterator[None]:
+    """SIGTERM unwinds through the checks' cleanup (``_terminate``); both signals' handlers are put back."""
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def run(args: argparse.Namespace) -> int:
-    previous = signal.signal(signal.SIGTERM, _terminate)  # unwinds through the checks' cleanup
     try:
-        return _run(args)
+        with _terminable():
+            return _run(args)
     except KeyboardInterrupt:
         print("audit: interrupted; the scratch copies are deleted")
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -370,16 +390,14 @@ def run_mutants(args: argparse.Namespace) -> int:
         print("caught 0 of 0")
         print("audit: no mutants to audit; write cs336_staff/mutants/<part>.py")
         return 1
-    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        verdicts, baseline_failures = audit(args.repo, mutants, jobs=args.jobs, full=args.full, baseline=args.baseline,
-                                            timeout=args.timeout, echo=lambda line: print(line, flush=True),
-                                            write_used_by=args.write_used_by)
+        with _terminable():
+            verdicts, baseline_failures = audit(args.repo, mutants, jobs=args.jobs, full=args.full, baseline=args.baseline,
+                                                timeout=args.timeout, echo=lambda line: print(line, flush=True),
+                                                write_used_by=args.write_used_by)
     except KeyboardInterrupt:
         print("audit: interrupted; the scratch copies are deleted")
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     for f in baseline_failures:
         if f.startswith(CROSS_PART):
             print(f"cross-part: {f.removeprefix(CROSS_PART)}")

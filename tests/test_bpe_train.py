@@ -19,7 +19,7 @@ import pytest
 import regex
 
 import adapters
-from tests.bpe_snapshots import bpe_arrays, explain_bpe, first_difference
+from tests.bpe_snapshots import assert_same_bpe, bpe_arrays, explain_bpe, first_difference
 from tests.fresh import fresh_corpora, replay_hint
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
@@ -97,9 +97,8 @@ def test_train_bpe_learns_hand_computed_merges(tmp_path: Path) -> None:
     vocab, merges = adapters.run_train_bpe(path, 300, [EOT])
     expected = [(b"o", b"w"), (b"l", b"ow"), (b" ", b"low"), (b" low", b"e"), (b"s", b"t"), (b" lowe", b"st"), (b" lowe", b"r")]
     assert merges == expected, first_difference(merges, expected)
-    assert vocab == {i: bytes([i]) for i in range(256)} | {256 + i: a + b for i, (a, b) in enumerate(expected)} | {263: EOT.encode()}, (
-        "vocab must be: ids 0-255 the bytes, then one id per merge in order, then the special tokens"
-    )
+    expected_vocab = {i: bytes([i]) for i in range(256)} | {256 + i: a + b for i, (a, b) in enumerate(expected)} | {263: EOT.encode()}
+    assert_same_bpe((vocab, merges), (expected_vocab, expected))
 
 
 def test_train_bpe_breaks_ties_toward_the_greater_pair(tmp_path: Path) -> None:
@@ -168,13 +167,12 @@ def test_train_bpe_in_several_processes_equals_one_process(tmp_path: Path, kind:
     vocab, merges = adapters.run_train_bpe(path, 10_000, [], num_processes=1)
     assert_is_a_trained_vocab(vocab, merges, [])
     for num_processes in (2, 3):
-        got_vocab, got_merges = adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes)
-        assert got_merges == merges and got_vocab == vocab, (
-            f"{kind} ({PARALLEL_KINDS[kind]}): with num_processes={num_processes}, "
-            f"{first_difference(got_merges, merges) if got_merges != merges else 'the vocab differs'} "
-            "(expected: the single-process result). Cut the file only where no pre-token can cross the cut: "
-            "before a special token, or at a newline between two visible ASCII characters "
-            "(pretokenize.find_chunk_boundaries does this)"
+        assert_same_bpe(
+            adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes),
+            (vocab, merges),
+            f"{kind} ({PARALLEL_KINDS[kind]}) with num_processes={num_processes}; expected: the single-process result. "
+            "Cut the file only where no pre-token can cross the cut: before a special token, or at a newline "
+            "between two visible ASCII characters (pretokenize.find_chunk_boundaries does this)",
         )
 
 

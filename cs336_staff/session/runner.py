@@ -29,6 +29,12 @@ from tests.devices import DEVICE_MARKERS
 OUTCOME_PLUGIN = Path(__file__).with_name("outcomes.py")
 INSTALLED_REPO = Path(__file__).resolve().parents[2]  # on sys.path through the editable install
 KILLED = -9  # the return code of a session stopped at its timeout
+#: What a child pytest never inherits from the staff's environment. ``PYTHONPATH`` and
+#: ``PYTEST_ADDOPTS`` would reach past the tree under test. Where ``CI`` or ``BUILD_NUMBER`` is set,
+#: pytest explains a failed ``==`` with a full ``difflib`` diff of both sides (minutes for two
+#: vocabularies; a garbage run of the BPE tests took 323 s instead of 6) and hypothesis loads
+#: another profile; the judge's environment has neither (``grade/grader.py``), so no staff run has.
+NOT_INHERITED = ("PYTHONPATH", "PYTEST_ADDOPTS", "CI", "BUILD_NUMBER")
 
 
 @dataclass
@@ -95,7 +101,7 @@ class PytestJob:
         self.cwd, self.timeout = Path(cwd), timeout
         self._scratch = Path(tempfile.mkdtemp(prefix="cs336-session-"))
         self._out = self._scratch / "results.jsonl"
-        child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")} if inherit_env else {}
+        child_env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED} if inherit_env else {}
         plugin: list[str] = []
         if outcomes:
             shutil.copyfile(OUTCOME_PLUGIN, self._scratch / "cs336_outcomes.py")

@@ -52,7 +52,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from cs336_staff.session import outcomes
-from cs336_staff.session.runner import KILLED, PytestRun, read_run
+from cs336_staff.session.runner import KILLED, NOT_INHERITED, PytestRun, read_run
 
 # Imported and warmed up by the server (whatever of these is installed); never the code under test.
 WARM_MODULES = (
@@ -152,8 +152,8 @@ def _child(job: dict) -> int:
     cwd = os.path.realpath(job["cwd"])
     hide = [os.path.realpath(h) for h in job.get("hide", [])]
     inside = lambda path, root: path == root or path.startswith(root + os.sep)  # noqa: E731
-    os.environ.pop("PYTHONPATH", None)
-    os.environ.pop("PYTEST_ADDOPTS", None)
+    for name in NOT_INHERITED:
+        os.environ.pop(name, None)
     os.environ.update(job.get("env", {}))
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     sys.dont_write_bytecode = True
@@ -324,7 +324,7 @@ class WarmPool:
         tests do not import torch, such as the staff tools' own sample repositories."""
         self._dir = Path(tempfile.mkdtemp(prefix="cs336-warm-"))
         # the server may cache the libraries' bytecode; its children never write any (see _child)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTHONDONTWRITEBYTECODE")}
+        env = {k: v for k, v in os.environ.items() if k not in (*NOT_INHERITED, "PYTHONDONTWRITEBYTECODE")}
         if light:
             env["CS336_WARM_LIGHT"] = "1"
         self._err = self._dir / "server-stderr.txt"  # a file, not a pipe: a chatty import cannot block the server

@@ -14,6 +14,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import adapters
+from tests.bpe_snapshots import assert_same_bpe
 from tests.fresh import fresh_corpora, replay_hint
 from tests.hidden.bpe_naive import naive_train_bpe
 from tests.scenarios import tokenization
@@ -54,8 +55,7 @@ def test_train_bpe_matches_naive_with_two_special_tokens(corpus_two_specials: Pa
     """Two special tokens, in one or two processes: same merges and vocab as the naive trainer."""
     expected = naive_train_bpe(corpus_two_specials, 330, [EOT, PAD])
     got = adapters.run_train_bpe(corpus_two_specials, 330, [EOT, PAD], num_processes=num_processes)
-    assert got[1] == expected[1]
-    assert got[0] == expected[0]
+    assert_same_bpe(got, expected, f"{num_processes} processes, the naive trainer's result expected")
     assert got[0][328] == EOT.encode() and got[0][329] == PAD.encode(), "special tokens take the last ids, in order"
 
 
@@ -65,8 +65,7 @@ def test_train_bpe_in_parallel_on_a_file_without_special_tokens(tmp_path: Path) 
     path = tmp_path / "plain.txt"
     path.write_bytes(text.encode("utf-8"))
     expected = naive_train_bpe(path, 300, [])
-    got = adapters.run_train_bpe(path, 300, [], num_processes=3)
-    assert got == expected
+    assert_same_bpe(adapters.run_train_bpe(path, 300, [], num_processes=3), expected, "3 processes, no special tokens")
 
 
 def test_train_bpe_with_overlapping_special_tokens(tmp_path: Path) -> None:
@@ -75,7 +74,7 @@ def test_train_bpe_with_overlapping_special_tokens(tmp_path: Path) -> None:
     path = tmp_path / "overlap.txt"
     path.write_bytes(text.encode("utf-8"))
     specials = [EOT, EOT + EOT]
-    assert adapters.run_train_bpe(path, 270, specials, num_processes=2) == naive_train_bpe(path, 270, specials)
+    assert_same_bpe(adapters.run_train_bpe(path, 270, specials, num_processes=2), naive_train_bpe(path, 270, specials))
 
 
 def test_train_bpe_with_vocab_just_big_enough_has_no_merges(tmp_path: Path) -> None:
@@ -96,7 +95,8 @@ def test_train_bpe_matches_naive_on_random_text_with_two_specials(tmp_path_facto
     """Random text (digits, CJK, emoji, tabs, two special tokens): same result as the naive trainer."""
     path = tmp_path_factory.mktemp("random") / "r.txt"
     path.write_bytes(text.encode("utf-8"))
-    assert adapters.run_train_bpe(path, 258 + extra, [EOT, PAD]) == naive_train_bpe(path, 258 + extra, [EOT, PAD])
+    assert_same_bpe(adapters.run_train_bpe(path, 258 + extra, [EOT, PAD]), naive_train_bpe(path, 258 + extra, [EOT, PAD]),
+                    f"text={text!r}")
 
 
 @settings(max_examples=40, deadline=None)
@@ -108,7 +108,7 @@ def test_train_bpe_matches_naive_on_random_text(tmp_path_factory, text: str, ext
     """Random text over a tiny alphabet (many ties, repeats like "aaa", emoji, one special token): same as naive."""
     path = tmp_path_factory.mktemp("random") / "r.txt"
     path.write_bytes(text.encode("utf-8"))
-    assert adapters.run_train_bpe(path, 257 + extra, [EOT]) == naive_train_bpe(path, 257 + extra, [EOT])
+    assert_same_bpe(adapters.run_train_bpe(path, 257 + extra, [EOT]), naive_train_bpe(path, 257 + extra, [EOT]), f"text={text!r}")
 
 
 @pytest.mark.parametrize("num_processes", [2, 4])
@@ -119,8 +119,7 @@ def test_train_bpe_in_parallel_equals_one_process_on_other_corpora(tmp_path: Pat
     path.write_bytes(parallel_corpus(kind, seed=num_processes, size=9_000).encode("utf-8"))
     expected = adapters.run_train_bpe(path, 10_000, [], num_processes=1)
     got = adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes)
-    assert got[1] == expected[1], f"{kind}, {num_processes} processes: merges differ from one process"
-    assert got[0] == expected[0]
+    assert_same_bpe(got, expected, f"{kind}, {num_processes} processes: the one-process result expected")
     assert_is_a_trained_vocab(*expected, [])
 
 
@@ -137,7 +136,7 @@ def test_train_bpe_matches_naive_on_text_with_carriage_returns_and_capital_contr
     """Random text with \\r\\n, lone \\r and upper-case contractions ('T, 'LL): same merges and vocab as the naive trainer."""
     path = tmp_path_factory.mktemp("crlf") / "r.txt"
     path.write_bytes(text.encode("utf-8"))
-    assert adapters.run_train_bpe(path, 257 + extra, [EOT]) == naive_train_bpe(path, 257 + extra, [EOT]), f"text={text!r}"
+    assert_same_bpe(adapters.run_train_bpe(path, 257 + extra, [EOT]), naive_train_bpe(path, 257 + extra, [EOT]), f"text={text!r}")
 
 
 def test_train_bpe_numbers_three_special_tokens_in_the_order_given(tmp_path: Path) -> None:
@@ -166,7 +165,7 @@ def test_train_bpe_is_five_times_faster_than_a_naive_trainer(tmp_path: Path) -> 
         start = time.perf_counter()
         got = adapters.run_train_bpe(corpus, vocab_size, specials)
         seconds = time.perf_counter() - start
-        assert got == expected, f"train_bpe differs from the naive trainer on {corpus.name} ({replay_hint()})"
+        assert_same_bpe(got, expected, f"the naive trainer's result on {corpus.name} expected; {replay_hint()}")
         naive.append(naive_seconds)
         ours.append(seconds)
     # the best of SPEED_CALLS on both sides (corpora of one size): a stall on either side decides nothing

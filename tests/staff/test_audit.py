@@ -27,6 +27,7 @@ pytestmark = pytest.mark.staff
 
 ARITH = "cs336_assignment/arith.py"
 TESTS = ("tests/test_arith.py::test_add_adds",)
+SECOND_SIGNAL_AFTER = 0.01  # seconds: inside the first signal's cleanup (later, the audit may be gone)
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +127,10 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc to see whether a process is gone")
-def test_sigterm_kills_the_children_and_deletes_the_scratch_copies(tmp_path):
-    """SIGTERM mid-audit: the exit is 143, the mutant's child is gone, and no scratch directory is left."""
+@pytest.mark.parametrize("signals", [1, 2], ids=["once", "twice-like-timeout-under-uv-run"])
+def test_sigterm_kills_the_children_and_deletes_the_scratch_copies(tmp_path, signals):
+    """SIGTERM mid-audit, once or twice in a row (``timeout`` signals the process group and ``uv run``
+    forwards it again): the exit is 143, the mutant's child is gone, and no scratch directory is left."""
     repo = make_sample_repo(tmp_path / "repo")
     scratch_root, pid_file = tmp_path / "tmp", tmp_path / "pid"
     scratch_root.mkdir()
@@ -149,7 +152,9 @@ def test_sigterm_kills_the_children_and_deletes_the_scratch_copies(tmp_path):
         assert pid_file.exists(), f"the mutant never started: {proc.communicate(timeout=60)[0].decode()[-2000:]}"
         child = int(pid_file.read_text())
         assert _alive(child)
-        proc.send_signal(signal.SIGTERM)
+        for i in range(signals):
+            time.sleep(SECOND_SIGNAL_AFTER if i else 0)  # the second lands in the first one's cleanup
+            proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     finally:
         proc.kill()

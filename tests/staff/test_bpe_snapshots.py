@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bpe_snapshots import bpe_arrays, bpe_from_arrays, first_difference
+from tests.bpe_snapshots import assert_same_bpe, bpe_arrays, bpe_from_arrays
 from tests.hidden.bpe_naive import naive_train_bpe
 from tests.snapshot import read_npz, snapshot_dir
 from tests.test_bpe_train import CORPORA, EOT, RANDOM_SEEDS, random_case
@@ -35,9 +35,7 @@ CORPUS_CASES = [
 def test_corpus_snapshots_equal_the_naive_trainer(test_file: str, name: str, corpus: str, vocab_size: int) -> None:
     """Each stored corpus result is exactly what the naive trainer learns."""
     vocab, merges = stored(test_file, name)
-    want_vocab, want_merges = naive_train_bpe(CORPORA / corpus, vocab_size, [EOT])
-    assert merges == want_merges, f"{name}: " + first_difference(merges, want_merges)
-    assert vocab == want_vocab
+    assert_same_bpe((vocab, merges), naive_train_bpe(CORPORA / corpus, vocab_size, [EOT]), name)
 
 
 def test_random_text_snapshots_equal_the_naive_trainer(tmp_path: Path) -> None:
@@ -46,8 +44,8 @@ def test_random_text_snapshots_equal_the_naive_trainer(tmp_path: Path) -> None:
         text, vocab_size = random_case(seed)
         path = tmp_path / f"random{seed}.txt"
         path.write_bytes(text.encode("utf-8"))
-        vocab, merges = stored("tests/test_bpe_train.py", f"train_bpe_random_{seed}")
-        assert (vocab, merges) == naive_train_bpe(path, vocab_size, [EOT]), f"seed {seed}, text={text!r}"
+        assert_same_bpe(stored("tests/test_bpe_train.py", f"train_bpe_random_{seed}"), naive_train_bpe(path, vocab_size, [EOT]),
+                        f"seed {seed}, text={text!r}")
 
 
 def test_arrays_round_trip() -> None:

@@ -11,6 +11,7 @@ import os
 import pytest
 
 from cs336_staff.session.runner import KILLED, PytestJob, run_pytest
+from cs336_staff.session.warm import WarmPool
 
 pytestmark = pytest.mark.staff
 
@@ -58,3 +59,25 @@ def test_xfail_and_xpass_and_a_fixture_error_are_told_apart(tmp_path):
     got = {n.split("::")[1]: (t.outcome, t.when, t.message) for n, t in run.tests.items()}
     assert got == {"test_fixture": ("error", "setup", "KeyError: 'k'"), "test_xf": ("xfailed", "call", "known"),
                    "test_xp": ("xpassed", "call", "fixed?")}, got
+
+
+@pytest.mark.parametrize("server", ["cold", "warm"])
+def test_a_child_session_behaves_the_same_on_a_ci_runner(tmp_path, monkeypatch, server):
+    """Neither runner passes on CI, BUILD_NUMBER, PYTHONPATH or PYTEST_ADDOPTS: under CI pytest explains a
+    failed == with a full difflib diff (a garbage run of the BPE tests took minutes) and hypothesis loads
+    another profile, so the audit's runs would not be the judge's."""
+    staff = str(tmp_path / "staff-only")
+    others = ["CI", "BUILD_NUMBER", "PYTEST_ADDOPTS"]
+    for name in others:
+        monkeypatch.setenv(name, "true")
+    monkeypatch.setenv("PYTHONPATH", staff)  # a runner sets its own PYTHONPATH: only the staff's must not reach it
+    tree = _tree(tmp_path, "import os\nfrom _pytest.compat import running_on_ci\n"
+                           "def test_env():\n    assert not running_on_ci()\n"
+                           f"    assert not set({others!r}) & set(os.environ), os.environ\n"
+                           f"    assert {staff!r} not in os.environ.get('PYTHONPATH', '')\n")
+    if server == "cold":
+        run = run_pytest(tree, ["-q", "-p", "no:timeout"])
+    else:
+        with WarmPool(light=True) as pool:  # started with CI set: its children must not see it either
+            run = pool.run(tree, ["-q", "-p", "no:timeout"])
+    assert run.tests["test_x.py::test_env"].outcome == "passed", run.output

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cs336_assignment.tokenization import WordTokenizer, train_bpe, train_bpe_slow
+from tests.bpe_snapshots import assert_same_bpe
 
 pytestmark = pytest.mark.staff
 
@@ -52,22 +53,14 @@ def test_slow_trainer_matches_fast_trainer(tmp_path: Path, name: str, vocab_size
     path.write_bytes(CORPUS_TEXTS[name].encode("utf-8"))
     slow = train_bpe_slow(path, vocab_size, [EOT])
     fast = train_bpe(path, vocab_size, [EOT], num_processes=1)
-    assert fast[1] == slow[1], f"{name}: merges differ; first difference at {_first_difference(fast[1], slow[1])}"
-    assert fast[0] == slow[0], f"{name}: same merges but different vocab"
+    assert_same_bpe(fast, slow, f"{name}: train_bpe against train_bpe_slow")
 
 
 def test_slow_trainer_matches_fast_trainer_on_fixture_corpus() -> None:
     """On the tests' mini corpus (real text, several scripts) the two trainers agree for 100 merges."""
     slow = train_bpe_slow(CORPORA / "mini.txt", 256 + 100 + 1, [EOT])
     fast = train_bpe(CORPORA / "mini.txt", 256 + 100 + 1, [EOT], num_processes=1)
-    assert fast == slow, f"first difference at {_first_difference(fast[1], slow[1])}"
-
-
-def _first_difference(a: list, b: list) -> str:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return f"merge {i}: fast {x!r}, slow {y!r}"
-    return f"lengths {len(a)} (fast) vs {len(b)} (slow)"
+    assert_same_bpe(fast, slow, "mini.txt: train_bpe against train_bpe_slow")
 
 
 def test_word_tokenizer_maps_unseen_words_to_unk() -> None:
