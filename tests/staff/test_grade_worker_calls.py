@@ -267,3 +267,29 @@ def test_rng_states_travel_only_when_changed_since_both_sides_last_agreed():
             assert set(judge.outgoing(codec.Encoder())) == {"random", "numpy", "torch"}
         finally:
             random.setstate(saved)
+
+
+def test_randoms_fingerprint_is_its_twister_read_in_place_and_tells_every_change():
+    """On CPython the fingerprint of ``random`` is read in place (a tenth of ``getstate()``'s cost, checked
+    against it once); equal after the same seed, different after a draw or a gauss cached."""
+    import random
+
+    from cs336_staff.worker import rngs
+
+    saved = random.getstate()
+    try:
+        random.seed(5)
+        first = rngs.fingerprints()["random"]
+        assert rngs._random_layout_ok, "the in-place read disagreed with getstate(): every message pays getstate()"
+        random.seed(5)
+        assert rngs.fingerprints()["random"] == first
+        random.random()
+        assert rngs.fingerprints()["random"] != first
+        random.seed(5)
+        random.gauss(0.0, 1.0)
+        with_gauss = rngs.fingerprints()["random"]
+        random.seed(5)
+        random.random(), random.random()  # the same twister steps as one gauss, no cached normal
+        assert rngs.fingerprints()["random"] != with_gauss
+    finally:
+        random.setstate(saved)
