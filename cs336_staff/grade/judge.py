@@ -220,6 +220,15 @@ class Judge:
         self.tracer.take()  # forget calls made between tests
 
     @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        outcome = yield
+        try:
+            self.remote.settle()  # a limit broken during the test fails this test (makereport: "crashed")
+        except remote_mod.WorkerCrashed as e:
+            if outcome.excinfo is None:
+                outcome.force_exception(e)
+
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
         report = outcome.get_result()

@@ -335,12 +335,24 @@ class Watchdog:
                                  f"limit of {lim.memory_bytes / GiB:g} GiB")
                     continue
             if self._tick % 5 == 0:
-                # the container tier counts only this worker's uid's files: the scratch folder is shared
-                # with the judge's next (spare) worker, which must not be killed for this one's
-                disk = (_dir_bytes(self.scratch) if self.owner is None
-                        else _dir_bytes(self.scratch, owner=self.owner) + _owned_bytes(self.owner))
-                if disk > lim.disk_bytes:
-                    self.disk_breach = True
-                    self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder"
-                                 f"{'' if self.owner is None else ' and the shared temporary folders'}, over the limit of "
-                                 f"{lim.disk_bytes / GiB:g} GiB")
+                self.check_disk()
+
+    def check_disk(self) -> str | None:
+        """Measure what the worker wrote now, kill it if that is over the disk limit; why it was killed, if it was.
+
+        The poll measures every half second, so a burst of writes between two polls of a short test
+        would be seen only by chance: the judge also calls this after each test (``settle``), where
+        no tmpfs caps the disk (the container tier), so the test that wrote the files is the one
+        that fails, every time.
+        """
+        lim = self.limits
+        # the container tier counts only this worker's uid's files: the scratch folder is shared
+        # with the judge's next (spare) worker, which must not be killed for this one's
+        disk = (_dir_bytes(self.scratch) if self.owner is None
+                else _dir_bytes(self.scratch, owner=self.owner) + _owned_bytes(self.owner))
+        if disk > lim.disk_bytes and self.verdict is None:
+            self.disk_breach = True
+            self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder"
+                         f"{'' if self.owner is None else ' and the shared temporary folders'}, over the limit of "
+                         f"{lim.disk_bytes / GiB:g} GiB")
+        return self.verdict

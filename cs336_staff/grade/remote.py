@@ -223,6 +223,8 @@ class WorkerProcess:
     cleanup: Callable[[], None] | None = None  # e.g. stop a resource watchdog
     verdict: Callable[[], str | None] | None = None  # why it was killed, if a watchdog did it
     before_request: Callable[[], None] | None = None  # e.g. hand the scratch folder to the worker's uid
+    #: After each test: check now a limit that a poll may miss (the container tier's disk); why it was killed, if it was.
+    settle: Callable[[], str | None] | None = None
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -540,6 +542,18 @@ class Remote:
             worker, self.worker = self.worker, None
             worker.kill()
             self._keep_console(worker)
+
+    def settle(self) -> None:
+        """After a test: the limits a poll may miss are checked now (``WorkerProcess.settle``), so the test
+        that broke one fails, not the next one or none. WorkerCrashed if one was broken."""
+        __tracebackhide__ = True
+        worker = self.worker
+        why = worker.settle() if worker is not None and worker.settle is not None else None
+        if why:
+            self.restart()
+            self.crashes += 1
+            self.last_crash = why
+            raise WorkerCrashed(f"the worker running your code was stopped after this test: {why}")
 
     def close(self) -> None:
         self.restart()

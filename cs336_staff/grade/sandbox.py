@@ -288,7 +288,7 @@ def _start_as_own_uid(spec: JudgeSpec, mirror: Mirror, private: Path, env: dict[
         claim.release()
 
     return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation, cleanup=cleanup,
-                         verdict=watchdog.explain,
+                         verdict=watchdog.explain, settle=watchdog.check_disk,  # no tmpfs caps its disk here
                          before_request=container.Handover(mirror.worker_now, claim.uid, gid))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from cs336_staff.grade.grader import graded_outcome
 from cs336_staff.grade.intake import read_submission, safe_relpath, submission_name
-from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.limits import Limits, MiB, Watchdog
 from cs336_staff.grade.merge import merge_results
 from cs336_staff.grade.report import GradeResult, TestResult, write_gradebook
 from cs336_staff.grade.spec import SPEC_VERSION, JudgeSpec, SpecError
@@ -264,3 +265,20 @@ def test_run_autograder_prints_the_start_of_the_workers_output_and_the_end_of_th
     assert "printed at import" in shown and shown.endswith("b" * STDOUT_TAIL) and "j" * 100 not in shown
     assert len(shown) < STDOUT_HEAD + STDOUT_TAIL + 100
     assert staff_console("short") == "short"
+
+
+def test_a_burst_of_writes_between_two_polls_is_caught_by_the_check_after_the_test(tmp_path):
+    """The watchdog polls the disk every half second; the judge's check after each test (``settle``) sees
+    a burst a poll can miss, kills the worker and says why (its thread is not even started here)."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        watchdog = Watchdog(proc.pid, Limits(disk_bytes=1 * MiB), tmp_path, cgroup=None)
+        (tmp_path / "small.bin").write_bytes(b"x" * 1000)
+        assert watchdog.check_disk() is None and proc.poll() is None
+        (tmp_path / "flood.bin").write_bytes(b"x" * (2 * MiB))
+        why = watchdog.check_disk()
+        assert why is not None and "scratch folder" in why and watchdog.disk_breach, why
+        assert proc.wait(timeout=10) == -9
+    finally:
+        proc.kill()
+        proc.wait()
