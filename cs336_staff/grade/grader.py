@@ -26,6 +26,7 @@ import os
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,13 @@ from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
 from cs336_staff.grade.sandbox import choose_tier, find_bwrap, stage, threads_per_job
-from cs336_staff.grade.spec import JudgeSpec, basetemp, public_fixtures, worker_preload
+from cs336_staff.grade.spec import (
+    HIDDEN_PREFIX,
+    JudgeSpec,
+    basetemp,
+    public_fixtures,
+    worker_preload,
+)
 from cs336_staff.rubric import Item, Rubric, find_rubric
 from cs336_staff.session.outcomes import clip
 from cs336_staff.session.runner import PytestJob, events
@@ -43,6 +50,7 @@ from tests.devices import DEVICE_MARKERS
 
 WORKER_OUTPUT = "\n----- worker output -----\n"  # where console.txt turns from the judge's output to the workers'
 GRADER_VERSION = "2"
+PEAK = "judge_peak_rss_kib"  # a judge process's peak memory, as its finish event reports it
 
 GPU_MARKERS = frozenset(DEVICE_MARKERS)
 #: pytest plugins the judge loads explicitly (entry-point autoloading is off).
@@ -161,6 +169,52 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         shutil.rmtree(base, ignore_errors=True)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a container's or Slurm task's share, not the host's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun:
+    """One submission's tests: the visible and the hidden ones in two judges at once where the cores allow, else one judge.
+
+    A judge and its worker take turns (one waits while the other runs), so a pair keeps about one
+    core busy: with two cores per submission (``--jobs`` of them), the hidden tests' judge, with a
+    fresh worker of its own as before, runs beside the visible tests' instead of after them, and the
+    submission is graded in about the time of the longer half. Each half gets half the threads
+    (``jobs`` doubled). CPU runs only: GPU tests time kernels, and two judges would share the GPU.
+    """
+    visible = [n for n in only if not n.startswith(HIDDEN_PREFIX)]
+    hidden = [n for n in only if n.startswith(HIDDEN_PREFIX)]
+    common = {"limits": plan.limits, "gpu": plan.device != "cpu", "insecure": plan.insecure, "preload": plan.preload,
+              "tier": plan.tier}
+    if plan.device != "cpu" or usable_cores() < 2 * plan.jobs or not visible or not hidden:
+        return run_judge(plan.staff_root, files, only=only, jobs=plan.jobs, **common)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="judge") as ex:
+        halves = [ex.submit(run_judge, plan.staff_root, files, only=part, jobs=2 * plan.jobs, **common)
+                  for part in (visible, hidden)]
+        return merge_runs([h.result() for h in halves])
+
+
+def merge_runs(runs: list[JudgeRun]) -> JudgeRun:
+    """One JudgeRun of judges that ran disjoint sets of tests (``run_judges``)."""
+    out = JudgeRun()
+    for i, run in enumerate(runs):
+        out.outcomes.update(run.outcomes)
+        out.reached.update(run.reached)
+        out.collected.update(run.collected)
+        out.collect_errors.update(run.collect_errors)
+        out.notes += [n for n in run.notes if n not in out.notes]
+        peaks = [int(r.isolation[PEAK]) for r in (out, run) if PEAK in r.isolation]
+        out.isolation = {**run.isolation, **out.isolation}
+        if peaks:  # the bound (limits.judge_growth_bound) holds per judge process: the larger peak is the one to check
+            out.isolation[PEAK] = str(max(peaks))
+        out.timed_out = out.timed_out or run.timed_out
+        out.worker_starts += run.worker_starts
+        out.worker_crashes += run.worker_crashes
+        out.console += (f"\n===== judge {i + 1} of {len(runs)} =====\n" if i else "") + run.console
+    return out
+
+
 def graded_outcome(phases: list[dict]) -> tuple[str, str]:
     """(outcome, output) of a test from its phases (``session/outcomes.py``): the first failure wins
     (``crashed``/``timeout`` when the judge said so, else ``failed`` in the call, ``error`` around it),
@@ -196,8 +250,8 @@ def _read_results(path: Path, run: JudgeRun) -> None:
             run.notes.append(event.get("text", ""))
         elif kind == "finish":
             run.isolation = dict(event.get("isolation", {}))
-            if event.get("judge_peak_rss_kib"):  # what grading this submission cost the judge (the bound: limits.py)
-                run.isolation["judge_peak_rss_kib"] = str(int(event["judge_peak_rss_kib"]))
+            if event.get(PEAK):  # what grading this submission cost the judge (the bound: limits.py)
+                run.isolation[PEAK] = str(int(event[PEAK]))
             run.worker_starts = int(event.get("worker_starts", 0))
             run.worker_crashes = int(event.get("worker_crashes", 0))
             if event.get("console"):
@@ -372,9 +426,7 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
             return row
         run = None
         if intake.error is None:
-            run = run_judge(plan.staff_root, intake.files, only=[n for n in plan.items if plan.runs_here(n)],
-                            limits=plan.limits, gpu=plan.device != "cpu", jobs=plan.jobs, insecure=plan.insecure,
-                            preload=plan.preload, tier=plan.tier)
+            run = run_judges(plan, intake.files, [n for n in plan.items if plan.runs_here(n)])
         result = score(plan, name, intake, run, time.monotonic() - start)
         console = run.console if run is not None else ""
     except Exception as e:  # a grader bug on one submission: that submission still gets a result

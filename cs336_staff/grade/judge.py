@@ -41,6 +41,7 @@ from cs336_staff.grade import remote as remote_mod
 from cs336_staff.grade.mirror import Mirror
 from cs336_staff.grade.sandbox import choose_tier, stage, start_worker
 from cs336_staff.grade.spec import (
+    HIDDEN_PREFIX,
     JudgeSpec,
     basetemp,
     public_fixtures,
@@ -53,7 +54,6 @@ from cs336_staff.worker.adapter_rule import read_adapters
 
 #: The title of the report sections that carry what the worker printed during a test.
 WORKER_OUTPUT = "worker output"
-HIDDEN_PREFIX = "tests/hidden/"
 
 
 def adapter_names(adapters_file: Path) -> list[str]:
@@ -185,7 +185,9 @@ class Judge:
             config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in self.only])
             items[:] = keep
         items.sort(key=lambda i: i.nodeid.startswith(HIDDEN_PREFIX))  # stable: visible first
-        self._first_hidden = next((i.nodeid for i in items if i.nodeid.startswith(HIDDEN_PREFIX)), None)
+        first = next((k for k, i in enumerate(items) if i.nodeid.startswith(HIDDEN_PREFIX)), None)
+        # a judge of hidden tests alone (grader.run_judges) starts with a fresh worker: nothing to switch
+        self._first_hidden = items[first].nodeid if first else None
 
     # -- running ---------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)

@@ -23,6 +23,8 @@ from cs336_staff.grade.mirror import layout
 
 #: Bumped whenever a field is added, removed or changes meaning.
 SPEC_VERSION = 2
+#: Where the hidden tests live: the judge runs them after the visible ones, in a fresh worker.
+HIDDEN_PREFIX = "tests/hidden/"
 
 
 class SpecError(ValueError):

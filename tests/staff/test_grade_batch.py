@@ -4,12 +4,14 @@ the submitit path works with submitit's own executors, and the CLI ties it toget
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from cs336_assignment.cli import main
 from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
+from cs336_staff.grade.intake import read_submission
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.report import load
 from cs336_staff.grade.sandbox import probe
@@ -149,3 +151,25 @@ def test_cli_rejects_bad_arguments_with_a_message(argv, match, capsys, tmp_path)
     """Bad options exit 2 with a message naming the option."""
     assert main(["grade", *argv, "--out", str(tmp_path / "o")]) == 2
     assert match in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cores", [1, 2], ids=["one-judge", "two-judges"])
+def test_visible_and_hidden_tests_run_in_two_judges_at_once_where_two_cores_are_free(repo, tmp_path, monkeypatch, cores):
+    """With two cores per submission the hidden tests' judge runs beside the visible tests' (each with a
+    worker of its own, started once); with one, one judge runs both. The grade is the same either way."""
+    from cs336_staff.grade import grader
+
+    monkeypatch.setattr(grader, "usable_cores", lambda: cores)
+    out = tmp_path / "out"
+    row = grader.grade_one(_sorted(repo["subs"])[1], "bob", out, repo["plan"], force=True)  # bob loses visible and hidden points
+    assert row["score"] == BOB
+    result = load(out / "bob")
+    ran = [t for t in result.tests if t.outcome in ("passed", "failed")]
+    assert {t.nodeid.startswith("tests/hidden/") for t in ran} == {True, False}, result.summary()
+    console = (out / "bob" / "console.txt").read_text()
+    assert ("judge 2 of 2" in console) == (cores == 2), console[-2000:]
+    assert len(re.findall(r"^\d+ (?:passed|failed)\b.* in [\d.]+s", console, re.M)) == cores, console[-2000:]  # a summary per judge
+    plan = repo["plan"]
+    files = read_submission(_sorted(repo["subs"])[1], staff_adapters=plan.staff_root / "adapters.py").files
+    run = grader.run_judges(plan, files, [n for n in plan.items if plan.runs_here(n)])
+    assert run.worker_starts == 2, f"{run.worker_starts} workers started: one for the visible tests, one fresh for the hidden ones"
