@@ -1,19 +1,22 @@
 """Grading overhead: one submission's `cs336 grade` time over the raw `pytest` time on the same tree.
 
-    uv run python benchmarks/grading_overhead.py [--repeats 1]
+    uv run python benchmarks/grading_overhead.py [--repeats 1] [--one-judge-too]
 
 Both runs use the same tests against the reference: the raw one is `pytest tests --ignore
 tests/staff -m "not gpu"` in this tree, one process; the graded one is the reference packaged as a
 submission and graded the way every submission is (intake, staging, the judge process running the
 tests, the bubblewrap-sandboxed worker answering every adapter and scenario call over the pipe,
-hidden tests in a fresh worker; the test collection is cached beforehand, as it is once per
-batch). Prints both times and their ratio (target <= 1.5, issue 12); no absolute assertion: the
-machine's load decides the seconds, the ratio is what matters.
+hidden tests in a fresh worker, in a judge of their own running beside the visible tests' where
+two cores are free; the test collection is cached beforehand, as it is once per batch).
+``--one-judge-too`` also grades with every test in one judge, which shows the per-call cost alone.
+Prints both times and their ratio (target <= 1.5, issue 12); no absolute assertion: the machine's
+load decides the seconds, the ratio is what matters.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import subprocess
 import sys
 import tempfile
@@ -30,6 +33,8 @@ from cs336_staff.grade.grader import grade_one, make_plan  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--one-judge-too", action="store_true",
+                    help="also grade with every test in one judge (the visible and hidden tests one after the other)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
@@ -47,6 +52,12 @@ def main() -> None:
         r, g = min(raw), min(graded)
         print(f"raw pytest: {r:.1f} s   cs336 grade (one submission): {g:.1f} s   "
               f"overhead ratio: {g / r:.2f} (target <= 1.5); score {row['score']}/{row['max_score']}")
+        if args.one_judge_too:  # the per-call cost alone: every test in one judge, as on a one-core share
+            one = dataclasses.replace(plan, judges=1)
+            t = time.perf_counter()
+            row = grade_one(sub, "one-judge", out, one, force=True)
+            g1 = time.perf_counter() - t
+            print(f"one judge: {g1:.1f} s   overhead ratio: {g1 / r:.2f}; score {row['score']}/{row['max_score']}")
 
 
 if __name__ == "__main__":

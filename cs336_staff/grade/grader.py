@@ -4,6 +4,8 @@ The judge (``judge.py``) is a pytest process over the staff repository that neve
 submission; the submission runs only in the worker it starts (``sandbox.py``). This module stages
 the worker's files, starts the judge with a whole-run timeout, reads the outcomes the judge wrote
 (one JSON line per test, trusted: the judge is staff code), and scores them with the rubric.
+Where two cores per submission are free, the visible and the hidden tests run in two judges at
+once (``run_judges``): a judge and its worker take turns, so one pair keeps about one core busy.
 
 The set of graded tests is collected once per batch by the judge in collect-only mode (no worker,
 no submission involved) and cached under ``OUT/.cache/``. Every expected test gets a result: a
@@ -72,6 +74,7 @@ class Plan:
     insecure: bool = False  # grade without bubblewrap (every result says so)
     tier: str = "bubblewrap"  # the isolation tier (sandbox.TIERS); "none" when insecure
     preload: tuple[str, ...] = ()  # imported by each worker before it says ready
+    judges: int = 2  # the most judges one submission's tests are split across, cores permitting (run_judges)
 
     def runs_here(self, nodeid: str) -> bool:
         return self.device == "all" or self.needs_gpu[nodeid] == (self.device == "gpu")
@@ -187,7 +190,7 @@ def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun
     hidden = [n for n in only if n.startswith(HIDDEN_PREFIX)]
     common = {"limits": plan.limits, "gpu": plan.device != "cpu", "insecure": plan.insecure, "preload": plan.preload,
               "tier": plan.tier}
-    if plan.device != "cpu" or usable_cores() < 2 * plan.jobs or not visible or not hidden:
+    if plan.judges < 2 or plan.device != "cpu" or usable_cores() < 2 * plan.jobs or not visible or not hidden:
         return run_judge(plan.staff_root, files, only=only, jobs=plan.jobs, **common)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="judge") as ex:
         halves = [ex.submit(run_judge, plan.staff_root, files, only=part, jobs=2 * plan.jobs, **common)

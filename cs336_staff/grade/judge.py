@@ -10,7 +10,9 @@ module is imported it
 * makes ``cs336_assignment`` unimportable here: a test that reached around the adapters would
   otherwise test the staff's reference instead of the submission;
 * orders the run: visible tests first, then hidden ones in a fresh worker, so nothing the worker
-  saw of a hidden test's inputs can appear in a visible test's output;
+  saw of a hidden test's inputs can appear in a visible test's output (where two cores per
+  submission are free, ``grader.run_judges`` gives the hidden tests a judge of their own instead,
+  running at the same time: its worker is fresh from the start);
 * records each test's outcome, with what the worker printed during it and the adapters and
   scenarios it called (``reached``), as one JSON line in the results file as soon as the test ends
   (a run killed midway keeps what it finished), through the staff tools' one outcome recorder
@@ -20,7 +22,8 @@ The spec is a ``spec.JudgeSpec`` (written by the grader as JSON, or built here f
 ``scratch`` holds the judge's folder with pytest's basetemp, the worker's copy of it and the
 judge's private temporary folder (``mirror.py``, ``spec.scratch_folders``). Its ``tier`` (``sandbox.TIERS``) says how the worker is isolated.
 
-Deliberately left out: parallelism inside one submission (the batch runs submissions in parallel).
+Deliberately left out: parallelism inside one judge (the batch runs submissions in parallel, and
+``grader.run_judges`` a submission's visible and hidden tests in two judges).
 """
 
 from __future__ import annotations
