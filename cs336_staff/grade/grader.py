@@ -4,8 +4,9 @@ The judge (``judge.py``) is a pytest process over the staff repository that neve
 submission; the submission runs only in the worker it starts (``sandbox.py``). This module stages
 the worker's files, starts the judge with a whole-run timeout, reads the outcomes the judge wrote
 (one JSON line per test, trusted: the judge is staff code), and scores them with the rubric.
-Where two cores per submission are free, the visible and the hidden tests run in two judges at
-once (``run_judges``): a judge and its worker take turns, so one pair keeps about one core busy.
+Where two cores per submission are free (bubblewrap tier), the visible and the hidden tests run in
+two judges at once (``run_judges``): a judge and its worker take turns, so one pair keeps about one
+core busy.
 
 The set of graded tests is collected once per batch by the judge in collect-only mode (no worker,
 no submission involved) and cached under ``OUT/.cache/``. Every expected test gets a result: a
@@ -52,6 +53,8 @@ from tests.devices import DEVICE_MARKERS
 
 WORKER_OUTPUT = "\n----- worker output -----\n"  # where console.txt turns from the judge's output to the workers'
 GRADER_VERSION = "2"
+#: The isolation tiers whose concurrent workers cannot reach each other (``run_judges``).
+PARALLEL_TIERS = frozenset({"bubblewrap"})
 PEAK = "judge_peak_rss_kib"  # a judge process's peak memory, as its finish event reports it
 
 GPU_MARKERS = frozenset(DEVICE_MARKERS)
@@ -185,12 +188,17 @@ def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun
     fresh worker of its own as before, runs beside the visible tests' instead of after them, and the
     submission is graded in about the time of the longer half. Each half gets half the threads
     (``jobs`` doubled). CPU runs only: GPU tests time kernels, and two judges would share the GPU.
+    Bubblewrap tier only (``PARALLEL_TIERS``): there the two workers share no writable folder, no
+    network and no IPC, so the hidden tests' worker cannot pass what it is given to the visible
+    tests' worker while both run (their output is shown at once). On the container tier two uids
+    share /tmp and the loopback network, so the hidden tests wait for the visible ones, as before.
     """
     visible = [n for n in only if not n.startswith(HIDDEN_PREFIX)]
     hidden = [n for n in only if n.startswith(HIDDEN_PREFIX)]
     common = {"limits": plan.limits, "gpu": plan.device != "cpu", "insecure": plan.insecure, "preload": plan.preload,
               "tier": plan.tier}
-    if plan.judges < 2 or plan.device != "cpu" or usable_cores() < 2 * plan.jobs or not visible or not hidden:
+    if (plan.judges < 2 or plan.tier not in PARALLEL_TIERS or plan.device != "cpu" or usable_cores() < 2 * plan.jobs
+            or not visible or not hidden):
         return run_judge(plan.staff_root, files, only=only, jobs=plan.jobs, **common)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="judge") as ex:
         halves = [ex.submit(run_judge, plan.staff_root, files, only=part, jobs=2 * plan.jobs, **common)

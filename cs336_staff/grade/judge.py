@@ -11,8 +11,9 @@ module is imported it
   otherwise test the staff's reference instead of the submission;
 * orders the run: visible tests first, then hidden ones in a fresh worker, so nothing the worker
   saw of a hidden test's inputs can appear in a visible test's output (where two cores per
-  submission are free, ``grader.run_judges`` gives the hidden tests a judge of their own instead,
-  running at the same time: its worker is fresh from the start);
+  submission are free on the bubblewrap tier, ``grader.run_judges`` gives the hidden tests a judge
+  of their own instead, running at the same time: its worker is fresh from the start, and cannot
+  reach the other);
 * records each test's outcome, with what the worker printed during it and the adapters and
   scenarios it called (``reached``), as one JSON line in the results file as soon as the test ends
   (a run killed midway keeps what it finished), through the staff tools' one outcome recorder

@@ -3,6 +3,7 @@ the submitit path works with submitit's own executors, and the CLI ties it toget
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -160,6 +161,8 @@ def test_visible_and_hidden_tests_run_in_two_judges_at_once_where_two_cores_are_
     from cs336_staff.grade import grader
 
     monkeypatch.setattr(grader, "usable_cores", lambda: cores)
+    if INSECURE:  # the two judges need workers that cannot reach each other (grader.PARALLEL_TIERS)
+        monkeypatch.setattr(grader, "PARALLEL_TIERS", frozenset({"none"}))
     out = tmp_path / "out"
     row = grader.grade_one(_sorted(repo["subs"])[1], "bob", out, repo["plan"], force=True)  # bob loses visible and hidden points
     assert row["score"] == BOB
@@ -173,3 +176,18 @@ def test_visible_and_hidden_tests_run_in_two_judges_at_once_where_two_cores_are_
     files = read_submission(_sorted(repo["subs"])[1], staff_adapters=plan.staff_root / "adapters.py").files
     run = grader.run_judges(plan, files, [n for n in plan.items if plan.runs_here(n)])
     assert run.worker_starts == 2, f"{run.worker_starts} workers started: one for the visible tests, one fresh for the hidden ones"
+
+
+def test_the_container_tier_runs_hidden_tests_after_the_visible_ones_in_one_judge(repo, monkeypatch):
+    """Two uids share /tmp and the loopback network: a hidden tests' worker running beside the visible
+    tests' could hand it the hidden inputs to print, so the container tier keeps one judge."""
+    from cs336_staff.grade import grader
+
+    calls = []
+    monkeypatch.setattr(grader, "usable_cores", lambda: 8)
+    monkeypatch.setattr(grader, "run_judge", lambda root, files, *, only, **kw: calls.append(only) or grader.JudgeRun())
+    only = [n for n in repo["plan"].items if repo["plan"].runs_here(n)]
+    grader.run_judges(dataclasses.replace(repo["plan"], tier="container", insecure=False), {}, only)
+    assert calls == [only]
+    grader.run_judges(dataclasses.replace(repo["plan"], tier="bubblewrap", insecure=False), {}, only)
+    assert len(calls) == 3 and sorted(calls[1] + calls[2]) == sorted(only)
