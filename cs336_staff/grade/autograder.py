@@ -25,6 +25,7 @@ import zipfile
 from pathlib import Path
 
 from cs336_staff.grade.grader import make_plan
+from cs336_staff.grade.spec import HIDDEN_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).with_name("autograder_files")
@@ -93,7 +94,7 @@ def build(staff_root: Path, out: Path) -> tuple[Path, dict]:
         "gpu_points": round(sum(i.points for n, i in items.items() if plan.needs_gpu[n]), 2),
         "cpu_tests": sum(not plan.needs_gpu[n] for n in items),
         "gpu_tests": sum(plan.needs_gpu[n] for n in items),
-        "hidden_tests": sum(n.startswith("tests/hidden/") for n in items),
+        "hidden_tests": sum(n.startswith(HIDDEN_PREFIX) for n in items),
     }
     out.mkdir(parents=True, exist_ok=True)
     dest = out / ZIP_NAME

@@ -38,7 +38,7 @@ from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import layout
 from cs336_staff.grade.report import GradeResult, TestResult
-from cs336_staff.grade.sandbox import choose_tier, find_bwrap, stage, threads_per_job
+from cs336_staff.grade.sandbox import choose_tier, find_bwrap, stage, threads_per_job, usable_cores
 from cs336_staff.grade.spec import (
     HIDDEN_PREFIX,
     JudgeSpec,
@@ -173,11 +173,6 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         return run
     finally:
         shutil.rmtree(base, ignore_errors=True)
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (a container's or Slurm task's share, not the host's)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun:

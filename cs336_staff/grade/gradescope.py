@@ -37,6 +37,7 @@ from cs336_staff.grade.grader import WORKER_OUTPUT, SandboxRefused, grade_one, m
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE
 from cs336_staff.grade.limits import GiB, Limits
 from cs336_staff.grade.report import GradeResult
+from cs336_staff.grade.spec import HIDDEN_PREFIX
 
 #: Sized for Gradescope's "2.0 CPU, 4.0 GB RAM" machine: the worker's tree gets 2.5 GiB of memory (its
 #: processes may map 8 GiB of address space each: torch maps ~3 GiB at import), the judge (torch,
@@ -70,7 +71,7 @@ def for_gradescope(data: dict) -> dict:
         if t.get("extra_data", {}).get("device") == "gpu":
             continue
         t = dict(t)
-        if t["name"].startswith("tests/hidden/") and t.get("visibility") != "hidden":
+        if t["name"].startswith(HIDDEN_PREFIX) and t.get("visibility") != "hidden":
             t["visibility"] = HIDDEN_VISIBILITY
         tests.append(t)
     gpu = [t for t in everything.tests if t.device == "gpu"]

@@ -111,10 +111,15 @@ def _gpu_mounts() -> list[str]:
     return args
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a container's or Slurm task's share, not the host's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def threads_per_job(limits: Limits, jobs: int) -> int:
-    """OMP/MKL threads for each of a job's processes: ``limits.threads``, else the cores shared out
-    among ``jobs`` (a judge and its worker take turns, so they share one share without oversubscribing)."""
-    return limits.threads or max(1, (os.cpu_count() or 1) // max(1, jobs))
+    """OMP/MKL threads for each of a job's processes: ``limits.threads``, else the usable cores shared
+    out among ``jobs`` (a judge and its worker take turns, so they share one share without oversubscribing)."""
+    return limits.threads or max(1, usable_cores() // max(1, jobs))
 
 
 def worker_env(limits: Limits, jobs: int, gpu: bool) -> dict[str, str]:

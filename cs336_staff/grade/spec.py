@@ -23,7 +23,7 @@ from cs336_staff.grade.mirror import layout
 
 #: Bumped whenever a field is added, removed or changes meaning.
 SPEC_VERSION = 2
-#: Where the hidden tests live: the judge runs them after the visible ones, in a fresh worker.
+#: Where the hidden tests live: they run in a fresh worker, after the visible ones or in a judge of their own (grader.run_judges).
 HIDDEN_PREFIX = "tests/hidden/"
 
 
