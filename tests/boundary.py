@@ -12,8 +12,9 @@ loops of a test (an optimizer over a trajectory) run in the test, and each ``opt
 The parameters a test hands your optimizer are the test's own tensors on both sides (their data
 and ``.grad`` are kept in step), the global RNGs a test seeds are the ones your code draws from,
 and a backward pass through your module's output runs on through your module. An object the test
-hands your code to use (torch's optimizer, which your loss scaler steps) stays in the test: your
-code gets a stand-in that reads and calls it there (``stays_in_the_test``).
+hands your code to use (torch's optimizer, which your loss scaler steps; the model and optimizer
+your checkpoint code saves and loads) stays in the test: your code gets a stand-in that reads and
+calls it there (``stays_in_the_test``).
 
 A few scenarios, marked ``@student_side`` in ``tests/scenarios/``, run on your side instead: they
 observe what only happens inside your process (memory, the ops your code ran) and return what they
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -70,6 +72,9 @@ DATA_TYPES: dict[str, type] = {}
 #: ``module:qualname`` of such a class, taken once that module is imported: torch's optimizers, always.
 JUDGE_SIDE: list[type | str] = ["torch.optim.optimizer:Optimizer"]
 
+#: Single objects that stay in the test (``stays_in_the_test(obj)``), by ``id``, for as long as they live.
+JUDGE_SIDE_OBJECTS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
 
 def student_side(fn: F) -> F:
     """Mark a scenario that observes what happens inside the student's process: in grading it runs
@@ -98,16 +103,22 @@ def plain_data(cls: type[T]) -> type[T]:
     return cls
 
 
-def stays_in_the_test(cls: type[T]) -> type[T]:
+def stays_in_the_test(what: T) -> T:
     """Mark a class (the test's own, or torch's ``Optimizer``) whose instances your code uses but must not
-    own: in grading your code gets a stand-in, and every public attribute it reads and method it calls
-    runs on the test's object (what it reads is a copy; the parameters in it are the test's own, as
-    above). Whatever your side of the line does, the object behaves as the test built it."""
-    if not isinstance(cls, type):
-        raise TypeError(f"stays_in_the_test needs a class, got {cls!r}")
-    if cls not in JUDGE_SIDE:
-        JUDGE_SIDE.append(cls)
-    return cls
+    own, or one such object (a torch model the test built and hands to your save and load): in grading
+    your code gets a stand-in, and every public attribute it reads and method it calls runs on the
+    test's object (what it reads is a copy; the parameters in it are the test's own, as above).
+    Whatever your side of the line does, the object behaves as the test built it. Returns ``what``."""
+    if isinstance(what, type):
+        if what not in JUDGE_SIDE:
+            JUDGE_SIDE.append(what)
+        return what
+    try:
+        JUDGE_SIDE_OBJECTS[id(what)] = what
+    except TypeError:
+        raise TypeError(f"stays_in_the_test needs a class or an object that can be weakly referenced, "
+                        f"got {type(what).__name__}") from None
+    return what
 
 
 def skip_in_grading(why: str) -> None:

@@ -172,6 +172,7 @@ class Judge:
         tests.boundary.remote = self.tracer
         codec.use_data_types(tests.boundary.DATA_TYPES)
         self.remote.judge_side = tests.boundary.JUDGE_SIDE
+        self.remote.judge_side_objects = tests.boundary.JUDGE_SIDE_OBJECTS
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         """The isolation tier, first thing in the run's output (``--split`` chooses it as ``cs336 grade`` does)."""

@@ -33,8 +33,9 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -431,7 +432,9 @@ class JudgeSide:
         if op == "getattr":
             return getattr(self.obj, name)
         if op == "call":
-            return getattr(self.obj, name)(*args, **kwargs)
+            result = getattr(self.obj, name)(*args, **kwargs)
+            # a generator (``model.parameters()``) comes back as the list of what it yields
+            return list(result) if isinstance(result, types.GeneratorType) else result
         if op == "setattr" and len(args) == 1:
             setattr(self.obj, name, args[0])
             return None
@@ -472,6 +475,8 @@ class Remote:
         self._rng_worker: WorkerProcess | None = None  # the worker they were agreed with
         #: Instances of these cross to the worker as stand-ins (``tests.boundary.JUDGE_SIDE``, set by the judge).
         self.judge_side: list[type | str] = []
+        #: Single objects that cross as stand-ins, by id (``tests.boundary.JUDGE_SIDE_OBJECTS``, set by the judge).
+        self.judge_side_objects: Mapping[int, Any] = {}
         self._marks = 0  # output marks written so far (``printed``)
         self._spare: Future[WorkerProcess] | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-ready")
@@ -710,7 +715,7 @@ class Remote:
 
     def _judge_object(self, value: Any) -> dict | None:
         """The node of a judge object crossing to the worker (one number per object, until ``reset``), or None."""
-        if not isinstance(value, self._judge_side_types()):
+        if self.judge_side_objects.get(id(value)) is not value and not isinstance(value, self._judge_side_types()):
             return None
         if id(value) not in self._judge_objects:
             node = {"$": "judge_object", "id": self._callback(JudgeSide(value)), "type": codec._type_name(value),
@@ -720,9 +725,10 @@ class Remote:
         return self._judge_objects[id(value)][1]
 
     def _encoder(self, plain: bool = False) -> codec.Encoder:
-        """An encoder of what crosses to the worker; ``plain``: data and bound tensors only (a judge object's answer)."""
+        """An encoder of what crosses to the worker; ``plain``: data, bound tensors and judge objects only (a
+        judge object's answer: ``model.eval()`` returns the model, which crosses as its stand-in again)."""
         if plain:
-            return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode)
+            return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode, judge_object=self._judge_object)
         return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode, callback=self._callback,
                              judge_object=self._judge_object)
 

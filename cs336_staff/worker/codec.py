@@ -295,8 +295,9 @@ class Encoder:
                     "repr": _short_repr(value), "methods": _method_names(value)}
         raise CodecError(
             f"a {_type_name(value)} cannot cross to the sandboxed worker: only plain data (numbers, strings, "
-            "containers, tensors, arrays), the test's own functions and iterators, its torch optimizers, and "
-            "objects the worker returned do; build the object through adapters, or see "
+            "containers, tensors, arrays), the test's own functions and iterators, its torch optimizers and "
+            "what it marked with tests.boundary.stays_in_the_test (as stand-ins), and objects the worker "
+            "returned do; build the object through adapters, or see "
             "cs336_staff/grade/WRITING_TESTS.md"
         )
 

@@ -1,7 +1,9 @@
-"""Stand-ins for the judge's own objects: a torch optimizer the test made, handed to your code.
+"""Stand-ins for the judge's own objects: a torch optimizer or model the test made, handed to your code.
 
 The reverse of a handle. A test gives a student object one of its own objects to use (your loss
-scaler steps the test's ``torch.optim.SGD``; ``optimizer_state_bytes`` reads its state). Built in
+scaler steps the test's ``torch.optim.SGD``; ``optimizer_state_bytes`` reads its state; your
+``save_checkpoint`` reads the test's model's ``state_dict()`` and ``load_checkpoint`` loads one into
+it). Built in
 the worker, that object would run beside the submission, which could rewire it at import (swap
 torch's SGD for one that does the scaler's work). So it stays in the judge and crosses as a
 stand-in: every public attribute read and method call here asks the judge (a callback, served while
@@ -18,8 +20,11 @@ that class's module). Private and special names (``_x``) are refused, and an err
 object raises is raised here with its message, as a builtin exception of the same name where there
 is one (``ValueError`` from ``load_state_dict``).
 
-Left out: ``type(stand_in)`` is still the stand-in's own class, and nothing crosses but plain data:
-a function the judge's object holds (a hook) never does.
+A method's generator (``model.parameters()``) comes back as a list; a judge object in an answer
+(``model.eval()`` returns the model) comes back as its stand-in.
+
+Left out: ``type(stand_in)`` is still the stand-in's own class, and nothing crosses but plain data
+and stand-ins: a function the judge's object holds (a hook), or a submodule of a model, never does.
 """
 
 from __future__ import annotations

@@ -1,19 +1,20 @@
 """Scenarios of checkpointing: torch's own models and optimizers, saved and loaded by your code.
 
-A ``Setup`` names a model and a ``torch.optim`` optimizer as plain data, so both sides of the line
-can build the same pair. ``straight`` trains one without any checkpoint (the reference, run by the
-test itself). The others train a pair built on your side of the line (``build``), save and load it
+A ``Setup`` names a model and a ``torch.optim`` optimizer. ``straight`` trains one without any
+checkpoint (the reference). The others train a pair the test built (``build``), save and load it
 with your ``adapters.run_save_checkpoint`` / ``run_load_checkpoint``, and return the iteration your
 load returned and the ``state_dict()`` of the model and optimizer read back afterwards (a ``State``).
-Their loops run in the test: in grading each forward, backward and ``optimizer.step()`` crosses the
-line (see ``tests/boundary.py``). Errors your code raises propagate to the test. The
+Everything but your save and load runs in the test: in grading the model and the optimizer stay
+the test's, and your code gets stand-ins whose every read and call (``model.state_dict()``,
+``optimizer.load_state_dict(...)``) runs on the test's objects (``stays_in_the_test``, see
+``tests/boundary.py``). Errors your code raises propagate to the test. The
 ``*_on_random_batches`` pair does the same on batches drawn from the global RNGs of torch, NumPy and
 Python (a ``RandomRun``), so a resumed run continues exactly only if the checkpoint carries those
 RNGs' states.
 
-Every run here is single-threaded on both sides (``single_threaded``): some CPU kernels (BatchNorm's,
-say) sum in an order that depends on the number of threads, and a run on your side must be
-bit-identical to the same run in the test.
+Every run here is single-threaded (``OneTorchThread``): some CPU kernels (BatchNorm's, say) sum in
+an order that depends on the number of threads, and a resumed run must be bit-identical to the
+uninterrupted one.
 
 Where a checkpoint goes (``how``): ``"path"`` (a ``pathlib.Path``), ``"str"`` (the path as a
 string), ``"open file"`` (the file at the path, opened ``"wb"`` / ``"rb"`` on your side) or
@@ -27,7 +28,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,7 +37,7 @@ import torch
 from torch import nn
 
 import adapters
-from tests.boundary import plain_data, student_side
+from tests.boundary import plain_data, stays_in_the_test, student_side
 
 
 class OneTorchThread:
@@ -51,22 +52,17 @@ class OneTorchThread:
         return False
 
 
-@student_side
-def one_torch_thread_on_your_side() -> OneTorchThread:
-    """Builds, observes nothing: a ``OneTorchThread`` on your side of the line, for the test to enter."""
-    return OneTorchThread()
+@plain_data
+@dataclass(frozen=True)
+class ExplodesWhenPickled:
+    """A value that cannot be saved: pickling it (as ``torch.save`` does) raises an OSError.
 
+    It crosses the line as itself, so your save meets it in the model's ``state_dict()`` on your side."""
 
-@contextmanager
-def single_threaded() -> Iterator[None]:
-    """torch on one thread on both sides of the line (in a local run, the one process) while inside."""
-    with OneTorchThread(), one_torch_thread_on_your_side():
-        yield
+    why: str = field(default="simulated crash in the middle of writing the checkpoint")
 
-
-class _ExplodesWhenPickled:
     def __reduce__(self):
-        raise OSError("simulated crash in the middle of writing the checkpoint")
+        raise OSError(self.why)
 
 
 class CrashableModel(nn.Module):
@@ -81,7 +77,7 @@ class CrashableModel(nn.Module):
         return self.linear(x)
 
     def get_extra_state(self):
-        return _ExplodesWhenPickled() if self.crash else {}
+        return ExplodesWhenPickled() if self.crash else {}
 
     def set_extra_state(self, state) -> None:
         pass
@@ -107,7 +103,6 @@ MODELS = {
 }
 
 
-@plain_data
 @dataclass(frozen=True)
 class Setup:
     """A model (a key of ``MODELS``) and a ``torch.optim`` class (by name) with its options."""
@@ -124,7 +119,6 @@ class Setup:
         return model, getattr(torch.optim, self.optimizer)(model.parameters(), **self.options)
 
 
-@plain_data
 @dataclass
 class State:
     """What a run leaves: an iteration and the ``state_dict()`` of its model and of its optimizer."""
@@ -183,7 +177,6 @@ def global_rngs_seeded(seed: int) -> Iterator[None]:
         random.setstate(states[2])
 
 
-@plain_data
 @dataclass
 class RandomRun:
     """A run on ``random_batch``: what the global RNGs gave at each step (``[torch, numpy, python]``),
@@ -211,14 +204,15 @@ def straight_on_random_batches(setup: Setup, total: int, seed: int = 0) -> Rando
     return RandomRun(0, draws, model.state_dict())
 
 
-# -- what is built on your side of the line (each builds from plain data and returns; no observation) --
-
-
-@student_side
 def build(setup: Setup, seed: int) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """Builds, observes nothing: ``setup.build(seed)`` on your side of the line, where your save and
-    load receive it; the test trains it and reads its state back through calls of its own."""
-    return setup.build(seed)
+    """``setup.build(seed)``, the test's own pair: the test trains it and reads it back, and in grading
+    your save and load get stand-ins of both (torch's optimizers always stay in the test; the model is
+    marked with ``stays_in_the_test``)."""
+    model, optimizer = setup.build(seed)
+    return stays_in_the_test(model), optimizer
+
+
+# -- what is built on your side of the line (each builds and returns; no observation) --------------------
 
 
 @student_side
@@ -260,7 +254,7 @@ class Where:
 
 def save(setup: Setup, steps: int, iteration: int, path: Path, how: str = "path") -> None:
     """Train ``steps`` steps from seed 0, then save with your code as iteration ``iteration``."""
-    with single_threaded():
+    with OneTorchThread():
         model, optimizer = build(setup, 0)
         train(model, optimizer, range(steps))
         with Where(path, how).opened("wb") as out:
@@ -269,7 +263,7 @@ def save(setup: Setup, steps: int, iteration: int, path: Path, how: str = "path"
 
 def load_into_fresh(setup: Setup, path: Path, how: str = "path") -> State:
     """Build the setup from another seed (1), load the checkpoint into it with your code; read it back."""
-    with single_threaded():
+    with OneTorchThread():
         model, optimizer = build(setup, 1)
         with Where(path, how).opened("rb") as src:
             iteration = adapters.run_load_checkpoint(src, model, optimizer)
@@ -278,7 +272,7 @@ def load_into_fresh(setup: Setup, path: Path, how: str = "path") -> State:
 
 def resumed(setup: Setup, k: int, total: int, path: Path, how: str = "path") -> State:
     """Train ``k`` steps, save, load into a fresh pair (seed 1), train from the loaded iteration to ``total``."""
-    with single_threaded():
+    with OneTorchThread():
         model, optimizer = build(setup, 0)
         train(model, optimizer, range(k))
         where = Where(path, how)
@@ -301,7 +295,7 @@ def resumed_on_random_batches(
     Returns the draws of the steps after the load, and the final model state.
     """
     where, draws = Where(path, how), []
-    with single_threaded():
+    with OneTorchThread():
         with global_rngs_seeded(seed):
             model, optimizer = build(setup, 0)
             train(model, optimizer, range(k), [])
@@ -317,7 +311,7 @@ def resumed_on_random_batches(
 
 def saving_every_step(setup: Setup, total: int, path: Path) -> State:
     """Train ``total`` steps from seed 0, saving with your code after each; read the run itself back."""
-    with single_threaded():
+    with OneTorchThread():
         model, optimizer = build(setup, 0)
         for step in range(total):
             train(model, optimizer, range(step, step + 1))
@@ -329,7 +323,7 @@ def saving_every_step_on_random_batches(setup: Setup, total: int, path: Path, se
     """Seed the global RNGs, train ``total`` steps on ``random_batch``, saving with your code after
     each; read the run itself back (its draws and final model), to compare with a run without saves."""
     draws: list[list[float]] = []
-    with single_threaded(), global_rngs_seeded(seed):
+    with OneTorchThread(), global_rngs_seeded(seed):
         model, optimizer = build(setup, 0)
         for step in range(total):
             train(model, optimizer, range(step, step + 1), draws)

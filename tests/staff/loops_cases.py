@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import adapters
-from tests.boundary import killed_midway, printed_by
+from tests.boundary import killed_midway, printed_by, stays_in_the_test
 
 
 def test_parameters_are_the_tests_own_tensors_across_steps():
@@ -129,6 +129,28 @@ def test_a_torch_optimizer_of_the_tests_is_stepped_here_by_a_scaler_there():
     assert steps == ["here"] and torch.equal(p.grad, torch.ones(3)), (steps, p.grad)
     assert torch.equal(p.detach(), torch.full((3,), 0.5)), p
     assert adapters.run_optimizer_state_bytes(opt) == 3 * 4  # one fp32 momentum buffer of 3
+
+
+def test_a_torch_model_of_the_tests_is_saved_and_loaded_there_and_stays_here(tmp_path):
+    """A model passed through ``stays_in_the_test`` crosses as a stand-in, as torch's optimizers do: the
+    save there reads this model's state, the load there writes the saved tensors into this very model
+    and optimizer (a copy of the model in the worker would leave these zeroed weights as they are)."""
+    torch.manual_seed(0)
+    model = stays_in_the_test(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh(), torch.nn.Linear(2, 1)))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    model(torch.ones(4, 3)).sum().backward()
+    opt.step()
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    adapters.run_save_checkpoint(model, opt, 7, tmp_path / "ckpt.pt")
+    weight = model[0].weight
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    assert adapters.run_load_checkpoint(tmp_path / "ckpt.pt", model, opt) == 7
+    assert model[0].weight is weight
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items()), model.state_dict()
+    assert int(opt.state_dict()["state"][0]["step"]) == 1
 
 
 def test_what_a_command_prints_comes_back_whole_and_in_order():

@@ -26,7 +26,7 @@ from cs336_staff.grade.remote import (
 )
 from cs336_staff.worker import channel, codec
 from cs336_staff.worker.main import Worker
-from tests.scenarios import checkpoint
+from tests.scenarios import accounting
 
 pytestmark = pytest.mark.staff
 
@@ -58,16 +58,16 @@ def serve(worker: Worker, message: dict, encoder: codec.Encoder):
 def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
     """The worker imports a scenario's module before decoding the arguments, so its @plain_data classes are known."""
     monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
-    setup = checkpoint.Setup("SGD", {"lr": 0.1})
-    message = request({"op": "call", "target": "tests.scenarios.checkpoint:build"}, [setup, 0], {})
+    net = accounting.Net("mlp", (4, 8, 1))
+    message = request({"op": "call", "target": "tests.scenarios.accounting:built"}, [net], {})
     # a fresh worker has imported neither the scenario module nor, so, its classes
-    monkeypatch.setattr(tests.scenarios, "checkpoint", checkpoint)
-    monkeypatch.delitem(sys.modules, "tests.scenarios.checkpoint")
+    monkeypatch.setattr(tests.scenarios, "accounting", accounting)
+    monkeypatch.delitem(sys.modules, "tests.scenarios.accounting")
     for registry in (boundary.DATA_TYPES, boundary.SCENARIOS):
-        for name in [n for n in registry if n.startswith("tests.scenarios.checkpoint:")]:
+        for name in [n for n in registry if n.startswith("tests.scenarios.accounting:")]:
             monkeypatch.delitem(registry, name)
-    model, optimizer = serve(Worker(-1, -1), *message)
-    assert model.endswith("Sequential") and optimizer.endswith("SGD"), (model, optimizer)
+    model = serve(Worker(-1, -1), *message)
+    assert model.endswith("Sequential"), model
 
 
 def describe(e: BaseException) -> dict:
