@@ -432,9 +432,7 @@ class JudgeSide:
         if op == "getattr":
             return getattr(self.obj, name)
         if op == "call":
-            result = getattr(self.obj, name)(*args, **kwargs)
-            # a generator (``model.parameters()``) comes back as the list of what it yields
-            return list(result) if isinstance(result, types.GeneratorType) else result
+            return getattr(self.obj, name)(*args, **kwargs)
         if op == "setattr" and len(args) == 1:
             setattr(self.obj, name, args[0])
             return None
@@ -890,6 +888,8 @@ class Remote:
             view = self.mirror.judge_view() if self.mirror is not None else contextlib.nullcontext()
             with mode, view:  # the test's own function sees the judge's folder (mirror.py), not the worker's
                 result = fn(*args, **kwargs)
+            if plain and isinstance(result, types.GeneratorType):  # model.parameters(): what it yields, drawn
+                result, answer["yielded"] = list(result), True    # there from an iterator over the list
             answer["ok"] = encoder.encode(result)
         except StopIteration:  # an iterator of the test's is exhausted: the worker's stand-in stops too
             answer = {"op": "return", "stop": True}

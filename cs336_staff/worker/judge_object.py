@@ -20,8 +20,8 @@ that class's module). Private and special names (``_x``) are refused, and an err
 object raises is raised here with its message, as a builtin exception of the same name where there
 is one (``ValueError`` from ``load_state_dict``).
 
-A method's generator (``model.parameters()``) comes back as a list; a judge object in an answer
-(``model.eval()`` returns the model) comes back as its stand-in.
+A method's generator (``model.parameters()``) comes back drawn whole, as an iterator over its items;
+a judge object in an answer (``model.eval()`` returns the model) comes back as its stand-in.
 
 Left out: ``type(stand_in)`` is still the stand-in's own class, and nothing crosses but plain data
 and stand-ins: a function the judge's object holds (a hook), or a submodule of a model, never does.

@@ -362,7 +362,8 @@ class Worker:
                 decoder = self.codec.Decoder(reply.get("storages", []), blobs, deref=self.deref,
                                              bound=self.bindings.decode, callback=self.callback,
                                              judge_object=self.judge_object)
-                return decoder.decode(reply.get("ok"))
+                value = decoder.decode(reply.get("ok"))
+                return iter(value) if reply.get("yielded") else value  # a judge object's generator, drawn whole
 
         return call
 

@@ -293,3 +293,48 @@ def test_randoms_fingerprint_is_its_twister_read_in_place_and_tells_every_change
         assert rngs.fingerprints()["random"] != with_gauss
     finally:
         random.setstate(saved)
+
+
+def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
+    """A Remote whose worker is a ``Worker`` serving in a thread of this process over two pipes (no
+    subprocess, no sandbox): a whole request with its callbacks, both sides' code as in grading."""
+    requests, replies = os.pipe(), os.pipe()
+    worker = Worker(requests[0], replies[1])
+    thread = threading.Thread(target=lambda: [None for _ in iter(worker.serve_one, False)], daemon=True)
+    thread.start()
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    out_read, out_write = os.pipe()
+    os.close(out_write)
+    process = WorkerProcess(proc, requests=requests[1], replies=replies[0], output=OutputTap(os.fdopen(out_read, "rb")))
+    remote = Remote(lambda: process)
+    remote.worker = process
+    return remote, thread, process
+
+
+def test_a_stand_in_of_the_tests_model_yields_its_parameters_and_returns_itself(monkeypatch):
+    """A model passed through ``stays_in_the_test``: ``next(model.parameters())`` works on its stand-in (a
+    generator comes back as an iterator over its items, bound to the test's parameters, so an in-place
+    change there reaches the test's), ``model.eval()`` returns the same stand-in and switches the test's
+    model, and the stand-in passes ``isinstance`` as an ``nn.Module``."""
+    import torch
+
+    def uses_the_model(model):
+        first = next(model.parameters())
+        with torch.no_grad():
+            first.add_(1.0)
+        return [list(first.shape), model.eval() is model, isinstance(model, torch.nn.Linear)]
+
+    target = "tests.scenarios.checkpoint:uses_the_model"
+    monkeypatch.setitem(boundary.SCENARIOS, target, uses_the_model)
+    remote, thread, process = _worker_in_a_thread()
+    remote.judge_side_objects = boundary.JUDGE_SIDE_OBJECTS
+    model = boundary.stays_in_the_test(torch.nn.Linear(2, 3))
+    before = model.weight.detach().clone()
+    try:
+        assert remote.call(target, (model,), {}) == [[3, 2], True, True]
+    finally:
+        os.close(process.requests)
+        thread.join(timeout=10)
+        process.proc.kill()
+    assert not model.training
+    torch.testing.assert_close(model.weight.detach(), before + 1.0)
