@@ -16,9 +16,9 @@ hands your code to use (torch's optimizer, which your loss scaler steps; the mod
 your checkpoint code saves and loads) stays in the test: your code gets a stand-in that reads and
 calls it there (``stays_in_the_test``).
 
-A few scenarios, marked ``@student_side`` in ``tests/scenarios/``, run on your side instead: they
-observe what only happens inside your process (memory, the ops your code ran) and return what they
-saw, or build an object for the test to drive (they say so). Two things are watched from outside
+A few functions, marked ``@student_side`` in ``tests/scenarios/``, run on your side instead: each
+builds an object your code must run inside its own process (a torch model your FLOP counter traces,
+a model under your autocast, a file your save writes) and observes nothing. Two things are watched from outside
 your process: what your code prints (``printed_by``), and your code killed mid-run
 (``killed_midway``: a child process locally, the sandboxed worker in grading).
 
@@ -77,10 +77,12 @@ JUDGE_SIDE_OBJECTS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDic
 
 
 def student_side(fn: F) -> F:
-    """Mark a scenario that observes what happens inside the student's process: in grading it runs
-    in the sandboxed worker (the rest of a test, loops included, runs in the judge).
+    """Mark a function that must run inside the student's process (a builder of an object the student's
+    code runs there): in grading it runs in the sandboxed worker (the rest of a test, loops included,
+    runs in the judge). Whatever it returns is the submission's word, so it observes nothing.
 
-    Its arguments and its return value must be plain data (see the module docstring).
+    Its arguments must be plain data (see the module docstring); what it returns crosses as any call's
+    result does: plain data, or an object the test gets a proxy of.
     """
     name = f"{fn.__module__}:{fn.__qualname__}"
     SCENARIOS[name] = fn

@@ -1,1 +1,1 @@
-"""Scenarios: code that drives your objects on your side of the line (see tests/boundary.py)."""
+"""Scenarios: the loops that drive your objects over many calls; they run in the test (see tests/boundary.py)."""
