@@ -181,6 +181,15 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
+        name="accounting-activations-assume-fp32",
+        file=MEASURED_MEMORY,
+        function="SavedTensorBytes._pack",
+        old="            self.storages[key] = t.untyped_storage().nbytes()\n",
+        new="            self.storages[key] = 4 * (t.untyped_storage().nbytes() // t.element_size())\n",
+        why="counts the storage's elements at 4 bytes each, as if every activation were fp32: a bf16 model's activations come out twice their size",
+        tests=TESTS,
+    ),
+    Mutant(
         name="accounting-saved-view-counts-its-own-elements",
         file=MEASURED_MEMORY,
         function="SavedTensorBytes._pack",
