@@ -111,15 +111,17 @@ def test_get_batch_returns_int64_batch_by_context_on_device(
     assert torch.equal(again[0], x) and torch.equal(again[1], y), "the same generator seed gave another batch"
 
 
+@pytest.mark.parametrize("given_as", [str, torch.device], ids=["string", "torch.device"])
 @pytest.mark.parametrize(("batch_size", "context_length"), [(1, 1), (3, 5)])
-def test_get_batch_puts_x_and_y_on_the_requested_device_also_meta(batch_size, context_length):
+def test_get_batch_puts_x_and_y_on_the_requested_device_also_meta(batch_size, context_length, given_as):
     """CPU twin of the CUDA case: on the "meta" device (shapes, no data) both x and y are int64 meta
     tensors of shape (B, T): every returned tensor goes to ``device``, not only x (and on "cpu" the
-    same call gives the dataset's windows: the data a meta tensor cannot show)."""
+    same call gives the dataset's windows: the data a meta tensor cannot show). ``device`` may be a
+    string or a ``torch.device`` (what ``model.weight.device`` gives)."""
     dataset = np.arange(40, dtype=np.uint16)
-    x, y = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(3))
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, given_as("cpu"), torch.Generator().manual_seed(3))
     assert_rows_are_windows(x, y, dataset)
-    x, y = adapters.run_get_batch(dataset, batch_size, context_length, "meta", torch.Generator().manual_seed(3))
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, given_as("meta"), torch.Generator().manual_seed(3))
     for name, t in (("x", x), ("y", y)):
         assert t.device.type == "meta", (
             f"{name} is on {t.device}, expected the requested device meta: move both x and y with .to(device)"

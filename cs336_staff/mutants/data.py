@@ -141,6 +141,16 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
+        name="data-device-taken-as-a-string",
+        file=FILE,
+        function="get_batch",
+        old="device = torch.device(device)",
+        new="device = torch.device(device.strip().lower())",
+        why="tidies the device name as a string (\"CUDA:0 \" from a config file): a torch.device, such as "
+        "model.weight.device, has no .strip() and fails with an AttributeError, though the docstring accepts one",
+        tests=TESTS,
+    ),
+    Mutant(
         name="data-squeezes-a-batch-of-one",
         file=FILE,
         function="get_batch",
