@@ -61,6 +61,19 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
+        name="data-python-loop-over-positions",
+        file=FILE,
+        function="get_batch",
+        old=READ,
+        new=(
+            "windows = np.stack([np.asarray(dataset[starts + t], dtype=np.int64) for t in range(context_length + 1)], "
+            "axis=1)"
+        ),
+        why="vectorises over the batch but loops over the window's positions in Python: context_length reads of "
+        "the dataset per batch (and on a memmap as many scattered passes) where one fancy index does",
+        tests=TESTS,
+    ),
+    Mutant(
         name="data-copies-the-whole-memmap",
         file=FILE,
         function="get_batch",
