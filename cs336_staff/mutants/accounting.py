@@ -190,6 +190,16 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
+        name="accounting-count-flops-seeds-the-backward-on-the-cpu",
+        file=FLOP_COUNTER,
+        function="count_flops",
+        old="            out.sum().backward()\n",
+        new="            out.backward(torch.ones(out.shape))\n",
+        why="seeds the backward with torch.ones(out.shape), made without device=: on the CPU it counts right, "
+        "but for a model on a GPU (or on meta) the gradient seed is on another device and backward fails",
+        tests=TESTS,
+    ),
+    Mutant(
         name="accounting-saved-view-counts-its-own-elements",
         file=MEASURED_MEMORY,
         function="SavedTensorBytes._pack",
