@@ -474,7 +474,7 @@ FP8_DOCUMENTED_ERRORS = [
      "from_fp8: scale must be finite and positive", ()),
     (lambda: adapters.run_fp8_matmul(torch.randn(16, 32), torch.randn(32, 16), "tensor", torch.float64),
      "fp8_matmul: out_dtype must be bfloat16, float16 or float32, got", ("torch.float64",)),
-    (lambda: adapters.run_fp8_matmul(torch.randn(16, 32), torch.ones(32, 16, dtype=torch.int32)),
+    (lambda: adapters.run_fp8_matmul(torch.ones(16, 32, dtype=torch.int32), torch.randn(32, 16)),
      "needs a high-precision float tensor, got dtype", ("torch.int32",)),
 ]
 
@@ -482,7 +482,7 @@ FP8_DOCUMENTED_ERRORS = [
 @pytest.mark.parametrize(
     ("call", "message", "named"), FP8_DOCUMENTED_ERRORS,
     ids=["nan-input", "integer-input", "fp8-input", "row-scale-of-other-rows", "tensor-scale-of-two",
-         "zero-scale", "from-bf16", "scale-not-broadcasting", "negative-decode-scale", "fp64-out", "integer-b"],
+         "zero-scale", "from-bf16", "scale-not-broadcasting", "negative-decode-scale", "fp64-out", "integer-a"],
 )
 def test_fp8_documented_errors_are_value_errors_with_their_words(call, message, named):
     """Every Raises entry of to_fp8, from_fp8 and fp8_matmul is a ValueError (the type a caller catches, not
