@@ -319,6 +319,20 @@ def test_activation_bytes_count_a_shared_storage_once() -> None:
     assert got == 4 * batch * (10 + 10), f"measured {got} bytes; each hidden activation is {4 * batch * 10}"
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64], ids=["bf16", "fp16", "fp64"])
+def test_activation_bytes_count_each_storage_at_its_dtypes_size(dtype: torch.dtype) -> None:
+    """An MLP held in bf16/fp16 (fp64) saves 2 (8) bytes per activation value: a storage costs its own bytes,
+    whatever its dtype, not 4 per element as in fp32."""
+    dims, batch = [6, 10, 7, 3], 5
+    values = batch * (10 + 7)  # each hidden activation, saved by ReLU and the next layer: one storage each
+    got = accounting.student_activation_bytes(Net("mlp", tuple(dims), dtype=dtype), torch.randn(batch, dims[0], dtype=dtype))
+    expected = values * dtype.itemsize
+    hint = ": 4 bytes per value is fp32's size; read the storage's own bytes (t.untyped_storage().nbytes())" if got == 4 * values else ""
+    assert got == expected, (
+        f"{dtype}: measured {got} bytes; {values} saved values of {dtype.itemsize} bytes each are {expected}{hint}"
+    )
+
+
 #: name -> (chain, hidden width): slices of the output of nn.Linear(6, 10) that autograd saves.
 SAVED_VIEWS = {
     # relu saves its output h; sin saves its input, the view h[:, 4:9], at another offset of h's storage

@@ -111,15 +111,17 @@ def test_get_batch_returns_int64_batch_by_context_on_device(
     assert torch.equal(again[0], x) and torch.equal(again[1], y), "the same generator seed gave another batch"
 
 
+@pytest.mark.parametrize("given_as", [str, torch.device], ids=["string", "torch.device"])
 @pytest.mark.parametrize(("batch_size", "context_length"), [(1, 1), (3, 5)])
-def test_get_batch_puts_x_and_y_on_the_requested_device_also_meta(batch_size, context_length):
+def test_get_batch_puts_x_and_y_on_the_requested_device_also_meta(batch_size, context_length, given_as):
     """CPU twin of the CUDA case: on the "meta" device (shapes, no data) both x and y are int64 meta
     tensors of shape (B, T): every returned tensor goes to ``device``, not only x (and on "cpu" the
-    same call gives the dataset's windows: the data a meta tensor cannot show)."""
+    same call gives the dataset's windows: the data a meta tensor cannot show). ``device`` may be a
+    string or a ``torch.device`` (what ``model.weight.device`` gives)."""
     dataset = np.arange(40, dtype=np.uint16)
-    x, y = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", torch.Generator().manual_seed(3))
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, given_as("cpu"), torch.Generator().manual_seed(3))
     assert_rows_are_windows(x, y, dataset)
-    x, y = adapters.run_get_batch(dataset, batch_size, context_length, "meta", torch.Generator().manual_seed(3))
+    x, y = adapters.run_get_batch(dataset, batch_size, context_length, given_as("meta"), torch.Generator().manual_seed(3))
     for name, t in (("x", x), ("y", y)):
         assert t.device.type == "meta", (
             f"{name} is on {t.device}, expected the requested device meta: move both x and y with .to(device)"
@@ -273,7 +275,8 @@ def test_get_batch_on_a_memmap_does_not_read_the_whole_file(tmp_path):
 
 
 def test_get_batch_indexes_the_dataset_a_constant_number_of_times():
-    """Vectorised: indexing the dataset does not happen once per row (no Python loop over the batch)."""
+    """Vectorised: indexing the dataset does not happen once per row, nor once per position (no Python loop
+    over the batch or over the window)."""
     skip_in_grading("counts reads with an ndarray subclass inside your process; graded by "
                     "test_get_batch_costs_far_less_per_row_than_a_python_loop")
     dataset = np.arange(1000, dtype=np.int64)
@@ -283,6 +286,13 @@ def test_get_batch_indexes_the_dataset_a_constant_number_of_times():
         "windows with one fancy index, e.g. dataset[starts[:, None] + np.arange(context_length + 1)]"
     )
     assert_rows_are_windows(*adapters.run_get_batch(dataset, 64, 8, "cpu", torch.Generator().manual_seed(0)), dataset)
+    # along time too: a loop over the positions of the window is as much a Python loop as one over the rows
+    short, long = batch_reads(dataset, 8, 1), batch_reads(dataset, 8, 64)
+    assert long == short, (
+        f"the dataset was indexed {short} time(s) for context_length 1 but {long} times for 64: index every "
+        "position of every window at once (starts[:, None] + np.arange(context_length + 1)), not one position at a time"
+    )
+    assert_rows_are_windows(*adapters.run_get_batch(dataset, 8, 64, "cpu", torch.Generator().manual_seed(1)), dataset)
 
 
 #: Rows of the timed batch: enough that a loop over them costs far more than the round trip and the copy.

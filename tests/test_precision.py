@@ -10,6 +10,7 @@ a test here runs on CPU. Your step and your scaler are driven by the scenarios o
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -449,6 +450,48 @@ def test_to_fp8_and_from_fp8_reject_bad_input():
     x_fp8 = x.to(E4M3)  # from_fp8's input made here: this check grades from_fp8 alone
     with pytest.raises(ValueError, match="finite and positive"):
         adapters.run_from_fp8(x_fp8, torch.tensor(float("inf")))
+
+
+#: (call, the documented words, the values the message must name): the Raises entries of to_fp8, from_fp8, fp8_matmul.
+FP8_DOCUMENTED_ERRORS = [
+    (lambda: adapters.run_to_fp8(torch.tensor([1.0, float("nan"), -2.0]), torch.float8_e5m2),
+     "to_fp8 got a tensor containing inf or NaN", ()),
+    (lambda: adapters.run_to_fp8(torch.ones(3, 16, dtype=torch.int32), E4M3),
+     "to_fp8 needs a high-precision float tensor, got dtype", ("torch.int32",)),
+    (lambda: adapters.run_to_fp8(torch.ones(2, 16).to(E4M3), E4M3),
+     "to_fp8 needs a high-precision float tensor, got dtype", ("torch.float8_e4m3fn",)),
+    (lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "row", torch.ones(4, 1)),
+     "to_fp8(granularity='row') needs a scale of shape (5, 1), got (4, 1)", ()),
+    (lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "tensor", torch.ones(2)),
+     "needs a scale of shape", ("()", "(2,)")),
+    (lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "tensor", torch.tensor(0.0)),
+     "to_fp8: scale must be finite and positive", ()),
+    (lambda: adapters.run_from_fp8(torch.ones(2, 16, dtype=torch.bfloat16), torch.tensor(1.0)),
+     "from_fp8 needs an fp8 tensor (from to_fp8), got dtype", ("torch.bfloat16",)),
+    (lambda: adapters.run_from_fp8(torch.ones(5, 16).to(E4M3), torch.ones(16, 1)),
+     "from_fp8: a scale of shape (16, 1) does not broadcast against x_fp8 of shape (5, 16)", ()),
+    (lambda: adapters.run_from_fp8(torch.ones(5, 16).to(E4M3), torch.full((5, 1), -0.5)),
+     "from_fp8: scale must be finite and positive", ()),
+    (lambda: adapters.run_fp8_matmul(torch.randn(16, 32), torch.randn(32, 16), "tensor", torch.float64),
+     "fp8_matmul: out_dtype must be bfloat16, float16 or float32, got", ("torch.float64",)),
+    (lambda: adapters.run_fp8_matmul(torch.ones(16, 32, dtype=torch.int32), torch.randn(32, 16)),
+     "needs a high-precision float tensor, got dtype", ("torch.int32",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "message", "named"), FP8_DOCUMENTED_ERRORS,
+    ids=["nan-input", "integer-input", "fp8-input", "row-scale-of-other-rows", "tensor-scale-of-two",
+         "zero-scale", "from-bf16", "scale-not-broadcasting", "negative-decode-scale", "fp64-out", "integer-a"],
+)
+def test_fp8_documented_errors_are_value_errors_with_their_words(call, message, named):
+    """Every Raises entry of to_fp8, from_fp8 and fp8_matmul is a ValueError (the type a caller catches, not
+    torch's RuntimeError from a reshape or a broadcast, and not a NaN result) with the documented words,
+    naming the offending dtype or shape."""
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        call()
+    for value in named:
+        assert value in str(raised.value), f"the message {str(raised.value)!r} should name {value}"
 
 
 def _nearest_even_e4m3_codes(x: Tensor) -> Tensor:

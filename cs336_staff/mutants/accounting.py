@@ -181,6 +181,25 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
+        name="accounting-activations-assume-fp32",
+        file=MEASURED_MEMORY,
+        function="SavedTensorBytes._pack",
+        old="            self.storages[key] = t.untyped_storage().nbytes()\n",
+        new="            self.storages[key] = 4 * (t.untyped_storage().nbytes() // t.element_size())\n",
+        why="counts the storage's elements at 4 bytes each, as if every activation were fp32: a bf16 model's activations come out twice their size",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-count-flops-seeds-the-backward-on-the-cpu",
+        file=FLOP_COUNTER,
+        function="count_flops",
+        old="            out.sum().backward()\n",
+        new="            out.backward(torch.ones(out.shape))\n",
+        why="seeds the backward with torch.ones(out.shape), made without device=: on the CPU it counts right, "
+        "but for a model on a GPU (or on meta) the gradient seed is on another device and backward fails",
+        tests=TESTS,
+    ),
+    Mutant(
         name="accounting-saved-view-counts-its-own-elements",
         file=MEASURED_MEMORY,
         function="SavedTensorBytes._pack",

@@ -44,6 +44,16 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
+        name="checkpoint-iteration-saved-as-int32-tensor",
+        file=FILE,
+        function="save_checkpoint",
+        old="int(iteration)",
+        new="torch.tensor(iteration, dtype=torch.int32)",
+        why="keeps the iteration as a tensor like the rest of the state, in int32 'as steps are small': a run past "
+        "2**31 steps (a counter of tokens or samples, say) cannot be saved at all",
+        tests=TESTS,
+    ),
+    Mutant(
         name="checkpoint-loaded-with-pickle",
         file=FILE,
         function="load_checkpoint",

@@ -61,6 +61,19 @@ MUTANTS = [
         tests=TESTS,
     ),
     Mutant(
+        name="data-python-loop-over-positions",
+        file=FILE,
+        function="get_batch",
+        old=READ,
+        new=(
+            "windows = np.stack([np.asarray(dataset[starts + t], dtype=np.int64) for t in range(context_length + 1)], "
+            "axis=1)"
+        ),
+        why="vectorises over the batch but loops over the window's positions in Python: context_length reads of "
+        "the dataset per batch (and on a memmap as many scattered passes) where one fancy index does",
+        tests=TESTS,
+    ),
+    Mutant(
         name="data-copies-the-whole-memmap",
         file=FILE,
         function="get_batch",
@@ -138,6 +151,16 @@ MUTANTS = [
         new="return x.to(device), y",
         why="moves the inputs to the device and forgets the targets: every CPU test passes, and the loss on "
         "a GPU fails (or, with a CPU fallback, silently runs on two devices)",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-device-taken-as-a-string",
+        file=FILE,
+        function="get_batch",
+        old="device = torch.device(device)",
+        new="device = torch.device(device.strip().lower())",
+        why="tidies the device name as a string (\"CUDA:0 \" from a config file): a torch.device, such as "
+        "model.weight.device, has no .strip() and fails with an AttributeError, though the docstring accepts one",
         tests=TESTS,
     ),
     Mutant(

@@ -341,6 +341,34 @@ for name, value in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_
         tests=TESTS,
     ),
     Mutant(
+        name="sgd-dampening-asserted",
+        file=FILE,
+        function="SGD.__init__",
+        old="""
+if not 0.0 <= dampening <= 1.0:
+    raise ValueError(f"dampening must be in [0, 1], got dampening={dampening!r}")""",
+        new='assert 0.0 <= dampening <= 1.0, f"dampening must be in [0, 1], got dampening={dampening!r}"',
+        why="checks dampening with assert: an AssertionError (and no check at all under python -O) where the "
+        "docstring promises the ValueError a caller catches, though the words are right",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="sgd-nesterov-check-is-a-type-error",
+        file=FILE,
+        function="SGD.__init__",
+        old="""
+if nesterov and (momentum <= 0.0 or dampening != 0.0):
+    raise ValueError(f"nesterov=True needs momentum > 0 and dampening == 0, got momentum={momentum!r}, "
+                     f"dampening={dampening!r}")""",
+        new="""
+if nesterov and (momentum <= 0.0 or dampening != 0.0):
+    raise TypeError(f"nesterov=True needs momentum > 0 and dampening == 0, got momentum={momentum!r}, "
+                    f"dampening={dampening!r}")""",
+        why="reports a combination of arguments that cannot go together as a TypeError (as Python does for a bad "
+        "call), where the docstring promises ValueError: a caller's `except ValueError` misses it",
+        tests=TESTS,
+    ),
+    Mutant(
         name="rmsprop-alpha-check-lets-nan-through",
         file=FILE,
         function="RMSProp.__init__",

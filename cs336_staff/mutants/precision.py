@@ -287,4 +287,60 @@ MUTANTS = [
         why="skips an optimizer's step when any optimizer saw an inf/NaN, though only the one whose gradients overflowed must skip",
         tests=_TESTS,
     ),
+    Mutant(
+        name="precision-to-fp8-rejects-only-inf",
+        file=f"{PKG}/fp8.py",
+        function="to_fp8",
+        old="not torch.isfinite(x32).all()",
+        new="torch.isinf(x32).any()",
+        why="checks for overflow with isinf, the word the error names first: a NaN input slips through and every value and the scale come back NaN",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-to-fp8-rejects-only-fp8-input",
+        file=f"{PKG}/fp8.py",
+        function="to_fp8",
+        old="not x.is_floating_point() or x.dtype in FP8_DTYPES",
+        new="x.dtype in FP8_DTYPES",
+        why="guards only against quantising twice: integer token ids or counts are cast to fp8 without a word, where the docstring promises a ValueError",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-to-fp8-scale-shape-left-to-torch",
+        file=f"{PKG}/fp8.py",
+        function="to_fp8",
+        old=(
+            "        if scale.numel() != (1 if granularity == 'tensor' else x.shape[0]):\n"
+            "            raise ValueError(f\"to_fp8(granularity={granularity!r}) needs a scale of shape {expected}, \"\n"
+            "                             f\"got {tuple(scale.shape)}\")"
+        ),
+        new="",
+        why="lets reshape reject a scale of the wrong size: torch's RuntimeError where the docstring promises a ValueError naming both shapes",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-from-fp8-broadcast-left-to-torch",
+        file=f"{PKG}/fp8.py",
+        function="from_fp8",
+        old=(
+            "    if not broadcasts:\n"
+            "        raise ValueError(f\"from_fp8: a scale of shape {tuple(scale.shape)} does not broadcast against x_fp8 of \"\n"
+            "                         f\"shape {tuple(x_fp8.shape)}; pass the scale to_fp8 returned with it\")"
+        ),
+        new="",
+        why="leaves a scale that does not fit to the multiplication: torch's RuntimeError about broadcasting, not the documented ValueError",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="precision-fp8-matmul-out-dtype-left-to-torch",
+        file=f"{PKG}/scaled_matmul.py",
+        function="fp8_matmul",
+        old=(
+            "    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):\n"
+            "        raise ValueError(f\"fp8_matmul: out_dtype must be bfloat16, float16 or float32, got {out_dtype!r}\")"
+        ),
+        new="",
+        why="passes out_dtype straight to torch._scaled_mm, which decides on its own what it accepts (its own error, or an fp64 result on some builds)",
+        tests=_TESTS,
+    ),
 ]
