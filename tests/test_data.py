@@ -278,7 +278,7 @@ def test_get_batch_indexes_the_dataset_a_constant_number_of_times():
     """Vectorised: indexing the dataset does not happen once per row, nor once per position (no Python loop
     over the batch or over the window)."""
     skip_in_grading("counts reads with an ndarray subclass inside your process; graded by "
-                    "test_get_batch_costs_far_less_per_row_than_a_python_loop")
+                    "test_get_batch_costs_far_less_per_row_and_per_position_than_a_python_loop")
     dataset = np.arange(1000, dtype=np.int64)
     one, many = batch_reads(dataset, 1, 8), batch_reads(dataset, 64, 8)
     assert many == one, (
@@ -296,22 +296,33 @@ def test_get_batch_indexes_the_dataset_a_constant_number_of_times():
 
 
 #: Rows of the timed batch: enough that a loop over them costs far more than the round trip and the copy.
-SPEED_ROWS = 1 << 14
-#: A vectorised get_batch's extra cost per row is at least this many times below a Python loop's.
+#: The big batches the speed tests time: many one-token rows, and one long window.
+SPEED_ITEMS = 1 << 14
+#: A vectorised get_batch's extra cost per row (or per position) is at least this many times below a Python loop's.
 SPEED_MARGIN = 4
 
 
-def test_get_batch_costs_far_less_per_row_than_a_python_loop():
-    """Vectorised, timed: a batch of 16,384 one-token rows costs (over a batch of one) far less per row
-    than the test's own Python loop over the rows, timed in the same run (the best of 5 each, fresh seeds)."""
+@pytest.mark.parametrize(
+    ("rows", "context_length", "item", "advice"),
+    [
+        (SPEED_ITEMS, 1, "row", "index the dataset once for the whole batch, e.g. "
+                                "dataset[starts[:, None] + np.arange(context_length + 1)], not once per row"),
+        (1, SPEED_ITEMS, "position", "read each window as one slice or one fancy index, not token by token in a "
+                                     "loop over the positions"),
+    ],
+    ids=["per-row", "per-position"],
+)
+def test_get_batch_costs_far_less_per_row_and_per_position_than_a_python_loop(rows, context_length, item, advice):
+    """Vectorised, timed: a batch of 16,384 one-token rows, and one window of 16,384 tokens, each cost
+    (over a batch of one token) far less per row, per position, than the test's own Python loop over
+    the rows, the positions, timed in the same run (the best of 5 each, fresh seeds)."""
     seed = run_seed()
     dataset = np.random.default_rng(seed).permutation(100_000).astype(np.uint32)  # distinct tokens
-    costs = scenario.batch_seconds_per_row(dataset, SPEED_ROWS, 1, seed=seed % 2**31)
+    costs = scenario.batch_seconds(dataset, rows, context_length, seed=seed % 2**31)
     assert costs.windows, "the batch is not windows of the dataset (x[b] = dataset[s : s + T], y shifted by one)"
     assert costs.get_batch * SPEED_MARGIN <= costs.loop, (
-        f"get_batch took {costs.get_batch * 1e6:.2f} us per row for a batch of {costs.rows}, a Python loop over the "
-        f"rows {costs.loop * 1e6:.2f} us: index the dataset once for the whole batch, e.g. "
-        f"dataset[starts[:, None] + np.arange(context_length + 1)], not once per row ({replay_hint()})"
+        f"get_batch took {costs.get_batch * 1e6:.3f} us per {item} for a batch of {rows} x {context_length}, a "
+        f"Python loop over the {item}s {costs.loop * 1e6:.3f} us: {advice} ({replay_hint()})"
     )
 
 

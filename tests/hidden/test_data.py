@@ -128,7 +128,7 @@ def test_get_batch_x_and_y_share_no_memory_for_other_sizes(n, batch_size, contex
 def test_get_batch_reads_do_not_grow_with_context_length_either():
     """Vectorised along time too: the number of dataset reads is the same for T = 2 and T = 200."""
     skip_in_grading("counts reads with an ndarray subclass inside your process; graded by "
-                    "test_get_batch_costs_far_less_per_row_than_a_python_loop")
+                    "test_get_batch_costs_far_less_per_row_and_per_position_than_a_python_loop")
     dataset = np.arange(1000, dtype=np.int64)
     short, long = batch_reads(dataset, 4, 2), batch_reads(dataset, 4, 200)
     assert short == long, (

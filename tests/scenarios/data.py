@@ -7,7 +7,7 @@ are the ones your code draws from; two tensors your code returns that share memo
 sharing it; the memory your process uses is read from outside it (``/proc``, by process id).
 Only ``batch_reads`` looks inside your process (it hands get_batch an array that counts its reads):
 it runs in your own ``uv run pytest``, and grading skips the test that uses it (it grades the same
-behaviour by time: ``batch_seconds_per_row``).
+behaviour by time: ``batch_seconds``, per row of a tall batch and per position of a long window).
 """
 
 from __future__ import annotations
@@ -140,6 +140,12 @@ def loop_over_rows(dataset: np.ndarray, starts: np.ndarray, context_length: int)
     return np.stack([np.asarray(dataset[s : s + context_length + 1], dtype=np.int64) for s in starts])
 
 
+def loop_over_positions(dataset: np.ndarray, starts: np.ndarray, context_length: int) -> np.ndarray:
+    """The windows at ``starts``, read one token at a time in a Python loop over the positions: the
+    baseline a get_batch must beat along the window (the test's own code, timed in the same run)."""
+    return np.array([[int(dataset[s + t]) for t in range(context_length + 1)] for s in starts], dtype=np.int64)
+
+
 def best_seconds(fn: Callable[[], object], repeats: int) -> float:
     """The fastest of ``repeats`` timed calls of ``fn`` (a stall on a loaded machine decides nothing)."""
     best = float("inf")
@@ -151,36 +157,42 @@ def best_seconds(fn: Callable[[], object], repeats: int) -> float:
 
 
 @dataclass
-class RowCosts:
-    """Seconds per row: get_batch's extra time for a batch of ``rows`` over a batch of one (so the
-    round trip to your side of the line cancels out), and the loop baseline's."""
+class BatchCosts:
+    """Seconds per item (a row of a tall batch, or a position of a long window): get_batch's extra
+    time for the big batch over a batch of one row of one token (so the round trip to your side of
+    the line cancels out), and the Python loop baseline's."""
 
     get_batch: float
     loop: float
-    rows: int
-    windows: bool  # whether the (untimed) batch of ``rows`` held the dataset's windows
+    items: int
+    windows: bool  # whether the (untimed) big batch held the dataset's windows
 
 
-def batch_seconds_per_row(dataset: np.ndarray, rows: int, context_length: int, seed: int, repeats: int = 5) -> RowCosts:
-    """Time get_batch on a batch of ``rows`` and on a batch of one, in turns (each call its own
-    generator seed, from ``seed``), and the test's row-by-row loop on ``rows`` starts; the best of
-    ``repeats`` each."""
+def batch_seconds(dataset: np.ndarray, rows: int, context_length: int, seed: int, repeats: int = 5) -> BatchCosts:
+    """Time get_batch on a batch of ``rows`` windows of ``context_length`` tokens and on a batch of one
+    row of one token, in turns (each call its own generator seed, from ``seed``), and the test's own
+    loop on the same shape: over the rows (``loop_over_rows``) for a tall batch of one-token rows,
+    over the positions (``loop_over_positions``) for one long window; the best of ``repeats`` each."""
+    if (rows == 1) == (context_length == 1):
+        raise ValueError("time either many one-token rows or one long window")
     seeds = iter(range(seed, seed + 4 * repeats))
 
-    def batch(size: int) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    def batch(size: int, length: int) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
         return lambda: adapters.run_get_batch(
-            dataset, size, context_length, "cpu", torch.Generator().manual_seed(next(seeds))
+            dataset, size, length, "cpu", torch.Generator().manual_seed(next(seeds))
         )
 
-    x, y = batch(rows)()  # untimed warm-up: one-time costs are not speed
-    one = many = float("inf")
+    x, y = batch(rows, context_length)()  # untimed warm-up: one-time costs are not speed
+    one = big = float("inf")
     for _ in range(repeats):  # in turns: a stall of the machine hits both sizes alike
-        one = min(one, best_seconds(batch(1), 1))
-        many = min(many, best_seconds(batch(rows), 1))
+        one = min(one, best_seconds(batch(1, 1), 1))
+        big = min(big, best_seconds(batch(rows, context_length), 1))
     starts = np.random.default_rng(seed).integers(0, len(dataset) - context_length, rows)
-    loop = best_seconds(lambda: loop_over_rows(dataset, starts, context_length), repeats)
-    return RowCosts(get_batch=max(many - one, 0.0) / rows, loop=loop / rows, rows=rows,
-                    windows=window_mismatch(x, y, dataset) is None)
+    loop_fn = loop_over_rows if context_length == 1 else loop_over_positions
+    loop = best_seconds(lambda: loop_fn(dataset, starts, context_length), repeats)
+    items = max(rows, context_length)
+    return BatchCosts(get_batch=max(big - one, 0.0) / items, loop=loop / items, items=items,
+                      windows=window_mismatch(x, y, dataset) is None)
 
 
 # ------------------------------------------------------------------------------------------------
