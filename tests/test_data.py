@@ -118,7 +118,8 @@ def test_get_batch_puts_x_and_y_on_the_requested_device_also_meta(batch_size, co
     tensors of shape (B, T): every returned tensor goes to ``device``, not only x (and on "cpu" the
     same call gives the dataset's windows: the data a meta tensor cannot show). ``device`` may be a
     string or a ``torch.device`` (what ``model.weight.device`` gives)."""
-    dataset = np.arange(40, dtype=np.uint16)
+    # distinct tokens 7 apart, in no order: a token names its position, and no token is another's neighbour
+    dataset = (np.random.default_rng(0).permutation(40) * 7 + 3).astype(np.uint16)
     x, y = adapters.run_get_batch(dataset, batch_size, context_length, given_as("cpu"), torch.Generator().manual_seed(3))
     assert_rows_are_windows(x, y, dataset)
     x, y = adapters.run_get_batch(dataset, batch_size, context_length, given_as("meta"), torch.Generator().manual_seed(3))
