@@ -26,6 +26,7 @@ codec's lazy torch/numpy.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import weakref
 from dataclasses import dataclass
@@ -70,19 +71,45 @@ def decode_dense(node: Any, blobs: list, limit: int | None = None) -> Any:
     return t if node["device"] == "cpu" else t.to(node["device"])
 
 
+#: Bytes of the hash that tells one content of a bound tensor from another.
+DIGEST_BYTES = 16
+
+
+def _hash(data: Any) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest()
+
+
+def _bytes_in_place(t: Any) -> Any | None:
+    """A CPU tensor's bytes where they lie, as a buffer (no copy, no torch call per byte), or None where
+    they are not one plain run of memory (another device, strided, a conjugate or negative view, a
+    tensor subclass that may answer ``data_ptr`` as it likes).
+
+    Every message digests every bound tensor and its gradient on both sides (``Bindings.changes``);
+    reading them in place costs a tenth of the six tensor calls of a contiguous copy (0.7 µs against
+    7 µs for a 15-float parameter). The buffer is only hashed, at once, while ``t`` is alive.
+    """
+    kind = type(t)  # torch's own classes: their data_ptr and nbytes are torch's
+    if not ((kind is torch.Tensor or kind is torch.nn.Parameter) and t.is_cpu and t.is_contiguous()) or t.is_conj() or t.is_neg():
+        return None
+    size = t.nbytes
+    return (ctypes.c_char * size).from_address(t.data_ptr()) if size else b""
+
+
 def _digest(t: Any) -> tuple:
     """What tells one content of ``t`` from another: its dtype, shape and a hash of its bytes (read in place)."""
-    if t.device.type == "meta":
+    if t.is_meta:
         return t.dtype, tuple(t.shape)
-    flat = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu()
-    return t.dtype, tuple(t.shape), hashlib.blake2b(flat.numpy(), digest_size=16).digest()
+    data = _bytes_in_place(t)
+    if data is None:
+        data = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
+    return t.dtype, tuple(t.shape), _hash(data)
 
 
 def _received_digest(t: Any, node: dict, blobs: list) -> tuple:
     """``_digest`` of a tensor ``decode_dense`` just made from ``node``: its bytes are the blob's, hashed as they came."""
     if t.device.type == "meta":
         return t.dtype, tuple(t.shape)
-    return t.dtype, tuple(t.shape), hashlib.blake2b(blobs[node["blob"]], digest_size=16).digest()
+    return t.dtype, tuple(t.shape), _hash(blobs[node["blob"]])
 
 
 def bindable(value: Any) -> bool:

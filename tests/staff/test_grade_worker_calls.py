@@ -295,6 +295,37 @@ def test_randoms_fingerprint_is_its_twister_read_in_place_and_tells_every_change
         random.setstate(saved)
 
 
+def test_a_bound_tensors_digest_reads_its_bytes_in_place_and_tells_every_change():
+    """``bound._digest`` hashes a contiguous CPU tensor's bytes where they lie, giving the hash of a copy (so the
+    receiver's hash of the blob it took matches), tells a write through ``.data`` apart, and falls back to a copy
+    for a strided view, a conjugate view and a tensor subclass."""
+    import hashlib
+
+    import torch
+
+    from cs336_staff.worker import bound
+
+    def copied(t):
+        return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy(), digest_size=16).digest()
+
+    p = torch.nn.Parameter(torch.arange(15.0).reshape(5, 3))
+    assert bound._bytes_in_place(p) is not None
+    assert bound._digest(p) == (torch.float32, (5, 3), copied(p))
+    before = bound._digest(p)
+    p.data[2, 1] += 1.0  # no version bump: only the bytes tell
+    assert bound._digest(p) != before and bound._digest(p)[2] == copied(p)
+    assert bound._digest(torch.empty(0, 3))[2] == hashlib.blake2b(b"", digest_size=16).digest()
+
+    class Sub(torch.Tensor):
+        pass
+
+    strided, conj = p.detach().t(), torch.tensor([1 + 2j, 3 - 1j]).conj()
+    for t in (strided, conj, torch.arange(4.0).as_subclass(Sub)):
+        assert bound._bytes_in_place(t) is None
+    assert bound._digest(strided)[2] == copied(strided)
+    assert bound._digest(torch.empty(2, device="meta")) == (torch.float32, (2,))
+
+
 def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
     """A Remote whose worker is a ``Worker`` serving in a thread of this process over two pipes (no
     subprocess, no sandbox): a whole request with its callbacks, both sides' code as in grading."""
