@@ -128,8 +128,8 @@ def _parse(payload: bytes, tree_limit: int | None) -> tuple[dict, list[memoryvie
         parts.append(view[start : start + size])
         start += size
     try:
-        message = json.loads(parts[0].tobytes())
-    except Exception as e:  # not JSON, not UTF-8, nested too deep
+        message = json.loads(str(parts[0], "utf-8"))  # the writer's json.dumps is ASCII: no encoding to detect
+    except Exception as e:  # not UTF-8, not JSON, nested too deep
         return {}, [], f"malformed message: {type(e).__name__}: {str(e)[:200]}"
     if not isinstance(message, dict):
         return {}, [], "malformed message: not a JSON object"
