@@ -324,6 +324,8 @@ def test_a_bound_tensors_digest_reads_its_bytes_in_place_and_tells_every_change(
         assert bound._memory(t) is None
     assert bound._digest(strided)[2] == copied(strided)
     assert bound._digest(torch.empty(2, device="meta")) == (torch.float32, (2,))
+    for storage in (p.untyped_storage(), torch.empty(0).untyped_storage()):  # an argument storage's, read in place too
+        assert codec.digest(storage) == hashlib.blake2b(codec.storage_bytes(storage), digest_size=16).digest()
 
 
 def test_bound_changes_are_written_into_the_receivers_own_tensors_as_copy_would():
