@@ -759,7 +759,9 @@ class Remote:
         """What every message to the worker carries besides its call: bound-tensor changes, releases,
         grad mode, global RNG states."""
         message["bound"] = self.bindings.changes(encoder)
-        states = self.rng_sync.outgoing(encoder)
+        # a reset puts the worker's states back to its start ones, overwriting any the judge sent with it
+        # (and the judge forgets their agreement: its next call carries them all)
+        states = self.rng_sync.outgoing(encoder) if message.get("op") != "reset" else None
         if states is not None:
             message["rngs"] = states
         message["unbind"], self.bindings.released = self.bindings.released, []

@@ -3,5 +3,5 @@ the adapter rule (adapter_rule.py: what counts as an adapter and what it calls, 
 
 This package is copied into each sandbox as ``cs336_worker`` and must import nothing from
 ``cs336_staff`` (which the sandbox does not contain): only the standard library, numpy, torch,
-safetensors, and its own modules through relative imports.
+and its own modules through relative imports.
 """

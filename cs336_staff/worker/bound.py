@@ -26,12 +26,13 @@ codec's lazy torch/numpy.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from .codec import CodecError, Encoder, Tree, bytes_tensor, check_value_size, torch
+from .codec import CodecError, Encoder, Tree, check_value_size, torch
 
 #: One sync entry: [bound number, {"data": dense, "moved": bool, "grad": "none" | {"fresh": bool, "t": dense}}].
 Change = list
@@ -40,49 +41,98 @@ Change = list
 def encode_dense(t: Any, enc: Encoder) -> Tree:
     """A tensor's values as a fresh contiguous copy: dtype, shape, device and (but on meta) its bytes."""
     node = {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape), "device": str(t.device)}
-    if t.device.type != "meta":
-        flat = t.detach().contiguous().reshape(-1).view(torch.uint8)
-        node["blob"] = enc.blob(flat.cpu().numpy().tobytes())
+    if not t.is_meta:
+        memory = _memory(t)
+        if memory is None:
+            memory = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
+        node["blob"] = enc.blob(bytes(memory))  # a copy: the tensor may change before the message leaves
     return node
 
 
-def decode_dense(node: Any, blobs: list, limit: int | None = None) -> Any:
-    """The tensor ``encode_dense`` described (a new tensor; checked against its declared size and ``limit`` bytes)."""
+def _checked(node: Any, blobs: list, limit: int | None) -> tuple[Any, list[int], str, Any]:
+    """What a dense node claims, checked before anything is allocated: (dtype, shape, device, its bytes or None on meta).
+
+    CodecError for an unknown dtype, a bad shape, a size over ``limit`` bytes, a blob that is missing
+    or whose length is not the size the dtype and shape make.
+    """
     if not isinstance(node, dict):
         raise CodecError(f"not a dense tensor: {str(node)[:80]}")
     dtype = getattr(torch, str(node.get("dtype")), None)
     if not isinstance(dtype, torch.dtype):
         raise CodecError(f"unknown torch dtype {node.get('dtype')!r}")
     shape = [int(n) for n in node["shape"]]
-    check_value_size(shape, dtype.itemsize, limit)
-    if node["device"] == "meta":
-        return torch.empty(shape, dtype=dtype, device="meta")
+    size = check_value_size(shape, dtype.itemsize, limit)
+    device = str(node["device"])
+    if device == "meta":
+        return dtype, shape, device, None
     index = node.get("blob")
     if not isinstance(index, int) or not 0 <= index < len(blobs):
         raise CodecError(f"blob index {index!r} out of range")
-    data = bytes_tensor(blobs[index])
-    count = 1
-    for n in shape:
-        count *= n
-    if count * dtype.itemsize != data.numel():
-        raise CodecError(f"a {dtype} tensor of shape {shape} needs {count * dtype.itemsize} bytes, got {data.numel()}")
-    t = data.view(dtype).reshape(shape) if count else torch.empty(shape, dtype=dtype)
-    return t if node["device"] == "cpu" else t.to(node["device"])
+    data = blobs[index]
+    if len(data) != size:
+        raise CodecError(f"a {dtype} tensor of shape {shape} needs {size} bytes, got {len(data)}")
+    return dtype, shape, device, data
+
+
+def _fill(t: Any, data: Any) -> None:
+    """Write ``data`` into ``t``'s memory: ``t`` is one ``_memory`` gives a buffer of, and ``data`` exactly
+    ``t.nbytes`` bytes long (both checked by the caller)."""
+    if len(data):
+        memoryview((ctypes.c_char * len(data)).from_address(t.data_ptr())).cast("B")[:] = data
+
+
+def decode_dense(node: Any, blobs: list, limit: int | None = None) -> Any:
+    """The tensor ``encode_dense`` described (a new tensor of torch's own memory; checked against its declared
+    size and ``limit`` bytes before it is allocated)."""
+    dtype, shape, device, data = _checked(node, blobs, limit)
+    if data is None:
+        return torch.empty(shape, dtype=dtype, device="meta")
+    t = torch.empty(shape, dtype=dtype)  # a plain contiguous CPU tensor: ``_fill`` may write it
+    _fill(t, data)
+    return t if device == "cpu" else t.to(device)
+
+
+#: Bytes of the hash that tells one content of a bound tensor from another.
+DIGEST_BYTES = 16
+
+
+def _hash(data: Any) -> bytes:
+    return hashlib.blake2b(data, digest_size=DIGEST_BYTES).digest()
+
+
+def _memory(t: Any) -> Any | None:
+    """A CPU tensor's bytes where they lie, as a ctypes buffer (no copy, no torch call per byte), or None
+    where they are not one plain run of memory (another device, strided, a conjugate or negative view,
+    a tensor subclass that may answer ``data_ptr`` as it likes).
+
+    Every message digests every bound tensor and its gradient on both sides (``Bindings.changes``);
+    reading them in place costs a tenth of the six tensor calls of a contiguous copy (0.7 µs against
+    7 µs for a 15-float parameter), and writing a received change there a tenth of decoding it to a
+    new tensor and ``copy_``. The buffer is used at once, while ``t`` is alive, and never kept.
+    """
+    kind = type(t)  # torch's own classes: their data_ptr and nbytes are torch's
+    if not ((kind is torch.Tensor or kind is torch.nn.Parameter) and t.is_cpu and t.is_contiguous()) or t.is_conj() or t.is_neg():
+        return None
+    size = t.nbytes
+    return (ctypes.c_char * size).from_address(t.data_ptr()) if size else b""
 
 
 def _digest(t: Any) -> tuple:
     """What tells one content of ``t`` from another: its dtype, shape and a hash of its bytes (read in place)."""
-    if t.device.type == "meta":
+    if t.is_meta:
         return t.dtype, tuple(t.shape)
-    flat = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu()
-    return t.dtype, tuple(t.shape), hashlib.blake2b(flat.numpy(), digest_size=16).digest()
+    data = _memory(t)
+    if data is None:
+        data = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
+    return t.dtype, tuple(t.shape), _hash(data)
 
 
-def _received_digest(t: Any, node: dict, blobs: list) -> tuple:
-    """``_digest`` of a tensor ``decode_dense`` just made from ``node``: its bytes are the blob's, hashed as they came."""
-    if t.device.type == "meta":
-        return t.dtype, tuple(t.shape)
-    return t.dtype, tuple(t.shape), hashlib.blake2b(blobs[node["blob"]], digest_size=16).digest()
+def _received_digest(dtype: Any, shape: list[int], data: Any) -> tuple:
+    """``_digest`` of a tensor made from a received node (``_checked``): its bytes are the blob's, hashed as
+    they came (no bytes: a meta tensor)."""
+    if data is None:
+        return dtype, tuple(shape)
+    return dtype, tuple(shape), _hash(data)
 
 
 def bindable(value: Any) -> bool:
@@ -215,6 +265,33 @@ class Bindings:
             self._seen[number] = now
         return out
 
+    def _take(self, t: Any, node: Any, blobs: list, fresh: bool, grad: bool) -> tuple:
+        """Make ``t``'s data (``grad``: its ``.grad``) the dense ``node``; its digest as received.
+
+        Into the same memory where the other side wrote in place (``copy_``), else as a new tensor
+        (``fresh``: new memory on the other side too, or another shape or dtype). Where the node
+        matches a plain CPU tensor exactly, its bytes are written in place and the version counter
+        bumped, as ``copy_`` does, without a tensor decoded in between.
+        """
+        dtype, shape, device, data = _checked(node, blobs, self.limit)
+        target = t.grad if grad else t
+        if not fresh and target is not None and data is not None and device == "cpu" and dtype == target.dtype \
+                and shape == list(target.shape) and _memory(target) is not None:
+            _fill(target, data)
+            torch.autograd.graph.increment_version(target)
+        else:
+            new = decode_dense(node, blobs, self.limit)
+            same = target is not None and (new.shape, new.dtype) == (target.shape, target.dtype) and (
+                grad or new.device == target.device)
+            if fresh or not same:
+                if grad:
+                    t.grad = new
+                else:
+                    t.data = new
+            else:
+                target.copy_(new)
+        return _received_digest(dtype, shape, data)
+
     def apply(self, changes: Any, blobs: list) -> None:
         """Make this side's bound tensors what the other side says they became."""
         if not isinstance(changes, list):
@@ -229,23 +306,12 @@ class Bindings:
             try:
                 with torch.no_grad():
                     if "data" in change:
-                        new = decode_dense(change["data"], blobs, self.limit)
-                        same = (new.shape, new.dtype, new.device) == (t.shape, t.dtype, t.device)
-                        if change.get("moved") or not same:
-                            t.data = new.clone()  # new memory, as on the other side
-                        else:
-                            t.copy_(new)
-                        data_digest = _received_digest(new, change["data"], blobs)
+                        data_digest = self._take(t, change["data"], blobs, fresh=bool(change.get("moved")), grad=False)
                     grad = change.get("grad")
                     if grad == "none":
                         t.grad, grad_digest = None, None
                     elif isinstance(grad, dict):
-                        new = decode_dense(grad["t"], blobs, self.limit)
-                        if grad.get("fresh") or t.grad is None or (t.grad.shape, t.grad.dtype) != (new.shape, new.dtype):
-                            t.grad = new.clone()
-                        else:
-                            t.grad.copy_(new)
-                        grad_digest = _received_digest(new, grad["t"], blobs)
+                        grad_digest = self._take(t, grad["t"], blobs, fresh=bool(grad.get("fresh")), grad=True)
             except CodecError:
                 raise
             except Exception as e:  # a shape/dtype the tensor cannot take

@@ -1,18 +1,24 @@
-"""Framed messages over a pipe: an 8-byte length, then one safetensors file.
+"""Framed messages over a pipe: an 8-byte length, then the message's parts and their sizes.
 
-The file holds the message's JSON tree as the byte tensor ``__msg__`` and its byte blobs as
-``b0``, ``b1``, ...; the reader parses and bounds-checks it with the safetensors library, and
-nothing in it is ever executed (no pickle anywhere). Writing the format is a JSON header and the
-bytes end to end, done here so that neither side needs numpy just to talk. The reader refuses a
-frame longer than its ``limit`` before allocating it, so a flood from the worker cannot grow the
-judge; and it reads a frame as its bytes arrive, so a frame that claims more than it sends costs
-only what it sent (and the caller's deadline or timeout ends the wait).
+A frame's payload is the number of parts (4 bytes), each part's size (8 bytes each), then the parts
+end to end: the message's JSON tree first, then its byte blobs (``b0``, ``b1``, ... of the codec).
+Nothing in it is ever executed (no pickle anywhere): the reader checks that the sizes add up to the
+payload exactly before it slices anything, refuses a JSON part over ``tree_limit`` before parsing
+it, and hands the blobs on as read-only views of the payload (the codec copies what it keeps). The
+reader also refuses a frame longer than its ``limit`` before allocating it, so a flood from the
+worker cannot grow the judge; and it reads a frame as its bytes arrive, so a frame that claims more
+than it sends costs only what it sent (and the caller's deadline or timeout ends the wait).
+
+Every call is at least two frames, and most are small (a step of an optimizer, a tokenizer's
+``encode``): the layout is the cheapest one to write and check in Python, a ``struct`` header and
+one ``join`` (a safetensors container with a JSON header of its own cost three times more).
 
 >>> import os
 >>> r, w = os.pipe()
 >>> send(w, {"op": "ping"}, [b"raw"])
->>> receive(r, limit=1 << 20)
-({'op': 'ping'}, [bytearray(b'raw')])
+>>> message, blobs = receive(r, limit=1 << 20)
+>>> message, [bytes(b) for b in blobs]
+({'op': 'ping'}, [b'raw'])
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ import select
 import struct
 import time
 
-import safetensors
-
-HEADER = struct.Struct("<Q")
+HEADER = struct.Struct("<Q")  # the payload's length
+COUNT = struct.Struct("<I")  # the number of parts: the JSON tree, then the blobs
+SIZE = struct.Struct("<Q")  # one part's size
 
 
 class ChannelClosed(EOFError):
@@ -44,17 +50,11 @@ Blob = bytes | bytearray | memoryview
 
 
 def encode_frame(message: dict, blobs: list[Blob]) -> bytes:
-    """One frame: the 8-byte length, then a safetensors file of ``__msg__`` (JSON) and the blobs."""
-    parts = [json.dumps(message, allow_nan=True).encode(), *blobs]
-    header, offset = {}, 0
-    for i, part in enumerate(parts):
-        size = len(part) if not isinstance(part, memoryview) else part.nbytes
-        header["__msg__" if i == 0 else f"b{i - 1}"] = {"dtype": "U8", "shape": [size], "data_offsets": [offset, offset + size]}
-        offset += size
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)  # safetensors pads its header to a multiple of 8
-    payload = b"".join([struct.pack("<Q", len(text)), text, *(bytes(p) for p in parts)])
-    return HEADER.pack(len(payload)) + payload
+    """One frame: the 8-byte length, the part count and sizes, the JSON tree, the blobs."""
+    parts = [json.dumps(message, allow_nan=True, separators=(",", ":")).encode(), *blobs]
+    sizes = [part.nbytes if isinstance(part, memoryview) else len(part) for part in parts]
+    head = struct.pack(f"<QI{len(sizes)}Q", COUNT.size + SIZE.size * len(sizes) + sum(sizes), len(sizes), *sizes)
+    return b"".join([head, *parts])
 
 
 def send(fd: int, message: dict, blobs: list[Blob]) -> None:
@@ -92,7 +92,7 @@ def tree_size_problem(size: int, limit: int) -> str:
 
 
 def receive(fd: int, limit: int, deadline: float | None = None,
-            tree_limit: int | None = None) -> tuple[dict, list[bytearray]]:
+            tree_limit: int | None = None) -> tuple[dict, list[memoryview]]:
     """One message and its blobs; ChannelError if it is larger than ``limit`` bytes or malformed.
 
     ``deadline`` (a ``time.monotonic()`` value): ChannelTimeout if the message is not complete by then.
@@ -109,18 +109,28 @@ def receive(fd: int, limit: int, deadline: float | None = None,
     return message, blobs
 
 
-def _parse(payload: bytes, tree_limit: int | None) -> tuple[dict, list[bytearray], str | None]:
+def _parse(payload: bytes, tree_limit: int | None) -> tuple[dict, list[memoryview], str | None]:
     """The message and blobs of one frame's payload, or why it is refused."""
+    if len(payload) < COUNT.size:
+        return {}, [], f"malformed message: a payload of {len(payload)} bytes has no part count"
+    (count,) = COUNT.unpack_from(payload)
+    start = COUNT.size + SIZE.size * count
+    if count < 1 or start > len(payload):
+        return {}, [], f"malformed message: {count} parts do not fit a payload of {len(payload)} bytes"
+    sizes = struct.unpack_from(f"<{count}Q", payload, COUNT.size)
+    if start + sum(sizes) != len(payload):
+        return {}, [], f"malformed message: parts of {sum(sizes)} bytes in a payload of {len(payload) - start}"
+    if tree_limit is not None and sizes[0] > tree_limit:
+        return {}, [], tree_size_problem(sizes[0], tree_limit)
+    view = memoryview(payload)
+    parts = []
+    for size in sizes:
+        parts.append(view[start : start + size])
+        start += size
     try:
-        tensors = dict(safetensors.deserialize(payload))
-        del payload
-        size = len(tensors["__msg__"]["data"]) if "__msg__" in tensors else 0
-        if tree_limit is not None and size > tree_limit:
-            return {}, [], tree_size_problem(size, tree_limit)
-        message = json.loads(bytes(tensors.pop("__msg__")["data"]))
-        blobs = [tensors.pop(f"b{i}")["data"] for i in range(len(tensors))]
-    except Exception as e:  # any malformed container, JSON or blob numbering
+        message = json.loads(str(parts[0], "utf-8"))  # the writer's json.dumps is ASCII: no encoding to detect
+    except Exception as e:  # not UTF-8, not JSON, nested too deep
         return {}, [], f"malformed message: {type(e).__name__}: {str(e)[:200]}"
     if not isinstance(message, dict):
         return {}, [], "malformed message: not a JSON object"
-    return message, blobs, None
+    return message, parts[1:], None

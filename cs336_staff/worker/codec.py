@@ -47,6 +47,7 @@ from __future__ import annotations
 import base64
 import collections
 import collections.abc
+import ctypes
 import dataclasses
 import hashlib
 import inspect
@@ -137,6 +138,11 @@ def storage_bytes(storage: torch.UntypedStorage) -> bytes:
 
 
 def digest(storage: torch.UntypedStorage) -> bytes:
+    """A hash of a storage's bytes (the worker's check of which argument storages a call wrote into):
+    a CPU storage's read where they lie, without the copy ``storage_bytes`` makes."""
+    size = storage.nbytes()
+    if storage.device.type == "cpu" and size and type(storage) is torch.UntypedStorage:
+        return hashlib.blake2b((ctypes.c_char * size).from_address(storage.data_ptr()), digest_size=16).digest()
     return hashlib.blake2b(storage_bytes(storage), digest_size=16).digest()
 
 
@@ -209,12 +215,21 @@ class Encoder:
         if depth > MAX_DEPTH:
             raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
         d = depth + 1
-        if value is None or isinstance(value, (bool, str)):
+        kind = type(value)
+        if value is None or kind is bool or kind is str or kind is int:
             return value
-        if isinstance(value, int) and type(value) in (int,):
-            return value
-        if isinstance(value, float) and type(value) is float:
+        if kind is float:
             return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
+        # the builtin containers themselves, before the checks for tensors and arrays they cannot pass
+        # (every message has its args and kwargs, and torch's isinstance checks cost microseconds each)
+        if kind is list:
+            return [self.encode(v, d) for v in value]
+        if kind is dict:
+            return {"$": "dict", "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()]}
+        if kind is tuple:
+            return {"$": "tuple", "v": [self.encode(v, d) for v in value]}
+        if isinstance(value, str):  # a str subclass: itself, as before
+            return value
         t = sys.modules.get("torch")  # no torch imported: no value can be a tensor
         if t is not None:
             if isinstance(value, t.Tensor):

@@ -8,6 +8,7 @@ The same attacks against the real sandbox are in ``test_grade_hostile.py``.
 from __future__ import annotations
 
 import os
+import struct
 import time
 
 import pytest
@@ -171,6 +172,40 @@ def test_a_frame_that_claims_more_than_it_sends_costs_what_it_sent():
     os.close(r)
     os.close(w)
     assert peak < 4 * channel.CHUNK, f"reading 64 bytes of a lying frame peaked at {peak} bytes"
+
+
+def _frame(payload: bytes) -> tuple[dict, list]:
+    """``payload`` sent as one frame (its length prefixed), received with a 1 MiB limit and a 64-byte tree limit."""
+    r, w = os.pipe()
+    try:
+        os.write(w, channel.HEADER.pack(len(payload)) + payload)
+        return channel.receive(r, limit=1 << 20, deadline=time.monotonic() + 5, tree_limit=64)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_frame_whose_parts_do_not_add_up_is_refused_before_anything_is_sliced_or_parsed():
+    """Each lie about a frame's parts is a ChannelError (the reply is unusable, the call fails), never an
+    allocation by a claimed size: a part count past the payload, sizes summing to more or less than it, a
+    JSON part over the tree limit, JSON that is not an object; a well-formed frame round-trips."""
+    tree = b'{"ok":1}'
+    sizes = struct.pack("<IQQ", 2, len(tree), 3)
+    assert _frame(sizes + tree + b"abc")[0] == {"ok": 1}
+    assert [bytes(b) for b in _frame(sizes + tree + b"abc")[1]] == [b"abc"]
+    lies = {
+        "no part count": b"\x01",
+        "do not fit": struct.pack("<I", 0xFFFFFFFF) + b"\0" * 64,  # four billion sizes: not read, not allocated
+        "parts of": struct.pack("<IQQ", 2, len(tree), 1 << 40) + tree + b"abc",
+        "parts of 10 bytes in a payload of 12": struct.pack("<IQQ", 2, len(tree), 2) + tree + b"abcd",
+        "0 parts": struct.pack("<I", 0),
+        "over the limit of 64 bytes": struct.pack("<IQ", 1, 100) + b"[" * 100,
+        "not a JSON object": struct.pack("<IQ", 1, 2) + b"[]",
+        "JSONDecodeError": struct.pack("<IQ", 1, 3) + b"{x}",
+    }
+    for problem, payload in lies.items():
+        with pytest.raises(channel.ChannelError, match=problem):
+            _frame(payload)
 
 
 def test_a_stride_zero_tensor_claiming_a_huge_shape_is_refused_before_it_is_built():

@@ -295,6 +295,78 @@ def test_randoms_fingerprint_is_its_twister_read_in_place_and_tells_every_change
         random.setstate(saved)
 
 
+def test_a_bound_tensors_digest_reads_its_bytes_in_place_and_tells_every_change():
+    """``bound._digest`` hashes a contiguous CPU tensor's bytes where they lie, giving the hash of a copy (so the
+    receiver's hash of the blob it took matches), tells a write through ``.data`` apart, and falls back to a copy
+    for a strided view, a conjugate view and a tensor subclass."""
+    import hashlib
+
+    import torch
+
+    from cs336_staff.worker import bound
+
+    def copied(t):
+        return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy(), digest_size=16).digest()
+
+    p = torch.nn.Parameter(torch.arange(15.0).reshape(5, 3))
+    assert bound._memory(p) is not None
+    assert bound._digest(p) == (torch.float32, (5, 3), copied(p))
+    before = bound._digest(p)
+    p.data[2, 1] += 1.0  # no version bump: only the bytes tell
+    assert bound._digest(p) != before and bound._digest(p)[2] == copied(p)
+    assert bound._digest(torch.empty(0, 3))[2] == hashlib.blake2b(b"", digest_size=16).digest()
+
+    class Sub(torch.Tensor):
+        pass
+
+    strided, conj = p.detach().t(), torch.tensor([1 + 2j, 3 - 1j]).conj()
+    for t in (strided, conj, torch.arange(4.0).as_subclass(Sub)):
+        assert bound._memory(t) is None
+    assert bound._digest(strided)[2] == copied(strided)
+    assert bound._digest(torch.empty(2, device="meta")) == (torch.float32, (2,))
+    for storage in (p.untyped_storage(), torch.empty(0).untyped_storage()):  # an argument storage's, read in place too
+        assert codec.digest(storage) == hashlib.blake2b(codec.storage_bytes(storage), digest_size=16).digest()
+
+
+def test_bound_changes_are_written_into_the_receivers_own_tensors_as_copy_would():
+    """A change the worker made in place is written into the judge's tensor in place (same memory, same ``.grad``
+    object, its version counter bumped as ``copy_`` bumps it); new memory or a new ``.grad`` on the worker's side is
+    new memory on the judge's; a change whose bytes do not make its shape is refused and leaves the tensor as it was."""
+    import torch
+
+    from cs336_staff.worker import bound
+
+    judge, worker = bound.Bindings(weak=True, limit=1 << 20), bound.Bindings(weak=False)
+    p = torch.nn.Parameter(torch.arange(6.0).reshape(2, 3))
+    enc = codec.Encoder()
+    twin = worker.decode(judge.encode(p, enc), enc.blobs)
+
+    def sync() -> None:
+        enc = codec.Encoder()
+        judge.apply(worker.changes(enc), [memoryview(b) for b in enc.blobs])
+
+    where, version = p.data_ptr(), p._version
+    with torch.no_grad():
+        twin.mul_(2.0)
+    twin.grad = torch.ones(2, 3)
+    sync()
+    assert torch.equal(p.detach(), torch.arange(6.0).reshape(2, 3) * 2) and p.data_ptr() == where
+    assert p._version > version and torch.equal(p.grad, torch.ones(2, 3))
+    grad = p.grad
+    twin.grad.add_(1.0)
+    sync()
+    assert p.grad is grad and torch.equal(grad, torch.full((2, 3), 2.0))
+    twin.data = torch.zeros(3, 2, dtype=torch.float64)
+    sync()
+    assert p.dtype == torch.float64 and p.shape == (3, 2) and p.data_ptr() != where
+    before = p.detach().clone()
+    enc = codec.Encoder()
+    node = bound.encode_dense(torch.ones(3, 2, dtype=torch.float64), enc)
+    with pytest.raises(codec.CodecError, match="needs 48 bytes, got 47"):
+        judge.apply([[1, {"data": node}]], [enc.blobs[0][:-1]])
+    assert torch.equal(p.detach(), before)
+
+
 def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
     """A Remote whose worker is a ``Worker`` serving in a thread of this process over two pipes (no
     subprocess, no sandbox): a whole request with its callbacks, both sides' code as in grading."""
