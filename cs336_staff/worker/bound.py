@@ -84,7 +84,11 @@ def _fill(t: Any, data: Any) -> None:
 def decode_dense(node: Any, blobs: list, limit: int | None = None) -> Any:
     """The tensor ``encode_dense`` described (a new tensor of torch's own memory; checked against its declared
     size and ``limit`` bytes before it is allocated)."""
-    dtype, shape, device, data = _checked(node, blobs, limit)
+    return _built(*_checked(node, blobs, limit))
+
+
+def _built(dtype: Any, shape: list[int], device: str, data: Any) -> Any:
+    """A new tensor of what ``_checked`` found (its bytes already checked to make ``shape``)."""
     if data is None:
         return torch.empty(shape, dtype=dtype, device="meta")
     t = torch.empty(shape, dtype=dtype)  # a plain contiguous CPU tensor: ``_fill`` may write it
@@ -280,7 +284,7 @@ class Bindings:
             _fill(target, data)
             torch.autograd.graph.increment_version(target)
         else:
-            new = decode_dense(node, blobs, self.limit)
+            new = _built(dtype, shape, device, data)  # checked above
             same = target is not None and (new.shape, new.dtype) == (target.shape, target.dtype) and (
                 grad or new.device == target.device)
             if fresh or not same:

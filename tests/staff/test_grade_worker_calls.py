@@ -122,12 +122,13 @@ def test_the_output_a_call_printed_is_taken_whole_once_the_workers_mark_arrives(
     assert "characters cut" in tap.take(), "a report's copy is still cut to OUTPUT_PER_TEST"
 
 
-def _sleeping_worker() -> tuple[Remote, WorkerProcess]:
-    """A Remote whose current worker is a sleeping process in a session of its own (no pipes used)."""
+def _sleeping_worker(requests: int = -1, replies: int = -1) -> tuple[Remote, WorkerProcess]:
+    """A Remote whose current worker is a sleeping process in a session of its own, talked to over the
+    pipe ends ``requests`` and ``replies`` (none by default)."""
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
     read_end, write_end = os.pipe()
     os.close(write_end)
-    worker = WorkerProcess(proc, requests=-1, replies=-1, output=OutputTap(os.fdopen(read_end, "rb")))
+    worker = WorkerProcess(proc, requests=requests, replies=replies, output=OutputTap(os.fdopen(read_end, "rb")))
     remote = Remote(lambda: worker)
     remote.worker = worker
     return remote, worker
@@ -374,12 +375,7 @@ def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
     worker = Worker(requests[0], replies[1])
     thread = threading.Thread(target=lambda: [None for _ in iter(worker.serve_one, False)], daemon=True)
     thread.start()
-    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    out_read, out_write = os.pipe()
-    os.close(out_write)
-    process = WorkerProcess(proc, requests=requests[1], replies=replies[0], output=OutputTap(os.fdopen(out_read, "rb")))
-    remote = Remote(lambda: process)
-    remote.worker = process
+    remote, process = _sleeping_worker(requests=requests[1], replies=replies[0])
     return remote, thread, process
 
 
