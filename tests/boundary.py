@@ -51,6 +51,8 @@ T = TypeVar("T")
 class Remote(Protocol):
     def call(self, target: str, args: tuple, kwargs: dict) -> Any: ...
 
+    def drive(self, target: str, args: tuple, kwargs: dict) -> Any: ...
+
     def call_killed(self, target: str, args: tuple, kwargs: dict, *, once: Callable[[], bool],
                     after: float) -> tuple[Any, bool, str]: ...
 
@@ -62,8 +64,11 @@ class Remote(Protocol):
 #: Set by the grader's judge (never in a student's run): where student-side calls go.
 remote: Remote | None = None
 
-#: ``module:qualname`` -> the undecorated scenario, for the worker to run.
+#: ``module:qualname`` -> what the worker runs for a driver (``run_driver`` of it) or a ``@student_side`` function.
 SCENARIOS: dict[str, Callable[..., Any]] = {}
+
+#: The ``module:qualname`` of every ``@driver``.
+DRIVERS: set[str] = set()
 
 #: ``module:qualname`` -> dataclasses that cross the line as themselves.
 DATA_TYPES: dict[str, type] = {}
@@ -82,7 +87,7 @@ def student_side(fn: F) -> F:
     runs in the judge). Whatever it returns is the submission's word, so it observes nothing.
 
     Its arguments must be plain data (see the module docstring); what it returns crosses as any call's
-    result does: plain data, or an object the test gets a proxy of.
+    result does: plain data, or an object the test gets a proxy of. (Being replaced by ``driver``.)
     """
     name = f"{fn.__module__}:{fn.__qualname__}"
     SCENARIOS[name] = fn
@@ -95,6 +100,117 @@ def student_side(fn: F) -> F:
         return remote.call(name, args, kwargs)
 
     return call  # type: ignore[return-value]
+
+
+#: The global RNGs' seed at the start of every test and of every driver (tests/conftest.py, the worker).
+RNG_SEED = 0
+
+
+def seed_global_rngs(seed: int = RNG_SEED) -> None:
+    """Seed ``random``, numpy's and torch's global RNGs (every CUDA device's too, where there is one)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    if torch.cuda.is_available():
+        torch.manual_seed(seed)
+    else:  # only the CPU's: torch.manual_seed would also queue lazy seeding of devices this machine lacks
+        torch.default_generator.manual_seed(seed)
+
+
+def run_driver(fn: Callable[..., T], args: tuple | list, kwargs: dict) -> T:
+    """Run the driver ``fn`` as every driver runs, in a student's process and in the grading worker alike:
+    from global RNGs seeded with ``RNG_SEED`` (put back afterwards, so the caller's draws are its own), and
+    refusing a result that is not plain data (``check_plain``)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    py, npy = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=devices):
+            seed_global_rngs()
+            value = fn(*args, **kwargs)
+    finally:
+        random.setstate(py)
+        np.random.set_state(npy)
+    check_plain(value, f"{fn.__module__}.{fn.__qualname__}")
+    return value
+
+
+def driver(fn: F) -> F:
+    """Mark a *driver*: a function in ``tests/scenarios/<part>.py`` that builds your objects through
+    ``adapters``, runs them, and returns plain data (numbers, strings, containers, tensors, arrays,
+    ``@plain_data`` dataclasses) for the test to check.
+
+    In your own run it is a plain call; in grading it runs in the sandboxed worker beside your code, as
+    one round trip, and the test's asserts run on what it returned. Either way it starts from the global
+    RNGs seeded with ``RNG_SEED`` and leaves the caller's as they were (``run_driver``).
+    """
+    name = f"{fn.__module__}:{fn.__qualname__}"
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return run_driver(fn, args, kwargs)
+
+    SCENARIOS[name] = run
+    DRIVERS.add(name)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # a failure shows the test's line and your code's error
+        if remote is None:
+            return run_driver(fn, args, kwargs)
+        return remote.drive(name, args, kwargs)
+
+    return call  # type: ignore[return-value]
+
+
+#: The scalar types that cross the line as themselves.
+_SCALARS = (type(None), bool, int, float, complex, str, bytes, slice, Path)
+
+
+def check_plain(value: Any, what: str, _path: str = "", _depth: int = 0) -> None:
+    """Raise TypeError, naming where, unless ``value`` is plain data: None, numbers, strings, bytes, paths,
+    lists, tuples, sets, dicts of them, tensors without an autograd history (``.detach()`` them), numpy
+    arrays and scalars, torch dtypes, devices and generators, and ``@plain_data`` dataclasses."""
+    if _depth > 64:
+        raise TypeError(f"{what} returned data nested over 64 levels deep{_path and ' at ' + _path}")
+    if isinstance(value, _SCALARS):
+        return
+    if isinstance(value, (list, tuple, set, frozenset)):
+        for i, item in enumerate(value):
+            check_plain(item, what, f"{_path}[{i}]", _depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_plain(key, what, f"{_path} key {key!r}", _depth + 1)
+            check_plain(item, what, f"{_path}[{key!r}]", _depth + 1)
+        return
+    import numpy as np
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.grad_fn is not None:
+            raise TypeError(f"{what} returned a tensor with an autograd history{_path and ' at ' + _path}: "
+                            "a driver returns data, so .detach() it")
+        return
+    if isinstance(value, (np.ndarray, np.generic, torch.dtype, torch.device, torch.Generator)):
+        return
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if type(value) not in DATA_TYPES.values():
+            raise TypeError(f"{what} returned a {type(value).__qualname__}{_path and ' at ' + _path}, a dataclass "
+                            "not marked @plain_data (tests/boundary.py): mark it so that it crosses as itself")
+        for f in dataclasses.fields(value):
+            check_plain(getattr(value, f.name), what, f"{_path}.{f.name}", _depth + 1)
+        return
+    raise TypeError(f"{what} returned a {type(value).__qualname__}{_path and ' at ' + _path}, which is not plain "
+                    "data: a driver returns what the test checks (numbers, tensors, containers, @plain_data "
+                    "dataclasses), never your objects")
 
 
 def plain_data(cls: type[T]) -> type[T]:

@@ -58,6 +58,21 @@ from cs336_staff.worker.adapter_rule import read_adapters
 
 #: The title of the report sections that carry what the worker printed during a test.
 WORKER_OUTPUT = "worker output"
+#: The title of the report section with the traceback, in the submission's code, of an error that failed a test.
+WORKER_TRACEBACK = "traceback in your code (sandboxed worker)"
+
+
+def _submission_traceback(error: BaseException) -> str:
+    """The worker's traceback of the first error rebuilt from it along ``error``'s cause and context chain."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        found = remote_mod.worker_traceback(current)
+        if found:
+            return found
+        current = current.__cause__ or current.__context__
+    return ""
 
 
 def adapter_names(adapters_file: Path) -> list[str]:
@@ -98,6 +113,11 @@ class Tracer:
         self.targets.add(f"{target}#{args[0]}" if args and isinstance(args[0], str) and ":" in target
                          and not target.startswith("adapters:") else target)
         return self.remote.call(target, args, kwargs)
+
+    def drive(self, target: str, args: tuple, kwargs: dict) -> Any:
+        __tracebackhide__ = True
+        self.targets.add(target)
+        return self.remote.drive(target, args, kwargs)
 
     def call_killed(self, target: str, args: tuple, kwargs: dict, **when: Any) -> Any:
         __tracebackhide__ = True
@@ -149,7 +169,7 @@ class Judge:
     def __init__(self, config: pytest.Config, spec: JudgeSpec) -> None:
         self.config, self.spec = config, spec
         # each test's outcome as it ends, with what the worker printed and what the test reached
-        self.recorder = Recorder(spec.results, sections=(WORKER_OUTPUT,), extra=lambda nodeid: {"reached": self.tracer.take()})
+        self.recorder = Recorder(spec.results, sections=(WORKER_OUTPUT, WORKER_TRACEBACK), extra=lambda nodeid: {"reached": self.tracer.take()})
         self.only = set(spec.only) if spec.only is not None else None
         limits = spec.limits
         judge_dir, worker_dir, _ = scratch_folders(spec.scratch)
@@ -244,6 +264,9 @@ class Judge:
                 report.user_properties.append(("judge_outcome", "crashed"))
             elif call.excinfo.type is pytest.fail.Exception and str(call.excinfo.value).startswith("Timeout"):
                 report.user_properties.append(("judge_outcome", "timeout"))
+            traceback = _submission_traceback(call.excinfo.value)
+            if traceback:  # the submission's frames, shown with the failure (never inside the exception)
+                report.sections.append((f"{WORKER_TRACEBACK} ({call.when})", traceback))
         printed = self.remote.take_output()
         if printed:
             report.sections.append((f"{WORKER_OUTPUT} ({call.when})", printed))

@@ -5,8 +5,9 @@ sandbox of ``sandbox.py``) and implements ``tests.boundary.Remote``. It never im
 code and never unpickles: replies are decoded by ``cs336_staff/worker/codec.py`` into tensors, arrays, numbers,
 containers, ``Record``s and ``RemoteObject`` proxies. What can go wrong, and what the test sees:
 
-    the submission raised ValueError("d_in ...")     ValueError with that message (a subclass that
-                                                     also carries the worker's traceback as a note)
+    the submission raised ValueError("d_in ...")     ValueError with that message (a subclass with the
+                                                     submission's class name; the worker's traceback
+                                                     goes to the test's output, not into the exception)
     it raised SystemExit                             SystemExit (pytest records a failed test)
     it raised KeyboardInterrupt, GeneratorExit       WorkerError (a RuntimeError): never ends the judge
     the worker died (segfault, os._exit, OOM kill)   WorkerCrashed, naming the exit status; the next
@@ -111,16 +112,41 @@ def bounded_error(error: Any, chars: int = MESSAGE_CHARS) -> dict:
             "traceback": _clip_text(str(error.get("traceback", "")), chars)}
 
 
+#: Top-level modules whose exception classes the judge may take as a rebuilt exception's base: the
+#: standard library's (``sys.stdlib_module_names``) and these, each imported here only if the judge
+#: already has it (``pickle.UnpicklingError``, ``json.JSONDecodeError``, ``torch.OutOfMemoryError``).
+TRUSTED_PACKAGES = frozenset({"builtins", "torch", "numpy", "regex", "einops", "safetensors"})
+
+
+def _trusted_class(qualified: str) -> type[BaseException] | None:
+    """The exception class ``module.qualname`` names, if the judge already has that module and trusts its
+    package (never importing anything: the name is the worker's word); else None."""
+    module, _, qualname = qualified.rpartition(".")
+    top = module.partition(".")[0]
+    if top not in TRUSTED_PACKAGES and top not in sys.stdlib_module_names:
+        return None
+    if module == "builtins":
+        found: Any = builtins
+    else:
+        found = sys.modules.get(module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None) if found is not None else None
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
 def rebuild_exception(error: dict, chars: int = MESSAGE_CHARS) -> BaseException:
-    """A local exception standing for one the submission raised: same builtin base, name, args and str()."""
+    """A local exception standing for one the submission raised: its class name, its nearest base class
+    the judge trusts (``pickle.UnpicklingError``, ``ValueError``; ``Exception`` for a class of the
+    submission's own), its args and its ``str()``. Type and message only: the worker's traceback is
+    kept apart (``worker_traceback``), for the test's output, so ``pytest.raises(match=)`` reads what a
+    student's own run would show and nothing more."""
     error = bounded_error(error, chars)
     types = [str(t) for t in error.get("types", [])]
     message = str(error.get("message", ""))
     base: type[BaseException] = WorkerError
     for qualified in types:
-        module, _, name = qualified.rpartition(".")
-        candidate = getattr(builtins, name, None) if module == "builtins" else None
-        if isinstance(candidate, type) and issubclass(candidate, BaseException):
+        candidate = _trusted_class(qualified)
+        if candidate is not None:
             base = candidate
             break
     if not issubclass(base, Exception) and base is not SystemExit:  # KeyboardInterrupt would end the judge
@@ -128,22 +154,28 @@ def rebuild_exception(error: dict, chars: int = MESSAGE_CHARS) -> BaseException:
     name = types[0].rpartition(".")[2] if types else base.__name__
     key = (name, base)
     if key not in _REBUILT:
-        _REBUILT[key] = type(name, (base, FromWorker), {"__module__": "worker", "__str__": _worker_str})
+        # FromWorker first: with (base, FromWorker) a base of Exception itself has no consistent MRO
+        _REBUILT[key] = type(name, (FromWorker, base), {"__module__": "worker", "__str__": _worker_str,
+                                                        "__init__": _plain_init})
     cls = _REBUILT[key]
     args = error.get("args")
-    exc: BaseException
-    try:
-        exc = cls(*args) if isinstance(args, list) and base is not WorkerError else cls(message)
-    except Exception:
-        exc = cls(message)
+    exc = cls(*args) if isinstance(args, list) and base is not WorkerError else cls(message)
     if str(exc) != message and "characters cut ...]" not in message and "[... cut ...]" not in message:
         # args do not always make the message: an OSError keeps its filename outside them
         # ("[Errno 2] No such file or directory: 'ckpt.pt'"), a class may define __str__
         exc.worker_str = message
-    tb = str(error.get("traceback", "")).strip()
-    if tb:
-        exc.add_note(f"Traceback in the submission's code (sandboxed worker):\n{tb}")
+    exc.worker_traceback = str(error.get("traceback", "")).strip()  # type: ignore[attr-defined]
     return exc
+
+
+def _plain_init(self: BaseException, *args: Any) -> None:
+    """Any args, whatever the base's own ``__init__`` demands (``UnicodeDecodeError`` wants five)."""
+    BaseException.__init__(self, *args)
+
+
+def worker_traceback(exc: BaseException) -> str:
+    """The submission's traceback an exception rebuilt from the worker carries ("" for any other)."""
+    return str(getattr(exc, "worker_traceback", "") or "") if isinstance(exc, FromWorker) else ""
 
 
 class OutputTap:
@@ -259,6 +291,11 @@ def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
             name = f"signal {signum}"
         return f"it was killed by {name}" + (" (a segmentation fault)" if name == "SIGSEGV" else "")
     return f"it exited with status {code}"
+
+
+def _refuse_handle(node: dict) -> Any:
+    """A driver's answer holds an object, not data: the worker's failure (``Remote.drive``)."""
+    raise codec.CodecError(f"a driver's answer held an object ({str(node.get('type', '?'))[:NAME_CHARS]}), not plain data")
 
 
 class RemoteObject:
@@ -664,6 +701,13 @@ class Remote:
         self.last_handle = None
         return self._request({"op": "call", "target": target}, args, kwargs)
 
+    def drive(self, target: str, args: tuple | list, kwargs: dict) -> Any:
+        """Run the driver ``target`` (``tests.boundary.driver``) in the worker: one round trip whose answer
+        must be plain data (an object handle in it is the worker's failure, not a proxy)."""
+        __tracebackhide__ = True
+        self.last_handle = None
+        return self._request({"op": "call", "target": target}, args, kwargs, plain=True)
+
     def reset(self) -> None:
         """Between tests: forget the functions and iterators the last test passed (they may be called
         back until then), and put the worker's global RNGs back to their start state (the next call
@@ -730,8 +774,9 @@ class Remote:
         return codec.Encoder(ref_of=self._ref_of, bind=self.bindings.encode, callback=self._callback,
                              judge_object=self._judge_object)
 
-    def _decoder(self, reply: dict, blobs: list, known: list | None = None) -> codec.Decoder:
-        return codec.Decoder(reply.get("storages", []), blobs, known=known, handle=self._proxy,
+    def _decoder(self, reply: dict, blobs: list, known: list | None = None, plain: bool = False) -> codec.Decoder:
+        return codec.Decoder(reply.get("storages", []), blobs, known=known,
+                             handle=_refuse_handle if plain else self._proxy,
                              allow_memmap=False, max_value_bytes=self.value_limit,
                              bound=self.bindings.decode, graph=self._through_worker)
 
@@ -775,18 +820,18 @@ class Remote:
         self.bindings.apply(reply.get("bound", []), blobs)
         self.rng_sync.incoming(reply.get("rngs"), blobs)
 
-    def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
+    def _request(self, head: dict, args: tuple | list, kwargs: dict, plain: bool = False) -> Any:
         """One call, with the scratch folders mirrored around it (``mirror.py``) where the judge has a mirror."""
         __tracebackhide__ = True
         scopes = self.mirror.scopes([args, kwargs]) if self.mirror is not None else []
         if not scopes:  # a call that names no file in the judge's folder
-            return self._exchange(head, args, kwargs)
+            return self._exchange(head, args, kwargs, plain)
         try:
             self.mirror.push(scopes)
         except MirrorRefused as e:
             raise WorkerOutputRefused(f"before {head.get('target') or head['op']}: {e}") from None
         try:
-            value = self._exchange(head, args, kwargs)
+            value = self._exchange(head, args, kwargs, plain)
         except FromWorker:  # the submission's own error: what it left behind is copied back all the same
             self._pull(head, scopes)
             raise
@@ -804,7 +849,7 @@ class Remote:
         except MirrorRefused as e:
             raise WorkerOutputRefused(f"after {head.get('target') or head['op']}: {e}") from None
 
-    def _exchange(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
+    def _exchange(self, head: dict, args: tuple | list, kwargs: dict, plain: bool = False) -> Any:
         __tracebackhide__ = True
         worker = self.worker or self.start()
         if worker is not self._rng_worker:  # a fresh worker holds its start states, not the agreed ones
@@ -848,7 +893,7 @@ class Remote:
         try:
             self._incoming(reply, blobs)
             if "error" not in reply:
-                decoder = self._decoder(reply, blobs, known=encoder.storage_objects)
+                decoder = self._decoder(reply, blobs, known=encoder.storage_objects, plain=plain)
                 value = decoder.decode(reply.get("ok"))
                 for index, data in reply.get("mutated", []):
                     target = encoder.storage_objects[index]

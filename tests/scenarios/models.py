@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 import adapters
+from tests.boundary import driver
 
 #: Your modules, by the names the tests use.
 MODULES = {"linear": adapters.get_linear_cls, "cruncher": adapters.get_cruncher_cls}
@@ -75,6 +76,7 @@ def draw_from_every_generator() -> tuple[float, float, float]:
     return random.random(), float(np.random.rand()), torch.rand(()).item()
 
 
+@driver
 def seeded_draws(seed: int, rounds: int) -> list[tuple[float, float, float]]:
     """Call your ``set_seed(seed)``, then draw from ``random``, numpy and torch ``rounds`` times."""
     adapters.run_set_seed(seed)

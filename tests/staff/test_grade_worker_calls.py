@@ -7,6 +7,8 @@ the judge's ``rebuild_exception`` with the error the worker would describe.
 from __future__ import annotations
 
 import os
+import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from cs336_staff.grade.remote import (
     WorkerCrashed,
     WorkerProcess,
     rebuild_exception,
+    worker_traceback,
 )
 from cs336_staff.worker import channel, codec
 from cs336_staff.worker.main import Worker
@@ -103,6 +106,42 @@ def test_a_rebuilt_error_whose_args_make_its_message_is_unchanged():
     """When the args alone say it (the usual case), the rebuilt error is just the class and args."""
     rebuilt = rebuild_exception(describe(ValueError("d_in must be positive, got 0")))
     assert str(rebuilt) == "d_in must be positive, got 0" and "worker_str" not in rebuilt.__dict__
+
+
+class OwnError(Exception):
+    """A submission's own exception class: its nearest builtin base is Exception itself."""
+
+
+@pytest.mark.parametrize("error", [OwnError("bad checkpoint"), pickle.UnpicklingError("not a checkpoint"),
+                                   UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")],
+                         ids=["own-class", "unpickling", "five-arg-init"])
+def test_any_exception_class_is_rebuilt_as_what_a_student_run_raises(error):
+    """Every class comes back without an error of its own (a class whose base is Exception once gave
+    'Cannot create a consistent method resolution order'), with its name and message, as an instance of
+    the nearest class the judge trusts: pytest.raises(pickle.UnpicklingError) works as in one process."""
+    rebuilt = rebuild_exception(describe(error))
+    assert type(rebuilt).__name__ == type(error).__name__ and str(rebuilt) == str(error)
+    nearest = Exception if isinstance(error, OwnError) else type(error)
+    assert isinstance(rebuilt, nearest)
+    with pytest.raises(nearest, match=re.escape(str(error))):
+        raise rebuilt
+
+
+def test_a_rebuilt_error_carries_no_traceback_a_match_could_find():
+    """The worker's traceback (the adapter's own line among it) is kept for the test's output, never as a
+    note: pytest.raises(match=) searches notes, and a student's own run has none."""
+    def failing_adapter():
+        raise ValueError("high <= 0")
+
+    try:
+        failing_adapter()
+    except ValueError as e:
+        rebuilt = rebuild_exception(describe(e))
+    assert not getattr(rebuilt, "__notes__", None)
+    assert "failing_adapter" in worker_traceback(rebuilt)
+    with pytest.raises(AssertionError):  # "failing_adapter" is in the traceback only, not in what match reads
+        with pytest.raises(ValueError, match="failing_adapter"):
+            raise rebuilt
 
 
 def test_the_output_a_call_printed_is_taken_whole_once_the_workers_mark_arrives():
