@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.grade import delegation
+from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.mirror import layout
@@ -311,6 +312,9 @@ def make_plan(staff_root: Path, *, rubric_path: Path | None = None, device: str 
             warn(f"bubblewrap cannot start here ({why}); grading on the container tier (a uid of its own per worker)")
         tier = chosen
     limits = limits or Limits()
+    slow_imports = ensure_compiled(workers=jobs)  # before any worker starts: each imports torch from bytecode
+    if slow_imports:
+        warn(f"warning: {slow_imports}")
     collected, errors = collect_expected(staff_root, cache_dir, limits)
     for nodeid, err in errors.items():
         warn(f"warning: the staff tests in {nodeid} do not even collect; they are not graded:\n{err[-1500:]}")

@@ -42,6 +42,7 @@ from typing import Any
 import pytest
 
 from cs336_staff.grade import remote as remote_mod
+from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.mirror import Mirror
 from cs336_staff.grade.sandbox import choose_tier, stage, start_worker
 from cs336_staff.grade.spec import (
@@ -310,6 +311,7 @@ def split_spec(config: pytest.Config) -> JudgeSpec:
     ``split_tier`` chooses."""
     staff = Path(str(config.rootpath)).resolve()
     insecure = bool(config.getoption("--split-insecure"))
+    ensure_compiled()  # each worker then imports torch from bytecode (bytecode.py)
     tier = split_tier(staff, insecure)
     base = Path(tempfile.mkdtemp(prefix="cs336-split-"))
     base.chmod(0o711 if tier == "container" else 0o700)  # the container tier's worker (another uid) passes through
