@@ -54,7 +54,7 @@ LAYERS = {
         grimp.Layer("grader", "judge"),
         "sandbox",
         grimp.Layer("remote", "spec", "container"),
-        grimp.Layer("limits", "intake", "report", "delegation", "standin"),
+        grimp.Layer("limits", "intake", "report", "delegation", "standin", "bytecode"),
         "mirror",
     ),
 }
