@@ -295,7 +295,7 @@ def check_staff_hidden(staff_root: Path, public: list[Path], python: str = sys.e
     secret = [staff_root, staff_root / "pyproject.toml", staff_root / "tests", staff_root / "cs336_assignment",
               staff_root / "fixtures" / "hidden"]
     probe = (
-        "import sys, os, json, safetensors, numpy\n"
+        "import sys, os, json, numpy\n"
         "secret, public = json.loads(sys.argv[1])\n"
         "def readable(p):\n"
         "    try:\n"

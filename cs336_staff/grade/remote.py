@@ -115,7 +115,7 @@ def bounded_error(error: Any, chars: int = MESSAGE_CHARS) -> dict:
 #: Top-level modules whose exception classes the judge may take as a rebuilt exception's base: the
 #: standard library's (``sys.stdlib_module_names``) and these, each imported here only if the judge
 #: already has it (``pickle.UnpicklingError``, ``json.JSONDecodeError``, ``torch.OutOfMemoryError``).
-TRUSTED_PACKAGES = frozenset({"builtins", "torch", "numpy", "regex", "einops", "safetensors"})
+TRUSTED_PACKAGES = frozenset({"builtins", "torch", "numpy", "regex", "einops"})
 
 
 def _trusted_class(qualified: str) -> type[BaseException] | None:

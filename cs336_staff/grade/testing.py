@@ -212,16 +212,18 @@ def test_mul_matches_the_hidden_fixture():
         assert adapters.run_mul(a, b) == product
 '''
 
-# -- with ``loops=True``: a test that drives a student object over many calls from the judge ---------
+# -- with ``loops=True``: tests whose drivers run the student's objects over many calls -----------------
 LOOP_SCENARIO = '''\
-"""Feeds values to a running-mean class one update at a time (the loop runs in the judge), and the
-test's own tally, which the submission's ``feed`` adds to (it stays in the judge)."""
+"""Drivers of the running-mean tests: each builds the submission's objects through adapters, runs them,
+and returns plain data (in grading, in the worker, as one round trip)."""
 
-from tests.boundary import stays_in_the_test
+import adapters
+from tests.boundary import driver
 
 
-@stays_in_the_test
 class Tally:
+    """A tally the submission's ``feed`` adds to."""
+
     def __init__(self):
         self.values = []
 
@@ -239,13 +241,33 @@ def drive(cls, xs):
         m.update(x)
         means.append(m.mean)
     return means
+
+
+@driver
+def student_means(xs):
+    """``drive`` over the submission's RunningMean."""
+    return drive(adapters.get_running_mean_cls(), xs)
+
+
+@driver
+def fed(batches):
+    """A fresh Tally given to the submission's ``feed`` with each batch in turn: after each, the tally's
+    values and the message of the ValueError it raised (None if none)."""
+    tally, seen = Tally(), []
+    for xs in batches:
+        try:
+            adapters.run_feed(tally, xs)
+            error = None
+        except ValueError as e:
+            error = str(e)
+        seen.append((list(tally.values), error))
+    return seen
 '''
 
 LOOP_TESTS = '''\
 import pytest
 
-import adapters
-from tests.scenarios.mean import Tally, drive
+from tests.scenarios.mean import drive, fed, student_means
 
 
 class Reference:
@@ -263,17 +285,14 @@ class Reference:
 def test_running_mean_follows_every_update():
     """After each update, mean is the mean of every value so far."""
     xs = [3.0, -1.0, 4.0, 1.5, -9.0, 2.0]
-    assert drive(adapters.get_running_mean_cls(), xs) == pytest.approx(drive(Reference, xs))
+    assert student_means(xs) == pytest.approx(drive(Reference, xs))
 
 
 def test_feed_adds_every_value_to_the_tests_tally():
-    """feed(tally, xs) calls tally.add(x) for each x, in order, on the test's own tally."""
-    tally = Tally()
-    adapters.run_feed(tally, [2, 7, 1])
-    assert tally.values == [2, 7, 1]
-    with pytest.raises(ValueError, match="counts numbers"):  # the tally's own error, through feed
-        adapters.run_feed(tally, [3, "x"])
-    assert tally.values == [2, 7, 1, 3]
+    """feed(tally, xs) calls tally.add(x) for each x, in order; the tally's own error comes through feed."""
+    (first, error), (second, failure) = fed([[2, 7, 1], [3, "x"]])
+    assert first == [2, 7, 1] and error is None
+    assert second == [2, 7, 1, 3] and failure is not None and "counts numbers" in failure
 '''
 
 LOOP_RUBRIC = '''
@@ -338,7 +357,7 @@ weight = 2
 def make_staff_repo(root: Path, loops: bool = False) -> Path:
     """Write the synthetic staff repository under ``root`` and return ``root``.
 
-    ``loops``: also a test that drives ``RunningMean`` call by call through a scenario module.
+    ``loops``: also tests whose drivers (a scenario module) run ``RunningMean`` and ``feed`` over many calls.
     """
     files = {
         "pyproject.toml": PYPROJECT, "adapters.py": ADAPTERS, "rubric.toml": RUBRIC,
