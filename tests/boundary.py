@@ -1,29 +1,30 @@
 """The line between the tests and your code, and what may cross it.
 
-When you run ``uv run pytest``, everything runs in one process and this module does nothing:
-``adapters.run_...`` and every function marked ``@student_side`` are plain calls.
+When you run ``uv run pytest``, everything runs in one process and this module does almost nothing:
+``adapters.run_...`` and every *driver* (a function marked ``@driver`` in ``tests/scenarios/``) are
+plain calls.
 
-When the staff grade your submission, the tests run in a trusted *judge* process that never
-imports your code. Your code runs in a separate, sandboxed *worker*; each ``adapters`` call is
-sent there, and only plain data comes back: numbers, strings, lists, dicts, tensors (with their
-shapes, strides and shared storage), numpy arrays, dataclasses. An object your code returns (an
-optimizer, a module, a tokenizer) stays on your side, and the test drives it call by call: the
-loops of a test (an optimizer over a trajectory) run in the test, and each ``opt.step()`` crosses.
-The parameters a test hands your optimizer are the test's own tensors on both sides (their data
-and ``.grad`` are kept in step), the global RNGs a test seeds are the ones your code draws from,
-and a backward pass through your module's output runs on through your module. An object the test
-hands your code to use (torch's optimizer, which your loss scaler steps; the model and optimizer
-your checkpoint code saves and loads) stays in the test: your code gets a stand-in that reads and
-calls it there (``stays_in_the_test``).
+When the staff grade your submission, the tests run in a trusted *judge* process that never imports
+your code. Your code runs in a separate, sandboxed *worker*. A test reaches it in one of two ways,
+each one round trip that sends plain data and gets plain data back (numbers, strings, lists, dicts,
+tensors, numpy arrays, ``@plain_data`` dataclasses):
 
-A few functions, marked ``@student_side`` in ``tests/scenarios/``, run on your side instead: each
-builds an object your code must run inside its own process (a torch model your FLOP counter traces,
-a model under your autocast, a file your save writes) and observes nothing. Two things are watched from outside
-your process: what your code prints (``printed_by``), and your code killed mid-run
-(``killed_midway``: a child process locally, the sandboxed worker in grading).
+* an ``adapters.run_...`` call with plain arguments, as in your own run;
+* a driver: a short function of the tests' that builds your objects through ``adapters`` (your
+  optimizer, your tokenizer, your FLOP counter), runs them, and returns what it observed (the
+  parameters after each step, the ids, the counts). It runs in the worker, beside your objects,
+  exactly as it runs in your own process; the test then checks what it returned against its own
+  reference (``torch.optim``, tiktoken, a formula).
 
-So: the same tests, the same failure messages, locally and in grading. Nothing here changes what
-your code must do.
+Every driver starts from the global RNGs seeded with ``RNG_SEED`` and leaves its caller's as they
+were, in your run and in grading alike, so a test draws the same numbers both ways. An exception your
+code raises reaches the test as the same class (by name, and as its nearest builtin, standard-library,
+torch or numpy class) with the same message. Two things are watched from outside your process: what
+your code prints (``printed_by``), and your code killed mid-run (``killed_midway``: a child process
+locally, the sandboxed worker in grading).
+
+So: the same tests, the same outcomes, the same failure messages, locally and in grading. Nothing
+here changes what your code must do.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import weakref
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -64,57 +64,27 @@ class Remote(Protocol):
 #: Set by the grader's judge (never in a student's run): where student-side calls go.
 remote: Remote | None = None
 
-#: ``module:qualname`` -> what the worker runs for a driver (``run_driver`` of it) or a ``@student_side`` function.
-SCENARIOS: dict[str, Callable[..., Any]] = {}
-
-#: The ``module:qualname`` of every ``@driver``.
-DRIVERS: set[str] = set()
+#: ``module:qualname`` -> what the worker runs for a driver (``run_driver`` of it).
+DRIVERS: dict[str, Callable[..., Any]] = {}
 
 #: ``module:qualname`` -> dataclasses that cross the line as themselves.
 DATA_TYPES: dict[str, type] = {}
-
-#: Classes whose instances stay in the test when handed to your code (``stays_in_the_test``), or
-#: ``module:qualname`` of such a class, taken once that module is imported: torch's optimizers, always.
-JUDGE_SIDE: list[type | str] = ["torch.optim.optimizer:Optimizer"]
-
-#: Single objects that stay in the test (``stays_in_the_test(obj)``), by ``id``, for as long as they live.
-JUDGE_SIDE_OBJECTS: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
-
-
-def student_side(fn: F) -> F:
-    """Mark a function that must run inside the student's process (a builder of an object the student's
-    code runs there): in grading it runs in the sandboxed worker (the rest of a test, loops included,
-    runs in the judge). Whatever it returns is the submission's word, so it observes nothing.
-
-    Its arguments must be plain data (see the module docstring); what it returns crosses as any call's
-    result does: plain data, or an object the test gets a proxy of. (Being replaced by ``driver``.)
-    """
-    name = f"{fn.__module__}:{fn.__qualname__}"
-    SCENARIOS[name] = fn
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if remote is None:
-            return fn(*args, **kwargs)
-        __tracebackhide__ = True  # a failure shows the test's line and your code's error
-        return remote.call(name, args, kwargs)
-
-    return call  # type: ignore[return-value]
-
 
 #: The global RNGs' seed at the start of every test and of every driver (tests/conftest.py, the worker).
 RNG_SEED = 0
 
 
 def seed_global_rngs(seed: int = RNG_SEED) -> None:
-    """Seed ``random``, numpy's and torch's global RNGs (every CUDA device's too, where there is one)."""
+    """Seed ``random``'s global RNG, and numpy's and torch's where they are imported (every CUDA device's
+    too, where there is one)."""
     import random
 
-    import numpy as np
-    import torch
-
     random.seed(seed)
-    np.random.seed(seed)
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    if np is not None:
+        np.random.seed(seed)
+    if torch is None:
+        return
     if torch.cuda.is_available():
         torch.manual_seed(seed)
     else:  # only the CPU's: torch.manual_seed would also queue lazy seeding of devices this machine lacks
@@ -127,18 +97,22 @@ def run_driver(fn: Callable[..., T], args: tuple | list, kwargs: dict) -> T:
     refusing a result that is not plain data (``check_plain``)."""
     import random
 
-    import numpy as np
-    import torch
-
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
-    py, npy = random.getstate(), np.random.get_state()
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    states = (random.getstate(), np.random.get_state() if np is not None else None,
+              torch.get_rng_state() if torch is not None else None)
+    cuda = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+    cuda_states = torch.cuda.get_rng_state_all() if cuda else None
     try:
-        with torch.random.fork_rng(devices=devices):
-            seed_global_rngs()
-            value = fn(*args, **kwargs)
+        seed_global_rngs()
+        value = fn(*args, **kwargs)
     finally:
-        random.setstate(py)
-        np.random.set_state(npy)
+        random.setstate(states[0])
+        if np is not None:
+            np.random.set_state(states[1])
+        if torch is not None:
+            torch.set_rng_state(states[2])
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
     check_plain(value, f"{fn.__module__}.{fn.__qualname__}")
     return value
 
@@ -157,8 +131,7 @@ def driver(fn: F) -> F:
     def run(*args: Any, **kwargs: Any) -> Any:
         return run_driver(fn, args, kwargs)
 
-    SCENARIOS[name] = run
-    DRIVERS.add(name)
+    DRIVERS[name] = run
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -191,15 +164,15 @@ def check_plain(value: Any, what: str, _path: str = "", _depth: int = 0) -> None
             check_plain(key, what, f"{_path} key {key!r}", _depth + 1)
             check_plain(item, what, f"{_path}[{key!r}]", _depth + 1)
         return
-    import numpy as np
-    import torch
-
-    if isinstance(value, torch.Tensor):
+    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")  # no value is theirs before they are imported
+    if torch is not None and isinstance(value, torch.Tensor):
         if value.grad_fn is not None:
             raise TypeError(f"{what} returned a tensor with an autograd history{_path and ' at ' + _path}: "
                             "a driver returns data, so .detach() it")
         return
-    if isinstance(value, (np.ndarray, np.generic, torch.dtype, torch.device, torch.Generator)):
+    if torch is not None and isinstance(value, (torch.dtype, torch.device, torch.Generator)):
+        return
+    if np is not None and isinstance(value, (np.ndarray, np.generic)):
         return
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if type(value) not in DATA_TYPES.values():
@@ -219,34 +192,6 @@ def plain_data(cls: type[T]) -> type[T]:
         raise TypeError(f"plain_data needs a dataclass, got {cls!r}")
     DATA_TYPES[f"{cls.__module__}:{cls.__qualname__}"] = cls
     return cls
-
-
-def stays_in_the_test(what: T) -> T:
-    """Mark a class (the test's own, or torch's ``Optimizer``) whose instances your code uses but must not
-    own, or one such object (a torch model the test built and hands to your save and load): in grading
-    your code gets a stand-in, and every public attribute it reads and method it calls runs on the
-    test's object (what it reads is a copy; the parameters in it are the test's own, as above).
-    Whatever your side of the line does, the object behaves as the test built it. Returns ``what``."""
-    if isinstance(what, type):
-        if what not in JUDGE_SIDE:
-            JUDGE_SIDE.append(what)
-        return what
-    try:
-        JUDGE_SIDE_OBJECTS[id(what)] = what
-    except TypeError:
-        raise TypeError(f"stays_in_the_test needs a class or an object that can be weakly referenced, "
-                        f"got {type(what).__name__}") from None
-    return what
-
-
-def skip_in_grading(why: str) -> None:
-    """Skip the calling test when the staff grade it (your code then runs in another process, where
-    ``why`` cannot be observed); in your own ``uv run pytest`` it runs as written. Such a test is
-    worth no points (rubric.toml); a graded test checks what grading can see of the same behaviour."""
-    import pytest
-
-    if remote is not None:
-        pytest.skip(f"not graded (runs in your own uv run pytest only): {why}")
 
 
 def printed_by(fn: Callable[[], T]) -> tuple[T, str]:

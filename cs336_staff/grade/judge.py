@@ -5,8 +5,8 @@ submission, in a subprocess whose working directory is the staff repository). Be
 module is imported it
 
 * replaces the ``adapters`` module with a proxy whose functions send each call to the worker
-  (``remote.py``), and points ``tests.boundary.remote`` there, so ``@student_side`` scenarios run
-  in the worker too;
+  (``remote.py``), and points ``tests.boundary.remote`` there, so drivers (``@driver``) run in the
+  worker too, each as one round trip;
 * makes ``cs336_assignment`` unimportable here: a test that reached around the adapters would
   otherwise test the staff's reference instead of the submission;
 * orders the run: visible tests first, then hidden ones in a fresh worker, so nothing the worker
@@ -14,8 +14,8 @@ module is imported it
   submission are free on the bubblewrap tier, ``grader.run_judges`` gives the hidden tests a judge
   of their own instead, running at the same time: its worker is fresh from the start, and cannot
   reach the other);
-* records each test's outcome, with what the worker printed during it and the adapters and
-  scenarios it called (``reached``), as one JSON line in the results file as soon as the test ends
+* records each test's outcome, with what the worker printed during it, the traceback of an error
+  from the submission that failed it, and the adapters and drivers it called (``reached``), as one JSON line in the results file as soon as the test ends
   (a run killed midway keeps what it finished), through the staff tools' one outcome recorder
   (``session/outcomes.py``), adding why a test crashed or timed out.
 
@@ -41,6 +41,7 @@ from typing import Any
 
 import pytest
 
+from cs336_staff.grade import errors
 from cs336_staff.grade import remote as remote_mod
 from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.mirror import Mirror
@@ -69,7 +70,7 @@ def _submission_traceback(error: BaseException) -> str:
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        found = remote_mod.worker_traceback(current)
+        found = errors.worker_traceback(current)
         if found:
             return found
         current = current.__cause__ or current.__context__
@@ -101,8 +102,8 @@ class AdaptersProxy(types.ModuleType):
 
 
 class Tracer:
-    """Records which adapters and scenarios each test called (the judge's own record: the rules
-    check, ``grade/delegation.py``, takes the points of a test that reached a forbidden API)."""
+    """Records which adapters and drivers each test called (the judge's own record: the rules check,
+    ``grade/delegation.py``, takes the points of a test that reached a forbidden API)."""
 
     def __init__(self, remote: remote_mod.Remote) -> None:
         self.remote = remote
@@ -110,14 +111,14 @@ class Tracer:
 
     def call(self, target: str, args: tuple, kwargs: dict) -> Any:
         __tracebackhide__ = True  # a failure shows the test's line and the submission's error
-        # a scenario's first argument, when a string, names which student class it drives ("adam")
-        self.targets.add(f"{target}#{args[0]}" if args and isinstance(args[0], str) and ":" in target
-                         and not target.startswith("adapters:") else target)
+        self.targets.add(target)
         return self.remote.call(target, args, kwargs)
 
     def drive(self, target: str, args: tuple, kwargs: dict) -> Any:
         __tracebackhide__ = True
-        self.targets.add(target)
+        # a driver's first argument, when a string, names which of its module's student classes it runs
+        # ("adam": delegation.py's tables), so a rule broken by one optimizer costs that optimizer's tests only
+        self.targets.add(f"{target}#{args[0]}" if args and isinstance(args[0], str) else target)
         return self.remote.drive(target, args, kwargs)
 
     def call_killed(self, target: str, args: tuple, kwargs: dict, **when: Any) -> Any:
@@ -147,7 +148,7 @@ class NoSubmissionImports(importlib.abc.MetaPathFinder):
         if fullname == "cs336_assignment" or fullname.startswith("cs336_assignment."):
             raise ImportError(
                 f"the grading judge does not import {fullname}: tests reach the submission only through "
-                "`adapters` or a @student_side scenario (tests/scenarios/)"
+                "`adapters` or a @driver (tests/scenarios/)"
             )
         return None
 
@@ -192,8 +193,6 @@ class Judge:
 
         tests.boundary.remote = self.tracer
         codec.use_data_types(tests.boundary.DATA_TYPES)
-        self.remote.judge_side = tests.boundary.JUDGE_SIDE
-        self.remote.judge_side_objects = tests.boundary.JUDGE_SIDE_OBJECTS
 
     def pytest_report_header(self, config: pytest.Config) -> str:
         """The isolation tier, first thing in the run's output (``--split`` chooses it as ``cs336 grade`` does)."""
@@ -221,7 +220,7 @@ class Judge:
         if not session.config.option.collectonly and session.items:
             try:
                 self.remote.start()  # the worker prepared while the tests were collected
-            except remote_mod.WorkerError as e:  # every test will say so too
+            except errors.WorkerError as e:  # every test will say so too
                 self._emit({"event": "note", "text": str(e)})
             if self._first_hidden is not None:
                 self.remote.prepare_spare()  # the hidden tests' fresh worker starts while visible ones run
@@ -231,16 +230,15 @@ class Judge:
             self.remote.restart()  # a fresh worker for hidden tests: the spare, which has answered no call
             try:
                 self.remote.start()
-            except remote_mod.WorkerError as e:
+            except errors.WorkerError as e:
                 self._emit({"event": "note", "text": str(e)})
-        # The global RNG states cross with every message (worker/rngs.py), so the worker draws from
-        # the judge's: each test starts them from one seed here, whatever the staff's conftest does,
-        # and the same submission graded twice draws the same numbers.
+        # Each test starts from one seed on both sides, as in a student's run (tests/conftest.py): the
+        # judge's here, the worker's by its reset, so the same submission graded twice draws the same numbers.
         seed_global_rngs(JUDGE_RNG_SEED)
         if self.remote.worker is not None:
             try:
                 self.remote.reset()  # every test starts from the worker's initial global RNG states
-            except remote_mod.WorkerError:
+            except errors.WorkerError:
                 pass  # the test's own first call will start a fresh worker
         self.remote.take_output()
 
@@ -252,7 +250,7 @@ class Judge:
         outcome = yield
         try:
             self.remote.settle()  # a limit broken during the test fails this test (makereport: "crashed")
-        except remote_mod.WorkerCrashed as e:
+        except errors.WorkerCrashed as e:
             if outcome.excinfo is None:
                 outcome.force_exception(e)
 
@@ -261,7 +259,7 @@ class Judge:
         outcome = yield
         report = outcome.get_result()
         if call.excinfo is not None:  # classify by the exception's type, never by text the worker chose
-            if call.excinfo.errisinstance((remote_mod.WorkerCrashed, remote_mod.WorkerUnavailable)):
+            if call.excinfo.errisinstance((errors.WorkerCrashed, errors.WorkerUnavailable)):
                 report.user_properties.append(("judge_outcome", "crashed"))
             elif call.excinfo.type is pytest.fail.Exception and str(call.excinfo.value).startswith("Timeout"):
                 report.user_properties.append(("judge_outcome", "timeout"))

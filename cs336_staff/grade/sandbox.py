@@ -47,7 +47,8 @@ from pathlib import Path
 from cs336_staff.grade import container
 from cs336_staff.grade.limits import Cgroup, GiB, Limits, MiB, Watchdog, preexec
 from cs336_staff.grade.mirror import Mirror, layout
-from cs336_staff.grade.remote import OutputTap, WorkerProcess
+from cs336_staff.grade.output import OutputTap
+from cs336_staff.grade.remote import WorkerProcess
 from cs336_staff.grade.spec import JudgeSpec
 
 WORKER_PACKAGE = Path(__file__).parents[1] / "worker"

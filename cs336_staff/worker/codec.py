@@ -25,12 +25,8 @@ What crosses, and how (``{"$": tag, ...}`` nodes inside an otherwise JSON tree):
                                                   class on the other side)
     any other dataclass                           a ``Record`` (attribute access, equality), so the
                                                   judge never imports the class
-    anything else (objects, classes, functions)   a handle: the object stays in the worker and the
-                                                  judge gets a proxy whose calls cross again
-    a plain function or an iterator of the judge  a callback: calling it (``next`` of it) in the
-                                                  worker runs it in the judge (``remote.py``)
-    a torch optimizer of the judge                a stand-in whose attribute reads and method calls
-                                                  run in the judge (``judge_object.py``)
+    anything else (objects, classes, functions)   refused (CodecError): a driver observes an object
+                                                  where it lives and returns data
 
 Storage identity also spans a call: the judge's argument storages are numbered, and a result that
 is a view of an argument comes back as a view of the judge's own tensor (so ``view_or_copy`` can be
@@ -38,8 +34,9 @@ checked for sharing); an argument storage the call wrote into is copied back, as
 generator's state (so ``get_batch(..., generator=g)`` advances ``g`` as it would in one process).
 
 Deliberately left out: sparse, quantized and nested tensors, autograd graphs (a tensor crosses as a
-leaf with its ``requires_grad`` flag), numpy views (an array arrives as a fresh C-order copy), and
-object identity for anything but storages and handles.
+leaf with its ``requires_grad`` flag), numpy views (an array arrives as a fresh C-order copy), object
+identity for anything but storages, and objects (proxies of one side's objects on the other were
+retired: every round trip is data in, data out).
 """
 
 from __future__ import annotations
@@ -50,12 +47,9 @@ import collections.abc
 import ctypes
 import dataclasses
 import hashlib
-import inspect
 import math
 import pathlib
 import sys
-import types
-from collections.abc import Callable
 from typing import Any
 
 
@@ -159,39 +153,19 @@ def _dtype(name: str) -> torch.dtype:
 
 
 class Encoder:
-    """Turns one message's values into a tree plus blobs; remembers the storages and handles it saw.
+    """Turns one message's values into a tree plus blobs; remembers the storages and generators it saw.
 
     ``known``: storages the other side already has (``storage key -> number``), encoded as
-    references instead of bytes. ``handle_of``: how to turn an object that is not plain data into
-    a handle number (the worker's table), or None where everything must be plain data (the judge).
-    ``ref_of``: how to encode a proxy of the other side's object (the judge's handles), or None.
-    ``bind``: how to encode a tensor bound across the line (``bound.py``): a node, or None for a
-    plain tensor. ``callback``: how to encode a plain function of the judge's (a closure the
-    worker calls back), or None where functions do not cross. ``judge_object``: the node of an
-    object the judge keeps and the worker uses through a stand-in (``judge_object.py``), or None
-    for any other value.
+    references instead of bytes (a result that is a view of an argument).
     """
 
-    def __init__(
-        self,
-        known: dict[tuple[str, int, int], int] | None = None,
-        handle_of: Callable[[Any], int] | None = None,
-        ref_of: Callable[[Any], int | None] | None = None,
-        bind: Callable[[Any, Encoder], Tree | None] | None = None,
-        callback: Callable[[Callable], int] | None = None,
-        judge_object: Callable[[Any], Tree | None] | None = None,
-    ) -> None:
+    def __init__(self, known: dict[tuple[str, int, int], int] | None = None) -> None:
         self.blobs: list[bytes] = []
         self.storages: list[Tree] = []
         self.storage_objects: list[torch.UntypedStorage] = []
         self.generators: list[torch.Generator] = []
         self._keys: dict[tuple[str, int, int], int] = {}
         self._known = known or {}
-        self._handle_of = handle_of
-        self._ref_of = ref_of
-        self._bind = bind
-        self._callback = callback
-        self._judge_object = judge_object
 
     def blob(self, data: Any) -> int:
         """Add raw bytes (or a numpy array's C-order bytes) to the message; returns its index."""
@@ -233,8 +207,7 @@ class Encoder:
         t = sys.modules.get("torch")  # no torch imported: no value can be a tensor
         if t is not None:
             if isinstance(value, t.Tensor):
-                node = self._bind(value, self) if self._bind is not None else None
-                return node if node is not None else self._tensor(value)
+                return self._tensor(value)
             if isinstance(value, t.dtype):
                 return {"$": "dtype", "v": str(value).removeprefix("torch.")}
             if isinstance(value, t.device):
@@ -293,27 +266,10 @@ class Encoder:
         if isinstance(value, Record):
             return {"$": "record", "type": value.type_name,
                     "fields": [[k, self.encode(v, d)] for k, v in value.fields.items()]}
-        if self._ref_of is not None:
-            ref = self._ref_of(value)
-            if ref is not None:
-                return {"$": "ref", "id": ref}
-        if self._judge_object is not None:
-            node = self._judge_object(value)
-            if node is not None:
-                return node
-        if self._callback is not None and isinstance(value, types.FunctionType):
-            return {"$": "callback", "id": self._callback(value)}
-        if self._callback is not None and isinstance(value, collections.abc.Iterator):
-            return {"$": "iterator", "id": self._callback(value.__next__)}
-        if self._handle_of is not None:
-            return {"$": "handle", "id": self._handle_of(value), "type": _type_name(value),
-                    "repr": _short_repr(value), "methods": _method_names(value)}
         raise CodecError(
-            f"a {_type_name(value)} cannot cross to the sandboxed worker: only plain data (numbers, strings, "
-            "containers, tensors, arrays), the test's own functions and iterators, its torch optimizers and "
-            "what it marked with tests.boundary.stays_in_the_test (as stand-ins), and objects the worker "
-            "returned do; build the object through adapters, or see "
-            "cs336_staff/grade/WRITING_TESTS.md"
+            f"a {_type_name(value)}, which is not plain data: only numbers, strings, containers, tensors, arrays and "
+            "@plain_data dataclasses cross; observe an object inside a driver and return what the test checks "
+            "(cs336_staff/grade/WRITING_TESTS.md)"
         )
 
     def _tensor(self, t: torch.Tensor) -> Tree:
@@ -332,40 +288,6 @@ class Encoder:
 def _type_name(value: Any) -> str:
     kind = value if isinstance(value, type) else type(value)
     return f"{kind.__module__}.{kind.__qualname__}"
-
-
-def _stream(next_item: Callable[[], Any]) -> Any:
-    """A one-pass iterator whose items come from ``next_item()`` until it raises StopIteration."""
-    while True:
-        try:
-            item = next_item()
-        except StopIteration:
-            return
-        yield item
-
-
-def _method_names(value: Any) -> list[str]:
-    """The public methods an instance's class defines (not shadowed by the instance): the judge calls
-    them in one round trip (``call_method``) instead of reading the bound method first."""
-    if isinstance(value, type) or not hasattr(type(value), "__mro__"):
-        return []
-    own = getattr(value, "__dict__", None) or {}
-    names = []
-    for name in dir(type(value)):
-        if name.startswith("_") or name in own:
-            continue
-        attr = inspect.getattr_static(type(value), name, None)
-        if isinstance(attr, (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)):
-            names.append(name)
-    return names
-
-
-def _short_repr(value: Any, limit: int = 200) -> str:
-    try:
-        text = repr(value)
-    except Exception:  # a hostile or broken __repr__ must not break the reply
-        text = f"<{_type_name(value)}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 #: Bytes per element of each torch dtype, by name: a claimed size is checked without importing torch.
@@ -410,14 +332,8 @@ class Decoder:
 
     ``known``: storages referred to by number (``{"known": k}``), i.e. this side's own argument
     storages coming back. ``max_value_bytes``: the largest tensor or array it rebuilds, by its
-    claimed element count times element size (see ``check_value_size``). ``handle``: turns
-    ``{"$": "handle"}`` into a proxy (judge side), and ``deref``: resolves ``{"$": "ref"}`` to an
-    object of this side's table (worker side); ``bound``: resolves a bound tensor node to this
-    side's tensor (``bound.py``); ``callback``: turns a judge function's number into a stand-in
-    that calls it back (worker side); ``judge_object``: turns a judge object's node into its
-    stand-in (worker side, ``judge_object.py``); ``graph``: links a tensor with an autograd history
-    in the worker (its handle) to the judge's autograd. Where any of them is None its node is an
-    error (``graph``: a plain tensor).
+    claimed element count times element size (see ``check_value_size``). ``allow_memmap``: whether
+    a memmap node opens the file it names (the worker, for the test's public fixtures; never the judge).
     """
 
     def __init__(
@@ -425,14 +341,8 @@ class Decoder:
         storages: list[Tree],
         blobs: list[bytes | bytearray],
         known: list[torch.UntypedStorage] | None = None,
-        handle: Callable[[dict], Any] | None = None,
-        deref: Callable[[int], Any] | None = None,
         allow_memmap: bool = True,
         max_value_bytes: int | None = None,
-        bound: Callable[[dict, list], Any] | None = None,
-        callback: Callable[[int], Any] | None = None,
-        graph: Callable[[Any, int], Any] | None = None,
-        judge_object: Callable[[dict], Any] | None = None,
     ) -> None:
         self.blobs = blobs
         self.max_value_bytes = max_value_bytes
@@ -440,13 +350,7 @@ class Decoder:
         self.storages: dict[int, torch.UntypedStorage] = {}
         self.generators: dict[int, torch.Generator] = {}
         self._known = known or []
-        self._handle = handle
-        self._deref = deref
         self._allow_memmap = allow_memmap
-        self._bound = bound
-        self._callback = callback
-        self._graph = graph
-        self._judge_object = judge_object
 
     def _blob(self, index: Any) -> bytes | bytearray:
         if not isinstance(index, int) or not 0 <= index < len(self.blobs):
@@ -535,27 +439,6 @@ class Decoder:
         if tag == "record":
             fields = {str(k): self.decode(v, d) for k, v in tree["fields"]}
             return tuple(fields.values()) if tree.get("tuple") else Record(str(tree["type"]), fields)
-        if tag == "handle":
-            if self._handle is None:
-                raise CodecError("handles do not cross in this direction")
-            return self._handle(tree)
-        if tag in ("bind", "bound"):
-            if self._bound is None:
-                raise CodecError("bound tensors do not cross here")
-            return self._bound(tree, self.blobs)
-        if tag in ("callback", "iterator"):
-            if self._callback is None:
-                raise CodecError("functions do not cross in this direction")
-            call = self._callback(tree["id"])
-            return call if tag == "callback" else _stream(call)
-        if tag == "judge_object":
-            if self._judge_object is None:
-                raise CodecError("the judge's objects do not cross in this direction")
-            return self._judge_object(tree)
-        if tag == "ref":
-            if self._deref is None:
-                raise CodecError("references do not cross in this direction")
-            return self._deref(tree["id"])
         raise CodecError(f"unknown tag {tag!r}")
 
     def _tensor(self, tree: dict) -> torch.Tensor:
@@ -572,8 +455,6 @@ class Decoder:
             t = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
         if tree.get("parameter"):
             return torch.nn.Parameter(t, requires_grad=bool(tree["requires_grad"]))
-        if "graph" in tree and self._graph is not None:  # a result with an autograd history in the worker
-            return self._graph(t, tree["graph"])
         if tree.get("requires_grad") and (t.is_floating_point() or t.is_complex()):
             t.requires_grad_(True)
         return t

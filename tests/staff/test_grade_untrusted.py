@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from cs336_staff.grade.mirror import Mirror, MirrorRefused
-from cs336_staff.grade.remote import bounded_error, rebuild_exception, worker_traceback
+from cs336_staff.grade.errors import bounded_error, rebuild_exception, worker_traceback
 from cs336_staff.worker import channel, codec
 
 pytestmark = pytest.mark.staff

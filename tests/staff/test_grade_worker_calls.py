@@ -6,30 +6,27 @@ the judge's ``rebuild_exception`` with the error the worker would describe.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import re
 import signal
 import subprocess
-import sys
 import threading
 
 import pytest
 
 import tests.boundary as boundary
-import tests.scenarios
-from cs336_staff.grade.remote import (
-    PRINTED_CHARS,
-    OutputTap,
-    Remote,
+from cs336_staff.grade.errors import (
+    NotPlainData,
     WorkerCrashed,
-    WorkerProcess,
     rebuild_exception,
     worker_traceback,
 )
+from cs336_staff.grade.output import PRINTED_CHARS, OutputTap
+from cs336_staff.grade.remote import Remote, WorkerProcess
 from cs336_staff.worker import channel, codec
 from cs336_staff.worker.main import Worker
-from tests.scenarios import accounting
 
 pytestmark = pytest.mark.staff
 
@@ -54,23 +51,9 @@ def serve(worker: Worker, message: dict, encoder: codec.Encoder):
             os.close(fd)
     if "error" in reply:
         raise rebuild_exception(reply["error"])
-    return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects,
-                         handle=lambda node: f"a handle of a {node['type']}").decode(reply["ok"])
-
-
-def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
-    """The worker imports a scenario's module before decoding the arguments, so its @plain_data classes are known."""
-    monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
-    net = accounting.Net("mlp", (4, 8, 1))
-    message = request({"op": "call", "target": "tests.scenarios.accounting:built"}, [net], {})
-    # a fresh worker has imported neither the scenario module nor, so, its classes
-    monkeypatch.setattr(tests.scenarios, "accounting", accounting)
-    monkeypatch.delitem(sys.modules, "tests.scenarios.accounting")
-    for registry in (boundary.DATA_TYPES, boundary.SCENARIOS):
-        for name in [n for n in registry if n.startswith("tests.scenarios.accounting:")]:
-            monkeypatch.delitem(registry, name)
-    model = serve(Worker(-1, -1), *message)
-    assert model.endswith("Sequential"), model
+    if "not_plain" in reply:
+        raise NotPlainData(reply["not_plain"])
+    return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects).decode(reply["ok"])
 
 
 def describe(e: BaseException) -> dict:
@@ -203,213 +186,9 @@ def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch
 # -- the judge's objects in the worker: stand-ins (judge_object.py) -----------------------------------
 
 
-def test_a_judge_objects_stand_in_asks_the_judge_for_every_public_read_call_and_write():
-    """Methods the judge listed become calls, other names reads, assignments writes; private names never cross."""
-    from cs336_staff.worker.judge_object import JudgeObject
-
-    asked = []
-    stand_in = JudgeObject(lambda *request, **kw: asked.append((request, kw)) or "answer", "torch.optim.SGD", ["step"])
-    assert stand_in.step(closure=None) == "answer" and stand_in.param_groups == "answer"
-    stand_in.defaults = {"lr": 0.1}
-    assert asked == [(("call", "step"), {"closure": None}), (("getattr", "param_groups"), {}),
-                     (("setattr", "defaults", {"lr": 0.1}), {})]
-    with pytest.raises(AttributeError, match="private"):
-        stand_in._optimizer_step_pre_hooks  # noqa: B018
-    assert "lives in the judge" in repr(stand_in) and len(asked) == 3
-
-
-def test_a_stand_in_passes_isinstance_as_the_judges_object_and_its_copies_write_through():
-    """isinstance(opt, torch.optim.Optimizer) holds for a stand-in of the test's SGD; param_groups[0]["lr"] = x
-    reaches the judge's object; other mutations of the copy raise."""
-    import torch
-
-    from cs336_staff.worker.judge_object import JudgeObject, imported_class
-
-    asked = []
-
-    def ask(*request):
-        asked.append(request)
-        return [{"lr": 0.5, "params": []}] if request[0] == "getattr" else None
-
-    stand_in = JudgeObject(ask, "torch.optim.sgd.SGD", ["step"], imported_class("torch.optim.sgd", "SGD"))
-    assert isinstance(stand_in, torch.optim.Optimizer) and isinstance(stand_in, torch.optim.SGD)
-    assert not isinstance(JudgeObject(ask, "tests.x.Gone", [], imported_class("tests.x", "Gone")), torch.optim.Optimizer)
-    groups = stand_in.param_groups
-    groups[0]["lr"] = 0.1
-    assert asked == [("getattr", "param_groups"), ("assign", "param_groups", [0, "lr"], 0.1)]
-    with pytest.raises(TypeError, match="the test's torch.optim.sgd.SGD's list would not reach it"):
-        groups.append({})
-
-
-def test_the_judge_serves_a_stand_in_public_names_only():
-    """The judge's side of a stand-in: reads, calls and writes on its object; a private name or an unknown request is refused."""
-    import torch
-
-    from cs336_staff.grade.remote import JudgeSide
-
-    p = torch.nn.Parameter(torch.ones(2))
-    p.grad = torch.ones(2)
-    side = JudgeSide(torch.optim.SGD([p], lr=0.5))
-    assert side("getattr", "defaults")["lr"] == 0.5
-    side("call", "step")
-    assert p.tolist() == [0.5, 0.5]
-    side("setattr", "defaults", {"lr": 0.1})
-    assert side.obj.defaults == {"lr": 0.1}
-    side("assign", "param_groups", [0, "lr"], 0.25)
-    assert side.obj.param_groups[0]["lr"] == 0.25
-    for request in [("getattr", "__dict__"), ("call", "_cuda_graph_capture_health_check")]:
-        with pytest.raises(AttributeError, match="public attributes only"):
-            side(*request)
-    with pytest.raises(ValueError, match="unknown request"):
-        side("delattr", "defaults")
-
-
-@pytest.mark.parametrize(("name", "raised"), [("ValueError", ValueError), ("KeyError", KeyError),
-                                              ("CodecError", RuntimeError), ("SystemExit", RuntimeError)])
-def test_a_judge_objects_error_is_raised_in_the_workers_code_as_the_same_builtin(name, raised):
-    """load_state_dict's ValueError is a ValueError in the student's code; a class of no builtin name a RuntimeError naming it."""
-    from cs336_staff.worker.judge_object import raised_here
-
-    error = raised_here(name, "the message")
-    assert type(error) is raised and "the message" in str(error)
-    assert name in str(error) or type(error).__name__ == name
-
-
-def test_rng_states_travel_only_when_changed_since_both_sides_last_agreed():
-    """A message carries its sender's state of a global generator only when it changed since the last agreement
-    (a draw; not after the other side's state arrived and was taken), and every state after forget() (a fresh worker)."""
-    import random
-
-    import torch
-
-    from cs336_staff.worker import rngs
-
-    judge, worker = rngs.Sync(), rngs.Sync()
-    with torch.random.fork_rng(devices=[]):
-        saved = random.getstate()
-        try:
-            enc = codec.Encoder()
-            first = judge.outgoing(enc)  # nothing agreed yet: every generator's state
-            assert set(first) == {"random", "numpy", "torch"}
-            worker.incoming(first, enc.blobs)  # (one process here: the states taken are the same ones)
-            assert judge.outgoing(codec.Encoder()) is None  # nothing drawn since
-            torch.rand(1)
-            enc = codec.Encoder()
-            node = judge.outgoing(enc)
-            assert set(node) == {"torch"}  # only the generator that changed
-            worker.incoming(node, enc.blobs)
-            assert worker.outgoing(codec.Encoder()) is None  # the worker has what it was sent
-            worker.incoming(None, [])  # a message without states changes nothing
-            assert worker.outgoing(codec.Encoder()) is None
-            random.random()
-            assert set(worker.outgoing(codec.Encoder())) == {"random"}
-            judge.forget()
-            assert set(judge.outgoing(codec.Encoder())) == {"random", "numpy", "torch"}
-        finally:
-            random.setstate(saved)
-
-
-def test_randoms_fingerprint_is_its_twister_read_in_place_and_tells_every_change():
-    """On CPython the fingerprint of ``random`` is read in place (a tenth of ``getstate()``'s cost, checked
-    against it once); equal after the same seed, different after a draw or a gauss cached."""
-    import random
-
-    from cs336_staff.worker import rngs
-
-    saved = random.getstate()
-    try:
-        random.seed(5)
-        first = rngs.fingerprints()["random"]
-        assert rngs._random_layout_ok, "the in-place read disagreed with getstate(): every message pays getstate()"
-        random.seed(5)
-        assert rngs.fingerprints()["random"] == first
-        random.random()
-        assert rngs.fingerprints()["random"] != first
-        random.seed(5)
-        random.gauss(0.0, 1.0)
-        with_gauss = rngs.fingerprints()["random"]
-        random.seed(5)
-        random.random(), random.random()  # the same twister steps as one gauss, no cached normal
-        assert rngs.fingerprints()["random"] != with_gauss
-    finally:
-        random.setstate(saved)
-
-
-def test_a_bound_tensors_digest_reads_its_bytes_in_place_and_tells_every_change():
-    """``bound._digest`` hashes a contiguous CPU tensor's bytes where they lie, giving the hash of a copy (so the
-    receiver's hash of the blob it took matches), tells a write through ``.data`` apart, and falls back to a copy
-    for a strided view, a conjugate view and a tensor subclass."""
-    import hashlib
-
-    import torch
-
-    from cs336_staff.worker import bound
-
-    def copied(t):
-        return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy(), digest_size=16).digest()
-
-    p = torch.nn.Parameter(torch.arange(15.0).reshape(5, 3))
-    assert bound._memory(p) is not None
-    assert bound._digest(p) == (torch.float32, (5, 3), copied(p))
-    before = bound._digest(p)
-    p.data[2, 1] += 1.0  # no version bump: only the bytes tell
-    assert bound._digest(p) != before and bound._digest(p)[2] == copied(p)
-    assert bound._digest(torch.empty(0, 3))[2] == hashlib.blake2b(b"", digest_size=16).digest()
-
-    class Sub(torch.Tensor):
-        pass
-
-    strided, conj = p.detach().t(), torch.tensor([1 + 2j, 3 - 1j]).conj()
-    for t in (strided, conj, torch.arange(4.0).as_subclass(Sub)):
-        assert bound._memory(t) is None
-    assert bound._digest(strided)[2] == copied(strided)
-    assert bound._digest(torch.empty(2, device="meta")) == (torch.float32, (2,))
-    for storage in (p.untyped_storage(), torch.empty(0).untyped_storage()):  # an argument storage's, read in place too
-        assert codec.digest(storage) == hashlib.blake2b(codec.storage_bytes(storage), digest_size=16).digest()
-
-
-def test_bound_changes_are_written_into_the_receivers_own_tensors_as_copy_would():
-    """A change the worker made in place is written into the judge's tensor in place (same memory, same ``.grad``
-    object, its version counter bumped as ``copy_`` bumps it); new memory or a new ``.grad`` on the worker's side is
-    new memory on the judge's; a change whose bytes do not make its shape is refused and leaves the tensor as it was."""
-    import torch
-
-    from cs336_staff.worker import bound
-
-    judge, worker = bound.Bindings(weak=True, limit=1 << 20), bound.Bindings(weak=False)
-    p = torch.nn.Parameter(torch.arange(6.0).reshape(2, 3))
-    enc = codec.Encoder()
-    twin = worker.decode(judge.encode(p, enc), enc.blobs)
-
-    def sync() -> None:
-        enc = codec.Encoder()
-        judge.apply(worker.changes(enc), [memoryview(b) for b in enc.blobs])
-
-    where, version = p.data_ptr(), p._version
-    with torch.no_grad():
-        twin.mul_(2.0)
-    twin.grad = torch.ones(2, 3)
-    sync()
-    assert torch.equal(p.detach(), torch.arange(6.0).reshape(2, 3) * 2) and p.data_ptr() == where
-    assert p._version > version and torch.equal(p.grad, torch.ones(2, 3))
-    grad = p.grad
-    twin.grad.add_(1.0)
-    sync()
-    assert p.grad is grad and torch.equal(grad, torch.full((2, 3), 2.0))
-    twin.data = torch.zeros(3, 2, dtype=torch.float64)
-    sync()
-    assert p.dtype == torch.float64 and p.shape == (3, 2) and p.data_ptr() != where
-    before = p.detach().clone()
-    enc = codec.Encoder()
-    node = bound.encode_dense(torch.ones(3, 2, dtype=torch.float64), enc)
-    with pytest.raises(codec.CodecError, match="needs 48 bytes, got 47"):
-        judge.apply([[1, {"data": node}]], [enc.blobs[0][:-1]])
-    assert torch.equal(p.detach(), before)
-
-
 def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
     """A Remote whose worker is a ``Worker`` serving in a thread of this process over two pipes (no
-    subprocess, no sandbox): a whole request with its callbacks, both sides' code as in grading."""
+    subprocess, no sandbox): a whole request, both sides' code as in grading."""
     requests, replies = os.pipe(), os.pipe()
     worker = Worker(requests[0], replies[1])
     thread = threading.Thread(target=lambda: [None for _ in iter(worker.serve_one, False)], daemon=True)
@@ -418,30 +197,60 @@ def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
     return remote, thread, process
 
 
-def test_a_stand_in_of_the_tests_model_yields_its_parameters_and_returns_itself(monkeypatch):
-    """A model passed through ``stays_in_the_test``: ``next(model.parameters())`` works on its stand-in (a
-    generator comes back as an iterator over its items, bound to the test's parameters, so an in-place
-    change there reaches the test's), ``model.eval()`` returns the same stand-in and switches the test's
-    model, and the stand-in passes ``isinstance`` as an ``nn.Module``."""
-    import torch
-
-    def uses_the_model(model):
-        first = next(model.parameters())
-        with torch.no_grad():
-            first.add_(1.0)
-        return [list(first.shape), model.eval() is model, isinstance(model, torch.nn.Linear)]
-
-    target = "tests.scenarios.checkpoint:uses_the_model"
-    monkeypatch.setitem(boundary.SCENARIOS, target, uses_the_model)
+def _drive_in_a_thread(monkeypatch, target: str, fn, *args, call: str = "drive"):
+    """``fn`` registered as the driver ``target`` and run by a real Worker in a thread through a Remote
+    (``call="call"``: as a plain call, without ``run_driver``'s checks, as an adapter runs)."""
+    monkeypatch.setitem(boundary.DRIVERS, target, (lambda *a, **k: boundary.run_driver(fn, a, k)) if call == "drive" else fn)
     remote, thread, process = _worker_in_a_thread()
-    remote.judge_side_objects = boundary.JUDGE_SIDE_OBJECTS
-    model = boundary.stays_in_the_test(torch.nn.Linear(2, 3))
-    before = model.weight.detach().clone()
     try:
-        assert remote.call(target, (model,), {}) == [[3, 2], True, True]
+        return getattr(remote, call)(target, args, {})
     finally:
         os.close(process.requests)
         thread.join(timeout=10)
         process.proc.kill()
-    assert not model.training
-    torch.testing.assert_close(model.weight.detach(), before + 1.0)
+
+
+def test_a_driver_starts_from_the_seeded_rngs_and_leaves_the_callers_alone(monkeypatch):
+    """In grading and in one process alike: the driver draws what a freshly seeded process draws, whatever
+    its caller drew before, and the caller's next draw is what it would have been without the driver."""
+    import torch
+
+    def draws():
+        return torch.rand(3)
+
+    torch.manual_seed(123)
+    torch.rand(5)  # the caller's own draws do not reach the driver
+    expected_next = torch.get_rng_state()
+    graded = _drive_in_a_thread(monkeypatch, "tests.scenarios.models:draws", draws)
+    local = boundary.run_driver(draws, (), {})
+    assert torch.equal(torch.get_rng_state(), expected_next), "a driver changed its caller's RNG state"
+    torch.manual_seed(boundary.RNG_SEED)
+    assert torch.equal(graded, local) and torch.equal(local, torch.rand(3))
+
+
+@pytest.mark.parametrize(("answer", "says"), [
+    (lambda: object(), "object"),
+    (lambda: {"model": __import__("torch").nn.Linear(2, 2)}, "Linear"),
+    (lambda: __import__("torch").ones(2, requires_grad=True) * 2, "autograd history"),
+    (lambda: OwnRecord(1), "not marked @plain_data"),
+], ids=["object", "module-in-a-dict", "graph", "unregistered-dataclass"])
+def test_an_answer_that_is_not_plain_data_fails_alike_in_both_modes(monkeypatch, answer, says):
+    """check_plain refuses it in the driver's own process (the student's, or the worker): a TypeError that
+    names what was returned, the same whether the driver ran locally or across the line."""
+    with pytest.raises(TypeError, match=says):
+        boundary.run_driver(answer, (), {})
+    with pytest.raises(TypeError, match=says):
+        _drive_in_a_thread(monkeypatch, "tests.scenarios.models:answer", answer)
+
+
+@dataclasses.dataclass
+class OwnRecord:
+    x: int
+
+
+def test_an_adapter_returning_an_object_is_not_an_exception_of_the_submission(monkeypatch):
+    """An object in a plain call's result cannot cross: the judge raises NotPlainData (a WorkerError),
+    never an exception a test could mistake for one the submission raised (CodecError is a ValueError)."""
+    with pytest.raises(NotPlainData, match="not plain data") as caught:
+        _drive_in_a_thread(monkeypatch, "tests.scenarios.models:cls", lambda: type("Tokenizer", (), {}), call="call")
+    assert not isinstance(caught.value, ValueError)
