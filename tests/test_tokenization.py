@@ -52,7 +52,9 @@ def test_byte_decode_replaces_invalid_utf8(ids: list[int]) -> None:
     """Byte sequences that are not UTF-8 decode to U+FFFD exactly as bytes.decode(errors='replace')."""
     tok = adapters.get_byte_tokenizer()
     expected = bytes(ids).decode("utf-8", errors="replace")
-    assert tok.decode(ids) == expected, "invalid UTF-8 must become U+FFFD (errors='replace'), never raise"
+    assert tok.decode(ids) == expected, (
+        "invalid UTF-8 must become U+FFFD (errors='replace'), never raise"
+    )
 
 
 def test_byte_decode_rejects_ids_above_255() -> None:
@@ -67,8 +69,10 @@ def explain_ratio(text: str, ids: list[int], got: float) -> str:
     want = n_bytes / n
     head = f"compression_ratio({text!r}, {n} ids) = {got!r}; expected {n_bytes} UTF-8 bytes / {n} tokens = {want:.6g}"
     mistakes = {
-        "len(text) / len(ids): characters per token, but the ratio counts UTF-8 bytes (len(text.encode('utf-8')))": n_chars / n,
-        "len(ids) / len(UTF-8 bytes): tokens per byte, the ratio upside down (higher must mean shorter sequences)": n / n_bytes,
+        "len(text) / len(ids): characters per token, but the ratio counts UTF-8 bytes (len(text.encode('utf-8')))": n_chars
+        / n,
+        "len(ids) / len(UTF-8 bytes): tokens per byte, the ratio upside down (higher must mean shorter sequences)": n
+        / n_bytes,
         "len(ids) / len(text): tokens per character, upside down and in characters": n / n_chars,
     }
     for what, value in mistakes.items():
@@ -80,9 +84,14 @@ def explain_ratio(text: str, ids: list[int], got: float) -> str:
 @pytest.mark.parametrize("text", [t for t in TEXTS if t])
 def test_compression_ratio_is_utf8_bytes_per_token(text: str) -> None:
     """compression_ratio = len(UTF-8 bytes) / len(ids): 1 for bytes, bytes-per-char for characters."""
-    for ids in (list(text.encode("utf-8")), [ord(c) for c in text]):  # the two tokenizers' ids, made here
+    for ids in (
+        list(text.encode("utf-8")),
+        [ord(c) for c in text],
+    ):  # the two tokenizers' ids, made here
         got = adapters.run_compression_ratio(text, ids)
-        assert got == pytest.approx(len(text.encode("utf-8")) / len(ids)), explain_ratio(text, ids, got)
+        assert got == pytest.approx(len(text.encode("utf-8")) / len(ids)), explain_ratio(
+            text, ids, got
+        )
 
 
 def test_compression_ratio_of_no_tokens_is_an_error() -> None:

@@ -60,18 +60,23 @@ def oracle(trained) -> tiktoken.Encoding:
     vocab, _ = trained
     special = {EOT: VOCAB_SIZE - 1}
     ranks = {token: i for i, token in vocab.items() if i not in special.values()}
-    return tiktoken.Encoding(name="ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
+    return tiktoken.Encoding(
+        name="ours", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special
+    )
 
 
 def id_difference(got: list[int], want: list[int], decode) -> str:
     """Where two id sequences first differ, with the text the ids around there stand for."""
-    n = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+    n = next(
+        (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+        min(len(got), len(want)),
+    )
     if n == len(got) == len(want):
         return "the ids are equal"
     return (
-        f"{len(got)} ids, expected {len(want)}; first difference at position {n}: got {got[n:n + 5]} "
-        f"({decode(got[n:n + 5])!r}), expected {want[n:n + 5]} ({decode(want[n:n + 5])!r}), "
-        f"after the text {decode(want[max(0, n - 8):n])!r}"
+        f"{len(got)} ids, expected {len(want)}; first difference at position {n}: got {got[n : n + 5]} "
+        f"({decode(got[n : n + 5])!r}), expected {want[n : n + 5]} ({decode(want[n : n + 5])!r}), "
+        f"after the text {decode(want[max(0, n - 8) : n])!r}"
     )
 
 
@@ -97,9 +102,14 @@ def test_encode_matches_tiktoken(tokenizer, oracle, text: str) -> None:
     """encode gives the same ids as tiktoken built from our merges, and decode gives the text back."""
     ids = tokenizer.encode(text)
     expected = oracle.encode(text, allowed_special="all")
-    assert ids == expected, f"encode({text!r}) = {ids}, tiktoken gives {expected}: " + id_difference(ids, expected, oracle.decode)
+    assert ids == expected, (
+        f"encode({text!r}) = {ids}, tiktoken gives {expected}: "
+        + id_difference(ids, expected, oracle.decode)
+    )
     assert tokenizer.decode(ids) == text
-    assert tokenizer.decode(tokenizer.encode(text + "!")) == text + "!", "decode(encode(s)) must give s back"
+    assert tokenizer.decode(tokenizer.encode(text + "!")) == text + "!", (
+        "decode(encode(s)) must give s back"
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -113,7 +123,9 @@ def test_encode_matches_tiktoken_on_random_unicode(tokenizer, oracle, text: str)
     """
     ids = tokenizer.encode(text)
     want = oracle.encode(text, allowed_special="all")
-    assert ids == want, f"encode({text!r}) = {ids}, tiktoken gives {want}: " + id_difference(ids, want, oracle.decode)
+    assert ids == want, f"encode({text!r}) = {ids}, tiktoken gives {want}: " + id_difference(
+        ids, want, oracle.decode
+    )
     assert tokenizer.decode(ids) == text
 
 
@@ -122,23 +134,41 @@ def test_encode_corpus_round_trips_and_compresses(tokenizer, oracle) -> None:
     text = _read(CORPORA / "multilingual.txt")
     ids = tokenizer.encode(text)
     want = oracle.encode(text, allowed_special="all")
-    assert ids == want, "encode of the corpus differs from tiktoken: " + id_difference(ids, want, oracle.decode)
+    assert ids == want, "encode of the corpus differs from tiktoken: " + id_difference(
+        ids, want, oracle.decode
+    )
     assert tokenizer.decode(ids) == text, "decode(encode(corpus)) is not the corpus"
     ratio = adapters.run_compression_ratio(text, ids)
-    assert ratio == pytest.approx(len(text.encode("utf-8")) / len(ids)) and ratio > 1.5, f"compression ratio {ratio}"
+    assert ratio == pytest.approx(len(text.encode("utf-8")) / len(ids)) and ratio > 1.5, (
+        f"compression ratio {ratio}"
+    )
 
 
-@pytest.mark.parametrize("text", ["DON'T", "IT'S LOUD", "WE'LL, YOU'RE", "Don'T it's", "don't", "I'M 'Sun'"])
+@pytest.mark.parametrize(
+    "text", ["DON'T", "IT'S LOUD", "WE'LL, YOU'RE", "Don'T it's", "don't", "I'M 'Sun'"]
+)
 def test_contractions_are_lowercase_only_as_in_tiktoken(text: str) -> None:
     """GPT-2's pattern is case-sensitive: with merges (', T), (', t), ... in the vocab, "DON'T" still encodes as
     DON + ' + T (the merge (', T) cannot apply across pre-tokens), as tiktoken does; "don't" uses (', t)."""
-    pairs = [(b"'", b"T"), (b"'", b"t"), (b"'", b"S"), (b"'", b"s"), (b"'", b"L"), (b"'L", b"L"), (b"'", b"R"), (b"'R", b"E")]
+    pairs = [
+        (b"'", b"T"),
+        (b"'", b"t"),
+        (b"'", b"S"),
+        (b"'", b"s"),
+        (b"'", b"L"),
+        (b"'L", b"L"),
+        (b"'", b"R"),
+        (b"'R", b"E"),
+    ]
     vocab = {i: bytes([i]) for i in range(256)}
     for a, b in pairs:
         vocab[len(vocab)] = a + b
     tok = adapters.get_tokenizer(vocab, pairs)
     oracle = tiktoken.Encoding(
-        name="contractions", pat_str=GPT2_PATTERN, mergeable_ranks={t: i for i, t in vocab.items()}, special_tokens={}
+        name="contractions",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks={t: i for i, t in vocab.items()},
+        special_tokens={},
     )
     ids, expected = tok.encode(text), oracle.encode(text)
     assert ids == expected, (
@@ -152,7 +182,9 @@ def test_merges_apply_by_rank_not_left_to_right() -> None:
     """With merges [(b,c), (a,b)], "abc" is [a, bc]: the lower-rank (earlier) merge wins even though (a,b) comes first."""
     vocab = {i: bytes([i]) for i in range(256)} | {256: b"bc", 257: b"ab"}
     tok = adapters.get_tokenizer(vocab, [(b"b", b"c"), (b"a", b"b")])
-    assert tok.encode("abc") == [ord("a"), 256], "apply merges in the order they were learned (lowest rank first)"
+    assert tok.encode("abc") == [ord("a"), 256], (
+        "apply merges in the order they were learned (lowest rank first)"
+    )
     assert tok.encode("abd") == [257, ord("d")]
 
 
@@ -179,7 +211,9 @@ def test_overlapping_special_tokens_match_longest_first(trained) -> None:
         f"got {ids}: '<|endoftext|><|endoftext|>' must be ONE token (match special tokens longest first)"
     )
     assert tok.decode(ids) == f"a{double}b{EOT}c"
-    assert tok.decode(double_ids) == double, "a special token missing from vocab gets a new id that decodes to it"
+    assert tok.decode(double_ids) == double, (
+        "a special token missing from vocab gets a new id that decodes to it"
+    )
 
 
 def test_special_token_text_without_special_tokens_is_ordinary_text(trained) -> None:
@@ -198,10 +232,17 @@ def _pieces(text: str, rng: random.Random) -> list[str]:
 
 @settings(max_examples=40, deadline=None)
 @given(
-    text=st.lists(st.sampled_from(["a", "b", " ", "  ", "\n", "'", "l", "s", "🙂", "é", "1", EOT, "<|", "end"]), max_size=80).map("".join),
+    text=st.lists(
+        st.sampled_from(
+            ["a", "b", " ", "  ", "\n", "'", "l", "s", "🙂", "é", "1", EOT, "<|", "end"]
+        ),
+        max_size=80,
+    ).map("".join),
     seed=st.integers(0, 2**16),
 )
-def test_encode_iterable_equals_encode_however_the_text_is_cut(tokenizer, text: str, seed: int) -> None:
+def test_encode_iterable_equals_encode_however_the_text_is_cut(
+    tokenizer, text: str, seed: int
+) -> None:
     """encode_iterable over any cut of the text into pieces gives exactly encode(whole text).
 
     Cuts fall inside whitespace runs ("\\n" + "  b"), contractions ("'" + "ll") and special tokens
@@ -210,7 +251,9 @@ def test_encode_iterable_equals_encode_however_the_text_is_cut(tokenizer, text: 
     pieces = _pieces(text, random.Random(seed))
     got = tokenization.encode_iterable(tokenizer, pieces)
     assert got == tokenizer.encode(text), f"pieces={pieces!r}"
-    assert tokenizer.decode(got) == text, f"decode(encode_iterable(pieces)) is not the text: pieces={pieces!r}"
+    assert tokenizer.decode(got) == text, (
+        f"decode(encode_iterable(pieces)) is not the text: pieces={pieces!r}"
+    )
 
 
 #: Special tokens of which one is a prefix of another, and where to end pieces: between the two halves.
@@ -227,7 +270,15 @@ def pieces_ending_between(left: str, right: str, blocks: int, seed: int) -> list
     settles its buffer (after any number of pieces), it holds ``left`` with ``right`` still to come.
     """
     rng = random.Random(seed)
-    fillers = ["the cat sat", " on the mat", "\n\n  it's", " 猫 🙂", f" lone {left} here", "'ll  ", "12 34"]
+    fillers = [
+        "the cat sat",
+        " on the mat",
+        "\n\n  it's",
+        " 猫 🙂",
+        f" lone {left} here",
+        "'ll  ",
+        "12 34",
+    ]
     pieces = ["start " + left]
     for _ in range(blocks):
         pieces.append(right + "".join(rng.choice(fillers) for _ in range(rng.randint(1, 4))) + left)
@@ -236,7 +287,9 @@ def pieces_ending_between(left: str, right: str, blocks: int, seed: int) -> list
 
 
 @pytest.mark.parametrize("case", list(NESTED_SPECIALS))
-def test_encode_iterable_equals_encode_when_pieces_end_between_nested_special_tokens(trained, case: str) -> None:
+def test_encode_iterable_equals_encode_when_pieces_end_between_nested_special_tokens(
+    trained, case: str
+) -> None:
     """With one special token a prefix of another (<|endoftext|>, <|endoftext|><|endoftext|>), pieces that end
     between the halves of the longer one still give exactly encode(whole text), over ~100 KB of text."""
     specials, left, right = NESTED_SPECIALS[case]
@@ -298,8 +351,12 @@ def cut_tokenizer(texts: list[str], special_tokens: list[str]) -> tuple[object, 
     """Your tokenizer over ``cut_vocab(texts)``, and tiktoken's (the oracle) over the same merges."""
     vocab, merges = cut_vocab(texts)
     specials = {t: len(vocab) + i for i, t in enumerate(special_tokens)}
-    oracle = tiktoken.Encoding(name="cuts", pat_str=GPT2_PATTERN, mergeable_ranks={t: i for i, t in vocab.items()},
-                               special_tokens=specials)
+    oracle = tiktoken.Encoding(
+        name="cuts",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks={t: i for i, t in vocab.items()},
+        special_tokens=specials,
+    )
     return adapters.get_tokenizer(vocab, merges, special_tokens), oracle
 
 
@@ -322,9 +379,15 @@ def test_encode_iterable_equals_encode_when_cut_at_every_position(kind: str) -> 
     assert "z" not in text
     tok, oracle = cut_tokenizer(list(CUT_KINDS.values()), [EOT])
     pieces = pieces_cut_at_every_position(text)
-    got, want = tokenization.encode_iterable(tok, pieces), oracle.encode("".join(pieces), allowed_special="all")
+    got, want = (
+        tokenization.encode_iterable(tok, pieces),
+        oracle.encode("".join(pieces), allowed_special="all"),
+    )
     if got != want:
-        at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+        at = next(
+            (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+            min(len(got), len(want)),
+        )
         copy = oracle.decode(want[:at]).count(FILLER) - 1
         cut = f"{text[:copy]!r} | {text[copy:]!r}" if 0 <= copy <= len(text) else "?"
         pytest.fail(
@@ -354,9 +417,13 @@ def test_vocab_whose_single_byte_ids_are_not_the_byte_values(ids: list[int]) -> 
         f"encode('hi hi!\\n') = {got}, expected the vocabulary's ids {want}: a single byte's id is the id vocab gives "
         "it, not the byte's value (map bytes to ids through the vocabulary)"
     )
-    assert tok.decode([byte_id[b"o"], byte_id[b"k"]]) == "ok", "decode must look ids up in the vocabulary"
+    assert tok.decode([byte_id[b"o"], byte_id[b"k"]]) == "ok", (
+        "decode must look ids up in the vocabulary"
+    )
     (sep,) = tok.encode("<|sep|>")
-    assert sep not in vocab, f"the new special token got id {sep}, already taken by {vocab.get(sep)!r}"
+    assert sep not in vocab, (
+        f"the new special token got id {sep}, already taken by {vocab.get(sep)!r}"
+    )
     assert tok.decode(got + [sep]) == "hi hi!\n<|sep|>"
 
 
@@ -374,7 +441,11 @@ def test_decode_rejects_an_unknown_id_with_a_value_error(tokenizer) -> None:
         ({i: bytes([i]) for i in range(1, 256)}, [], r"must contain all 256 bytes"),
         ({i: bytes([i]) for i in range(256) if i != ord("a")} | {256: b"a"}, [], None),
         ({i: bytes([i]) for i in range(256)}, [(b"x", b"y")], r"must all be in vocab"),
-        ({i: bytes([i]) for i in range(256)} | {256: b"ab"}, [(b"a", b"b"), (b"ab", b"c")], r"must all be in vocab"),
+        (
+            {i: bytes([i]) for i in range(256)} | {256: b"ab"},
+            [(b"a", b"b"), (b"ab", b"c")],
+            r"must all be in vocab",
+        ),
     ],
     ids=["missing-byte-0", "byte-a-at-another-id", "unknown-merge", "merge-result-missing"],
 )
@@ -405,7 +476,9 @@ def test_new_special_tokens_get_ids_that_collide_with_none_when_vocab_ids_have_g
     specials, existing = ["<|a|>", "<|b|>"], set(vocab)
     tok = adapters.get_tokenizer(vocab, merges, specials)
     special_ids = [tok.encode(t) for t in specials]
-    assert all(len(ids) == 1 for ids in special_ids), f"each special token must encode to one id, got {special_ids}"
+    assert all(len(ids) == 1 for ids in special_ids), (
+        f"each special token must encode to one id, got {special_ids}"
+    )
     (a_id,), (b_id,) = special_ids
     taken = sorted({a_id, b_id} & existing)
     assert a_id != b_id and not taken, (
@@ -413,13 +486,17 @@ def test_new_special_tokens_get_ids_that_collide_with_none_when_vocab_ids_have_g
         f"{'are already taken in vocab' if taken else 'are the same id'}. Give each new special token an id after "
         "the LARGEST id (max(vocab) + 1, then the next), not len(vocab): ids may have gaps"
     )
-    assert tok.encode("abc ab") == [259, 258], "the ordinary tokens keep their ids when special tokens are added"
+    assert tok.encode("abc ab") == [259, 258], (
+        "the ordinary tokens keep their ids when special tokens are added"
+    )
     assert tok.decode([259, a_id, b_id]) == "abc<|a|><|b|>"
 
 
 def test_building_a_tokenizer_leaves_the_callers_vocab_alone(trained) -> None:
     """Adding special tokens that are not in vocab changes the tokenizer's own vocab, not the dict it was given."""
-    skip_in_grading("your code receives a copy of the caller's dict there, so what it does to the dict cannot be seen")
+    skip_in_grading(
+        "your code receives a copy of the caller's dict there, so what it does to the dict cannot be seen"
+    )
     vocab, merges = trained
     before = dict(vocab)
     after = tokenization.vocab_after_building(dict(vocab), merges, [EOT, "<|new|>"])
@@ -434,9 +511,13 @@ def test_encode_iterable_of_file_lines_equals_encode(tokenizer, oracle) -> None:
     """Streaming a file line by line ("a\\n" then "  b": whitespace crosses lines) gives encode(whole file)."""
     text = _read(CORPORA / "multilingual.txt")
     lines = text.splitlines(keepends=True)
-    got, want = tokenization.encode_iterable(tokenizer, lines), oracle.encode(text, allowed_special="all")
+    got, want = (
+        tokenization.encode_iterable(tokenizer, lines),
+        oracle.encode(text, allowed_special="all"),
+    )
     assert got == want, (
-        "encode_iterable(lines) differs from encode(text): " + id_difference(got, want, tokenizer.decode)
+        "encode_iterable(lines) differs from encode(text): "
+        + id_difference(got, want, tokenizer.decode)
         + "; a pre-token may continue across a line break (whitespace runs), so hold back the end of each piece"
     )
     assert tokenizer.decode(got) == text, "decode(encode_iterable(lines)) is not the file"
@@ -454,16 +535,24 @@ def test_encode_iterable_streams_are_independent(tokenizer, oracle) -> None:
     hint = "; keep a stream's unsettled text in a local variable of encode_iterable, not on the tokenizer (self)"
     assert streams.after_abandoned == want_second, (
         "after a stream was abandoned midway, a new stream over another text gave other ids than encode: "
-        + id_difference(streams.after_abandoned, want_second, tokenizer.decode) + hint
+        + id_difference(streams.after_abandoned, want_second, tokenizer.decode)
+        + hint
     )
     assert streams.first == want_first and streams.second == want_second, (
         "two streams advanced in turns gave other ids than encode: "
-        + id_difference(*((streams.first, want_first) if streams.first != want_first else (streams.second, want_second)),
-                        tokenizer.decode) + hint
+        + id_difference(
+            *(
+                (streams.first, want_first)
+                if streams.first != want_first
+                else (streams.second, want_second)
+            ),
+            tokenizer.decode,
+        )
+        + hint
     )
-    assert tokenizer.decode(streams.first) == first and tokenizer.decode(streams.second) == second, (
-        "decoding a stream's ids does not give its text back"
-    )
+    assert (
+        tokenizer.decode(streams.first) == first and tokenizer.decode(streams.second) == second
+    ), "decoding a stream's ids does not give its text back"
 
 
 def line_groups(path: Path, chars: int = 1 << 12) -> Iterator[str]:
@@ -481,7 +570,9 @@ def line_groups(path: Path, chars: int = 1 << 12) -> Iterator[str]:
             yield "".join(group)
 
 
-def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, oracle, trained, tmp_path: Path) -> None:
+def test_encode_iterable_is_lazy_with_bounded_memory(
+    tokenizer, oracle, trained, tmp_path: Path
+) -> None:
     """Encoding a 3 MB file through encode_iterable never holds more than 1 MB of its text.
 
     The file is the multilingual corpus repeated, fed in groups of lines from the test's own iterator,
@@ -509,10 +600,14 @@ def test_encode_iterable_is_lazy_with_bounded_memory(tokenizer, oracle, trained,
         f"on a {size / 2**20:.1f} MiB file; keep only a small buffer"
     )
     decoded = tokenizer.decode(streamed.first)
-    assert decoded and corpus.startswith(decoded), f"the first ids decode to {decoded[:40]!r}, not a start of the file"
+    assert decoded and corpus.startswith(decoded), (
+        f"the first ids decode to {decoded[:40]!r}, not a start of the file"
+    )
 
 
-@pytest.mark.parametrize("tokens", [[b" ", b"\n"], [b"\xe2\x82", b"\xac"], [b"a b", b"\r\n\t"], [b"#version", b" 0.2"]])
+@pytest.mark.parametrize(
+    "tokens", [[b" ", b"\n"], [b"\xe2\x82", b"\xac"], [b"a b", b"\r\n\t"], [b"#version", b" 0.2"]]
+)
 def test_saved_files_round_trip_any_bytes(trained, tmp_path: Path, tokens: list[bytes]) -> None:
     """save then from_files gives back the same vocab and merges, even for spaces, newlines and half characters."""
     vocab, merges = trained
@@ -533,22 +628,59 @@ def test_saved_files_round_trip_any_bytes(trained, tmp_path: Path, tokens: list[
     assert loaded.merges == merges + extra
     text = "x" + "".join(t.decode("utf-8", errors="replace") for t in tokens) + EOT
     assert loaded.encode(text) == tok.encode(text)
-    assert loaded.decode(loaded.encode(text)) == text, "the loaded tokenizer does not round-trip the text"
+    assert loaded.decode(loaded.encode(text)) == text, (
+        "the loaded tokenizer does not round-trip the text"
+    )
 
 
 def test_cli_trains_then_encodes_to_a_memmappable_array(tmp_path: Path) -> None:
     """`cs336 train-bpe` then `cs336 encode` give a uint16 .npy whose ids equal Tokenizer.encode of the file."""
     corpus = CORPORA / "mini.txt"
     out = tmp_path / "tok"
-    assert adapters.run_cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--out", str(out)]) == 0
-    assert adapters.run_cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--out", str(out)]) == 2, "must not overwrite a tokenizer"
+    assert (
+        adapters.run_cs336(
+            [
+                "train-bpe",
+                str(corpus),
+                "--vocab-size",
+                "300",
+                "--special-token",
+                EOT,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (
+        adapters.run_cs336(["train-bpe", str(corpus), "--vocab-size", "300", "--out", str(out)])
+        == 2
+    ), "must not overwrite a tokenizer"
     npy = tmp_path / "mini.npy"
-    assert adapters.run_cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy)]) == 0
+    assert (
+        adapters.run_cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy)]) == 0
+    )
     ids = np.load(npy, mmap_mode="r")
     assert ids.dtype == np.uint16
     vocab, merges = adapters.run_train_bpe(corpus, 300, [EOT])
     expected = adapters.get_tokenizer(vocab, merges, [EOT]).encode(_read(corpus))
     assert ids.tolist() == expected
     npy2 = tmp_path / "mini2.npy"
-    assert adapters.run_cs336(["encode", str(corpus), "--tokenizer", str(out), "--out", str(npy2), "--num-processes", "2"]) == 0
-    assert np.load(npy2).tolist() == expected, "parallel encoding must give the same ids as streaming"
+    assert (
+        adapters.run_cs336(
+            [
+                "encode",
+                str(corpus),
+                "--tokenizer",
+                str(out),
+                "--out",
+                str(npy2),
+                "--num-processes",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert np.load(npy2).tolist() == expected, (
+        "parallel encoding must give the same ids as streaming"
+    )

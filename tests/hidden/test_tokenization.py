@@ -32,7 +32,9 @@ PAD = "<|pad|>"
 
 
 def _make_corpora():
-    spec = importlib.util.spec_from_file_location("make_corpora", ROOT / "fixtures" / "make_corpora.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_corpora", ROOT / "fixtures" / "make_corpora.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -51,12 +53,18 @@ def corpus_two_specials(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("num_processes", [1, 2])
-def test_train_bpe_matches_naive_with_two_special_tokens(corpus_two_specials: Path, num_processes: int) -> None:
+def test_train_bpe_matches_naive_with_two_special_tokens(
+    corpus_two_specials: Path, num_processes: int
+) -> None:
     """Two special tokens, in one or two processes: same merges and vocab as the naive trainer."""
     expected = naive_train_bpe(corpus_two_specials, 330, [EOT, PAD])
     got = adapters.run_train_bpe(corpus_two_specials, 330, [EOT, PAD], num_processes=num_processes)
-    assert_same_bpe(got, expected, f"{num_processes} processes, the naive trainer's result expected")
-    assert got[0][328] == EOT.encode() and got[0][329] == PAD.encode(), "special tokens take the last ids, in order"
+    assert_same_bpe(
+        got, expected, f"{num_processes} processes, the naive trainer's result expected"
+    )
+    assert got[0][328] == EOT.encode() and got[0][329] == PAD.encode(), (
+        "special tokens take the last ids, in order"
+    )
 
 
 def test_train_bpe_in_parallel_on_a_file_without_special_tokens(tmp_path: Path) -> None:
@@ -65,7 +73,11 @@ def test_train_bpe_in_parallel_on_a_file_without_special_tokens(tmp_path: Path) 
     path = tmp_path / "plain.txt"
     path.write_bytes(text.encode("utf-8"))
     expected = naive_train_bpe(path, 300, [])
-    assert_same_bpe(adapters.run_train_bpe(path, 300, [], num_processes=3), expected, "3 processes, no special tokens")
+    assert_same_bpe(
+        adapters.run_train_bpe(path, 300, [], num_processes=3),
+        expected,
+        "3 processes, no special tokens",
+    )
 
 
 def test_train_bpe_with_overlapping_special_tokens(tmp_path: Path) -> None:
@@ -74,7 +86,10 @@ def test_train_bpe_with_overlapping_special_tokens(tmp_path: Path) -> None:
     path = tmp_path / "overlap.txt"
     path.write_bytes(text.encode("utf-8"))
     specials = [EOT, EOT + EOT]
-    assert_same_bpe(adapters.run_train_bpe(path, 270, specials, num_processes=2), naive_train_bpe(path, 270, specials))
+    assert_same_bpe(
+        adapters.run_train_bpe(path, 270, specials, num_processes=2),
+        naive_train_bpe(path, 270, specials),
+    )
 
 
 def test_train_bpe_with_vocab_just_big_enough_has_no_merges(tmp_path: Path) -> None:
@@ -88,15 +103,22 @@ def test_train_bpe_with_vocab_just_big_enough_has_no_merges(tmp_path: Path) -> N
 
 @settings(max_examples=25, deadline=None)
 @given(
-    text=st.lists(st.sampled_from([*"xyz 12\n\t猫🙂é", "xx", "  ", EOT, PAD]), max_size=150).map("".join),
+    text=st.lists(st.sampled_from([*"xyz 12\n\t猫🙂é", "xx", "  ", EOT, PAD]), max_size=150).map(
+        "".join
+    ),
     extra=st.integers(min_value=0, max_value=50),
 )
-def test_train_bpe_matches_naive_on_random_text_with_two_specials(tmp_path_factory, text: str, extra: int) -> None:
+def test_train_bpe_matches_naive_on_random_text_with_two_specials(
+    tmp_path_factory, text: str, extra: int
+) -> None:
     """Random text (digits, CJK, emoji, tabs, two special tokens): same result as the naive trainer."""
     path = tmp_path_factory.mktemp("random") / "r.txt"
     path.write_bytes(text.encode("utf-8"))
-    assert_same_bpe(adapters.run_train_bpe(path, 258 + extra, [EOT, PAD]), naive_train_bpe(path, 258 + extra, [EOT, PAD]),
-                    f"text={text!r}")
+    assert_same_bpe(
+        adapters.run_train_bpe(path, 258 + extra, [EOT, PAD]),
+        naive_train_bpe(path, 258 + extra, [EOT, PAD]),
+        f"text={text!r}",
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -108,25 +130,36 @@ def test_train_bpe_matches_naive_on_random_text(tmp_path_factory, text: str, ext
     """Random text over a tiny alphabet (many ties, repeats like "aaa", emoji, one special token): same as naive."""
     path = tmp_path_factory.mktemp("random") / "r.txt"
     path.write_bytes(text.encode("utf-8"))
-    assert_same_bpe(adapters.run_train_bpe(path, 257 + extra, [EOT]), naive_train_bpe(path, 257 + extra, [EOT]), f"text={text!r}")
+    assert_same_bpe(
+        adapters.run_train_bpe(path, 257 + extra, [EOT]),
+        naive_train_bpe(path, 257 + extra, [EOT]),
+        f"text={text!r}",
+    )
 
 
 @pytest.mark.parametrize("num_processes", [2, 4])
 @pytest.mark.parametrize("kind", list(PARALLEL_KINDS))
-def test_train_bpe_in_parallel_equals_one_process_on_other_corpora(tmp_path: Path, kind: str, num_processes: int) -> None:
+def test_train_bpe_in_parallel_equals_one_process_on_other_corpora(
+    tmp_path: Path, kind: str, num_processes: int
+) -> None:
     """Other seeds and sizes of the parallel corpora, in 2 or 4 processes: exactly the single-process result."""
     path = tmp_path / f"{kind}.txt"
     path.write_bytes(parallel_corpus(kind, seed=num_processes, size=9_000).encode("utf-8"))
     expected = adapters.run_train_bpe(path, 10_000, [], num_processes=1)
     got = adapters.run_train_bpe(path, 10_000, [], num_processes=num_processes)
-    assert_same_bpe(got, expected, f"{kind}, {num_processes} processes: the one-process result expected")
+    assert_same_bpe(
+        got, expected, f"{kind}, {num_processes} processes: the one-process result expected"
+    )
     assert_is_a_trained_vocab(*expected, [])
 
 
 @settings(max_examples=25, deadline=None)
 @given(
     text=st.lists(
-        st.sampled_from(["a", "B", "\r", "\n", "\r\n", " ", "'", "'T", "'s", "'LL", "'Ve", "DON", "é", EOT]), max_size=120
+        st.sampled_from(
+            ["a", "B", "\r", "\n", "\r\n", " ", "'", "'T", "'s", "'LL", "'Ve", "DON", "é", EOT]
+        ),
+        max_size=120,
     ).map("".join),
     extra=st.integers(min_value=0, max_value=40),
 )
@@ -136,7 +169,11 @@ def test_train_bpe_matches_naive_on_text_with_carriage_returns_and_capital_contr
     """Random text with \\r\\n, lone \\r and upper-case contractions ('T, 'LL): same merges and vocab as the naive trainer."""
     path = tmp_path_factory.mktemp("crlf") / "r.txt"
     path.write_bytes(text.encode("utf-8"))
-    assert_same_bpe(adapters.run_train_bpe(path, 257 + extra, [EOT]), naive_train_bpe(path, 257 + extra, [EOT]), f"text={text!r}")
+    assert_same_bpe(
+        adapters.run_train_bpe(path, 257 + extra, [EOT]),
+        naive_train_bpe(path, 257 + extra, [EOT]),
+        f"text={text!r}",
+    )
 
 
 def test_train_bpe_numbers_three_special_tokens_in_the_order_given(tmp_path: Path) -> None:
@@ -155,7 +192,9 @@ def test_train_bpe_is_five_times_faster_than_a_naive_trainer(tmp_path: Path) -> 
     and a larger vocabulary, on ``SPEED_CALLS`` corpora drawn fresh per run (after an untimed warm-up
     on one more); each must match the naive trainer's result, and the best ratio counts."""
     specials, vocab_size = [EOT, PAD], 500
-    warmup, *corpora = fresh_corpora(tmp_path, 1 + SPEED_CALLS, documents=80, max_sentences=3, salt=7, extra_special=PAD)
+    warmup, *corpora = fresh_corpora(
+        tmp_path, 1 + SPEED_CALLS, documents=80, max_sentences=3, salt=7, extra_special=PAD
+    )
     adapters.run_train_bpe(warmup, vocab_size, specials)  # untimed: one-time costs are not speed
     naive, ours = [], []
     for corpus in corpora:
@@ -165,7 +204,9 @@ def test_train_bpe_is_five_times_faster_than_a_naive_trainer(tmp_path: Path) -> 
         start = time.perf_counter()
         got = adapters.run_train_bpe(corpus, vocab_size, specials)
         seconds = time.perf_counter() - start
-        assert_same_bpe(got, expected, f"the naive trainer's result on {corpus.name} expected; {replay_hint()}")
+        assert_same_bpe(
+            got, expected, f"the naive trainer's result on {corpus.name} expected; {replay_hint()}"
+        )
         naive.append(naive_seconds)
         ours.append(seconds)
     # the best of SPEED_CALLS on both sides (corpora of one size): a stall on either side decides nothing
@@ -187,13 +228,21 @@ def test_tokenizer_reads_files_trained_by_huggingface(tmp_path: Path) -> None:
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=[EOT], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=400,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
     )
     hf.train_from_iterator(corpus.split(EOT), trainer)
     hf.model.save(str(tmp_path))
-    vocab, merges = adapters.run_train_bpe(ROOT / "fixtures" / "corpora" / "mini.txt", 257, [EOT])  # any instance
+    vocab, merges = adapters.run_train_bpe(
+        ROOT / "fixtures" / "corpora" / "mini.txt", 257, [EOT]
+    )  # any instance
     ours = tokenization.from_files(
-        adapters.get_tokenizer(vocab, merges, [EOT]), tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT]
+        adapters.get_tokenizer(vocab, merges, [EOT]),
+        tmp_path / "vocab.json",
+        tmp_path / "merges.txt",
+        [EOT],
     )
     for text in [corpus[:3000], "Grüße 👍🏽 from 李明, it's 12:30!\n\n  ok", f"a{EOT}b"]:
         assert ours.encode(text) == hf.encode(text).ids, f"text={text[:60]!r}"
@@ -237,19 +286,25 @@ def test_encode_iterable_with_two_special_tokens_and_no_newlines() -> None:
     assert tok.decode(got) == text, "decode(encode_iterable(pieces)) is not the text"
 
 
-@pytest.mark.parametrize("text", ["ǅemo ﬁne", "\u0301\u0301 combining", "\x00\x1f\x7f controls", "🏳️‍🌈 flag"])
+@pytest.mark.parametrize(
+    "text", ["ǅemo ﬁne", "\u0301\u0301 combining", "\x00\x1f\x7f controls", "🏳️‍🌈 flag"]
+)
 def test_character_and_byte_tokenizers_round_trip_odd_text(text: str) -> None:
     """Combining marks, ligatures, control characters and ZWJ emoji survive both simple tokenizers."""
     for tok in (adapters.get_character_tokenizer(), adapters.get_byte_tokenizer()):
         assert tok.decode(tok.encode(text)) == text
 
 
-@settings(max_examples=8, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: ~60 KB per example
+@settings(
+    max_examples=8, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate]
+)  # no shrinking: ~60 KB per example
 @given(
     seed=st.integers(0, 2**16),
     offsets=st.lists(st.integers(-3, 3), min_size=1, max_size=5),
 )
-def test_encode_iterable_with_three_nested_special_tokens_and_pieces_ending_near_them(seed: int, offsets: list[int]) -> None:
+def test_encode_iterable_with_three_nested_special_tokens_and_pieces_ending_near_them(
+    seed: int, offsets: list[int]
+) -> None:
     """<|x|>, <|x|><|x|> and <|x|><|x|><|x|> all special; ~60 KB in pieces that end between, just before or
     just after the halves of the nested tokens: exactly encode(whole text)."""
     x = "<|x|>"
@@ -258,7 +313,9 @@ def test_encode_iterable_with_three_nested_special_tokens_and_pieces_ending_near
     rng = random.Random(seed)
     text = "".join(rng.choice(["ab ", x, x * 2, x * 3, " ab\n", "  ", "'ll"]) for _ in range(6000))
     cuts, at = [], 0
-    for i in range(len(text)):  # after each "<|x|>" that is followed by another, shifted by an offset
+    for i in range(
+        len(text)
+    ):  # after each "<|x|>" that is followed by another, shifted by an offset
         if text.startswith(x, i) and text.startswith(x, i + len(x)):
             cut = i + len(x) + offsets[len(cuts) % len(offsets)]
             if cut > at:
@@ -279,7 +336,9 @@ def test_encode_iterable_with_three_nested_special_tokens_and_pieces_ending_near
     ],
     ids=["offset", "spread", "reversed"],
 )
-def test_new_special_tokens_get_fresh_ids_in_vocabularies_numbered_otherwise(ids: list[int]) -> None:
+def test_new_special_tokens_get_fresh_ids_in_vocabularies_numbered_otherwise(
+    ids: list[int],
+) -> None:
     """Three new special tokens in vocabularies numbered from 1000, every 7th id, or backwards: distinct unused ids."""
     tokens = [bytes([b]) for b in range(256)] + [b"ab", b" ab", b"abc"]
     vocab = dict(zip(ids, tokens, strict=True))
@@ -293,15 +352,36 @@ def test_new_special_tokens_get_fresh_ids_in_vocabularies_numbered_otherwise(ids
 
 
 @settings(max_examples=30, deadline=None)
-@given(text=st.lists(st.sampled_from(["'", "T", "t", "S", "s", "LL", "ll", "RE", "re", "VE", "M", "D", " ", "DON", "\n"]), max_size=40).map("".join))
+@given(
+    text=st.lists(
+        st.sampled_from(
+            ["'", "T", "t", "S", "s", "LL", "ll", "RE", "re", "VE", "M", "D", " ", "DON", "\n"]
+        ),
+        max_size=40,
+    ).map("".join)
+)
 def test_contractions_match_tiktoken_on_random_mixed_case_text(text: str) -> None:
     """Random mixes of apostrophes and upper/lower-case contraction letters: the same ids as tiktoken."""
-    pairs = [(b"'", b"T"), (b"'", b"t"), (b"'", b"S"), (b"'", b"s"), (b"L", b"L"), (b"'", b"LL"), (b"'", b"D"), (b"'", b"M")]
+    pairs = [
+        (b"'", b"T"),
+        (b"'", b"t"),
+        (b"'", b"S"),
+        (b"'", b"s"),
+        (b"L", b"L"),
+        (b"'", b"LL"),
+        (b"'", b"D"),
+        (b"'", b"M"),
+    ]
     vocab = {i: bytes([i]) for i in range(256)}
     for a, b in pairs:
         vocab[len(vocab)] = a + b
     tok = adapters.get_tokenizer(vocab, pairs)
-    oracle = tiktoken.Encoding(name="c", pat_str=GPT2_PATTERN, mergeable_ranks={t: i for i, t in vocab.items()}, special_tokens={})
+    oracle = tiktoken.Encoding(
+        name="c",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks={t: i for i, t in vocab.items()},
+        special_tokens={},
+    )
     assert tok.encode(text) == oracle.encode(text), f"text={text!r}"
 
 

@@ -61,8 +61,14 @@ class Streamed:
     most_held: int | None = None
 
 
-def stream_pieces(tokenizer: Any, pieces: Iterable[str], vocab: dict[int, bytes], first: int = 100,
-                  checks: int = 8, stretch: int = 4096) -> Streamed:
+def stream_pieces(
+    tokenizer: Any,
+    pieces: Iterable[str],
+    vocab: dict[int, bytes],
+    first: int = 100,
+    checks: int = 8,
+    stretch: int = 4096,
+) -> Streamed:
     """Feed ``pieces`` to ``tokenizer.encode_iterable`` from a counting iterator; take ``first`` ids,
     then ``checks`` stretches of ``stretch`` ids, measuring after each how much text was read but not
     yet given out (an id's length is its entry's in ``vocab``, the test's copy of the vocabulary)."""
@@ -73,7 +79,9 @@ def stream_pieces(tokenizer: Any, pieces: Iterable[str], vocab: dict[int, bytes]
     head = list(itertools.islice(stream, first))
     read_at_first = source.read
     lengths = {i: len(t.decode("utf-8", errors="replace")) for i, t in vocab.items()}
-    given = sum(lengths.get(i, 0) for i in head)  # characters, approximately (a split character counts once per part)
+    given = sum(
+        lengths.get(i, 0) for i in head
+    )  # characters, approximately (a split character counts once per part)
     most = source.read - given
     for _ in range(checks):
         ids = list(itertools.islice(stream, stretch))
@@ -100,7 +108,9 @@ class TwoStreams:
 TURNS = (1, 700, 2_000, 333, 3_000)
 
 
-def abandoned_and_interleaved_streams(tokenizer: Any, first: list[str], second: list[str], taken: int) -> TwoStreams:
+def abandoned_and_interleaved_streams(
+    tokenizer: Any, first: list[str], second: list[str], taken: int
+) -> TwoStreams:
     """Take ``taken`` ids from ``tokenizer.encode_iterable(iter(first))`` and drop the stream; encode
     ``second`` through a new stream to the end; then advance fresh streams over both in turns."""
     abandoned = tokenizer.encode_iterable(iter(first))
@@ -121,8 +131,11 @@ def abandoned_and_interleaved_streams(tokenizer: Any, first: list[str], second: 
     return TwoStreams(after, out[0], out[1])
 
 
-def vocab_after_building(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]],
-                         special_tokens: list[str] | None = None) -> dict[int, bytes]:
+def vocab_after_building(
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    special_tokens: list[str] | None = None,
+) -> dict[int, bytes]:
     """Build ``adapters.get_tokenizer(vocab, merges, special_tokens)``; return the ``vocab`` dict the
     caller passed, as it is afterwards (building a tokenizer must leave it alone). In one process
     only: in grading your code receives a copy of the dict (the tests that use it are skipped there)."""
@@ -130,8 +143,12 @@ def vocab_after_building(vocab: dict[int, bytes], merges: list[tuple[bytes, byte
     return vocab
 
 
-def from_files(tokenizer: Any, vocab_path: str | os.PathLike, merges_path: str | os.PathLike,
-               special_tokens: list[str] | None = None) -> Any:
+def from_files(
+    tokenizer: Any,
+    vocab_path: str | os.PathLike,
+    merges_path: str | os.PathLike,
+    special_tokens: list[str] | None = None,
+) -> Any:
     """``tokenizer.from_files(vocab_path, merges_path, special_tokens)``, the classmethod reached through
     the instance: a tokenizer of your class, read from files."""
     return tokenizer.from_files(vocab_path, merges_path, special_tokens)
