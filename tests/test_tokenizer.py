@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -90,9 +90,14 @@ def id_difference(got: list[int], want: list[int], decode: Callable[[list[int]],
     )
 
 
-def decoding(vocab: dict[int, bytes]) -> Callable[[list[int]], str]:
-    """Decode through ``vocab`` (the test's copy), for failure messages: an id it lacks shows as U+FFFD."""
-    return lambda ids: b"".join(vocab.get(i, "\ufffd".encode()) for i in ids).decode(
+def decoding(vocab: dict[int, bytes], special_tokens: Iterable[str] = ()) -> Callable[[list[int]], str]:
+    """Decode through ``vocab`` (the test's copy) and the special tokens it lacks at the ids the Tokenizer's
+    docstring gives them (after the largest), for failure messages: an unknown id shows as U+FFFD."""
+    table = dict(vocab)
+    for token in special_tokens:
+        if token.encode() not in table.values():
+            table[max(table) + 1] = token.encode()
+    return lambda ids: b"".join(table.get(i, "\ufffd".encode()) for i in ids).decode(
         "utf-8", errors="replace"
     )
 
@@ -322,7 +327,7 @@ def test_encode_iterable_equals_encode_when_pieces_end_between_nested_special_to
     got, want = streamed.ids, streamed.whole
     assert got == want, (
         f"special tokens {specials}, pieces ending between {left!r} and {right!r}: encode_iterable differs from "
-        f"encode: {id_difference(got, want, decoding(vocab))}. A special token at the end of the buffer "
+        f"encode: {id_difference(got, want, decoding(vocab, specials))}. A special token at the end of the buffer "
         "may be the start of a longer one: hold back as many characters as the LONGEST special token before "
         "settling it"
     )
