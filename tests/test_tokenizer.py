@@ -90,7 +90,9 @@ def id_difference(got: list[int], want: list[int], decode: Callable[[list[int]],
     )
 
 
-def decoding(vocab: dict[int, bytes], special_tokens: Iterable[str] = ()) -> Callable[[list[int]], str]:
+def decoding(
+    vocab: dict[int, bytes], special_tokens: Iterable[str] = ()
+) -> Callable[[list[int]], str]:
     """Decode through ``vocab`` (the test's copy) and the special tokens it lacks at the ids the Tokenizer's
     docstring gives them (after the largest), for failure messages: an unknown id shows as U+FFFD."""
     table = dict(vocab)
