@@ -88,6 +88,10 @@ def save_checkpoint(
     the model (its train/eval mode included) and the optimizer are left as they are, and nothing
     is drawn from the global RNGs (``atomic_write`` names its temporary file without them).
 
+    What is written is the dict of the module docstring, with ``torch.save``: ``torch.load(out,
+    weights_only=True)`` reads it back, its ``"model"`` and ``"optimizer"`` entries being the two
+    ``state_dict()``s as they were when saved (the tests read checkpoints so, besides loading them).
+
     Args:
         model: its ``state_dict()`` is saved.
         optimizer: its ``state_dict()`` is saved (per-parameter state and hyperparameters).
