@@ -157,25 +157,31 @@ def _unchanged(mine: list[ast.stmt], given: list[ast.stmt]) -> list[tuple[int, i
     return out
 
 
+def _given_spans(text: str, rel: str, handout: Handout) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]:
+    """The unchanged statements of the submission's ``rel`` (``_unchanged``) and what they draw in the
+    handout (or, for a file without solution regions, in the staff repository's own copy)."""
+    versions = [(handout.texts[rel], handout.drawn.get(rel, []))] if rel in handout.texts else []
+    if rel in handout.staff:
+        versions.append((handout.staff[rel], handout.staff_drawn.get(rel, [])))
+    for given_text, drawn in versions:
+        try:
+            mine, given = ast.parse(text), ast.parse(given_text)
+        except (SyntaxError, ValueError):
+            break
+        if handout.regions[rel] or canonical(mine) == canonical(given):  # no regions: the whole file or nothing
+            return _unchanged(mine.body, given.body), drawn
+    return [], []
+
+
 def given_code(sources: dict[str, str], handout: Handout) -> Given:
-    """Whether a finding of ``sources`` lies in given code, unchanged, that draws the same finding in
-    the handout (or, for a file without solution regions, in the staff repository's own copy)."""
-    spans: dict[str, tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]] = {}
-    for rel, text in sources.items():
-        versions = [(handout.texts[rel], handout.drawn.get(rel, []))] if rel in handout.texts else []
-        if rel in handout.staff:
-            versions.append((handout.staff[rel], handout.staff_drawn.get(rel, [])))
-        for given_text, drawn in versions:
-            try:
-                mine, given = ast.parse(text), ast.parse(given_text)
-            except (SyntaxError, ValueError):
-                break
-            if handout.regions[rel] or canonical(mine) == canonical(given):  # no regions: the whole file or nothing
-                spans[rel] = (_unchanged(mine.body, given.body), drawn)
-                break
+    """Whether a finding of ``sources`` lies in given code, unchanged, that draws the same finding in the handout."""
+
+    @functools.cache
+    def spans(file: str) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]:
+        return _given_spans(sources[file], file, handout) if file in sources else ([], [])
 
     def given(file: str, line: int, what: str) -> bool:
-        unchanged, drawn = spans.get(file, ([], []))
+        unchanged, drawn = spans(file)
         for first, last, g_first, g_last in unchanged:
             if first <= line <= last:
                 return any(g_first <= g_line <= g_last and g_what == what for g_line, g_what in drawn)
