@@ -25,7 +25,8 @@ Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: torch.save and torch.load, state_dict() of modules and optimizers, the Python and numpy
         RNG states.
     Not allowed: as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
-        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
+        FlopCounterMode or the profiler, tokenizer libraries, torch.amp.GradScaler, reaching the
+        tests or the interpreter's insides.
 """
 
 from __future__ import annotations

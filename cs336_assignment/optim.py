@@ -66,10 +66,12 @@ the readable version and the one torch itself runs on CPU).
 Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: torch tensors and autograd, torch.optim.Optimizer as the base class (param_groups,
         state, state_dict).
-    Not allowed: torch.optim's optimizers (torch.optim.SGD, Adagrad, RMSprop, Adam, AdamW, ..., and
-        their functional forms) may not be used or subclassed: write each update yourself on a
-        torch.optim.Optimizer subclass; and, as in every part: torch.nn.Linear or F.linear,
-        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
+    Not allowed: torch.optim's optimizers (torch.optim.SGD, Adagrad, RMSprop, Adam, AdamW, ...,
+        their functional forms and their fused kernels such as torch._fused_adamw_) may not be used
+        or subclassed: write each update yourself on a torch.optim.Optimizer subclass
+        (torch._foreach_* tensor ops are fine); and, as in every part: torch.nn.Linear or F.linear,
+        FlopCounterMode or the profiler, tokenizer libraries, torch.amp.GradScaler, reaching the
+        tests or the interpreter's insides.
 """
 
 from __future__ import annotations
