@@ -216,8 +216,9 @@ def penalties(report: Report, reached: dict[str, list[str]], concept_of: dict[st
     """nodeid -> the remark that replaces its output, for each test that loses its points.
 
     A violation's part is that of the module holding it; in ``adapters.py``, that of the adapter's
-    section; elsewhere (``validation.py``, ``cli.py``), or of a rule of every part, none, and then
-    it costs every test reaching it."""
+    section; elsewhere (``validation.py``, ``cli.py``) none, and then it costs every test reaching it.
+    A violation of a rule of every part (reaching the tests or the interpreter's insides) costs every
+    test of the submission, wherever it is: a driver it rewired could be any later test's."""
     parts = set(concept_of.values())
     by_adapter = report.by_adapter()
     sections = adapter_parts(Path(staff_root))
@@ -228,11 +229,15 @@ def penalties(report: Report, reached: dict[str, list[str]], concept_of: dict[st
         file = v.where.split(":")[0]
         return sections.get(v.adapter) if file == f"{ENTRY_MODULE}.py" else part_of(file, parts)
 
+    # Code that reaches the tests or the interpreter's insides (a rule of every part) can change every
+    # driver that runs after it in the same worker, whichever test first ran it: it costs every test.
+    everywhere = [v for a in sorted(by_adapter) for v in by_adapter[a] if v.rule.part == ALL_PARTS]
     out = {}
     for nodeid, targets in reached.items():
         concept = concept_of.get(nodeid)
         hits = [v for a in sorted(adapters_reached(targets, staff_root)) for v in by_adapter.get(a, [])
-                if part(v) in (concept, None)]
+                if part(v) == concept or (part(v) is None and v.rule.part != ALL_PARTS)]
+        hits = list(dict.fromkeys(everywhere + hits))
         if hits:
             rules = sorted({v.rule.id for v in hits})
             out[nodeid] = (f"no points: this test reached code that breaks the assignment's rules ({', '.join(rules)}; "
@@ -248,8 +253,8 @@ def notes(report: Report, files: dict[str, bytes] | None = None, staff_root: Pat
     for v in report.violations:
         if (v.rule.id, v.api, v.where) not in seen:
             seen.add((v.rule.id, v.api, v.where))
-            costs = ("every test that reaches it earns no points, and a person should read it (code that reaches "
-                     "the tests can change them)" if v.rule.part == ALL_PARTS
+            costs = ("no test of this submission earns points, and a person should read it (code that reaches "
+                     "the tests can change any of them)" if v.rule.part == ALL_PARTS
                      else "the tests that reach it in its own part earn no points")
             out.append(f"rules: {v.function.removeprefix(PACKAGE + '.')} ({v.where}) uses {v.api}, which rule "
                        f"{v.rule.id} forbids; {costs}")

@@ -191,7 +191,7 @@ def test_the_handouts_given_code_draws_nothing_locally_or_graded() -> None:
 
 def test_given_code_is_exempt_only_while_unchanged() -> None:
     """cli.py reformatted and commented stays given; a change to its code makes its import by a
-    computed name the student's: run_cs336's tests lose their points, locally and graded."""
+    computed name the student's: every test loses its points, locally and graded."""
     reformatted = patched(CLI, "    module = importlib.import_module(commands[name][0])\n",
                           "    # the subcommand's module\n    module = importlib.import_module(\n        commands[name][0]\n    )\n")
     for files in (reformatted, {**REFERENCE, CLI: REFERENCE[CLI].replace("\n", "\r\n")}):
@@ -201,7 +201,7 @@ def test_given_code_is_exempt_only_while_unchanged() -> None:
         found = [v for v in report.by_adapter().get("run_cs336", []) if v.rule.id == TAMPERING]
         assert found and found[0].api == "a module by a computed name" and found[0].where.startswith(CLI), report.violations
     notes = delegation.notes(delegation.check_submission(as_bytes(changed), ROOT))
-    assert any("cli.py" in n and "every test that reaches it earns no points" in n for n in notes), notes
+    assert any("cli.py" in n and "no test of this submission earns points" in n for n in notes), notes
 
 
 SMALL_ADAPTERS = '''
@@ -287,9 +287,10 @@ def test_each_way_of_reaching_the_tests_is_found(case: str) -> None:
     assert "run_flat_index" not in by_adapter, "a function that does not reach it is charged"
 
 
-def test_reaching_the_tests_costs_every_test_that_reaches_it_in_any_part() -> None:
-    """AdamW walking the frames: the optim test and the training test whose driver builds an AdamW lose
-    their points (code that reaches the tests can change any test it runs beside); the data test keeps them."""
+def test_reaching_the_tests_anywhere_costs_every_test_of_the_submission() -> None:
+    """AdamW walking the frames: every test loses its points, the data test too, which never reaches AdamW:
+    code that reaches the tests runs when its own test runs and can change the drivers of every later test in
+    the same worker."""
     files, *_ = TAMPERING_CASES["frames-through-sys-getframe"]
     report = delegation.check_submission(as_bytes(files), ROOT)
     reached = {"tests/test_optim.py::t": ["adapters:get_adamw_cls"],
@@ -297,8 +298,8 @@ def test_reaching_the_tests_costs_every_test_that_reaches_it_in_any_part() -> No
                "tests/test_data.py::t": ["tests.scenarios.data:sampled_starts"]}
     concepts = {"tests/test_optim.py::t": "optim", "tests/test_training.py::t": "training", "tests/test_data.py::t": "data"}
     lost = delegation.penalties(report, reached, concepts, ROOT)
-    assert sorted(lost) == ["tests/test_optim.py::t", "tests/test_training.py::t"], lost
-    assert TAMPERING in lost["tests/test_training.py::t"] and "sys._getframe" in lost["tests/test_training.py::t"]
+    assert sorted(lost) == ["tests/test_data.py::t", "tests/test_optim.py::t", "tests/test_training.py::t"], lost
+    assert all(TAMPERING in remark and "sys._getframe" in remark for remark in lost.values()), lost
 
 
 def test_rewiring_the_tests_at_import_costs_every_test() -> None:
@@ -459,3 +460,4 @@ def test_the_base_class_schedulers_and_foreach_ops_stay_allowed() -> None:
     tampering = next(r for r in BOOK.rules if r.id == TAMPERING)
     assert not tampering.forbids("gc.collect") and tampering.forbids("gc.get_objects")
     assert not tampering.forbids_ref("store", "torch.backends.cuda.matmul.allow_tf32")
+
