@@ -19,30 +19,28 @@ Tolerance: float32 results may differ from torch's by rounding when the same mat
 another order (``b1 * m + (1 - b1) * g`` instead of ``m.lerp_(g, 1 - b1)``), so float32 runs allow
 ``1e-6 + 1e-5 * |p|``; float64 runs (hidden tests) allow 1e-6 absolute.
 
-Your optimizer and torch's are driven by the same scenario, ``tests/scenarios/optim.py`` (in
-grading too, it runs here and drives your optimizer call by call: see ``tests/boundary.py``).
+Your optimizer and torch's are driven by the same functions of ``tests/scenarios/optim.py``: the
+test runs torch's itself, and yours through a driver that runs the same function beside your code
+and returns what it observed (in grading, one round trip each: see ``tests/boundary.py``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import pytest
 import torch
 
-import adapters
 from tests.scenarios import optim as scenario
 from tests.scenarios.optim import SHAPES, Problem, Trajectory
 
-OPTIMIZERS: dict[
-    str, tuple[Callable[[], type[torch.optim.Optimizer]], type[torch.optim.Optimizer]]
-] = {
-    "sgd": (adapters.get_sgd_cls, torch.optim.SGD),
-    "adagrad": (adapters.get_adagrad_cls, torch.optim.Adagrad),
-    "rmsprop": (adapters.get_rmsprop_cls, torch.optim.RMSprop),
-    "adam": (adapters.get_adam_cls, torch.optim.Adam),
-    "adamw": (adapters.get_adamw_cls, torch.optim.AdamW),
+#: The reference of each of your optimizers (``scenario.OPTIMIZERS``), by the same names.
+TORCH: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD,
+    "adagrad": torch.optim.Adagrad,
+    "rmsprop": torch.optim.RMSprop,
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
 }
 
 TOLERANCES = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=0.0, atol=1e-6)}
@@ -50,13 +48,13 @@ TOLERANCES = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rto
 
 def describe(name: str, kwargs: dict) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    return f"{OPTIMIZERS[name][1].__name__}({args})"
+    return f"{TORCH[name].__name__}({args})"
 
 
 def assert_stepped_like_torch(name: str, kwargs: dict, problem: Problem, ours: Trajectory, steps: int, **driving) -> None:
     """Evidence that step() did the work (a step that changes nothing leaves every gradient and every
     storage alone, trivially): after ``steps`` steps the parameters are where torch.optim's are."""
-    ref = scenario.trajectory(OPTIMIZERS[name][1], problem, kwargs, steps, {steps}, **driving)
+    ref = scenario.trajectory(TORCH[name], problem, kwargs, steps, {steps}, **driving)
     for k, theirs in ref.params[steps].items():
         torch.testing.assert_close(ours.params[steps][k], theirs, **TOLERANCES[theirs.dtype], msg=lambda m, k=k: (
             f"{describe(name, kwargs)}: after {steps} steps, parameter {k!r} is not where torch.optim's is "
@@ -102,8 +100,8 @@ def compare_with_torch(
         groups=groups, no_grad=no_grad, zero_grad_in_place=zero_grad_in_place,
         lr_schedule=lr_schedule, first_grad=first_grad,
     )
-    ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, kwargs, steps, checkpoints, **driving)
-    ref = scenario.trajectory(OPTIMIZERS[name][1], problem, kwargs, steps, checkpoints, **driving)
+    ours = scenario.student_trajectory(name, problem, kwargs, steps, checkpoints, **driving)
+    ref = scenario.trajectory(TORCH[name], problem, kwargs, steps, checkpoints, **driving)
     tol = tol or TOLERANCES[dtype]
     for step in sorted(checkpoints):
         for k in ref.params[step]:
@@ -251,7 +249,7 @@ def test_optimizer_matches_torch_when_gradients_are_zeroed_in_place(name, kwargs
 def test_optimizer_step_leaves_the_gradient_unchanged(name, kwargs):
     """step() reads p.grad but never writes into it, weight decay and Nesterov momentum included."""
     problem = Problem.make(0, 3, torch.float32)
-    ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, kwargs, 3, {3}, watch=True)
+    ours = scenario.student_trajectory(name, problem, kwargs, 3, {3}, watch=True)
     assert not ours.grad_changed, (
         f"{describe(name, kwargs)}: step() changed p.grad of {ours.grad_changed[0][1]!r} at step "
         f"{ours.grad_changed[0][0]}. Compute terms such as grad + weight_decay * p out of place "
@@ -265,7 +263,7 @@ def test_optimizer_step_leaves_the_gradient_unchanged(name, kwargs):
 def test_optimizer_updates_each_parameter_in_place(name, kwargs):
     """step() updates every parameter in place: its data stays in the same memory."""
     problem = Problem.make(0, 3, torch.float32)
-    ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, kwargs, 3, {3}, watch=True)
+    ours = scenario.student_trajectory(name, problem, kwargs, 3, {3}, watch=True)
     assert not ours.moved, (
         f"{describe(name, kwargs)}: after step {ours.moved[0][0]}, the data of {ours.moved[0][1]!r} lives in "
         "new memory. Update parameters in place (p.add_, p.addcdiv_, under torch.no_grad()), not with "
@@ -291,8 +289,8 @@ def test_optimizer_state_takes_the_parameters_dtype_and_device(
 
     On ``device="meta"`` tensors have no memory, so any machine can check the device.
     """
-    ours, error = scenario.state_placement(OPTIMIZERS[name][0](), kwargs, WITH_SCALAR, dtype, device)
-    ref, _ = scenario.state_placement(OPTIMIZERS[name][1], kwargs, WITH_SCALAR, dtype, device)
+    ours, error = scenario.student_state_placement(name, kwargs, WITH_SCALAR, dtype, device)
+    ref, _ = scenario.state_placement(TORCH[name], kwargs, WITH_SCALAR, dtype, device)
     for k, theirs in ref.items():
         for key, where in theirs.items():
             if key == "step" or isinstance(where, str):
@@ -387,9 +385,8 @@ BAD_HYPERPARAMETERS = [
 )
 def test_optimizer_rejects_bad_hyperparameter_naming_it(name, kwargs, pattern):
     """A hyperparameter out of range raises ValueError whose message names the keyword and the value."""
-    params = [torch.zeros(2, requires_grad=True)]
     with pytest.raises(ValueError, match=pattern):
-        OPTIMIZERS[name][0]()(params, **kwargs)
+        scenario.student_optimizer_built(name, kwargs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,7 +395,7 @@ def test_optimizer_rejects_bad_hyperparameter_naming_it(name, kwargs, pattern):
 # test that a do-nothing step() could pass also checks that the parameters moved as torch moves them.
 # --------------------------------------------------------------------------------------------
 
-NAMES = list(OPTIMIZERS)
+NAMES = list(TORCH)
 ADAPTIVE = ["adagrad", "rmsprop", "adam", "adamw"]
 
 #: One setting per optimizer with every term of its update on.
@@ -546,22 +543,42 @@ def test_adaptive_optimizer_matches_torch_on_huge_half_precision_gradients(name)
     assert_moved(ours, problem.init, name, kwargs)
 
 
+def assert_closure_evaluated_like_torch(
+    name: str, kwargs: dict, ours: scenario.ClosureRun, ref: scenario.ClosureRun, steps: int
+) -> None:
+    """Each ``step(closure)``, called under ``torch.no_grad()``, called the closure exactly as torch's
+    does: once, with gradients enabled."""
+    assert all(ours.grad_enabled), (
+        f"{describe(name, kwargs)}: step(closure), called under torch.no_grad(), ran the closure with gradients "
+        "disabled, so its loss.backward() had nothing to differentiate: evaluate the closure inside "
+        "torch.enable_grad(), as the module's _evaluate does"
+    )
+    assert len(ours.grad_enabled) == len(ref.grad_enabled), (
+        f"{describe(name, kwargs)}: {steps} calls of step(closure) called the closure {len(ours.grad_enabled)} "
+        f"times, torch.optim {len(ref.grad_enabled)}: evaluate it once, at the start of step()"
+    )
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_optimizer_step_with_closure_returns_its_loss(name):
-    """step(closure) evaluates the closure with gradients enabled (even under no_grad), steps, and returns its loss."""
+    """step(closure) evaluates the closure once, with gradients enabled (even under no_grad), steps, and returns its loss."""
     target = torch.tensor([[0.5, -1.5], [2.0, 0.0]])
-    ours_p, ours_returned = scenario.closure_run(OPTIMIZERS[name][0](), EVERY_TERM[name], target, 4)
-    torch_p, torch_returned = scenario.closure_run(OPTIMIZERS[name][1], EVERY_TERM[name], target, 4)
-    assert all(isinstance(v, torch.Tensor) for v in ours_returned), (
-        f"{describe(name, EVERY_TERM[name])}: step(closure) returned {ours_returned}; return the closure's loss"
+    steps = 4
+    ours = scenario.student_closure_run(name, EVERY_TERM[name], target, steps)
+    ref = scenario.closure_run(TORCH[name], EVERY_TERM[name], target, steps)
+    assert_closure_evaluated_like_torch(name, EVERY_TERM[name], ours, ref, steps)
+    assert all(isinstance(v, torch.Tensor) for v in ours.returned), (
+        f"{describe(name, EVERY_TERM[name])}: step(closure) returned {ours.returned}; return the closure's loss"
     )
-    ours_losses = [float(v.detach()) for v in ours_returned]
-    torch_losses = [float(v.detach()) for v in torch_returned]
+    ours_losses = [float(v) for v in ours.returned]
+    torch_losses = [float(v) for v in ref.returned]
     assert ours_losses == pytest.approx(torch_losses, rel=1e-5), (
         f"{describe(name, EVERY_TERM[name])}: step(closure) returned losses {ours_losses}, torch.optim {torch_losses}"
     )
-    torch.testing.assert_close(ours_p, torch_p, rtol=1e-5, atol=1e-6)
-    assert not torch.equal(ours_p, torch.zeros_like(ours_p)), "step(closure) left the parameter at its start"
+    torch.testing.assert_close(ours.param, ref.param, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(ours.param, torch.zeros_like(ours.param)), (
+        "step(closure) left the parameter at its start"
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -569,8 +586,8 @@ def test_optimizer_resumed_from_state_dict_ends_where_an_uninterrupted_run_ends(
     """12 steps, state_dict() loaded into a fresh optimizer, 13 more: bit for bit the uninterrupted 25 steps, which are torch's."""
     problem = Problem.make(seed=37, steps=25, dtype=torch.float32)
     kwargs = EVERY_TERM[name]
-    straight, resumed = scenario.resumed_by_state_dict(OPTIMIZERS[name][0](), problem, kwargs, 12, 25)
-    torch_straight, _ = scenario.resumed_by_state_dict(OPTIMIZERS[name][1], problem, kwargs, 12, 25)
+    straight, resumed = scenario.student_resumed_by_state_dict(name, problem, kwargs, 12, 25)
+    torch_straight, _ = scenario.resumed_by_state_dict(TORCH[name], problem, kwargs, 12, 25)
     for k in straight:
         torch.testing.assert_close(
             straight[k], torch_straight[k], **TOLERANCES[torch.float32],
@@ -608,4 +625,4 @@ def test_optimizer_rejects_nan_and_dependent_hyperparameters_with_the_documented
     """NaN is out of every range (`not nan >= 0`: a check written `if x < 0` lets it through), and nesterov needs
     momentum without dampening: each a ValueError naming the keyword and its value as f"{name}={value!r}"."""
     with pytest.raises(ValueError, match=pattern):
-        OPTIMIZERS[name][0]()([torch.zeros(2, requires_grad=True)], **kwargs)
+        scenario.student_optimizer_built(name, kwargs)
