@@ -35,18 +35,29 @@ TOLERANCES = {
 }
 
 
-def assert_computes_with_its_weights(module: str, args: tuple, dtype: torch.dtype = torch.float32) -> None:
+def assert_computes_with_its_weights(
+    module: str, args: tuple, dtype: torch.dtype = torch.float32
+) -> None:
     """Evidence that the module was built and runs: ``module(*args, dtype=dtype)`` on the CPU maps a seeded
     input to the composition of F.linear with its own weights (Linear: x W^T; Cruncher: every
     layers.{i} in order, then final, squeezed), so a module of the right shapes that computes nothing fails."""
     d_in = args[0]  # Linear(d_in, d_out), Cruncher(dim, num_layers)
-    x = torch.randn(3, d_in, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, d_in, generator=g, dtype=torch.float64).to(dtype)
     run = scenario.forward(module, args, [x], kwargs={"dtype": dtype})
     weights, (out,) = run.weights, run.outputs
     expected = F.linear(x, weights["weight"]) if module == "linear" else f_linear_chain(weights, x)
-    assert expected.abs().sum() > 0, f"{module}{args} computes 0 for a random input: its weights were never initialised"
-    torch.testing.assert_close(out, expected, **TOLERANCES.get(dtype, {}), msg=lambda m: (
-        f"{module}{args} (dtype={dtype}) does not compute the composition of F.linear with its own weights:\n{m}"))
+    assert expected.abs().sum() > 0, (
+        f"{module}{args} computes 0 for a random input: its weights were never initialised"
+    )
+    torch.testing.assert_close(
+        out,
+        expected,
+        **TOLERANCES.get(dtype, {}),
+        msg=lambda m: (
+            f"{module}{args} (dtype={dtype}) does not compute the composition of F.linear with its own weights:\n{m}"
+        ),
+    )
 
 
 @pytest.fixture
@@ -85,7 +96,8 @@ def linear_matches_functional(
         x = torch.randn(*batch_shape, d_in, generator=g, dtype=torch.float64).to(dtype)
     try:
         out = adapters.run_linear(d_in, d_out, weights, x)
-    except NotImplementedError:  # a RuntimeError too: Linear is not written yet, not a view() problem
+    # NotImplementedError is a RuntimeError too: Linear is not written yet, not a view() problem
+    except NotImplementedError:
         raise
     except RuntimeError as e:
         if not transposed:
@@ -137,7 +149,9 @@ def test_linear_has_one_weight_of_shape_d_out_by_d_in():
     assert params["weight"].shape == (5, 3), (
         f"Linear(d_in=3, d_out=5).weight has shape {params['weight'].shape}; store it as (d_out, d_in) = (5, 3)"
     )
-    assert params["weight"].requires_grad, "Linear.weight does not require grad: make it an nn.Parameter"
+    assert params["weight"].requires_grad, (
+        "Linear.weight does not require grad: make it an nn.Parameter"
+    )
     assert list(layer.state_dict) == ["weight"], (
         f"Linear's state_dict() has keys {list(layer.state_dict)}, expected only 'weight'"
     )
@@ -171,7 +185,8 @@ def test_modules_create_every_parameter_on_the_requested_device_and_dtype(
             f"{p.dtype}: pass device= and dtype= to torch.empty for the weight, and on to every Linear "
             "the module builds (the final head too)"
         )
-    assert_computes_with_its_weights(module, args, dtype)  # meta holds no values: the same module, on the CPU
+    # meta holds no values: the same module, on the CPU
+    assert_computes_with_its_weights(module, args, dtype)
 
 
 #: How far rounding to each dtype may push a weight past 3 std (relative): half an ulp.
@@ -293,7 +308,10 @@ def state_dict_shapes(module: str, args: tuple) -> dict[str, tuple[int, ...]]:
         d_in, d_out = args
         return {"weight": (d_out, d_in)}
     dim, num_layers = args
-    return {**{f"layers.{i}.weight": (dim, dim) for i in range(num_layers)}, "final.weight": (1, dim)}
+    return {
+        **{f"layers.{i}.weight": (dim, dim) for i in range(num_layers)},
+        "final.weight": (1, dim),
+    }
 
 
 def cruncher_weights_and_input(
@@ -310,12 +328,20 @@ def cruncher_weights_and_input(
 
 
 def cruncher_forward(
-    dim: int, num_layers: int, weights: dict[str, torch.Tensor], inputs: list[torch.Tensor],
+    dim: int,
+    num_layers: int,
+    weights: dict[str, torch.Tensor],
+    inputs: list[torch.Tensor],
     dtype: torch.dtype = torch.float32,
 ) -> scenario.Forward:
     """Your ``Cruncher(dim=dim, num_layers=num_layers).to(dtype)`` with ``weights`` loaded, run on each of ``inputs``."""
     return scenario.forward(
-        "cruncher", (), inputs, kwargs={"dim": dim, "num_layers": num_layers}, weights=weights, cast=dtype
+        "cruncher",
+        (),
+        inputs,
+        kwargs={"dim": dim, "num_layers": num_layers},
+        weights=weights,
+        cast=dtype,
     )
 
 
@@ -409,13 +435,17 @@ def test_linear_keeps_dimensions_of_size_one_and_zero(d_in, d_out, batch_shape, 
 
 def f_linear_chain(weights: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """The Cruncher as its docstring defines it, from F.linear: every layers.{i}, then final, squeezed."""
-    hidden = sorted((k for k in weights if k.startswith("layers.")), key=lambda k: int(k.split(".")[1]))
+    hidden = sorted(
+        (k for k in weights if k.startswith("layers.")), key=lambda k: int(k.split(".")[1])
+    )
     for key in hidden:
         x = F.linear(x, weights[key])
     return F.linear(x, weights["final.weight"]).squeeze(-1)
 
 
-@pytest.mark.parametrize("dim, num_layers", [(3, 2), (1, 1), (4, 0)], ids=["dim-3", "dim-1", "head-only"])
+@pytest.mark.parametrize(
+    "dim, num_layers", [(3, 2), (1, 1), (4, 0)], ids=["dim-3", "dim-1", "head-only"]
+)
 def test_cruncher_maps_a_batch_of_one_to_shape_one(dim, num_layers):
     """Cruncher maps (batch, dim) to (batch,) for a batch of one (not a 0-d tensor) and an empty batch, with dim = 1
     and with no hidden layers too."""
@@ -444,7 +474,10 @@ def test_module_outputs_live_on_the_device_and_in_the_dtype_of_the_module(module
         f"shape {tuple(out.shape)} on a meta input of shape {x_shape}; expected meta, {dtype}, {out_shape}"
     )
     g = torch.Generator().manual_seed(23)
-    weights = {k: torch.randn(shape, generator=g).to(dtype) for k, shape in state_dict_shapes(module, args).items()}
+    weights = {
+        k: torch.randn(shape, generator=g).to(dtype)
+        for k, shape in state_dict_shapes(module, args).items()
+    }
     x = torch.randn(x_shape, generator=g).to(dtype)
     (out,) = scenario.forward(module, args, [x], kwargs={"dtype": dtype}, weights=weights).outputs
     want = F.linear(x, weights["weight"]) if module == "linear" else f_linear_chain(weights, x)
@@ -455,12 +488,15 @@ def test_linear_gradients_match_functional_linear():
     """Backpropagating through Linear gives F.linear's gradients for the weight and for a non-contiguous input."""
     g = torch.Generator().manual_seed(24)
     w = torch.randn(2, 5, generator=g, dtype=torch.float64)
-    x = torch.randn(3, 5, 4, generator=g, dtype=torch.float64).transpose(1, 2)  # (3, 4, 5), not contiguous
+    # (3, 4, 5), not contiguous
+    x = torch.randn(3, 5, 4, generator=g, dtype=torch.float64).transpose(1, 2)
     upstream = torch.randn(3, 4, 2, generator=g, dtype=torch.float64)
     grads = scenario.gradients("linear", (5, 2), {"weight": w.float()}, x.float(), upstream.float())
     w_ref, x_ref = w.clone().requires_grad_(), x.clone().requires_grad_()
     (F.linear(x_ref, w_ref) * upstream).sum().backward()
-    assert grads.params["weight"] is not None, "Linear.weight got no gradient: it must be the nn.Parameter forward uses"
+    assert grads.params["weight"] is not None, (
+        "Linear.weight got no gradient: it must be the nn.Parameter forward uses"
+    )
     torch.testing.assert_close(grads.params["weight"], w_ref.grad.float(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(grads.input, x_ref.grad.float(), rtol=1e-5, atol=1e-5)
 
@@ -476,7 +512,9 @@ def test_cruncher_gradients_match_the_composition_of_linears():
     for name, want in ref.items():
         got = grads.params[name]
         assert got is not None, f"{name} got no gradient: every layer must be used in forward"
-        torch.testing.assert_close(got, want.grad, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"grad of {n}: {m}")
+        torch.testing.assert_close(
+            got, want.grad, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"grad of {n}: {m}"
+        )
     torch.testing.assert_close(grads.input, x_ref.grad, rtol=1e-5, atol=1e-6)
 
 
@@ -485,12 +523,31 @@ def test_cruncher_gradients_match_the_composition_of_linears():
     [
         (lambda: scenario.layout("linear", (2.5, 3)), "d_in must be a positive integer, got 2.5"),
         (lambda: scenario.layout("linear", ("4", 3)), "d_in must be a positive integer, got '4'"),
-        (lambda: scenario.layout("cruncher", kwargs={"dim": 0.5, "num_layers": 1}), "dim must be a positive integer, got 0.5"),
-        (lambda: scenario.layout("cruncher", kwargs={"dim": 4, "num_layers": 1.5}), "num_layers must be a non-negative integer, got 1.5"),
-        (lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(3, 2, 5)), "Linear expects inputs whose last dimension is d_in=4, got shape (3, 2, 5)"),
-        (lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(())), "Linear expects inputs whose last dimension is d_in=4, got shape ()"),
+        (
+            lambda: scenario.layout("cruncher", kwargs={"dim": 0.5, "num_layers": 1}),
+            "dim must be a positive integer, got 0.5",
+        ),
+        (
+            lambda: scenario.layout("cruncher", kwargs={"dim": 4, "num_layers": 1.5}),
+            "num_layers must be a non-negative integer, got 1.5",
+        ),
+        (
+            lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(3, 2, 5)),
+            "Linear expects inputs whose last dimension is d_in=4, got shape (3, 2, 5)",
+        ),
+        (
+            lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(())),
+            "Linear expects inputs whose last dimension is d_in=4, got shape ()",
+        ),
     ],
-    ids=["linear-fractional-d_in", "linear-string-d_in", "cruncher-fractional-dim", "cruncher-fractional-layers", "batched-wrong-width", "0-d-input"],
+    ids=[
+        "linear-fractional-d_in",
+        "linear-string-d_in",
+        "cruncher-fractional-dim",
+        "cruncher-fractional-layers",
+        "batched-wrong-width",
+        "0-d-input",
+    ],
 )
 def test_models_raise_value_error_for_each_documented_mistake(build, message):
     """Sizes that are not integers and inputs of the wrong width are ValueErrors with the documented words, not
@@ -499,10 +556,14 @@ def test_models_raise_value_error_for_each_documented_mistake(build, message):
         build()
 
 
-@pytest.mark.parametrize("seed", [2**32, -5, 1.5, "7"], ids=["2**32", "negative", "fractional", "string"])
+@pytest.mark.parametrize(
+    "seed", [2**32, -5, 1.5, "7"], ids=["2**32", "negative", "fractional", "string"]
+)
 def test_set_seed_raises_value_error_for_seeds_numpy_rejects(seed):
     """Anything but an integer in [0, 2**32) is a ValueError naming the seed, raised before any generator is seeded."""
-    with pytest.raises(ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    ):
         changed = scenario.set_seed_rejecting(seed)
         assert not changed, (  # an AssertionError, which pytest.raises(ValueError) lets through
             f"set_seed({seed!r}) reseeded {' and '.join(changed)} although the seed is invalid: check the seed "
@@ -514,7 +575,11 @@ def test_set_seed_raises_value_error_for_seeds_numpy_rejects(seed):
 def test_set_seed_is_reproducible_across_numpys_whole_range(seed):
     """set_seed works near both ends of [0, 2**32): twice the same seed, the same draws; the neighbour seed, others."""
     (first,) = scenario.seeded_draws(seed, rounds=1)
-    assert scenario.seeded_draws(seed, rounds=1) == [first], f"set_seed({seed}) twice gave different draws"
+    assert scenario.seeded_draws(seed, rounds=1) == [first], (
+        f"set_seed({seed}) twice gave different draws"
+    )
     (other,) = scenario.seeded_draws(seed + 1, rounds=1)
     for name, a, b in zip(("random", "numpy", "torch"), first, other, strict=True):
-        assert a != b, f"set_seed({seed}) and set_seed({seed + 1}) gave the same draw from {name}: use the seed"
+        assert a != b, (
+            f"set_seed({seed}) and set_seed({seed + 1}) gave the same draw from {name}: use the seed"
+        )

@@ -51,14 +51,22 @@ def describe(name: str, kwargs: dict) -> str:
     return f"{TORCH[name].__name__}({args})"
 
 
-def assert_stepped_like_torch(name: str, kwargs: dict, problem: Problem, ours: Trajectory, steps: int, **driving) -> None:
+def assert_stepped_like_torch(
+    name: str, kwargs: dict, problem: Problem, ours: Trajectory, steps: int, **driving
+) -> None:
     """Evidence that step() did the work (a step that changes nothing leaves every gradient and every
     storage alone, trivially): after ``steps`` steps the parameters are where torch.optim's are."""
     ref = scenario.trajectory(TORCH[name], problem, kwargs, steps, {steps}, **driving)
     for k, theirs in ref.params[steps].items():
-        torch.testing.assert_close(ours.params[steps][k], theirs, **TOLERANCES[theirs.dtype], msg=lambda m, k=k: (
-            f"{describe(name, kwargs)}: after {steps} steps, parameter {k!r} is not where torch.optim's is "
-            f"(did step() update it by the documented amount?):\n{m}"))
+        torch.testing.assert_close(
+            ours.params[steps][k],
+            theirs,
+            **TOLERANCES[theirs.dtype],
+            msg=lambda m, k=k: (
+                f"{describe(name, kwargs)}: after {steps} steps, parameter {k!r} is not where torch.optim's is "
+                f"(did step() update it by the documented amount?):\n{m}"
+            ),
+        )
 
 
 def compare_with_torch(
@@ -97,8 +105,11 @@ def compare_with_torch(
             c for first in first_grad.values() for c in (first + 1, first + 2) if c <= steps
         }
     driving = dict(
-        groups=groups, no_grad=no_grad, zero_grad_in_place=zero_grad_in_place,
-        lr_schedule=lr_schedule, first_grad=first_grad,
+        groups=groups,
+        no_grad=no_grad,
+        zero_grad_in_place=zero_grad_in_place,
+        lr_schedule=lr_schedule,
+        first_grad=first_grad,
     )
     ours = scenario.student_trajectory(name, problem, kwargs, steps, checkpoints, **driving)
     ref = scenario.trajectory(TORCH[name], problem, kwargs, steps, checkpoints, **driving)
@@ -401,7 +412,13 @@ ADAPTIVE = ["adagrad", "rmsprop", "adam", "adamw"]
 #: One setting per optimizer with every term of its update on.
 EVERY_TERM = {
     "sgd": {"lr": 0.04, "momentum": 0.8, "dampening": 0.1, "weight_decay": 0.02},
-    "adagrad": {"lr": 0.15, "lr_decay": 0.02, "initial_accumulator_value": 0.2, "weight_decay": 0.03, "eps": 1e-6},
+    "adagrad": {
+        "lr": 0.15,
+        "lr_decay": 0.02,
+        "initial_accumulator_value": 0.2,
+        "weight_decay": 0.03,
+        "eps": 1e-6,
+    },
     "rmsprop": {"lr": 0.004, "alpha": 0.9, "eps": 1e-5, "momentum": 0.6, "weight_decay": 0.02},
     "adam": {"lr": 0.03, "betas": (0.7, 0.95), "eps": 1e-5, "weight_decay": 0.05},
     "adamw": {"lr": 0.03, "betas": (0.7, 0.95), "eps": 1e-5, "weight_decay": 0.4},
@@ -411,7 +428,9 @@ EVERY_TERM = {
 EDGE_SHAPES = {"scale": (), "one": (1,), "column": (3, 1), "block": (2, 1, 3), "empty": (0, 4)}
 
 
-def assert_moved(ours: Trajectory, init: dict[str, torch.Tensor], name: str, kwargs: dict, skip=()) -> None:
+def assert_moved(
+    ours: Trajectory, init: dict[str, torch.Tensor], name: str, kwargs: dict, skip=()
+) -> None:
     """Evidence that step() did its work: every non-empty parameter that got gradients left its starting point."""
     for k, p in ours.final.items():
         if k not in skip and p.numel() and torch.equal(p, init[k].to(p.dtype)):
@@ -426,17 +445,26 @@ def assert_moved(ours: Trajectory, init: dict[str, torch.Tensor], name: str, kwa
 def test_optimizer_matches_torch_in_float64_on_size_one_and_empty_parameters(name):
     """In float64, a 0-d, a (1,), a (3, 1), a (2, 1, 3) and an empty (0, 4) parameter follow torch.optim for 60 steps."""
     ours, _ = compare_with_torch(
-        name, EVERY_TERM[name], steps=60, seed=31, dtype=torch.float64, shapes=EDGE_SHAPES, every=20,
+        name,
+        EVERY_TERM[name],
+        steps=60,
+        seed=31,
+        dtype=torch.float64,
+        shapes=EDGE_SHAPES,
+        every=20,
         hint="Parameters of every shape, size-one and empty ones included, are updated elementwise: "
         "create state with torch.zeros_like(p) and never squeeze, flatten or index by position.",
     )
-    assert_moved(ours, Problem.make(31, 60, torch.float64, EDGE_SHAPES).init, name, EVERY_TERM[name])
+    assert_moved(
+        ours, Problem.make(31, 60, torch.float64, EDGE_SHAPES).init, name, EVERY_TERM[name]
+    )
 
 
 #: Per-group options (the rest falls back to the constructor's): another lr, and another momentum or decay.
 GROUPS = {
     "sgd": [{"lr": 0.08, "dampening": 0.0}, {"lr": 0.01, "momentum": 0.5, "weight_decay": 0.0}],
-    "adagrad": [{"lr": 0.4, "lr_decay": 0.0}, {"lr": 0.05, "eps": 1e-3}],  # torch reads initial_accumulator_value from the constructor only
+    # torch reads initial_accumulator_value from the constructor only
+    "adagrad": [{"lr": 0.4, "lr_decay": 0.0}, {"lr": 0.05, "eps": 1e-3}],
     "rmsprop": [{"lr": 0.02, "momentum": 0.0}, {"lr": 0.002, "alpha": 0.99}],
     "adam": [{"lr": 0.06, "betas": (0.5, 0.9)}, {"lr": 0.01, "eps": 1e-3}],
     "adamw": [{"lr": 0.06, "weight_decay": 0.0}, {"lr": 0.01, "betas": (0.95, 0.999)}],
@@ -449,8 +477,14 @@ def test_optimizer_honours_param_group_options_under_a_schedule(name):
     first, second = GROUPS[name]
     groups = [{"params": ["weight"], **first}, {"params": ["bias"], **second}]
     ours, _ = compare_with_torch(
-        name, EVERY_TERM[name], steps=50, seed=32, groups=groups, lr_schedule=warmup_then_cosine(50, warmup=5),
-        every=10, hint=f"Here the optimizer had two param groups, {groups}, and group['lr'] followed a schedule. "
+        name,
+        EVERY_TERM[name],
+        steps=50,
+        seed=32,
+        groups=groups,
+        lr_schedule=warmup_then_cosine(50, warmup=5),
+        every=10,
+        hint=f"Here the optimizer had two param groups, {groups}, and group['lr'] followed a schedule. "
         "Read every hyperparameter from the parameter's own group inside step().",
     )
     assert_moved(ours, Problem.make(32, 50, torch.float32).init, name, EVERY_TERM[name])
@@ -461,7 +495,13 @@ def test_optimizer_skips_parameters_without_gradient_and_moves_the_others(name):
     """A parameter whose .grad stays None is left exactly as it was (no weight decay either); the others follow torch."""
     shapes = {"weight": (3, 4), "frozen": (2, 2)}
     ours, _ = compare_with_torch(
-        name, EVERY_TERM[name], steps=25, seed=33, shapes=shapes, no_grad=frozenset({"frozen"}), every=5
+        name,
+        EVERY_TERM[name],
+        steps=25,
+        seed=33,
+        shapes=shapes,
+        no_grad=frozenset({"frozen"}),
+        every=5,
     )
     init = Problem.make(33, 25, torch.float32, shapes).init
     assert torch.equal(ours.final["frozen"], init["frozen"]), (
@@ -471,7 +511,9 @@ def test_optimizer_skips_parameters_without_gradient_and_moves_the_others(name):
     assert_moved(ours, init, name, EVERY_TERM[name], skip={"frozen"})
 
 
-def scaled_problem(seed: int, steps: int, dtype: torch.dtype, scale: float, quiet: int = 0) -> Problem:
+def scaled_problem(
+    seed: int, steps: int, dtype: torch.dtype, scale: float, quiet: int = 0
+) -> Problem:
     """A problem whose gradients have magnitude ``scale``; with ``quiet``, exactly zero for the first ``quiet`` steps.
 
     The target is the start and the noise is zero for ``quiet`` steps, so ``grad = h * (p - p0) + 0`` is exactly
@@ -505,12 +547,18 @@ def test_optimizer_handles_exactly_zero_gradients_then_real_ones(name):
     kwargs = ZERO_GRADIENT_SETTINGS[name]
     problem = scaled_problem(34, 30, torch.float32, scale=1.0, quiet=10)
     ours, _ = compare_with_torch(
-        name, kwargs, steps=30, problem=problem, every=5,
+        name,
+        kwargs,
+        steps=30,
+        problem=problem,
+        every=5,
         hint="The first 10 gradients were exactly zero. eps belongs after the square root (sqrt(v) + eps), so "
         "a zero gradient gives 0 / eps = 0; without eps it is 0/0 = NaN. Step counts still advance on zero gradients.",
     )
     for k, p in ours.final.items():
-        assert torch.isfinite(p).all(), f"{describe(name, kwargs)}: {k!r} became NaN or inf after zero gradients (0/0?)"
+        assert torch.isfinite(p).all(), (
+            f"{describe(name, kwargs)}: {k!r} became NaN or inf after zero gradients (0/0?)"
+        )
     assert_moved(ours, problem.init, name, kwargs)
 
 
@@ -520,7 +568,11 @@ def test_adaptive_optimizer_matches_torch_on_tiny_gradients(name):
     problem = scaled_problem(35, 30, torch.float32, scale=1e-9)
     kwargs = {"lr": 0.1}
     ours, ref = compare_with_torch(
-        name, kwargs, steps=30, problem=problem, every=5,
+        name,
+        kwargs,
+        steps=30,
+        problem=problem,
+        every=5,
         hint="Gradients here are ~1e-9, so sqrt(v) ~ 1e-9 is comparable with eps (1e-8 or 1e-10): eps must be "
         "added after the square root, exactly where the class docstring puts it, or the step size is off by orders of magnitude.",
     )
@@ -534,7 +586,13 @@ def test_adaptive_optimizer_matches_torch_on_huge_half_precision_gradients(name)
     problem = scaled_problem(36, 5, torch.float16, scale=300.0)
     kwargs = {"lr": 0.02}
     ours, _ = compare_with_torch(
-        name, kwargs, steps=5, problem=problem, dtype=torch.float16, every=1, tol=dict(rtol=1e-3, atol=2e-3),
+        name,
+        kwargs,
+        steps=5,
+        problem=problem,
+        dtype=torch.float16,
+        every=1,
+        tol=dict(rtol=1e-3, atol=2e-3),
         hint="The gradients were float16 of magnitude ~300: g * g or g ** 2 alone is inf in float16 (above 65504), "
         "and so is v after it. Update v with v.mul_(beta).addcmul_(g, g, value=1 - beta), which computes "
         "(1 - beta) * g * g before rounding to float16, and take Adam's sqrt(v_hat) as sqrt(v) / sqrt(1 - b2^t) "
@@ -590,10 +648,16 @@ def test_optimizer_resumed_from_state_dict_ends_where_an_uninterrupted_run_ends(
     torch_straight, _ = scenario.resumed_by_state_dict(TORCH[name], problem, kwargs, 12, 25)
     for k in straight:
         torch.testing.assert_close(
-            straight[k], torch_straight[k], **TOLERANCES[torch.float32],
-            msg=lambda m, k=k: f"{describe(name, kwargs)}: {k!r} after 25 uninterrupted steps differs from torch.optim: {m}",
+            straight[k],
+            torch_straight[k],
+            **TOLERANCES[torch.float32],
+            msg=lambda m, k=k: (
+                f"{describe(name, kwargs)}: {k!r} after 25 uninterrupted steps differs from torch.optim: {m}"
+            ),
         )
-        assert not torch.equal(straight[k], problem.init[k]), f"{describe(name, kwargs)}: {k!r} never moved"
+        assert not torch.equal(straight[k], problem.init[k]), (
+            f"{describe(name, kwargs)}: {k!r} never moved"
+        )
         assert torch.equal(straight[k], resumed[k]), (
             f"{describe(name, kwargs)}: {k!r} differs after resuming from state_dict at step 12. Keep everything "
             "step() needs between steps (moments, sums, buffers, the step count t) in self.state[p], which "
@@ -605,7 +669,11 @@ NAN = float("nan")
 # (optimizer, bad kwargs, regex the message must match: the keyword, then its value as f"{name}={value!r}")
 DOCUMENTED_ERRORS = [
     ("sgd", {"momentum": NAN}, r"momentum.*=nan"),
-    ("sgd", {"momentum": 0.9, "dampening": 0.1, "nesterov": True}, r"nesterov=True needs momentum > 0 and dampening == 0"),
+    (
+        "sgd",
+        {"momentum": 0.9, "dampening": 0.1, "nesterov": True},
+        r"nesterov=True needs momentum > 0 and dampening == 0",
+    ),
     ("sgd", {"dampening": NAN}, r"dampening.*=nan"),
     ("adagrad", {"lr_decay": NAN}, r"lr_decay.*=nan"),
     ("rmsprop", {"alpha": NAN}, r"alpha.*=nan"),
@@ -618,10 +686,13 @@ DOCUMENTED_ERRORS = [
 
 
 @pytest.mark.parametrize(
-    "name, kwargs, pattern", DOCUMENTED_ERRORS,
+    "name, kwargs, pattern",
+    DOCUMENTED_ERRORS,
     ids=[f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[1].items())}" for c in DOCUMENTED_ERRORS],
 )
-def test_optimizer_rejects_nan_and_dependent_hyperparameters_with_the_documented_words(name, kwargs, pattern):
+def test_optimizer_rejects_nan_and_dependent_hyperparameters_with_the_documented_words(
+    name, kwargs, pattern
+):
     """NaN is out of every range (`not nan >= 0`: a check written `if x < 0` lets it through), and nesterov needs
     momentum without dampening: each a ValueError naming the keyword and its value as f"{name}={value!r}"."""
     with pytest.raises(ValueError, match=pattern):

@@ -90,7 +90,9 @@ def test_linear_init_fills_the_weight_other_shapes_and_dtypes(d_in, d_out, seed,
 def test_modules_honour_device_and_dtype_other_sizes(module, args, device, dtype):
     """A head-only and a deep Cruncher, and a 1-input Linear, put every parameter on the device, in the dtype."""
     placed = scenario.layout(module, args, {"device": device, "dtype": dtype}).parameters
-    wrong = {k: (p.device, p.dtype) for k, p in placed.items() if (p.device, p.dtype) != (device, dtype)}
+    wrong = {
+        k: (p.device, p.dtype) for k, p in placed.items() if (p.device, p.dtype) != (device, dtype)
+    }
     assert placed and not wrong, (
         f"{module}{args}(device={device!r}, dtype={dtype}): misplaced {wrong}"
     )
@@ -104,7 +106,9 @@ def test_linear_init_in_other_dtypes_is_bounded(dtype):
     assert w.dtype == dtype
     slack = 1e-2 if dtype == torch.bfloat16 else 1e-9
     assert w.double().abs().max().item() <= 3 / math.sqrt(256) * (1 + slack)
-    assert w.double().std().item() > 0.5 / math.sqrt(256), "the weights were not drawn from the truncated normal"
+    assert w.double().std().item() > 0.5 / math.sqrt(256), (
+        "the weights were not drawn from the truncated normal"
+    )
 
 
 def test_linear_gradient_matches_functional_linear():
@@ -193,7 +197,9 @@ def test_cruncher_batch_of_one_other_dtypes(dtype):
     """A float64 or bfloat16 Cruncher maps a batch of one to shape (1,) with the F.linear chain's value."""
     weights, x = cruncher_weights_and_input(dim=2, num_layers=3, seed=41, dtype=dtype)
     (out,) = cruncher_forward(2, 3, weights, [x[:1]], dtype=dtype).outputs
-    assert out.shape == (1,) and out.dtype == dtype, f"got shape {tuple(out.shape)}, dtype {out.dtype}"
+    assert out.shape == (1,) and out.dtype == dtype, (
+        f"got shape {tuple(out.shape)}, dtype {out.dtype}"
+    )
     expected = x[:1]
     for i in range(3):
         expected = F.linear(expected, weights[f"layers.{i}.weight"])
@@ -219,19 +225,28 @@ def test_cruncher_on_meta_returns_meta_outputs_other_dtypes(dtype):
     """A head-only and a deep Cruncher on meta return meta (batch,) outputs of their dtype, a batch of one included."""
     meta = {"device": "meta", "dtype": dtype}
     for num_layers, batch in ((0, 1), (3, 4)):
-        (out,) = scenario.forward("cruncher", (5, num_layers), [torch.empty(batch, 5, **meta)], kwargs=meta).outputs
+        (out,) = scenario.forward(
+            "cruncher", (5, num_layers), [torch.empty(batch, 5, **meta)], kwargs=meta
+        ).outputs
         assert (out.device.type, out.dtype, tuple(out.shape)) == ("meta", dtype, (batch,)), (
             f"Cruncher(5, {num_layers}) on meta, {dtype}: got {out.device}, {out.dtype}, {tuple(out.shape)}"
         )
-        assert_computes_with_its_weights("cruncher", (5, num_layers), dtype)  # meta holds no values: on the CPU
+        # meta holds no values: the same module, on the CPU
+        assert_computes_with_its_weights("cruncher", (5, num_layers), dtype)
 
 
 @pytest.mark.parametrize(
     "build, message",
     [
         (lambda: scenario.layout("linear", (3.0, 3)), "d_in must be a positive integer, got 3.0"),
-        (lambda: scenario.layout("cruncher", kwargs={"dim": 3, "num_layers": "2"}), "num_layers must be a non-negative integer, got '2'"),
-        (lambda: adapters.run_linear(2, 3, torch.zeros(3, 2), torch.zeros(1, 1, 3)), "Linear expects inputs whose last dimension is d_in=2, got shape (1, 1, 3)"),
+        (
+            lambda: scenario.layout("cruncher", kwargs={"dim": 3, "num_layers": "2"}),
+            "num_layers must be a non-negative integer, got '2'",
+        ),
+        (
+            lambda: adapters.run_linear(2, 3, torch.zeros(3, 2), torch.zeros(1, 1, 3)),
+            "Linear expects inputs whose last dimension is d_in=2, got shape (1, 1, 3)",
+        ),
     ],
     ids=["linear-float-integer", "cruncher-string-layers", "wrong-width-size-one-batch"],
 )
@@ -241,8 +256,12 @@ def test_models_documented_errors_other_inputs(build, message):
         build()
 
 
-@pytest.mark.parametrize("seed", [2**40, 3.0, -(2**33)], ids=["2**40", "float-integer", "far-negative"])
+@pytest.mark.parametrize(
+    "seed", [2**40, 3.0, -(2**33)], ids=["2**40", "float-integer", "far-negative"]
+)
 def test_set_seed_rejects_other_non_seeds(seed, restore_global_rngs):  # noqa: F811
     """2**40, 3.0 and -2**33 are ValueErrors naming the seed."""
-    with pytest.raises(ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    ):
         adapters.run_set_seed(seed)

@@ -126,8 +126,15 @@ def test_optimizer_state_dict_round_trip_resumes_exactly(name):
         )
     torch_run, _ = scenario.resumed_by_state_dict(TORCH[name], problem, FULL[name], 10, 20)
     for k in straight:
-        torch.testing.assert_close(straight[k], torch_run[k], rtol=1e-5, atol=1e-6, msg=lambda m, k=k: (
-            f"{describe(name, FULL[name])}: after 20 steps {k!r} is not where torch.optim's is (does step() update it?):\n{m}"))
+        torch.testing.assert_close(
+            straight[k],
+            torch_run[k],
+            rtol=1e-5,
+            atol=1e-6,
+            msg=lambda m, k=k: (
+                f"{describe(name, FULL[name])}: after 20 steps {k!r} is not where torch.optim's is (does step() update it?):\n{m}"
+            ),
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -235,10 +242,17 @@ def test_optimizer_zero_then_real_gradients_in_float64_on_edge_shapes(name):
     kwargs = {k: v for k, v in FULL[name].items() if k != "weight_decay"}
     shaped = Problem.make(51, 20, torch.float64, EDGE_SHAPES)
     problem = Problem(
-        init=shaped.init, target=shaped.init, curvature=shaped.curvature,
-        noise={k: torch.cat([torch.zeros(6, *v.shape[1:], dtype=v.dtype), v[6:]]) for k, v in shaped.noise.items()},
+        init=shaped.init,
+        target=shaped.init,
+        curvature=shaped.curvature,
+        noise={
+            k: torch.cat([torch.zeros(6, *v.shape[1:], dtype=v.dtype), v[6:]])
+            for k, v in shaped.noise.items()
+        },
     )
-    ours, _ = compare_with_torch(name, kwargs, steps=20, problem=problem, dtype=torch.float64, every=2)
+    ours, _ = compare_with_torch(
+        name, kwargs, steps=20, problem=problem, dtype=torch.float64, every=2
+    )
     assert_moved(ours, problem.init, name, kwargs)
 
 
@@ -247,18 +261,29 @@ def test_adaptive_optimizer_tiny_gradients_in_float64(name):
     """float64 gradients of magnitude 1e-12 with each optimizer's default eps: the step size follows torch's."""
     problem = scaled_problem(52, 15, torch.float64, scale=1e-12)
     kwargs = {"lr": 0.05}
-    ours, _ = compare_with_torch(name, kwargs, steps=15, problem=problem, dtype=torch.float64, every=3)
+    ours, _ = compare_with_torch(
+        name, kwargs, steps=15, problem=problem, dtype=torch.float64, every=3
+    )
     assert_moved(ours, problem.init, name, kwargs)
 
 
 @pytest.mark.parametrize("name", ["rmsprop", "adam", "adamw"])
 def test_adaptive_optimizer_huge_float16_gradients_other_settings(name):
     """float16 gradients of magnitude ~500 with other betas/alpha: no overflow of g^2, torch's trajectory."""
-    kwargs = {"rmsprop": {"lr": 0.01, "alpha": 0.995}, "adam": {"lr": 0.01, "betas": (0.8, 0.9995)},
-              "adamw": {"lr": 0.01, "betas": (0.8, 0.9995), "weight_decay": 0.1}}[name]
+    kwargs = {
+        "rmsprop": {"lr": 0.01, "alpha": 0.995},
+        "adam": {"lr": 0.01, "betas": (0.8, 0.9995)},
+        "adamw": {"lr": 0.01, "betas": (0.8, 0.9995), "weight_decay": 0.1},
+    }[name]
     problem = scaled_problem(53, 4, torch.float16, scale=500.0)
     ours, _ = compare_with_torch(
-        name, kwargs, steps=4, problem=problem, dtype=torch.float16, every=1, tol=dict(rtol=1e-3, atol=2e-3)
+        name,
+        kwargs,
+        steps=4,
+        problem=problem,
+        dtype=torch.float16,
+        every=1,
+        tol=dict(rtol=1e-3, atol=2e-3),
     )
     assert_moved(ours, problem.init, name, kwargs)
 
@@ -272,7 +297,9 @@ def test_optimizer_resumed_in_float64_ends_where_torch_uninterrupted_ends(name):
     for k in straight:
         torch.testing.assert_close(straight[k], ref[k], **TOLERANCES[torch.float64])
         assert not torch.equal(straight[k], problem.init[k]), f"{k!r} never moved"
-        assert torch.equal(straight[k], resumed[k]), f"{describe(name, FULL[name])}: {k!r} differs after resuming"
+        assert torch.equal(straight[k], resumed[k]), (
+            f"{describe(name, FULL[name])}: {k!r} differs after resuming"
+        )
 
 
 EVEN_MORE_BAD = [
@@ -283,8 +310,14 @@ EVEN_MORE_BAD = [
 ]
 
 
-@pytest.mark.parametrize("name, kwargs, pattern", EVEN_MORE_BAD, ids=[f"{c[0]}-{next(iter(c[1]))}" for c in EVEN_MORE_BAD])
-def test_optimizer_rejects_other_nan_hyperparameters_with_the_documented_words(name, kwargs, pattern):
+@pytest.mark.parametrize(
+    "name, kwargs, pattern",
+    EVEN_MORE_BAD,
+    ids=[f"{c[0]}-{next(iter(c[1]))}" for c in EVEN_MORE_BAD],
+)
+def test_optimizer_rejects_other_nan_hyperparameters_with_the_documented_words(
+    name, kwargs, pattern
+):
     """Other NaN hyperparameters: ValueErrors naming the keyword and its value as f"{name}={value!r}"."""
     with pytest.raises(ValueError, match=pattern):
         scenario.student_optimizer_built(name, kwargs)

@@ -136,7 +136,9 @@ def gradients(
     def detached(grad: torch.Tensor | None) -> torch.Tensor | None:
         return None if grad is None else grad.detach()
 
-    return Gradients({name: detached(p.grad) for name, p in model.named_parameters()}, detached(x.grad))
+    return Gradients(
+        {name: detached(p.grad) for name, p in model.named_parameters()}, detached(x.grad)
+    )
 
 
 def draw_from_every_generator() -> tuple[float, float, float]:
@@ -151,7 +153,9 @@ def seeded_draws(seed: int, rounds: int) -> list[tuple[float, float, float]]:
 
 
 @driver
-def inits_after_set_seed(seeds: list[int], dim: int, num_layers: int) -> list[dict[str, torch.Tensor]]:
+def inits_after_set_seed(
+    seeds: list[int], dim: int, num_layers: int
+) -> list[dict[str, torch.Tensor]]:
     """For each seed in turn, in one process: calls your ``set_seed(seed)``, then builds a
     ``Cruncher(dim, num_layers)``; returns each one's initial ``state_dict()``, detached."""
     out = []
@@ -164,7 +168,11 @@ def inits_after_set_seed(seeds: list[int], dim: int, num_layers: int) -> list[di
 
 def global_rng_states() -> dict[str, object]:
     """The states of the global RNGs of ``random``, numpy and torch (the CPU's), by name."""
-    return {"random": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    return {
+        "random": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
 
 
 def same_state(a: object, b: object) -> bool:
