@@ -146,8 +146,11 @@ def draw_from_every_generator() -> tuple[float, float, float]:
 
 
 @driver
-def seeded_draws(seed: int, rounds: int) -> list[tuple[float, float, float]]:
-    """Call your ``set_seed(seed)``, then draw from ``random``, numpy and torch ``rounds`` times."""
+def seeded_draws(seed: int, rounds: int, draws_before: int = 0) -> list[tuple[float, float, float]]:
+    """Draws from ``random``, numpy and torch ``draws_before`` times (a state ``set_seed`` must reset: every
+    driver starts from the same one), calls your ``set_seed(seed)``, then returns ``rounds`` more draws."""
+    for _ in range(draws_before):
+        draw_from_every_generator()
     adapters.run_set_seed(seed)
     return [draw_from_every_generator() for _ in range(rounds)]
 
