@@ -39,7 +39,7 @@ def as_data(value: object) -> object:
 def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Builds a ``Linear(d_in, d_out[, dtype=dtype])`` right after ``torch.manual_seed(seed)``; returns its weight."""
     torch.manual_seed(seed)
-    layer = build("linear", (d_in, d_out), {} if dtype is None else {"dtype": dtype})
+    layer = adapters.get_linear_cls()(d_in, d_out, **({} if dtype is None else {"dtype": dtype}))
     return layer.weight.detach().clone()
 
 
@@ -164,7 +164,7 @@ def inits_after_set_seed(
     out = []
     for seed in seeds:
         adapters.run_set_seed(seed)
-        model = build("cruncher", (dim, num_layers))
+        model = adapters.get_cruncher_cls()(dim, num_layers)
         out.append({k: v.detach().clone() for k, v in model.state_dict().items()})
     return out
 

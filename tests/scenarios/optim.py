@@ -94,12 +94,10 @@ class Problem:
 class Trajectory:
     """What one run leaves to compare: the parameters after chosen steps, and the final state."""
 
-    params: dict[
-        int, dict[str, torch.Tensor]
-    ]  # step -> parameter name -> its value after that step
-    state: dict[
-        str, dict[str, Any]
-    ]  # parameter name -> optimizer.state[parameter] after the last step
+    params: dict[int, dict[str, torch.Tensor]]
+    """step -> parameter name -> its value after that step."""
+    state: dict[str, dict[str, Any]]
+    """parameter name -> ``optimizer.state[parameter]`` after the last step, each value ``as_data``."""
     grad_changed: list[tuple[int, str]] = field(default_factory=list)
     """(step, parameter name) for each step() that changed the parameter's ``.grad`` (if watched)."""
     moved: list[tuple[int, str]] = field(default_factory=list)
