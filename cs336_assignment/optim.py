@@ -26,7 +26,8 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   then calls ``super().__init__(params, defaults)`` with ``defaults`` a dict of every
   hyperparameter under torch's keyword name. ``torch.optim.Optimizer`` then builds
   ``self.param_groups``, where a group's own options override the defaults.
-- ``step(closure=None)`` starts with ``loss = _evaluate(closure)`` (the helper above), reads each
+- ``step(closure=None)`` starts with ``loss = _evaluate(closure)`` (the helper above: the closure
+  is called once per step, with gradients enabled even under ``torch.no_grad()``), reads each
   hyperparameter from the parameter's group at every step (not from ``__init__``'s arguments:
   a learning-rate scheduler changes ``group["lr"]`` between steps), skips
   parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
