@@ -25,7 +25,8 @@ Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: torch.save and torch.load, state_dict() of modules and optimizers, the Python and numpy
         RNG states.
     Not allowed: as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
-        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
+        FlopCounterMode or the profiler, tokenizer libraries, torch.amp.GradScaler, reaching the
+        tests or the interpreter's insides.
 """
 
 from __future__ import annotations
@@ -87,6 +88,10 @@ def save_checkpoint(
     draws what the uninterrupted run would have drawn. Saving changes nothing in the run it saves:
     the model (its train/eval mode included) and the optimizer are left as they are, and nothing
     is drawn from the global RNGs (``atomic_write`` names its temporary file without them).
+
+    What is written is the dict of the module docstring, with ``torch.save``: ``torch.load(out,
+    weights_only=True)`` reads it back, its ``"model"`` and ``"optimizer"`` entries being the two
+    ``state_dict()``s as they were when saved (the tests read checkpoints so, besides loading them).
 
     Args:
         model: its ``state_dict()`` is saved.

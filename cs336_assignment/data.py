@@ -19,7 +19,8 @@ multi-worker prefetching (``torch.utils.data.DataLoader``), sharding across rank
 Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: numpy (np.memmap, np.load with mmap_mode), torch tensors and torch.Generator.
     Not allowed: as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
-        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
+        FlopCounterMode or the profiler, tokenizer libraries, torch.amp.GradScaler, reaching the
+        tests or the interpreter's insides.
 """
 
 from __future__ import annotations

@@ -23,9 +23,11 @@ initialisation and optimisers in isolation), and fused or low-precision kernels 
 
 Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: torch tensors and autograd, nn.Module, nn.Parameter, nn.ModuleList, nn.init, einops.
-    Not allowed: torch.nn.Linear and torch.nn.functional.linear may not be used: store the weight as
-        an nn.Parameter and multiply by it yourself (einsum or @); and, as in every part:
-        torch.optim's optimizers, FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
+    Not allowed: torch.nn.Linear and torch.nn.functional.linear may not be used, nor their other
+        entry points (torch.ops.aten.linear, torch._C._nn.linear, einops' EinMix, ...): store the
+        weight as an nn.Parameter and multiply by it yourself (einsum or @); and, as in every part:
+        torch.optim's optimizers, FlopCounterMode or the profiler, tokenizer libraries,
+        torch.amp.GradScaler, reaching the tests or the interpreter's insides.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ What every class implements (the tests hold each one to its ``torch.optim`` coun
   then calls ``super().__init__(params, defaults)`` with ``defaults`` a dict of every
   hyperparameter under torch's keyword name. ``torch.optim.Optimizer`` then builds
   ``self.param_groups``, where a group's own options override the defaults.
-- ``step(closure=None)`` starts with ``loss = _evaluate(closure)`` (the helper above), reads each
+- ``step(closure=None)`` starts with ``loss = _evaluate(closure)`` (the helper above: the closure
+  is called once per step, with gradients enabled even under ``torch.no_grad()``), reads each
   hyperparameter from the parameter's group at every step (not from ``__init__``'s arguments:
   a learning-rate scheduler changes ``group["lr"]`` between steps), skips
   parameters whose ``grad`` is None, creates a parameter's state lazily at its first step, under
@@ -66,10 +67,12 @@ the readable version and the one torch itself runs on CPU).
 Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: torch tensors and autograd, torch.optim.Optimizer as the base class (param_groups,
         state, state_dict).
-    Not allowed: torch.optim's optimizers (torch.optim.SGD, Adagrad, RMSprop, Adam, AdamW, ..., and
-        their functional forms) may not be used or subclassed: write each update yourself on a
-        torch.optim.Optimizer subclass; and, as in every part: torch.nn.Linear or F.linear,
-        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
+    Not allowed: torch.optim's optimizers (torch.optim.SGD, Adagrad, RMSprop, Adam, AdamW, ...,
+        their functional forms and their fused kernels such as torch._fused_adamw_) may not be used
+        or subclassed: write each update yourself on a torch.optim.Optimizer subclass
+        (torch._foreach_* tensor ops are fine); and, as in every part: torch.nn.Linear or F.linear,
+        FlopCounterMode or the profiler, tokenizer libraries, torch.amp.GradScaler, reaching the
+        tests or the interpreter's insides.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: your own code from the earlier parts, torch tensors and autograd, torch.nn.functional's
         losses.
     Not allowed: as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
-        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
+        FlopCounterMode or the profiler, tokenizer libraries, torch.amp.GradScaler, reaching the
+        tests or the interpreter's insides.
 """
 
 from __future__ import annotations

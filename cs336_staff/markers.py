@@ -293,6 +293,19 @@ def strip_source(source: str, path: str = "<string>") -> tuple[str, list[Region]
     return "".join(out), regions
 
 
+def handout_text(text: str, path: str, *, staff_blocks: bool = True, stub: bool = False) -> tuple[str | None, list[Region]]:
+    """What the handout ships for the source file ``path`` (``release/build.py`` writes it; the
+    grader's rules check compares a submission's given code with it): None for a staff-only file;
+    otherwise ``text`` without its staff-only blocks (``staff_blocks``: .py, .sh, .gitignore) and,
+    with ``stub`` (the package's .py files), with its solution regions stubbed, and those regions.
+    (The release then drops the imports stubbing left unused, with ruff: whole lines, never given code.)"""
+    if is_staff_only(text):
+        return None, []
+    if staff_blocks:
+        text = strip_staff_only(text, path)
+    return strip_source(text, path) if stub else (text, [])
+
+
 def is_staff_only(text: str, first_lines: int = 3) -> bool:
     """Whether a file is marked staff-only: one of its first lines is a ``# STAFF-ONLY`` comment."""
     return any(line.strip().startswith(STAFF_ONLY) for line in text.splitlines()[:first_lines])

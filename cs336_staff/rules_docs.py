@@ -1,22 +1,95 @@
-"""The rules (tests/rules.toml) as each part's module docstring and the writeup state them, and the
-check that every copy says what the file says and that the reference obeys it.
+"""The rules (tests/rules.toml) as each part's module docstring and the writeup state them, the
+handout's given code as the rules see it, and the check that every copy says what the file says,
+that the reference obeys it and that the file's ``[[given]]`` record is current.
 
 ``cs336 parts --check`` and ``cs336 release --check`` run ``problems`` (through
 ``cs336_staff.parts.problems``); the writeup reads ``for_part`` through ``parts.writeup_data``, so
 it is generated, not copied. The module docstrings are written by hand around a block that must
 equal ``docstring_block`` up to line breaks; a failure prints the block to paste.
+
+Given code: ``handout_of`` makes the handout's sources from the reference as the release does
+(``markers.handout_text``) and lists what their code draws; the grader exempts a submission's code
+equal to it (``grade/delegation.py``), a student's own run the ``[[given]]`` files whose
+fingerprint is the handout's (or the staff repository's, for staff's own runs).
 """
 
 from __future__ import annotations
 
 import ast
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.rules import RULES_FILE, RuleBook, check_tree, load_rules
+from cs336_staff.markers import MarkerError, handout_text
+from tests.rules import (
+    PACKAGE,
+    RULES_FILE,
+    RuleBook,
+    check_tree,
+    findings,
+    fingerprint,
+    load_rules,
+    read_tree,
+)
 
 HEADING = "Rules (tests/rules.toml; a test that reaches code breaking one earns no points):"
 WIDTH = 100
+
+
+@dataclass(frozen=True)
+class Handout:
+    """The handout's checked sources (adapters.py, cs336_assignment/**/*.py) as the release makes
+    them from the reference: each file's text, whether it had solution regions, and the findings
+    its code draws wherever an adapter reaches it (``tests.rules.findings``: (line, what)); and the
+    files without regions that the staff repository holds otherwise (its staff-only blocks kept:
+    the staff's own example is graded too), with theirs."""
+
+    texts: dict[str, str]
+    regions: dict[str, bool]
+    drawn: dict[str, list[tuple[int, str]]]
+    staff: dict[str, str]
+    staff_drawn: dict[str, list[tuple[int, str]]]
+
+
+def handout_of(reference: dict[str, str], book: RuleBook) -> Handout:
+    """The handout of ``reference`` (``tests.rules.read_tree`` of the staff repository); a file
+    left out of the handout (staff-only) or whose markers are broken is not given code."""
+    texts, regions = {}, {}
+    for rel, text in reference.items():
+        try:
+            shipped, found = handout_text(text, rel, stub=rel.startswith(PACKAGE + "/"))
+        except MarkerError:
+            continue
+        if shipped is not None:
+            texts[rel], regions[rel] = shipped, bool(found)
+    staff = {rel: reference[rel] for rel in texts if not regions[rel] and reference[rel] != texts[rel]}
+    staff_drawn = {rel: drawn for rel, drawn in findings(reference, book).items() if rel in staff}
+    return Handout(texts, regions, findings(texts, book), staff, staff_drawn)
+
+
+def given_problems(repo: Path, book: RuleBook, path: Path) -> list[str]:
+    """Where tests/rules.toml's ``[[given]]`` record disagrees with the handout: every file whose
+    given code draws a finding is recorded with the fingerprints of its handout text and of the
+    repository's own, and is a file without solution regions (a student's own run exempts whole
+    files only); no other file is recorded."""
+    reference = read_tree(repo)
+    handout = handout_of(reference, book)
+    out = []
+    for rel in sorted(set(handout.drawn) | set(book.given)):
+        drawn = handout.drawn.get(rel, [])
+        where = ", ".join(f"{rel}:{line} ({what})" for line, what in sorted(drawn))
+        if drawn and handout.regions.get(rel):
+            out.append(f"given code in {rel}, a file with solution regions, draws {where}: students' own runs would "
+                       "warn about it; change that code (given code of such files must draw nothing)")
+            continue
+        want = sorted({fingerprint(handout.texts[rel]), fingerprint(reference[rel])} - {None}) if drawn else []  # type: ignore[arg-type]
+        if not drawn:
+            out.append(f"{path}: [[given]] names {rel}, whose given code draws nothing: remove that entry")
+        elif sorted(book.given.get(rel, ())) != want:
+            prints = ", ".join(f'"{p}"' for p in want)
+            out.append(f"{path}: the given code of {rel} draws {where}; record it (fingerprints of the handout's "
+                       f"and this repository's file):\n\n[[given]]\nfile = \"{rel}\"\nfingerprint = [{prints}]\n")
+    return out
 
 
 def for_part(book: RuleBook, key: str) -> dict[str, object]:
@@ -68,6 +141,7 @@ def problems(repo: Path, parts: list) -> list[str]:  # parts: cs336_staff.parts.
             out.append(f"the module docstring of {p.module} does not state the rules of tests/rules.toml; "
                        f"end it with:\n\n{block}\n")
     if (repo / "cs336_assignment").is_dir():
-        report = check_tree(repo)
+        out += given_problems(repo, book, path)
+        report = check_tree(repo, book)
         out += [f"the reference breaks a rule: {v.message()}" for v in report.violations]
     return out

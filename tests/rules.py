@@ -2,13 +2,23 @@
 
 The check reads source code as text and never imports or runs it: it parses ``adapters.py`` and
 ``cs336_assignment/**/*.py`` and follows, from each adapter (``run_*``/``get_*``), what its code
-reaches: the names it uses (resolving ``import ... as`` aliases and re-exports in ``__init__``),
-the base classes of the classes it uses (``class Adam(torch.optim.Adam)``), every method of a class
-it reaches, the module-level code of a module it reaches, ``getattr(module, "name")`` with a
-literal name, and modules named in string constants (``importlib.import_module("cs336_assignment.x")``).
-A reached name a rule forbids is a *violation*; where the code goes where a reader of the source
-cannot follow (``getattr`` with a computed name, ``importlib``, ``__import__``, ``exec``, ``eval``,
-``sys.modules``, ``globals()``) it is *suspicious* and named, for a person to read.
+reaches: the names it uses (resolving ``import ... as`` aliases, re-exports in ``__init__`` and
+``NAME = some.dotted.name`` aliases), the base classes of the classes it uses
+(``class Adam(torch.optim.Adam)``), every method of a class it reaches, ``getattr(obj, "name")``
+with a literal name, modules named in string constants (``importlib.import_module("cs336_assignment.x")``),
+and what each module it reaches runs when it is imported: its module-level calls and assignments to
+attributes, and those of its package and of the modules it imports. A module-level import or
+``NAME = ...`` on its own reaches nothing: it counts once a reached function uses the name.
+
+A reached name a rule forbids is a *violation*. Besides dotted names, a rule may forbid attribute
+names read or written on anything (``frame.f_back``), imports by a name the source does not spell
+(``importlib.import_module(name)``), and assigning to the attributes of a library or of the tests
+(``torch.stack = ...``). Where the code goes where a reader of the source cannot follow (``getattr``
+with a computed name, ``globals()``, unpickling) it is *suspicious* and named, for a person to read.
+
+Given code, the handout's own and unchanged, is never flagged: here, the files that tests/rules.toml
+lists under ``[[given]]`` while their code is the handout's (``fingerprint``: formatting and comments
+do not count); in grading, code that equals the handout built from the staff's reference.
 
 Your local ``uv run pytest`` prints each violation in the rule's words at the end of the run
 (before the per-part table); the graders run the same check on your submission and give no points
@@ -18,61 +28,114 @@ to the tests that call an adapter which reaches a violation.
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
 import re
 import tomllib
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase, translate
 from pathlib import Path
 
 RULES_FILE = Path(__file__).with_name("rules.toml")
 PACKAGE = "cs336_assignment"
 ENTRY_MODULE = "adapters"
-#: Calls whose target a reader of the source cannot see: flagged wherever a graded function reaches them.
-DYNAMIC_CALLS = {
-    "getattr": "getattr with a computed name",
-    "__import__": "__import__",
-    "exec": "exec",
-    "eval": "eval",
-    "compile": "compile",
-    "globals": "globals()",
-    "vars": "vars()",
-    "importlib.import_module": "importlib.import_module",
-    "importlib.__import__": "importlib.__import__",
-    "importlib.util.spec_from_file_location": "importlib.util.spec_from_file_location",
-}
-DYNAMIC_NAMES = {"sys.modules": "sys.modules"}
+#: A rule whose ``part`` is this holds in every part, is stated by its ``short`` in each part's
+#: docstring, and costs every test that reaches it, whichever part's code breaks it.
+ALL_PARTS = "all"
+
+# What a reference to something outside the submission is (``Ref.kind``).
+NAME = "name"  # a dotted name used (called, subclassed, read, returned)
+ATTRIBUTE = "attribute"  # an attribute name read or written on anything (``.f_back``)
+COMPUTED_IMPORT = "computed import"  # importlib.import_module / __import__ of a name the source does not spell
+STORE = "store"  # an assignment to (or deletion of) an attribute of a dotted name
+IMPORT = "import"  # an import statement: runs the imported modules' top-level code
+
+#: Builtins the check follows by name (other builtins are not names anyone delegates to).
+BUILTINS = {"exec", "eval", "compile", "__import__", "__builtins__", "getattr", "setattr", "delattr", "globals", "vars"}
+#: Builtins that are harmless as values and judged only where they are called.
+CALLED_ONLY = {"__import__", "getattr", "setattr", "delattr", "globals", "vars"}
+IMPORT_FUNCS = {"__import__", "importlib.import_module", "importlib.__import__"}
+#: name -> the index of the argument that names an attribute.
+ATTRIBUTE_FUNCS = {"getattr": 1, "setattr": 1, "delattr": 1, "operator.attrgetter": 0, "operator.methodcaller": 0}
+DUNDER_ACCESS = {"__getattribute__", "__getattr__", "__setattr__", "__delattr__"}
+#: Unpickling imports and calls whatever the data names: the check cannot see which.
+UNPICKLERS = ("pickle.load", "pickle.loads", "pickle.Unpickler", "_pickle", "cloudpickle", "dill", "marshal.load",
+              "marshal.loads", "shelve.open")
 _MODULE_NAME = re.compile(rf"^{PACKAGE}(\.\w+)*$")
+_ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_CALL_FREE = (ast.Name, ast.Attribute, ast.Constant)
+_MAIN_GUARD = re.compile(r"Compare\(left=Name\(id='__name__',ctx=Load\(\)\),ops=\[Eq\(\)\],comparators=\[Constant\(value='__main__'\)\]\)$")
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+NAME_ITERATORS = {"dict", "list", "tuple", "set", "frozenset", "sorted", "iter"}
+
+
+@functools.cache
+def _dotted_pattern(entries: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for dotted names that equal, or lie under, an entry (``*`` in an entry: any part of one name)."""
+    alternatives = [r"\.".join(re.escape(seg).replace(r"\*", "[^.]*") for seg in e.split(".")) for e in entries]
+    return re.compile(rf"(?:{'|'.join(alternatives)})(?:\.|$)" if alternatives else r"(?!)")
+
+
+def _under(name: str, entries: tuple[str, ...]) -> bool:
+    """Whether the dotted ``name`` equals, or lies under, an entry (a segment of an entry may hold ``*``)."""
+    return _dotted_pattern(entries).match(name) is not None
 
 
 @dataclass(frozen=True)
 class Rule:
     id: str
-    part: str  # the part whose docstring explains it; it holds in every part
+    part: str  # the part whose docstring explains it (ALL_PARTS: every part's); it holds in every part
     forbidden: tuple[str, ...]
     allowed: tuple[str, ...]
     says: str
     short: str  # the rule in a few words ("torch.optim's optimizers")
+    attributes: tuple[str, ...] = ()  # attribute names (``*`` patterns) forbidden on any object
+    computed_imports: bool = False  # importing a module by a name the source does not spell
+    outside_stores: bool = False  # assigning to the attributes of a library or of the tests
+
+    @functools.cached_property
+    def _patterns(self) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        return _dotted_pattern(self.forbidden), _dotted_pattern(self.allowed)
 
     def forbids(self, name: str) -> bool:
         """Whether the dotted ``name`` is, or lies under, a forbidden entry and not an allowed one."""
+        forbidden, allowed = self._patterns
+        return forbidden.match(name) is not None and allowed.match(name) is None
 
-        def under(prefixes: tuple[str, ...]) -> bool:
-            return any(name == p or name.startswith(p + ".") for p in prefixes)
-
-        return under(self.forbidden) and not under(self.allowed)
+    def forbids_ref(self, kind: str, name: str) -> bool:
+        """Whether a reference of ``kind`` (NAME, ATTRIBUTE, ...) to ``name`` breaks this rule."""
+        if kind == ATTRIBUTE:
+            return any(fnmatchcase(name, p) for p in self.attributes)
+        if kind == COMPUTED_IMPORT:
+            return self.computed_imports
+        if kind == STORE:
+            return self.outside_stores and self._patterns[1].match(name) is None
+        return self.forbids(name)
 
 
 @dataclass(frozen=True)
 class RuleBook:
     may_use: dict[str, str]  # part key -> what it may use, in words
     rules: tuple[Rule, ...]
+    given: dict[str, frozenset[str]] = field(default_factory=dict)  # file -> fingerprints of its given code
 
     def home_rules(self, part: str) -> list[Rule]:
         return [r for r in self.rules if r.part == part]
 
+    @property
+    def watch(self) -> re.Pattern[str] | None:
+        """The attribute names some rule forbids, as one pattern (None: none)."""
+        patterns = [p for r in self.rules for p in r.attributes]
+        return re.compile("|".join(f"(?:{translate(p)})" for p in patterns)) if patterns else None
+
 
 class RulesError(ValueError):
     """tests/rules.toml cannot be read; the message says where and what to fix."""
+
+
+_RULE_KEYS = {"id", "part", "forbidden", "allowed", "says", "short", "attributes", "computed_imports", "outside_stores"}
 
 
 def load_rules(path: Path = RULES_FILE) -> RuleBook:
@@ -84,11 +147,21 @@ def load_rules(path: Path = RULES_FILE) -> RuleBook:
         missing = [k for k in ("id", "part", "forbidden", "says", "short") if k not in raw]
         if missing:
             raise RulesError(f"{path}: [[rules]] number {i + 1} lacks {', '.join(missing)}")
-        if raw["part"] not in may_use:
-            raise RulesError(f"{path}: rule {raw['id']!r} names part {raw['part']!r}, which has no [parts.{raw['part']}] table")
+        unknown = sorted(set(raw) - _RULE_KEYS)
+        if unknown:
+            raise RulesError(f"{path}: rule {raw['id']!r} has unknown keys {unknown}; the keys are {sorted(_RULE_KEYS)}")
+        if raw["part"] not in may_use and raw["part"] != ALL_PARTS:
+            raise RulesError(f"{path}: rule {raw['id']!r} names part {raw['part']!r}, which has no [parts.{raw['part']}] table "
+                             f"(or {ALL_PARTS!r}: every part)")
         rules.append(Rule(raw["id"], raw["part"], tuple(raw["forbidden"]), tuple(raw.get("allowed", [])), raw["says"],
-                          raw["short"]))
-    return RuleBook(may_use, tuple(rules))
+                          raw["short"], tuple(raw.get("attributes", [])), bool(raw.get("computed_imports", False)),
+                          bool(raw.get("outside_stores", False))))
+    given = {}
+    for i, raw in enumerate(data.get("given", [])):
+        if not isinstance(raw.get("file"), str) or not isinstance(raw.get("fingerprint"), list):
+            raise RulesError(f"{path}: [[given]] number {i + 1} needs file = \"...\" and fingerprint = [\"...\"]")
+        given[raw["file"]] = frozenset(raw["fingerprint"])
+    return RuleBook(may_use, tuple(rules), given)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -98,14 +171,15 @@ def load_rules(path: Path = RULES_FILE) -> RuleBook:
 
 @dataclass(frozen=True)
 class Ref:
-    name: str  # dotted, as resolved in its module (torch.optim.Adam, cs336_assignment.optim.Adam)
+    name: str  # dotted, as resolved in its module (torch.optim.Adam, cs336_assignment.optim.Adam); an attribute name
     line: int
-    how: str  # "uses", "subclasses", "names in a string"
+    how: str  # "uses", "subclasses", "names in a string", "assigned", "reads the attribute", ...
+    kind: str = NAME
 
 
 @dataclass
 class Node:
-    """A function, a class, a module-level name or a module's top-level code."""
+    """A function, a class, a module-level name or a module's top-level code (what importing it runs)."""
 
     key: str  # cs336_assignment.optim.Adam, cs336_assignment.optim.Adam.step, cs336_assignment.optim
     file: str
@@ -119,6 +193,7 @@ class Node:
 class Module:
     name: str
     file: str
+    is_package: bool = False
     aliases: dict[str, str] = field(default_factory=dict)  # local name -> dotted name it stands for
     defs: set[str] = field(default_factory=set)  # top-level names defined here
 
@@ -128,65 +203,156 @@ def module_name(path: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-class _Refs(ast.NodeVisitor):
-    """Collects the dotted names an AST fragment uses, skipping annotations and nested definitions."""
+def _import_base(node: ast.ImportFrom, module: Module) -> str:
+    """The absolute module a ``from ... import`` names (relative ones resolved against ``module``)."""
+    base = node.module or ""
+    if node.level:
+        here = module.name.split(".") if module.is_package else module.name.split(".")[:-1]
+        here = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+        base = ".".join([*here, *([base] if base else [])])
+    return base
 
-    def __init__(self, module: Module) -> None:
+
+def _literal(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+class _Refs(ast.NodeVisitor):
+    """Collects what an AST fragment reaches, skipping annotations; nested functions count as part of it."""
+
+    def __init__(self, module: Module, watch: re.Pattern[str] | None) -> None:
         self.module = module
+        self.watch = watch
         self.refs: list[Ref] = []
         self.dynamic: list[tuple[str, int]] = []
+        self.local: list[dict[str, str | None]] = []  # each enclosing function's names: an alias, or None
+        self.callees: set[int] = set()
+        self.names_only: set[int] = set()  # globals()/vars() calls whose names alone are read
 
     def dotted(self, node: ast.expr) -> str | None:
         if isinstance(node, ast.Name):
+            for scope in reversed(self.local):
+                if node.id in scope:
+                    return scope[node.id]
             if node.id in self.module.aliases:
                 return self.module.aliases[node.id]
             if node.id in self.module.defs:
                 return f"{self.module.name}.{node.id}"
-            return node.id if node.id in DYNAMIC_CALLS else None
+            return node.id if node.id in BUILTINS else None
         if isinstance(node, ast.Attribute):
             base = self.dotted(node.value)
             return None if base is None else f"{base}.{node.attr}"
         return None
 
+    def add(self, name: str, line: int, how: str, kind: str = NAME) -> None:
+        self.refs.append(Ref(name, line, how, kind))
+
+    def watched(self, attr: str) -> bool:
+        return self.watch is not None and self.watch.fullmatch(attr) is not None
+
     def visit_Name(self, node: ast.Name) -> None:
         name = self.dotted(node)
-        if name is not None and name not in DYNAMIC_CALLS:
-            self.refs.append(Ref(name, node.lineno, "uses"))
+        if name is None:
+            return
+        if name in IMPORT_FUNCS and id(node) not in self.callees:
+            self.add(name, node.lineno, f"{name} as a value", COMPUTED_IMPORT)
+        elif name not in CALLED_ONLY:
+            self.add(name, node.lineno, "uses")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        chain: list[ast.Attribute] = []
+        inner: ast.expr = node
+        while isinstance(inner, ast.Attribute):
+            chain.append(inner)
+            inner = inner.value
         name = self.dotted(node)
+        for a in chain if name is not None else chain[:1]:  # an unresolved chain's inner links are visited below
+            if self.watched(a.attr):
+                self.add(a.attr, a.lineno, "assigns the attribute" if a is node and not isinstance(node.ctx, ast.Load)
+                         else "reads the attribute", ATTRIBUTE)
         if name is None:
             self.generic_visit(node)
-        elif name in DYNAMIC_NAMES:
-            self.dynamic.append((DYNAMIC_NAMES[name], node.lineno))
+            return
+        if not isinstance(node.ctx, ast.Load):
+            self.add(name, node.lineno, "assigned" if isinstance(node.ctx, ast.Store) else "deleted", STORE)
+        for a in chain:
+            if a.attr == "__dict__" and (base := self.dotted(a.value)) is not None:  # torch.__dict__["stack"] = ...
+                self.add(base, a.lineno, "reached through its __dict__", STORE)
+        if name in IMPORT_FUNCS and id(node) not in self.callees:
+            self.add(name, node.lineno, f"{name} as a value", COMPUTED_IMPORT)
         else:
-            self.refs.append(Ref(name, node.lineno, "uses"))
+            self.add(name, node.lineno, "uses")
 
     def visit_Call(self, node: ast.Call) -> None:
+        self.callees.add(id(node.func))
         func = self.dotted(node.func)
-        if func == "getattr" and len(node.args) >= 2:
-            base = self.dotted(node.args[0])
-            attr = node.args[1]
-            if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
-                if base is not None:
-                    self.refs.append(Ref(f"{base}.{attr.value}", node.lineno, "uses (getattr)"))
+        if func in ATTRIBUTE_FUNCS:
+            i = ATTRIBUTE_FUNCS[func]
+            names = node.args[i:] if func == "operator.attrgetter" else node.args[i : i + 1]
+            if not names or any(_literal(a) is None for a in names):
+                self.dynamic.append((f"{func} with a computed name", node.lineno))
+            elif func in ("getattr", "setattr", "delattr") and (base := self.dotted(node.args[0])) is not None:
+                attr = _literal(node.args[1])
+                if func == "getattr":
+                    self.add(f"{base}.{attr}", node.lineno, "uses (getattr)")
+                else:
+                    self.add(f"{base}.{attr}", node.lineno, f"{'assigned' if func == 'setattr' else 'deleted'} ({func})", STORE)
+        elif func in IMPORT_FUNCS:
+            name = _literal(node.args[0]) if node.args else None
+            if name is None or name.startswith("."):
+                self.add(func, node.lineno, f"imports a computed name with {func}", COMPUTED_IMPORT)
             else:
-                self.dynamic.append((DYNAMIC_CALLS["getattr"], node.lineno))
-        elif func in DYNAMIC_CALLS and func != "getattr":
-            self.dynamic.append((DYNAMIC_CALLS[func], node.lineno))
-            first = node.args[0] if node.args else None
-            if isinstance(first, ast.Constant) and isinstance(first.value, str) and func != "globals":
-                self.refs.append(Ref(first.value, node.lineno, f"names in {DYNAMIC_CALLS[func]}"))
+                self.add(name, node.lineno, f"names in {func}")
+        elif func == "vars" and node.args and (base := self.dotted(node.args[0])) is not None:
+            self.add(base, node.lineno, "reached through vars()", STORE)  # vars(torch)["stack"] = ...
+        elif func in ("globals", "vars") and id(node) not in self.names_only:
+            self.dynamic.append((f"{func}()", node.lineno))
+        elif func is not None and _under(func, UNPICKLERS):
+            self.dynamic.append((f"{func} (unpickling imports whatever the data names)", node.lineno))
+        elif func in ("torch.load", "torch.serialization.load", "numpy.load"):
+            flag = "allow_pickle" if func == "numpy.load" else "weights_only"
+            for kw in node.keywords:
+                if kw.arg == flag and not (isinstance(kw.value, ast.Constant) and kw.value.value is (flag == "weights_only")):
+                    self.dynamic.append((f"{func} with {flag} not {flag == 'weights_only'} (it unpickles)", node.lineno))
+        elif isinstance(node.func, ast.Attribute) and node.func.attr in DUNDER_ACCESS and not any(
+                _literal(a) is not None for a in node.args):
+            self.dynamic.append((f"{node.func.attr} with a computed name", node.lineno))
         self.generic_visit(node)
 
+    def _names_only(self, it: ast.expr) -> None:
+        """Mark ``globals()`` iterated for its names (``[n for n in dict(globals()) if ...]``): nothing is looked up."""
+        while isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in NAME_ITERATORS and len(it.args) == 1:
+            it = it.args[0]
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "keys" and not it.args:
+            it = it.func.value
+        if isinstance(it, ast.Call) and self.dotted(it.func) in ("globals", "vars"):
+            self.names_only.add(id(it))
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        self._names_only(node.iter)
+        self.generic_visit(node)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self._names_only(node.iter)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_For
+
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and _MODULE_NAME.match(node.value):
-            self.refs.append(Ref(node.value, node.lineno, "names in a string"))
+        if isinstance(node.value, str):
+            if _MODULE_NAME.match(node.value):
+                self.add(node.value, node.lineno, "names in a string")
+            elif _ATTRIBUTE_PATH.fullmatch(node.value):  # getattr(frame, "f_back"), attrgetter("f_back.f_locals")
+                for attr in node.value.split("."):
+                    if self.watched(attr):
+                        self.add(attr, node.lineno, "names in a string", ATTRIBUTE)
 
     def visit_arg(self, node: ast.arg) -> None:  # annotations are not uses
         return
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            self.visit(node.target)
         if node.value is not None:
             self.visit(node.value)
 
@@ -197,25 +363,57 @@ class _Refs(ast.NodeVisitor):
         for default in [*node.args.defaults, *node.args.kw_defaults]:
             if default is not None:
                 self.visit(default)
+        self.local.append(self._local_aliases(node))
         for stmt in node.body:
             self.visit(stmt)
+        self.local.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
-    def visit_Import(self, node: ast.Import) -> None:  # an import alone delegates nothing; its use does
-        return
+    def _local_aliases(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str | None]:
+        """A function's own names: one it assigns once, from a dotted name (``t = torch``), stands for
+        that name; its parameters and its other names hide the module's names they share (None)."""
+        args = fn.args
+        assigned: dict[str, list[ast.expr | None]] = {
+            a.arg: [None] for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+        declared: set[str] = set()
+        for sub in ast.walk(fn):
+            if isinstance(sub, (ast.Global, ast.Nonlocal)):
+                declared.update(sub.names)
+            elif isinstance(sub, ast.Assign):
+                for t in sub.targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):  # not `torch` in `torch.x = ...`
+                            assigned.setdefault(n.id, []).append(sub.value if t is n else None)
+            elif isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)):
+                target = sub.optional_vars if isinstance(sub, ast.withitem) else sub.target
+                for n in ast.walk(target) if target is not None else []:
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                        assigned.setdefault(n.id, []).append(None)
+        out: dict[str, str | None] = {}
+        for name, values in assigned.items():
+            if name not in declared:
+                out[name] = self.dotted(values[0]) if len(values) == 1 and values[0] is not None else None
+        return out
 
-    visit_ImportFrom = visit_Import
+    def visit_Import(self, node: ast.Import) -> None:  # an import alone delegates nothing; it runs module code
+        for a in node.names:
+            self.add(a.name, node.lineno, "imports", IMPORT)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = _import_base(node, self.module)
+        for a in node.names:
+            self.add(base if a.name == "*" else f"{base}.{a.name}", node.lineno, "imports", IMPORT)
 
 
-def _collect(module: Module, nodes: list[ast.AST]) -> tuple[list[Ref], list[tuple[str, int]]]:
-    v = _Refs(module)
+def _collect(module: Module, nodes: list[ast.AST], watch: re.Pattern[str] | None) -> tuple[list[Ref], list[tuple[str, int]]]:
+    v = _Refs(module, watch)
     for n in nodes:
         v.visit(n)
     return v.refs, v.dynamic
 
 
-def _imports(tree: ast.Module, module: Module, is_package: bool) -> None:
+def _imports(tree: ast.Module, module: Module) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -225,23 +423,113 @@ def _imports(tree: ast.Module, module: Module, is_package: bool) -> None:
                     top = a.name.split(".")[0]
                     module.aliases[top] = top
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                here = module.name.split(".") if is_package else module.name.split(".")[:-1]
-                here = here[: len(here) - (node.level - 1)] if node.level > 1 else here
-                base = ".".join([*here, *([base] if base else [])])
+            base = _import_base(node, module)
             for a in node.names:
                 if a.name != "*":
                     module.aliases[a.asname or a.name] = f"{base}.{a.name}" if base else a.name
 
 
+# ------------------------------------------------------------------------------------------------
+# Module level: definitions, and what importing a module runs
+# ------------------------------------------------------------------------------------------------
+
+_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Match, *(
+    (ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists inside a compound statement at module level (not a def's or a class's)."""
+    if isinstance(stmt, ast.Match):
+        return [c.body for c in stmt.cases]
+    out = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if getattr(stmt, f, None)]
+    return out + [h.body for h in getattr(stmt, "handlers", [])]
+
+
+def _module_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement that runs at module level: the module's own, and those in its if/try/with/for blocks."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, _BLOCKS):
+            for block in _blocks(stmt):
+                yield from _module_statements(block)
+
+
+def _name_targets(stmt: ast.stmt) -> list[str] | None:
+    """The names a definition-like assignment binds (``X = ...``, ``A, B = ...``); None when it
+    assigns anything else too (an attribute, an item): then it is code that runs, not a definition."""
+    if isinstance(stmt, ast.Assign):
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+        targets = [stmt.target]
+    else:
+        return None
+    names = []
+    for t in targets:
+        for n in [t] if isinstance(t, ast.Name) else t.elts if isinstance(t, (ast.Tuple, ast.List)) else [None]:
+            if isinstance(n, ast.Starred):
+                n = n.value
+            if not isinstance(n, ast.Name):
+                return None
+            names.append(n.id)
+    return names
+
+
+def _calls(nodes: list[ast.AST | None]) -> list[ast.AST]:
+    """The outermost calls in ``nodes``: what evaluating them runs (a name alone runs nothing)."""
+    out: list[ast.AST] = []
+    todo = [n for n in nodes if n is not None]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Call) or (isinstance(n, _COMPREHENSIONS) and _calls(list(ast.iter_child_nodes(n)))):
+            out.append(n)
+        elif not isinstance(n, (ast.Lambda, *_DEFS)):
+            todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _runs_at_import(body: list[ast.stmt]) -> list[ast.AST]:
+    """The code of a module (or a class body) that importing it runs, beyond binding names: calls,
+    assignments to attributes or items, ``with`` blocks entered, imports (which run other modules);
+    the decorators' and default values' calls of its functions; class bodies, likewise."""
+    out: list[ast.AST] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            out.append(stmt)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out += _calls([*stmt.decorator_list, *stmt.args.defaults, *stmt.args.kw_defaults])
+        elif isinstance(stmt, ast.ClassDef):
+            out += _calls([*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords)])
+            out += _runs_at_import(stmt.body)
+        elif _name_targets(stmt) is not None:
+            out += _calls([getattr(stmt, "value", None)])
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            out += stmt.items
+            out += _runs_at_import(stmt.body)
+        elif _MAIN_GUARD.match(canonical(getattr(stmt, "test", None))):
+            out += _runs_at_import(stmt.orelse)  # `if __name__ == "__main__":` runs only as a script
+        elif isinstance(stmt, _BLOCKS):
+            head = [getattr(stmt, f, None) for f in ("test", "iter", "subject")]
+            out += _calls([*head, *(h.type for h in getattr(stmt, "handlers", []))])
+            for block in _blocks(stmt):
+                out += _runs_at_import(block)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, _CALL_FREE):
+            continue  # a docstring or a bare name runs nothing
+        elif isinstance(stmt, (ast.Expr, ast.Raise, ast.Assert, ast.Return)):
+            out += _calls([stmt])
+        elif not isinstance(stmt, (ast.Pass, ast.Global, ast.Nonlocal, ast.Break, ast.Continue)):
+            out.append(stmt)  # an assignment to an attribute or an item, a del: all of it counts
+    return out
+
+
 class Program:
     """The parsed source of a submission (or of the reference): modules, their names, what each reaches."""
 
-    def __init__(self, files: dict[str, str]) -> None:
+    def __init__(self, files: dict[str, str], watch: re.Pattern[str] | None = None) -> None:
         self.modules: dict[str, Module] = {}
         self.nodes: dict[str, Node] = {}
         self.errors: list[str] = []
+        self.watch = watch
         trees = {}
         for path, text in sorted(files.items()):
             try:
@@ -249,23 +537,36 @@ class Program:
             except SyntaxError as e:
                 self.errors.append(f"{path}:{e.lineno}: does not parse ({e.msg}); the rules check could not read it")
                 continue
-            m = Module(module_name(path), path)
+            m = Module(module_name(path), path, path.endswith("__init__.py"))
             self.modules[m.name] = m
             trees[m.name] = tree
-            _imports(tree, m, path.endswith("__init__.py"))
-            for stmt in tree.body:
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    m.defs.add(stmt.name)
-                elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                    for t in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
-                        if isinstance(t, ast.Name):
-                            m.defs.add(t.id)
-                            m.aliases.pop(t.id, None)
+            _imports(tree, m)
+            self._definitions(m, tree)
         for name, tree in trees.items():
             self._build(self.modules[name], tree)
 
+    def _definitions(self, m: Module, tree: ast.Module) -> None:
+        """The names ``m`` defines at module level; one assigned once from a dotted name is an alias of it."""
+        count: dict[str, int] = {}
+        for stmt in _module_statements(tree.body):
+            if isinstance(stmt, _DEFS):
+                m.defs.add(stmt.name)
+                m.aliases.pop(stmt.name, None)
+            for name in _name_targets(stmt) or []:
+                m.defs.add(name)
+                m.aliases.pop(name, None)
+                count[name] = count.get(name, 0) + 1
+        resolver = _Refs(m, None)
+        for stmt in _module_statements(tree.body):
+            names = _name_targets(stmt)
+            value = getattr(stmt, "value", None)
+            if isinstance(stmt, ast.AugAssign) or not names or len(names) != 1 or count[names[0]] != 1 or value is None:
+                continue
+            if isinstance(value, (ast.Name, ast.Attribute)) and (dotted := resolver.dotted(value)) is not None:
+                m.aliases[names[0]] = dotted
+
     def _add(self, key: str, module: Module, line: int, body: list[ast.AST]) -> Node:
-        refs, dynamic = _collect(module, body)
+        refs, dynamic = _collect(module, body, self.watch)
         node = self.nodes.setdefault(key, Node(key, module.file, line))
         node.refs += refs
         node.dynamic += dynamic
@@ -275,32 +576,31 @@ class Program:
 
     def _build(self, m: Module, tree: ast.Module) -> None:
         top = self.nodes.setdefault(m.name, Node(m.name, m.file, 1))
-        for stmt in tree.body:
+        parent = m.name.rpartition(".")[0]
+        if parent in self.modules:
+            top.links.add(parent)  # importing a module runs its package's __init__ first
+        refs, dynamic = _collect(m, _runs_at_import(tree.body), self.watch)
+        top.refs += refs
+        top.dynamic += dynamic
+        for stmt in _module_statements(tree.body):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._add(f"{m.name}.{stmt.name}", m, stmt.lineno, [stmt])
             elif isinstance(stmt, ast.ClassDef):
                 key = f"{m.name}.{stmt.name}"
                 cls = self._add(key, m, stmt.lineno, [*stmt.decorator_list, *stmt.keywords,
                                                        *(s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))])
-                refs, dynamic = _collect(m, stmt.bases)
-                cls.refs += [Ref(r.name, r.line, "subclasses") for r in refs]
+                refs, dynamic = _collect(m, stmt.bases, self.watch)
+                cls.refs += [Ref(r.name, r.line, "subclasses", r.kind) if r.kind == NAME else r for r in refs]
                 cls.dynamic += dynamic
                 for s in stmt.body:
                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         method = self._add(f"{key}.{s.name}", m, s.lineno, [s])
                         method.links.add(key)
                         cls.links.add(method.key)  # an instance can call any of its methods
-            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and any(
-                isinstance(t, ast.Name) for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
-            ):
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for t in targets:
-                    if isinstance(t, ast.Name):
-                        self._add(f"{m.name}.{t.id}", m, stmt.lineno, [stmt.value] if stmt.value is not None else [])
-            elif not isinstance(stmt, (ast.Import, ast.ImportFrom)):
-                refs, dynamic = _collect(m, [stmt])
-                top.refs += refs
-                top.dynamic += dynamic
+            elif (names := _name_targets(stmt)) is not None:
+                value = getattr(stmt, "value", None)
+                for name in names:
+                    self._add(f"{m.name}.{name}", m, stmt.lineno, [value] if value is not None else [])
 
     def resolve(self, name: str, depth: int = 0) -> tuple[str, str]:
         """("node", key) for the submission's own code, ("module", name) for one of its modules as a
@@ -326,16 +626,24 @@ class Program:
             return "unknown", name
         return "external", name
 
-    def entry_points(self) -> list[str]:
-        """The adapters: ``run_*``/``get_*`` functions of adapters.py."""
-        m = self.modules.get(ENTRY_MODULE)
-        if m is None:
-            return []
-        return sorted(d for d in m.defs if d.startswith(("run_", "get_")) and f"{ENTRY_MODULE}.{d}" in self.nodes)
+    def imported(self, name: str) -> list[str]:
+        """The top-level code nodes that ``import name`` (or ``from a import b``, as ``a.b``) runs."""
+        parts = name.split(".")
+        return [".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in self.modules]
+
+    def outside(self, node: Node) -> Iterator[tuple[Ref, str]]:
+        """What ``node``'s own code reaches outside the submission: (ref, resolved name)."""
+        for ref in node.refs:
+            if ref.kind in (ATTRIBUTE, COMPUTED_IMPORT):
+                yield ref, ref.name
+            elif ref.kind in (NAME, STORE):
+                kind, target = self.resolve(ref.name)
+                if kind == "external":
+                    yield ref, target
 
     def reach(self, start: str) -> tuple[dict[str, str | None], list[tuple[Node, Ref, str]]]:
         """Breadth-first from node ``start``: each reached node with the node it was reached from,
-        and every external name reached as (node, ref, resolved name)."""
+        and every outside name reached as (node, ref, resolved name)."""
         parent: dict[str, str | None] = {start: None}
         external: list[tuple[Node, Ref, str]] = []
         queue = deque([start])
@@ -343,24 +651,44 @@ class Program:
             node = self.nodes[queue.popleft()]
             nexts = list(node.links)
             for ref in node.refs:
+                if ref.kind == IMPORT:
+                    nexts += self.imported(ref.name)
+                    continue
+                if ref.kind != NAME:
+                    continue
                 kind, target = self.resolve(ref.name)
                 if kind == "node":
                     nexts.append(target)
                 elif kind == "module":
                     nexts += [f"{target}.{d}" for d in self.modules[target].defs if f"{target}.{d}" in self.nodes]
                     nexts.append(target)
-                elif kind == "external":
-                    external.append((node, ref, target))
+            external += [(node, ref, name) for ref, name in self.outside(node)]
             for n in nexts:
                 if n in self.nodes and n not in parent:
                     parent[n] = node.key
                     queue.append(n)
         return parent, external
 
+    def entry_points(self) -> list[str]:
+        """The adapters: ``run_*``/``get_*`` functions of adapters.py."""
+        m = self.modules.get(ENTRY_MODULE)
+        if m is None:
+            return []
+        return sorted(d for d in m.defs if d.startswith(("run_", "get_")) and f"{ENTRY_MODULE}.{d}" in self.nodes)
+
 
 # ------------------------------------------------------------------------------------------------
 # Findings
 # ------------------------------------------------------------------------------------------------
+
+
+def describe(kind: str, name: str) -> str:
+    """How a finding names what was reached: ``torch.optim.Adam``, ``.f_back``, ``a module by a computed name``."""
+    if kind == ATTRIBUTE:
+        return f".{name}"
+    if kind == COMPUTED_IMPORT:
+        return "a module by a computed name"
+    return name
 
 
 @dataclass(frozen=True)
@@ -372,6 +700,11 @@ class Violation:
     function: str  # the submission's function or class that uses it
     how: str
     path: tuple[str, ...]  # adapter -> ... -> function
+
+    @property
+    def what(self) -> str:
+        """The finding, without its place: the rule and what it forbids here."""
+        return f"{self.rule.id}: {self.api}"
 
     def message(self) -> str:
         via = " -> ".join(p.removeprefix(f"{PACKAGE}.") for p in self.path)
@@ -404,6 +737,10 @@ class Report:
         return out
 
 
+#: (file, line, what) -> whether it lies in given code, unchanged, that draws the same finding there.
+Given = Callable[[str, int, str], bool]
+
+
 def _path(parent: dict[str, str | None], key: str) -> tuple[str, ...]:
     out = [key]
     while parent[out[-1]] is not None:
@@ -411,13 +748,16 @@ def _path(parent: dict[str, str | None], key: str) -> tuple[str, ...]:
     return tuple(reversed(out))
 
 
-def check_sources(files: dict[str, str], book: RuleBook | None = None, adapters: list[str] | None = None) -> Report:
+def check_sources(files: dict[str, str], book: RuleBook | None = None, adapters: list[str] | None = None,
+                  given: Given | None = None) -> Report:
     """Check ``files`` (relative path -> source: adapters.py and cs336_assignment/**/*.py).
 
     ``adapters``: the entry points to follow (default: every ``run_*``/``get_*`` of adapters.py).
+    ``given``: what is given code (default: the ``[[given]]`` files of the rules, while unchanged).
     """
     book = book or load_rules()
-    program = Program(files)
+    exempt = given or given_files(files, book)
+    program = Program(files, book.watch)
     report = Report(errors=list(program.errors))
     for adapter in adapters if adapters is not None else program.entry_points():
         start = f"{ENTRY_MODULE}.{adapter}"
@@ -427,15 +767,60 @@ def check_sources(files: dict[str, str], book: RuleBook | None = None, adapters:
         seen = set()
         for node, ref, name in external:
             for rule in book.rules:
-                if rule.forbids(name) and (rule.id, name, node.key) not in seen:
-                    seen.add((rule.id, name, node.key))
-                    report.violations.append(Violation(adapter, rule, name, f"{node.file}:{ref.line}", node.key,
-                                                       ref.how, _path(parent, node.key)))
+                if rule.forbids_ref(ref.kind, name) and (rule.id, ref.kind, name, node.key) not in seen:
+                    seen.add((rule.id, ref.kind, name, node.key))
+                    v = Violation(adapter, rule, describe(ref.kind, name), f"{node.file}:{ref.line}", node.key, ref.how,
+                                  _path(parent, node.key))
+                    if not exempt(node.file, ref.line, v.what):
+                        report.violations.append(v)
         for key in parent:
             node = program.nodes[key]
             for what, line in node.dynamic:
-                report.suspicious.append(Suspicious(adapter, what, f"{node.file}:{line}", key))
+                if not exempt(node.file, line, what):
+                    report.suspicious.append(Suspicious(adapter, what, f"{node.file}:{line}", key))
     return report
+
+
+def findings(files: dict[str, str], book: RuleBook) -> dict[str, list[tuple[int, str]]]:
+    """file -> (line, what) of every finding its code would draw wherever an adapter reached it
+    (the ``what`` of a Violation or a Suspicious): given code's, when ``files`` is the handout."""
+    program = Program(files, book.watch)
+    out: dict[str, list[tuple[int, str]]] = {}
+    for node in program.nodes.values():
+        found = [(ref.line, f"{rule.id}: {describe(ref.kind, name)}") for ref, name in program.outside(node)
+                 for rule in book.rules if rule.forbids_ref(ref.kind, name)]
+        found += [(line, what) for what, line in node.dynamic]
+        if found:
+            out.setdefault(node.file, []).extend(found)
+    return out
+
+
+def canonical(node: object) -> str:
+    """Code (an AST, or a list of them) as text, without places, empty fields or the fields newer
+    Pythons added: equal for equal code on Python 3.11 to 3.13, whatever its formatting and comments."""
+    if isinstance(node, ast.AST):
+        fields = [f"{f}={canonical(v)}" for f in node._fields
+                  if (v := getattr(node, f, None)) is not None and v != [] and f not in ("kind", "type_comment")]
+        return f"{type(node).__name__}({','.join(fields)})"
+    if isinstance(node, list):
+        return f"[{','.join(canonical(n) for n in node)}]"
+    return repr(node)
+
+
+def fingerprint(source: str) -> str | None:
+    """The sha256 of ``source``'s code (formatting and comments aside), as ``[[given]]`` records it;
+    None when it does not parse."""
+    try:
+        code = canonical(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def given_files(files: dict[str, str], book: RuleBook) -> Given:
+    """Given code as a student's own run knows it: every line of a ``[[given]]`` file whose code is unchanged."""
+    unchanged = {f for f, prints in book.given.items() if f in files and fingerprint(files[f]) in prints}
+    return lambda file, line, what: file in unchanged
 
 
 def read_tree(root: Path) -> dict[str, str]:
@@ -446,8 +831,8 @@ def read_tree(root: Path) -> dict[str, str]:
             for p in paths if p.is_file() and "__pycache__" not in p.parts}
 
 
-def check_tree(root: Path) -> Report:
-    return check_sources(read_tree(root))
+def check_tree(root: Path, book: RuleBook | None = None) -> Report:
+    return check_sources(read_tree(root), book)
 
 
 # ------------------------------------------------------------------------------------------------

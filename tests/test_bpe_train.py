@@ -13,7 +13,9 @@ import random
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import regex
@@ -21,13 +23,16 @@ import regex
 import adapters
 from tests.bpe_snapshots import assert_same_bpe, bpe_arrays, explain_bpe, first_difference
 from tests.fresh import fresh_corpora, replay_hint
+from tests.scenarios import tokenization
 
 CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "corpora"
 EOT = "<|endoftext|>"
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 RANDOM_ALPHABET = [*"aab bc\n  é🙂'", "'s", EOT]
 RANDOM_SEEDS = range(10)
-SPEED_CALLS = 5  # timed calls of a speed test, each on its own fresh corpus: the best of them counts
+#: Timed calls of a speed test, each on its own fresh corpus: the best of them counts.
+SPEED_CALLS = 5
+T = TypeVar("T")
 
 
 #: Corpora for parallel training, by what a careless cut of the file would break (see ``parallel_corpus``).
@@ -61,15 +66,23 @@ def parallel_corpus(kind: str, seed: int, size: int = 6_000) -> str:
     return "".join(parts)
 
 
-def assert_is_a_trained_vocab(vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str]) -> None:
+def assert_is_a_trained_vocab(
+    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str]
+) -> None:
     """Evidence that training happened (two results of the same garbage agree, trivially): the vocab holds
     the 256 single bytes and the special tokens, and every merge joins two non-empty tokens into one of it."""
     values = set(vocab.values())
     missing = [i for i in range(256) if bytes([i]) not in values]
-    assert not missing, f"the vocab lacks the single bytes {missing[:8]}...: it must start from all 256 byte values"
-    assert all(t.encode("utf-8") in values for t in special_tokens), "the vocab lacks a special token"
+    assert not missing, (
+        f"the vocab lacks the single bytes {missing[:8]}...: it must start from all 256 byte values"
+    )
+    assert all(t.encode("utf-8") in values for t in special_tokens), (
+        "the vocab lacks a special token"
+    )
     for a, b in merges:
-        assert a and b and a + b in values, f"merge ({a!r}, {b!r}) does not join two tokens into one of the vocab"
+        assert a and b and a + b in values, (
+            f"merge ({a!r}, {b!r}) does not join two tokens into one of the vocab"
+        )
 
 
 def random_case(seed: int) -> tuple[str, int]:
@@ -95,14 +108,26 @@ def test_train_bpe_learns_hand_computed_merges(tmp_path: Path) -> None:
     path = tmp_path / "low.txt"
     path.write_text(f"low low low lower lowest{EOT} low", encoding="utf-8")
     vocab, merges = adapters.run_train_bpe(path, 300, [EOT])
-    expected = [(b"o", b"w"), (b"l", b"ow"), (b" ", b"low"), (b" low", b"e"), (b"s", b"t"), (b" lowe", b"st"), (b" lowe", b"r")]
+    expected = [
+        (b"o", b"w"),
+        (b"l", b"ow"),
+        (b" ", b"low"),
+        (b" low", b"e"),
+        (b"s", b"t"),
+        (b" lowe", b"st"),
+        (b" lowe", b"r"),
+    ]
     assert merges == expected, first_difference(merges, expected)
-    expected_vocab = {i: bytes([i]) for i in range(256)} | {256 + i: a + b for i, (a, b) in enumerate(expected)} | {263: EOT.encode()}
+    expected_vocab = (
+        {i: bytes([i]) for i in range(256)}
+        | {256 + i: a + b for i, (a, b) in enumerate(expected)}
+        | {263: EOT.encode()}
+    )
     assert_same_bpe((vocab, merges), (expected_vocab, expected))
 
 
 def test_train_bpe_breaks_ties_toward_the_greater_pair(tmp_path: Path) -> None:
-    """"ba ab": three pairs of count 1; (b,a) > (a,b) > ( ,a) as byte strings, so (b,a) merges first."""
+    """ "ba ab": three pairs of count 1; (b,a) > (a,b) > ( ,a) as byte strings, so (b,a) merges first."""
     path = tmp_path / "tie.txt"
     path.write_text("ba ab", encoding="utf-8")
     _, merges = adapters.run_train_bpe(path, 259, [])
@@ -186,7 +211,9 @@ def test_train_bpe_reads_the_file_afresh_each_time(tmp_path: Path) -> None:
     first = adapters.run_train_bpe(path, 300, [])[1]
     path.write_text("cd cd cd", encoding="utf-8")
     second = adapters.run_train_bpe(path, 300, [])[1]
-    assert first == [(b"a", b"b"), (b" ", b"ab")], first_difference(first, [(b"a", b"b"), (b" ", b"ab")])
+    assert first == [(b"a", b"b"), (b" ", b"ab")], first_difference(
+        first, [(b"a", b"b"), (b" ", b"ab")]
+    )
     assert second == [(b"c", b"d"), (b" ", b"cd")], (
         f"after the file was rewritten, training on it again learned {second}: train_bpe must read the file "
         "each time it is called (no cache of the pre-token counts keyed by the path)"
@@ -214,19 +241,27 @@ def test_train_bpe_matches_stored_merges_on_mini_corpus(snapshot) -> None:
 
 def test_train_bpe_matches_stored_merges_on_multilingual_corpus_in_two_processes(snapshot) -> None:
     """multilingual.txt (~135 KB) at vocab 300, split over two processes: the stored merges and vocab."""
-    vocab, merges = adapters.run_train_bpe(CORPORA / "multilingual.txt", 300, [EOT], num_processes=2)
-    snapshot.assert_match("train_bpe_multilingual_300", bpe_arrays(vocab, merges), explain=explain_bpe)
+    vocab, merges = adapters.run_train_bpe(
+        CORPORA / "multilingual.txt", 300, [EOT], num_processes=2
+    )
+    snapshot.assert_match(
+        "train_bpe_multilingual_300", bpe_arrays(vocab, merges), explain=explain_bpe
+    )
 
 
 @pytest.mark.parametrize("seed", RANDOM_SEEDS)
-def test_train_bpe_matches_stored_merges_on_random_text(snapshot, tmp_path: Path, seed: int) -> None:
+def test_train_bpe_matches_stored_merges_on_random_text(
+    snapshot, tmp_path: Path, seed: int
+) -> None:
     """Seeded random text over a tiny alphabet (many ties, repeats like "aaa", emoji, special tokens): the stored merges."""
     text, vocab_size = random_case(seed)
     path = tmp_path / "random.txt"
     path.write_bytes(text.encode("utf-8"))
     vocab, merges = adapters.run_train_bpe(path, vocab_size, [EOT])
     snapshot.assert_match(
-        f"train_bpe_random_{seed}", bpe_arrays(vocab, merges), explain=lambda got, want: f"text={text!r}: " + explain_bpe(got, want)
+        f"train_bpe_random_{seed}",
+        bpe_arrays(vocab, merges),
+        explain=lambda got, want: f"text={text!r}: " + explain_bpe(got, want),
     )
 
 
@@ -237,7 +272,9 @@ def test_train_bpe_never_merges_special_tokens() -> None:
     assert list(vocab.values()).count(EOT.encode()) == 1
     learned = [a + b for a, b in merges]
     leaked = [t for t in learned if b"<|" in t or b"|>" in t or b"endoftext" in t]
-    assert not leaked, f"tokens {leaked[:5]} come from the special token: split the text on special tokens before pre-tokenizing"
+    assert not leaked, (
+        f"tokens {leaked[:5]} come from the special token: split the text on special tokens before pre-tokenizing"
+    )
     assert len(vocab) == 500
 
 
@@ -258,9 +295,16 @@ def test_train_bpe_of_an_empty_corpus_has_no_merges(tmp_path: Path) -> None:
         (300, [EOT, ""], "hello", "empty"),
         (300, [EOT], "caf\xe9".encode("latin-1"), "not valid UTF-8"),
     ],
-    ids=["vocab-without-room-for-special", "vocab-below-256", "empty-special-token", "latin-1-file"],
+    ids=[
+        "vocab-without-room-for-special",
+        "vocab-below-256",
+        "empty-special-token",
+        "latin-1-file",
+    ],
 )
-def test_train_bpe_rejects_bad_input(tmp_path: Path, vocab_size, special_tokens, content, match) -> None:
+def test_train_bpe_rejects_bad_input(
+    tmp_path: Path, vocab_size, special_tokens, content, match
+) -> None:
     """Bad arguments and non-UTF-8 files give a ValueError that says what is wrong."""
     path = tmp_path / "corpus.txt"
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
@@ -279,58 +323,61 @@ def pair_table(path: Path, special_tokens: list[str]) -> Counter[bytes]:
     """The pre-tokens of a file and their counts, as UTF-8 byte strings (the table BPE training merges over)."""
     text = path.read_bytes().decode("utf-8")
     pieces = re.split("|".join(map(re.escape, special_tokens)), text) if special_tokens else [text]
-    return Counter(token.encode("utf-8") for piece in pieces for token in regex.findall(GPT2_PATTERN, piece))
+    return Counter(
+        token.encode("utf-8") for piece in pieces for token in regex.findall(GPT2_PATTERN, piece)
+    )
 
 
-#: Recounts timed together: about as long as a fast trainer's whole run, so a time slice of a busy
-#: machine that a single recount (a millisecond) could fit in unhindered does not favour the baseline.
-RECOUNTS_PER_TIMING = 32
+#: How many times faster than recounting every pair after every merge ``train_bpe`` must be.
+SPEEDUP = 4
 
 
-def seconds_per_recount(table: Counter[bytes], repeats: int = 3) -> float:
-    """The time to count every adjacent byte pair of the table once: the best of ``repeats`` timings
-    of ``RECOUNTS_PER_TIMING`` recounts in a row, divided by that number.
-
-    A trainer that recounts after every merge pays this (and more: it also rewrites every word)
-    once per merge. This is a yardstick for the machine, not a trainer: it learns nothing."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(RECOUNTS_PER_TIMING):
-            pairs: Counter[tuple[int, int]] = Counter()
-            for word, count in table.items():
-                for pair in zip(word, word[1:], strict=False):
-                    pairs[pair] += count
-        best = min(best, (time.perf_counter() - start) / RECOUNTS_PER_TIMING)
-    return best
+def timed(call: Callable[[], T]) -> tuple[T, float]:
+    """``call()`` and the seconds it took, by this process's clock (a driver's or adapter's round trip)."""
+    start = time.perf_counter()
+    value = call()
+    return value, time.perf_counter() - start
 
 
-def test_train_bpe_is_several_times_faster_than_recounting_after_every_merge(tmp_path: Path) -> None:
-    """train_bpe(corpus, 600) takes under a quarter of the time of one full pair recount per merge (timed now).
+def test_train_bpe_is_several_times_faster_than_recounting_after_every_merge(
+    tmp_path: Path,
+) -> None:
+    """train_bpe(corpus, 600) takes less time than a quarter of its merges' worth of full pair recounts.
 
-    A naive trainer costs about 1.3 recounts per merge (it also rewrites every word), so this is the
-    docstring's "5x faster than a naive trainer", measured without shipping one; the hidden test
-    times a naive trainer itself. The corpora are drawn fresh per run (``tests/fresh.py``: an
-    untimed warm-up and ``SPEED_CALLS`` timed ones, distinct, the size of ``mini.txt``), so the best
-    of the timed calls measures the trainer, not a cache of an earlier call; each is compared with a
-    recount timed just before it, so a busy machine slows both sides of the ratio.
+    A trainer that recounts after every merge pays one recount per merge (about 1.3 with rewriting
+    every word), so this is the docstring's "5x faster than a naive trainer", measured without
+    shipping one; the hidden test compares with a naive trainer's results too. The baseline,
+    ``tokenization.recount_pairs`` over the corpus's pre-token table, runs where train_bpe runs (in
+    grading, beside your code), and both are timed here around one call each: the same conditions.
+    The corpora are drawn fresh per run (``tests/fresh.py``: an untimed warm-up of both sides and
+    ``SPEED_CALLS`` timed ones, distinct, the size of ``mini.txt``), so the best of the timed calls
+    measures the trainer, not a cache of an earlier call; the best of each side counts, so a hiccup
+    of the machine on either side decides nothing.
     """
-    vocab_size = 600  # enough merges that they, not the one pass of pre-tokenization, decide the time
+    vocab_size = (
+        600  # enough merges that they, not the one pass of pre-tokenization, decide the time
+    )
     num_merges = vocab_size - 256 - 1
-    warmup, *corpora = fresh_corpora(tmp_path, 1 + SPEED_CALLS, documents=40, max_sentences=2, salt=1)
-    adapters.run_train_bpe(warmup, vocab_size, [EOT])  # untimed: one-time costs (imports, lazy setup) are not speed
-    ratios = []
+    recounts = round(num_merges / SPEEDUP)
+    warmup, *corpora = fresh_corpora(
+        tmp_path, 1 + SPEED_CALLS, documents=40, max_sentences=2, salt=1
+    )
+    # untimed: one-time costs (imports, lazy setup) are not speed
+    adapters.run_train_bpe(warmup, vocab_size, [EOT])
+    tokenization.recount_pairs(dict(pair_table(warmup, [EOT])), 1)
+    ours, baseline = [], []
     for corpus in corpora:
-        recount = seconds_per_recount(pair_table(corpus, [EOT]))
-        start = time.perf_counter()
-        vocab, merges = adapters.run_train_bpe(corpus, vocab_size, [EOT])
-        seconds = time.perf_counter() - start
+        table = dict(pair_table(corpus, [EOT]))
+        baseline.append(timed(lambda table=table: tokenization.recount_pairs(table, recounts))[1])
+        (vocab, merges), seconds = timed(
+            lambda corpus=corpus: adapters.run_train_bpe(corpus, vocab_size, [EOT])
+        )
         assert_is_a_trained_vocab(vocab, merges, [EOT])
-        ratios.append((seconds / (num_merges * recount), seconds, num_merges * recount))
-    best, seconds, naive_floor = min(ratios)  # the best call: a hiccup of the machine should not fail the student
-    assert best <= 1 / 4, (
+        ours.append(seconds)
+    seconds, floor = min(ours), min(baseline)
+    assert seconds <= floor, (
         f"train_bpe took {seconds:.3f} s for {num_merges} merges; recounting every pair after every merge would "
-        f"take at least {naive_floor:.3f} s ({num_merges} recounts, timed now), and train_bpe must be 4x faster than "
-        f"that: {naive_floor / 4:.3f} s. Update pair counts incrementally (only the words that contain the "
-        f"merged pair change) instead of recounting ({replay_hint()})"
+        f"take about {floor * num_merges / recounts:.3f} s ({recounts} recounts took {floor:.3f} s, timed now), "
+        f"and train_bpe must be {SPEEDUP}x faster than that: {floor:.3f} s. Update pair counts incrementally "
+        f"(only the words that contain the merged pair change) instead of recounting ({replay_hint()})"
     )

@@ -1,13 +1,15 @@
 """Public tests of checkpointing (through ``adapters.run_save_checkpoint`` / ``run_load_checkpoint``).
 
 The models and optimizers here are torch's own, so these tests depend only on your checkpoint code.
-They are built on your side of the line and trained, saved and loaded by the loops of
-``tests/scenarios/checkpoint.py``, which run here (see ``tests/boundary.py``), as do the uninterrupted
-runs they are compared with.
+The drivers of ``tests/scenarios/checkpoint.py`` build, train, save and load them beside your code
+(see ``tests/boundary.py``) and return the state dicts and iterations they saw; the tests run the
+uninterrupted reference runs themselves, and read the checkpoints your code wrote with their own
+``torch.load(..., weights_only=True)``.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -57,13 +59,38 @@ def assert_state_dicts_equal(actual: dict, expected: dict, what: str) -> None:
         assert actual == expected, f"{what}: {actual!r} != {expected!r}"
 
 
+def assert_checkpoint_holds(written: bytes | Path, expected: State, what: str) -> None:
+    """The checkpoint (its bytes, or the file at a path), read here with ``torch.load(weights_only=True)``,
+    is a dict whose "model" and "optimizer" entries are ``expected``'s state dicts (the format of
+    ``cs336_assignment/checkpoint.py``): what a load restores must have been written, not kept aside."""
+    data = written.read_bytes() if isinstance(written, Path) else written
+    try:
+        saved = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any failure to read it is the finding
+        pytest.fail(
+            f"{what}: torch.load(..., weights_only=True) cannot read the checkpoint ({len(data)} "
+            f"bytes): {type(err).__name__}: {err}"
+        )
+    assert isinstance(saved, dict) and {"model", "optimizer"} <= set(saved), (
+        f"{what}: the checkpoint holds {type(saved).__name__}"
+        f"{' with keys ' + str(sorted(map(str, saved))) if isinstance(saved, dict) else ''}, expected a dict "
+        'with the entries "model", "optimizer", "iteration" and "rng"'
+    )
+    assert_state_dicts_equal(saved["model"], expected.model, f'{what}: its "model"')
+    assert_state_dicts_equal(saved["optimizer"], expected.optimizer, f'{what}: its "optimizer"')
+
+
 def resumed_and_uninterrupted(
     setup: Setup, k: int, total: int, path: Path, how: str = "path"
 ) -> tuple[State, State]:
-    """Train `total` steps straight; and train `k`, checkpoint to `path`, load into fresh objects, finish."""
+    """Train `total` steps straight; and train `k`, checkpoint to `path`, load into fresh objects, finish.
+    The checkpoint must hold the state of the run at step `k` (read here)."""
     resumed = scenario.resumed(setup, k, total, path, how)
     assert resumed.iteration == k, (
         f"load_checkpoint returned iteration {resumed.iteration}, but the checkpoint was saved at {k}"
+    )
+    assert_checkpoint_holds(
+        resumed.written, scenario.straight(setup, k), f"the checkpoint saved at step {k}"
     )
     return resumed, scenario.straight(setup, total)
 
@@ -87,7 +114,9 @@ def assert_same_random_draws(resumed: RandomRun, straight: RandomRun) -> None:
             )
 
 
-def assert_load_refused_naming_keys(call: Callable[[], object], path: Path, keys: list[str]) -> None:
+def assert_load_refused_naming_keys(
+    call: Callable[[], object], path: Path, keys: list[str]
+) -> None:
     """``call()`` (loading ``path`` into a model whose state dict keys differ) raises the documented
     ValueError naming the file and at least one of ``keys``, the keys the checkpoint and the model
     disagree on."""
@@ -112,7 +141,9 @@ def assert_load_refused_naming_keys(call: Callable[[], object], path: Path, keys
     )
 
 
-def assert_error_names_file(call: Callable[[], object], path: Path, kind: type[Exception] = ValueError) -> None:
+def assert_error_names_file(
+    call: Callable[[], object], path: Path, kind: type[Exception] = ValueError
+) -> None:
     """``call()`` raises the documented ``kind`` of error, and its message contains the file's name."""
     err = error_raised_by(call)
     assert isinstance(err, kind), (
@@ -147,6 +178,7 @@ def test_checkpoint_round_trip_restores_model_optimizer_and_iteration(optimizer,
     scenario.save(setup, 3, 3, path)  # after 3 steps of training
     fresh = scenario.load_into_fresh(setup, path)
     saved = scenario.straight(setup, 3)
+    assert_checkpoint_holds(path, saved, f"{path.name}, saved after 3 steps")
     assert fresh.iteration == 3, (
         f"load_checkpoint returned {fresh.iteration!r}, the checkpoint was saved at iteration 3"
     )
@@ -176,7 +208,9 @@ def test_resuming_restores_the_global_rngs_so_random_batches_continue_exactly(tm
     setup = OPTIMIZERS["adamw"]
     resumed = scenario.resumed_on_random_batches(setup, k=4, total=9, path=tmp_path / "ckpt.pt")
     straight = scenario.straight_on_random_batches(setup, total=9)
-    assert resumed.first_step == 4, f"load_checkpoint returned {resumed.first_step}, the checkpoint was saved at 4"
+    assert resumed.first_step == 4, (
+        f"load_checkpoint returned {resumed.first_step}, the checkpoint was saved at 4"
+    )
     assert_same_random_draws(resumed, straight)
     assert_state_dicts_equal(resumed.model, straight.model, "resumed vs uninterrupted parameters")
 
@@ -195,12 +229,14 @@ def test_saving_every_step_leaves_the_run_as_it_would_be_without_saves(tmp_path)
                 "cs336_assignment.files.atomic_write names its file without them"
             )
     assert_state_dicts_equal(
-        saving.model, straight.model,
+        saving.model,
+        straight.model,
         "parameters and BatchNorm statistics after saving every step vs without saves (did saving call "
         "model.eval() or otherwise change the model?)",
     )
     assert_state_dicts_equal(
-        scenario.load_into_fresh(setup, tmp_path / "ckpt.pt").model, straight.model,
+        scenario.load_into_fresh(setup, tmp_path / "ckpt.pt").model,
+        straight.model,
         "the last checkpoint vs the run it saved (parameters and BatchNorm statistics)",
     )
 
@@ -210,7 +246,16 @@ def test_loading_a_checkpoint_whose_keys_differ_from_the_model_fails_naming_them
     path = tmp_path / "mlp-ckpt.pt"
     scenario.save(OPTIMIZERS["adamw"], 1, 1, path)  # keys 0.weight, 0.bias, 2.weight, 2.bias
     renamed = Setup("AdamW", {"lr": 1e-2, "weight_decay": 0.1}, model="mlp_renamed")
-    keys = ["0.weight", "0.bias", "2.weight", "2.bias", "inp.weight", "inp.bias", "out.weight", "out.bias"]
+    keys = [
+        "0.weight",
+        "0.bias",
+        "2.weight",
+        "2.bias",
+        "inp.weight",
+        "inp.bias",
+        "out.weight",
+        "out.bias",
+    ]
     assert_load_refused_naming_keys(lambda: scenario.load_into_fresh(renamed, path), path, keys)
 
 
@@ -220,15 +265,17 @@ def test_saving_again_replaces_the_previous_checkpoint(tmp_path):
     scenario.save(setup, 0, 1, path)
     scenario.save(setup, 2, 2, path)  # the same run, 2 steps later
     fresh = scenario.load_into_fresh(setup, path)
-    assert fresh.iteration == 2, f"loaded iteration {fresh.iteration}, expected the newer checkpoint's 2"
+    assert fresh.iteration == 2, (
+        f"loaded iteration {fresh.iteration}, expected the newer checkpoint's 2"
+    )
     assert_state_dicts_equal(fresh.model, scenario.straight(setup, 2).model, "model.state_dict()")
 
 
 def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path):
     """Saving is atomic: when serialisation fails mid-save, the checkpoint already at the path still loads."""
     path = tmp_path / "ckpt.pt"
-    saved = scenario.save_crashable(path, 7)
-    good = path.read_bytes()
+    scenario.save_crashable(path, 7)
+    saved, good = scenario.crashable_weights(), path.read_bytes()
     with pytest.raises(OSError, match="simulated crash"):
         scenario.save_crashable(path, 8, shift=1.0, crash=True)  # other weights, unpicklable
     assert path.exists() and path.read_bytes() == good, (
@@ -250,7 +297,9 @@ def test_a_save_that_fails_midway_leaves_the_previous_checkpoint_intact(tmp_path
     weights = {k: v for k, v in fresh.model.items() if isinstance(v, torch.Tensor)}
     assert_state_dicts_equal(weights, saved, "the previous checkpoint's weights")
     leftovers = sorted(p.name for p in tmp_path.iterdir())
-    assert leftovers == ["ckpt.pt"], f"the directory holds {leftovers}: delete the temporary file when a save fails"
+    assert leftovers == ["ckpt.pt"], (
+        f"the directory holds {leftovers}: delete the temporary file when a save fails"
+    )
 
 
 @pytest.mark.parametrize("iteration", [0, 2**33 + 5])
@@ -259,9 +308,13 @@ def test_iteration_comes_back_as_the_same_int(iteration, tmp_path):
     scenario.save(OPTIMIZERS["adamw"], 1, iteration, tmp_path / "ckpt.pt")
     fresh = scenario.load_into_fresh(OPTIMIZERS["adamw"], tmp_path / "ckpt.pt")
     loaded = fresh.iteration
-    assert loaded == iteration and type(loaded) is int, f"loaded {loaded!r}, expected the int {iteration}"
+    assert loaded == iteration and type(loaded) is int, (
+        f"loaded {loaded!r}, expected the int {iteration}"
+    )
     # and the state came with it (an iteration of 0 is also what a load that reads nothing returns)
-    assert_state_dicts_equal(fresh.model, scenario.straight(OPTIMIZERS["adamw"], 1).model, "the saved parameters")
+    assert_state_dicts_equal(
+        fresh.model, scenario.straight(OPTIMIZERS["adamw"], 1).model, "the saved parameters"
+    )
 
 
 def test_checkpoint_round_trips_through_open_binary_files(tmp_path):
@@ -270,7 +323,10 @@ def test_checkpoint_round_trips_through_open_binary_files(tmp_path):
     scenario.save(setup, 4, 4, path, how="open file")
     fresh = scenario.load_into_fresh(setup, path, how="open file")
     saved = scenario.straight(setup, 4)
-    assert fresh.iteration == 4, f"load_checkpoint returned {fresh.iteration!r}, the checkpoint was saved at 4"
+    assert_checkpoint_holds(path, saved, f"{path.name}, written through an open file after 4 steps")
+    assert fresh.iteration == 4, (
+        f"load_checkpoint returned {fresh.iteration!r}, the checkpoint was saved at 4"
+    )
     assert_state_dicts_equal(fresh.model, saved.model, "model.state_dict()")
     assert_state_dicts_equal(fresh.optimizer, saved.optimizer, "optimizer.state_dict()")
 
@@ -313,7 +369,8 @@ def test_loading_never_runs_code_stored_in_the_file(tmp_path):
     setup, path, marker = OPTIMIZERS["adamw"], tmp_path / "malicious-ckpt.pt", tmp_path / "code-ran"
     _, opt = setup.build(0)
     torch.save(
-        {"model": _RunsCodeWhenUnpickled(marker), "optimizer": opt.state_dict(), "iteration": 1}, path
+        {"model": _RunsCodeWhenUnpickled(marker), "optimizer": opt.state_dict(), "iteration": 1},
+        path,
     )
     err = error_raised_by(lambda: scenario.load_into_fresh(setup, path))
     assert not marker.exists(), (

@@ -3,8 +3,9 @@
 Oracles: ``torch.nn.functional.linear`` for the forward pass, the closed-form statistics of a
 truncated normal for the initialisation, a composition of ``F.linear`` for the Cruncher, and one
 generated snapshot (``fixtures/snapshots/test_models/``) for the Cruncher's forward on fixed weights.
-Seeded initialisation and ``set_seed`` run in ``tests/scenarios/models.py`` (in grading too, the
-global RNGs a test seeds are the ones your code draws from: see ``tests/boundary.py``).
+Your modules are built and run by the drivers of ``tests/scenarios/models.py``, which return what
+they observed (weights, outputs, gradients, placements, draws after ``set_seed``) for the tests to
+check; in grading each runs beside your code as one round trip (see ``tests/boundary.py``).
 """
 
 from __future__ import annotations
@@ -34,20 +35,29 @@ TOLERANCES = {
 }
 
 
-def assert_computes_with_its_weights(module: str, args: tuple, dtype: torch.dtype = torch.float32) -> None:
+def assert_computes_with_its_weights(
+    module: str, args: tuple, dtype: torch.dtype = torch.float32
+) -> None:
     """Evidence that the module was built and runs: ``module(*args, dtype=dtype)`` on the CPU maps a seeded
     input to the composition of F.linear with its own weights (Linear: x W^T; Cruncher: every
     layers.{i} in order, then final, squeezed), so a module of the right shapes that computes nothing fails."""
-    model = scenario.MODULES[module]()(*args, dtype=dtype)
-    weights = model.state_dict()
-    d_in = (weights.get("layers.0.weight", weights.get("final.weight", weights.get("weight")))).shape[-1]
-    x = torch.randn(3, d_in, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+    d_in = args[0]  # Linear(d_in, d_out), Cruncher(dim, num_layers)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, d_in, generator=g, dtype=torch.float64).to(dtype)
+    run = scenario.forward(module, args, [x], kwargs={"dtype": dtype})
+    weights, (out,) = run.weights, run.outputs
     expected = F.linear(x, weights["weight"]) if module == "linear" else f_linear_chain(weights, x)
-    with torch.no_grad():
-        out = model(x)
-    assert expected.abs().sum() > 0, f"{module}{args} computes 0 for a random input: its weights were never initialised"
-    torch.testing.assert_close(out, expected, **TOLERANCES.get(dtype, {}), msg=lambda m: (
-        f"{module}{args} (dtype={dtype}) does not compute the composition of F.linear with its own weights:\n{m}"))
+    assert expected.abs().sum() > 0, (
+        f"{module}{args} computes 0 for a random input: its weights were never initialised"
+    )
+    torch.testing.assert_close(
+        out,
+        expected,
+        **TOLERANCES.get(dtype, {}),
+        msg=lambda m: (
+            f"{module}{args} (dtype={dtype}) does not compute the composition of F.linear with its own weights:\n{m}"
+        ),
+    )
 
 
 @pytest.fixture
@@ -86,7 +96,8 @@ def linear_matches_functional(
         x = torch.randn(*batch_shape, d_in, generator=g, dtype=torch.float64).to(dtype)
     try:
         out = adapters.run_linear(d_in, d_out, weights, x)
-    except NotImplementedError:  # a RuntimeError too: Linear is not written yet, not a view() problem
+    # NotImplementedError is a RuntimeError too: Linear is not written yet, not a view() problem
+    except NotImplementedError:
         raise
     except RuntimeError as e:
         if not transposed:
@@ -130,16 +141,20 @@ def test_linear_matches_functional_linear(d_in, d_out, batch_shape, dtype, trans
 
 def test_linear_has_one_weight_of_shape_d_out_by_d_in():
     """Linear(d_in, d_out) has a single trainable parameter `weight` of shape (d_out, d_in) and no bias."""
-    layer = adapters.get_linear_cls()(3, 5)
-    params = dict(layer.named_parameters())
+    layer = scenario.layout("linear", (3, 5))
+    params = layer.parameters
     assert list(params) == ["weight"], (
         f"Linear should have exactly one parameter named 'weight' (no bias), got {list(params)}"
     )
     assert params["weight"].shape == (5, 3), (
-        f"Linear(d_in=3, d_out=5).weight has shape {tuple(params['weight'].shape)}; store it as (d_out, d_in) = (5, 3)"
+        f"Linear(d_in=3, d_out=5).weight has shape {params['weight'].shape}; store it as (d_out, d_in) = (5, 3)"
     )
-    assert params["weight"].requires_grad
-    assert list(layer.state_dict()) == ["weight"]
+    assert params["weight"].requires_grad, (
+        "Linear.weight does not require grad: make it an nn.Parameter"
+    )
+    assert list(layer.state_dict) == ["weight"], (
+        f"Linear's state_dict() has keys {list(layer.state_dict)}, expected only 'weight'"
+    )
     assert_computes_with_its_weights("linear", (3, 5))
 
 
@@ -162,15 +177,16 @@ def test_modules_create_every_parameter_on_the_requested_device_and_dtype(
     twice over).
     """
     call = f"{module.capitalize()}({', '.join(map(str, args))}, device={device!r}, dtype={dtype})"
-    placed = scenario.parameter_placement(module, args, device=device, dtype=dtype)
+    placed = scenario.layout(module, args, {"device": device, "dtype": dtype}).parameters
     assert placed, f"{call} has no parameters"
-    for name, (where, got_dtype, shape) in placed.items():
-        assert (where, got_dtype) == (device, dtype), (
-            f"{call} created {name!r} (shape {shape}) on {where!r} in "
-            f"{got_dtype}: pass device= and dtype= to torch.empty for the weight, and on to every Linear "
+    for name, p in placed.items():
+        assert (p.device, p.dtype) == (device, dtype), (
+            f"{call} created {name!r} (shape {p.shape}) on {p.device!r} in "
+            f"{p.dtype}: pass device= and dtype= to torch.empty for the weight, and on to every Linear "
             "the module builds (the final head too)"
         )
-    assert_computes_with_its_weights(module, args, dtype)  # meta holds no values: the same module, on the CPU
+    # meta holds no values: the same module, on the CPU
+    assert_computes_with_its_weights(module, args, dtype)
 
 
 #: How far rounding to each dtype may push a weight past 3 std (relative): half an ulp.
@@ -260,7 +276,7 @@ def test_linear_init_fills_the_weight_in_every_dtype(dtype):
 def test_linear_rejects_nonpositive_dimensions(d_in, d_out, bad):
     """Linear with a dimension < 1 raises ValueError naming that dimension."""
     with pytest.raises(ValueError, match=bad):
-        adapters.get_linear_cls()(d_in, d_out)
+        scenario.layout("linear", (d_in, d_out))
 
 
 def test_linear_rejects_input_of_wrong_width():
@@ -272,8 +288,7 @@ def test_linear_rejects_input_of_wrong_width():
 
 def test_cruncher_state_dict_keys_and_shapes():
     """Cruncher(dim, num_layers) has exactly layers.{i}.weight (dim, dim) and final.weight (1, dim)."""
-    model = adapters.get_cruncher_cls()(dim=6, num_layers=3)
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    shapes = scenario.layout("cruncher", kwargs={"dim": 6, "num_layers": 3}).state_dict
     expected = {
         "layers.0.weight": (6, 6),
         "layers.1.weight": (6, 6),
@@ -286,26 +301,54 @@ def test_cruncher_state_dict_keys_and_shapes():
     assert_computes_with_its_weights("cruncher", (6, 3))
 
 
-def cruncher_with_fixed_weights(
-    dim: int, num_layers: int, seed: int, dtype: torch.dtype = torch.float32
-):
-    """A Cruncher whose weights are loaded from a seeded generator, independent of its own init."""
-    g = torch.Generator().manual_seed(seed)
-    model = adapters.get_cruncher_cls()(dim=dim, num_layers=num_layers).to(dtype)
-    weights = {
-        key: torch.randn(tuple(value.shape), generator=g, dtype=torch.float64).to(dtype)
-        / math.sqrt(dim)
-        for key, value in model.state_dict().items()
+def state_dict_shapes(module: str, args: tuple) -> dict[str, tuple[int, ...]]:
+    """The state_dict of ``Linear(d_in, d_out)`` or ``Cruncher(dim, num_layers)`` as their docstrings define it:
+    each key's shape, in order."""
+    if module == "linear":
+        d_in, d_out = args
+        return {"weight": (d_out, d_in)}
+    dim, num_layers = args
+    return {
+        **{f"layers.{i}.weight": (dim, dim) for i in range(num_layers)},
+        "final.weight": (1, dim),
     }
-    model.load_state_dict(weights)
+
+
+def cruncher_weights_and_input(
+    dim: int, num_layers: int, seed: int, dtype: torch.dtype = torch.float32
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Weights for a Cruncher from a seeded generator, independent of its own init, and a batch of 5 inputs."""
+    g = torch.Generator().manual_seed(seed)
+    weights = {
+        key: torch.randn(shape, generator=g, dtype=torch.float64).to(dtype) / math.sqrt(dim)
+        for key, shape in state_dict_shapes("cruncher", (dim, num_layers)).items()
+    }
     x = torch.randn(5, dim, generator=g, dtype=torch.float64).to(dtype)
-    return model, weights, x
+    return weights, x
+
+
+def cruncher_forward(
+    dim: int,
+    num_layers: int,
+    weights: dict[str, torch.Tensor],
+    inputs: list[torch.Tensor],
+    dtype: torch.dtype = torch.float32,
+) -> scenario.Forward:
+    """Your ``Cruncher(dim=dim, num_layers=num_layers).to(dtype)`` with ``weights`` loaded, run on each of ``inputs``."""
+    return scenario.forward(
+        "cruncher",
+        (),
+        inputs,
+        kwargs={"dim": dim, "num_layers": num_layers},
+        weights=weights,
+        cast=dtype,
+    )
 
 
 def test_cruncher_is_a_composition_of_linears():
     """Cruncher.forward applies every layers.{i} in order, then final, and returns shape (batch,)."""
-    model, weights, x = cruncher_with_fixed_weights(dim=4, num_layers=3, seed=0)
-    out = model(x)
+    weights, x = cruncher_weights_and_input(dim=4, num_layers=3, seed=0)
+    (out,) = cruncher_forward(4, 3, weights, [x]).outputs
     assert out.shape == (5,), (
         f"Cruncher on a batch of 5 returned shape {tuple(out.shape)}; expected (5,) (squeeze the head's last dim)"
     )
@@ -318,9 +361,8 @@ def test_cruncher_is_a_composition_of_linears():
 
 def test_cruncher_forward_matches_snapshot(snapshot):
     """Cruncher(dim=8, num_layers=3) on fixed weights and inputs gives the stored reference outputs."""
-    model, _, x = cruncher_with_fixed_weights(dim=8, num_layers=3, seed=0)
-    with torch.no_grad():
-        out = model(x)
+    weights, x = cruncher_weights_and_input(dim=8, num_layers=3, seed=0)
+    (out,) = cruncher_forward(8, 3, weights, [x]).outputs
     snapshot.assert_match("cruncher_forward", {"out": out}, rtol=1e-5, atol=1e-6)
 
 
@@ -331,13 +373,18 @@ def test_cruncher_forward_matches_snapshot(snapshot):
 def test_cruncher_rejects_bad_sizes(kwargs, bad):
     """Cruncher with dim < 1 or num_layers < 0 raises ValueError naming the argument."""
     with pytest.raises(ValueError, match=bad):
-        adapters.get_cruncher_cls()(**kwargs)
+        scenario.layout("cruncher", kwargs=kwargs)
 
 
-def test_set_seed_makes_random_numpy_and_torch_reproducible(restore_global_rngs):
+#: How often the generators are drawn from before set_seed when its draws are compared with a first
+#: run's: a set_seed that seeds nothing then draws other numbers (every driver starts from one state).
+DRAWS_BEFORE = 3
+
+
+def test_set_seed_makes_random_numpy_and_torch_reproducible():
     """After set_seed(s), random, numpy and torch draw the same numbers every time; other seeds differ."""
     first, _ = scenario.seeded_draws(1234, rounds=2)
-    (again,) = scenario.seeded_draws(1234, rounds=1)
+    (again,) = scenario.seeded_draws(1234, rounds=1, draws_before=DRAWS_BEFORE)
     for name, a, b in zip(("random", "numpy", "torch"), first, again, strict=True):
         assert a == b, (
             f"set_seed(1234) twice gave different first draws from {name} ({a} vs {b}): seed {name} too"
@@ -349,18 +396,13 @@ def test_set_seed_makes_random_numpy_and_torch_reproducible(restore_global_rngs)
         )
 
 
-def test_set_seed_makes_model_init_reproducible(restore_global_rngs):
+def test_set_seed_makes_model_init_reproducible():
     """set_seed(s) before building a Cruncher gives identical initial weights."""
-    adapters.run_set_seed(7)
-    a = adapters.get_cruncher_cls()(dim=4, num_layers=2).state_dict()
-    adapters.run_set_seed(7)
-    b = adapters.get_cruncher_cls()(dim=4, num_layers=2).state_dict()
+    a, b, c = scenario.inits_after_set_seed([7, 7, 8], dim=4, num_layers=2)
     for key in a:
         assert torch.equal(a[key], b[key]), (
             f"{key} differs between two Crunchers built after set_seed(7)"
         )
-    adapters.run_set_seed(8)
-    c = adapters.get_cruncher_cls()(dim=4, num_layers=2).state_dict()
     assert any(not torch.equal(a[key], c[key]) for key in a), (
         "set_seed(7) and set_seed(8) gave the same initial weights: the init must draw from the seeded RNG"
     )
@@ -398,19 +440,23 @@ def test_linear_keeps_dimensions_of_size_one_and_zero(d_in, d_out, batch_shape, 
 
 def f_linear_chain(weights: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """The Cruncher as its docstring defines it, from F.linear: every layers.{i}, then final, squeezed."""
-    hidden = sorted((k for k in weights if k.startswith("layers.")), key=lambda k: int(k.split(".")[1]))
+    hidden = sorted(
+        (k for k in weights if k.startswith("layers.")), key=lambda k: int(k.split(".")[1])
+    )
     for key in hidden:
         x = F.linear(x, weights[key])
     return F.linear(x, weights["final.weight"]).squeeze(-1)
 
 
-@pytest.mark.parametrize("dim, num_layers", [(3, 2), (1, 1), (4, 0)], ids=["dim-3", "dim-1", "head-only"])
+@pytest.mark.parametrize(
+    "dim, num_layers", [(3, 2), (1, 1), (4, 0)], ids=["dim-3", "dim-1", "head-only"]
+)
 def test_cruncher_maps_a_batch_of_one_to_shape_one(dim, num_layers):
     """Cruncher maps (batch, dim) to (batch,) for a batch of one (not a 0-d tensor) and an empty batch, with dim = 1
     and with no hidden layers too."""
-    model, weights, x = cruncher_with_fixed_weights(dim=dim, num_layers=num_layers, seed=22)
-    for batch in (1, 0):
-        out = model(x[:batch])
+    weights, x = cruncher_weights_and_input(dim=dim, num_layers=num_layers, seed=22)
+    outputs = cruncher_forward(dim, num_layers, weights, [x[:1], x[:0]]).outputs
+    for batch, out in zip((1, 0), outputs, strict=True):
         assert out.shape == (batch,), (
             f"Cruncher(dim={dim}, num_layers={num_layers}) on input of shape {tuple(x[:batch].shape)} returned shape "
             f"{tuple(out.shape)}, expected ({batch},): squeeze only the head's size-1 output dimension "
@@ -424,41 +470,45 @@ def test_cruncher_maps_a_batch_of_one_to_shape_one(dim, num_layers):
 def test_module_outputs_live_on_the_device_and_in_the_dtype_of_the_module(module, dtype):
     """A module built on ``meta`` returns meta outputs of the right shape and dtype; on the CPU the same
     module returns F.linear's values."""
-    cls = {"linear": adapters.get_linear_cls, "cruncher": adapters.get_cruncher_cls}[module]()
     args, out_shape = ((4, 3), (2, 5, 3)) if module == "linear" else ((4, 2), (2,))
     x_shape = (2, 5, 4) if module == "linear" else (2, 4)
-    out = cls(*args, device="meta", dtype=dtype)(torch.empty(x_shape, device="meta", dtype=dtype))
+    meta = {"device": "meta", "dtype": dtype}
+    (out,) = scenario.forward(module, args, [torch.empty(x_shape, **meta)], kwargs=meta).outputs
     assert (out.device.type, out.dtype, tuple(out.shape)) == ("meta", dtype, out_shape), (
         f"{module.capitalize()}{args} built with device='meta', dtype={dtype} returned {out.device}, {out.dtype}, "
         f"shape {tuple(out.shape)} on a meta input of shape {x_shape}; expected meta, {dtype}, {out_shape}"
     )
     g = torch.Generator().manual_seed(23)
-    model = cls(*args, dtype=dtype)
-    weights = {k: torch.randn(tuple(v.shape), generator=g).to(dtype) for k, v in model.state_dict().items()}
-    model.load_state_dict(weights)
+    weights = {
+        k: torch.randn(shape, generator=g).to(dtype)
+        for k, shape in state_dict_shapes(module, args).items()
+    }
     x = torch.randn(x_shape, generator=g).to(dtype)
+    (out,) = scenario.forward(module, args, [x], kwargs={"dtype": dtype}, weights=weights).outputs
     want = F.linear(x, weights["weight"]) if module == "linear" else f_linear_chain(weights, x)
-    with torch.no_grad():
-        torch.testing.assert_close(model(x), want, **TOLERANCES[dtype])
+    torch.testing.assert_close(out, want, **TOLERANCES[dtype])
 
 
 def test_linear_gradients_match_functional_linear():
     """Backpropagating through Linear gives F.linear's gradients for the weight and for a non-contiguous input."""
     g = torch.Generator().manual_seed(24)
     w = torch.randn(2, 5, generator=g, dtype=torch.float64)
-    x = torch.randn(3, 5, 4, generator=g, dtype=torch.float64).transpose(1, 2)  # (3, 4, 5), not contiguous
+    # (3, 4, 5), not contiguous
+    x = torch.randn(3, 5, 4, generator=g, dtype=torch.float64).transpose(1, 2)
     upstream = torch.randn(3, 4, 2, generator=g, dtype=torch.float64)
     grads = scenario.gradients("linear", (5, 2), {"weight": w.float()}, x.float(), upstream.float())
     w_ref, x_ref = w.clone().requires_grad_(), x.clone().requires_grad_()
     (F.linear(x_ref, w_ref) * upstream).sum().backward()
-    assert grads.params["weight"] is not None, "Linear.weight got no gradient: it must be the nn.Parameter forward uses"
+    assert grads.params["weight"] is not None, (
+        "Linear.weight got no gradient: it must be the nn.Parameter forward uses"
+    )
     torch.testing.assert_close(grads.params["weight"], w_ref.grad.float(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(grads.input, x_ref.grad.float(), rtol=1e-5, atol=1e-5)
 
 
 def test_cruncher_gradients_match_the_composition_of_linears():
     """A backward pass through the Cruncher gives every weight, and the input, the gradients of the F.linear chain."""
-    _, weights, x = cruncher_with_fixed_weights(dim=3, num_layers=2, seed=25)
+    weights, x = cruncher_weights_and_input(dim=3, num_layers=2, seed=25)
     upstream = torch.randn(5, generator=torch.Generator().manual_seed(25))
     grads = scenario.gradients("cruncher", (3, 2), weights, x, upstream)
     ref = {k: v.clone().requires_grad_() for k, v in weights.items()}
@@ -467,21 +517,42 @@ def test_cruncher_gradients_match_the_composition_of_linears():
     for name, want in ref.items():
         got = grads.params[name]
         assert got is not None, f"{name} got no gradient: every layer must be used in forward"
-        torch.testing.assert_close(got, want.grad, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"grad of {n}: {m}")
+        torch.testing.assert_close(
+            got, want.grad, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"grad of {n}: {m}"
+        )
     torch.testing.assert_close(grads.input, x_ref.grad, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(
     "build, message",
     [
-        (lambda: adapters.get_linear_cls()(2.5, 3), "d_in must be a positive integer, got 2.5"),
-        (lambda: adapters.get_linear_cls()("4", 3), "d_in must be a positive integer, got '4'"),
-        (lambda: adapters.get_cruncher_cls()(dim=0.5, num_layers=1), "dim must be a positive integer, got 0.5"),
-        (lambda: adapters.get_cruncher_cls()(dim=4, num_layers=1.5), "num_layers must be a non-negative integer, got 1.5"),
-        (lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(3, 2, 5)), "Linear expects inputs whose last dimension is d_in=4, got shape (3, 2, 5)"),
-        (lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(())), "Linear expects inputs whose last dimension is d_in=4, got shape ()"),
+        (lambda: scenario.layout("linear", (2.5, 3)), "d_in must be a positive integer, got 2.5"),
+        (lambda: scenario.layout("linear", ("4", 3)), "d_in must be a positive integer, got '4'"),
+        (
+            lambda: scenario.layout("cruncher", kwargs={"dim": 0.5, "num_layers": 1}),
+            "dim must be a positive integer, got 0.5",
+        ),
+        (
+            lambda: scenario.layout("cruncher", kwargs={"dim": 4, "num_layers": 1.5}),
+            "num_layers must be a non-negative integer, got 1.5",
+        ),
+        (
+            lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(3, 2, 5)),
+            "Linear expects inputs whose last dimension is d_in=4, got shape (3, 2, 5)",
+        ),
+        (
+            lambda: adapters.run_linear(4, 2, torch.zeros(2, 4), torch.zeros(())),
+            "Linear expects inputs whose last dimension is d_in=4, got shape ()",
+        ),
     ],
-    ids=["linear-fractional-d_in", "linear-string-d_in", "cruncher-fractional-dim", "cruncher-fractional-layers", "batched-wrong-width", "0-d-input"],
+    ids=[
+        "linear-fractional-d_in",
+        "linear-string-d_in",
+        "cruncher-fractional-dim",
+        "cruncher-fractional-layers",
+        "batched-wrong-width",
+        "0-d-input",
+    ],
 )
 def test_models_raise_value_error_for_each_documented_mistake(build, message):
     """Sizes that are not integers and inputs of the wrong width are ValueErrors with the documented words, not
@@ -490,23 +561,30 @@ def test_models_raise_value_error_for_each_documented_mistake(build, message):
         build()
 
 
-@pytest.mark.parametrize("seed", [2**32, -5, 1.5, "7"], ids=["2**32", "negative", "fractional", "string"])
-def test_set_seed_raises_value_error_for_seeds_numpy_rejects(seed, restore_global_rngs):
+@pytest.mark.parametrize(
+    "seed", [2**32, -5, 1.5, "7"], ids=["2**32", "negative", "fractional", "string"]
+)
+def test_set_seed_raises_value_error_for_seeds_numpy_rejects(seed):
     """Anything but an integer in [0, 2**32) is a ValueError naming the seed, raised before any generator is seeded."""
-    before = random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state()
-    with pytest.raises(ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")):
-        adapters.run_set_seed(seed)
-    after = random.getstate(), np.random.get_state()[1], torch.get_rng_state()
-    for name, a, b in zip(("random", "numpy", "torch"), before, after, strict=True):
-        same = a == b if name == "random" else bool((torch.as_tensor(a) == torch.as_tensor(b)).all())
-        assert same, f"set_seed({seed!r}) reseeded {name} before rejecting the seed: check the seed first"
+    with pytest.raises(
+        ValueError, match=re.escape(f"seed must be an integer in [0, 2**32), got {seed!r}")
+    ):
+        changed = scenario.set_seed_rejecting(seed)
+        assert not changed, (  # an AssertionError, which pytest.raises(ValueError) lets through
+            f"set_seed({seed!r}) reseeded {' and '.join(changed)} although the seed is invalid: check the seed "
+            "first, and raise before seeding any generator"
+        )
 
 
 @pytest.mark.parametrize("seed", [1, 2**32 - 2], ids=["low", "high"])
-def test_set_seed_is_reproducible_across_numpys_whole_range(seed, restore_global_rngs):
+def test_set_seed_is_reproducible_across_numpys_whole_range(seed):
     """set_seed works near both ends of [0, 2**32): twice the same seed, the same draws; the neighbour seed, others."""
     (first,) = scenario.seeded_draws(seed, rounds=1)
-    assert scenario.seeded_draws(seed, rounds=1) == [first], f"set_seed({seed}) twice gave different draws"
+    assert scenario.seeded_draws(seed, rounds=1, draws_before=DRAWS_BEFORE) == [first], (
+        f"set_seed({seed}) twice gave different draws"
+    )
     (other,) = scenario.seeded_draws(seed + 1, rounds=1)
     for name, a, b in zip(("random", "numpy", "torch"), first, other, strict=True):
-        assert a != b, f"set_seed({seed}) and set_seed({seed + 1}) gave the same draw from {name}: use the seed"
+        assert a != b, (
+            f"set_seed({seed}) and set_seed({seed + 1}) gave the same draw from {name}: use the seed"
+        )

@@ -1,10 +1,13 @@
-"""Character and byte tokenizers, and the compression ratio (UTF-8 bytes per token)."""
+"""Character and byte tokenizers, and the compression ratio (UTF-8 bytes per token).
+
+The tokenizers are built and run by the drivers in ``tests/scenarios/tokenization.py``."""
 
 from __future__ import annotations
 
 import pytest
 
 import adapters
+from tests.scenarios import tokenization
 
 TEXTS = [
     "hello",
@@ -16,31 +19,33 @@ TEXTS = [
 ]
 
 
+def assert_round_trips(kind: str, text: str, expected: list[int], what: str) -> None:
+    """Your ``kind`` tokenizer encodes ``text`` to ``expected`` (``what`` they are) and decodes them back,
+    ``text + "é"`` too."""
+    encoded, extended = tokenization.simple_round_trips(kind, [text, text + "é"])
+    assert encoded.ids == expected, (
+        f"encode({text!r}) = {encoded.ids}; it should be {what}: {expected}"
+    )
+    assert encoded.decoded == text, f"decode({expected}) = {encoded.decoded!r}, expected {text!r}"
+    assert extended.decoded == text + "é", "decode(encode(s)) must give s back"
+
+
 @pytest.mark.parametrize("text", TEXTS)
 def test_character_tokenizer_ids_are_code_points(text: str) -> None:
     """CharacterTokenizer.encode gives one id per code point (ord), and decode inverts it."""
-    tok = adapters.get_character_tokenizer()
-    ids = tok.encode(text)
-    assert ids == [ord(c) for c in text], f"encode({text!r}) should be the code points"
-    assert tok.decode(ids) == text
-    assert tok.decode(tok.encode(text + "é")) == text + "é", "decode(encode(s)) must give s back"
+    assert_round_trips("character", text, [ord(c) for c in text], "the code points")
 
 
 def test_character_decode_rejects_ids_that_are_not_code_points() -> None:
     """Decoding an id above 0x10FFFF is a ValueError, not a crash deep in chr()."""
-    tok = adapters.get_character_tokenizer()
     with pytest.raises(ValueError, match="1114112"):
-        tok.decode([104, 0x110000])
+        tokenization.simple_decode("character", [104, 0x110000])
 
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_byte_tokenizer_ids_are_utf8_bytes(text: str) -> None:
     """ByteTokenizer.encode gives the UTF-8 bytes as ints 0..255, and decode inverts it."""
-    tok = adapters.get_byte_tokenizer()
-    ids = tok.encode(text)
-    assert ids == list(text.encode("utf-8")), f"encode({text!r}) should be the UTF-8 bytes"
-    assert tok.decode(ids) == text
-    assert tok.decode(tok.encode(text + "é")) == text + "é", "decode(encode(s)) must give s back"
+    assert_round_trips("byte", text, list(text.encode("utf-8")), "the UTF-8 bytes")
 
 
 @pytest.mark.parametrize(
@@ -50,15 +55,16 @@ def test_byte_tokenizer_ids_are_utf8_bytes(text: str) -> None:
 )
 def test_byte_decode_replaces_invalid_utf8(ids: list[int]) -> None:
     """Byte sequences that are not UTF-8 decode to U+FFFD exactly as bytes.decode(errors='replace')."""
-    tok = adapters.get_byte_tokenizer()
     expected = bytes(ids).decode("utf-8", errors="replace")
-    assert tok.decode(ids) == expected, "invalid UTF-8 must become U+FFFD (errors='replace'), never raise"
+    assert tokenization.simple_decode("byte", ids) == expected, (
+        "invalid UTF-8 must become U+FFFD (errors='replace'), never raise"
+    )
 
 
 def test_byte_decode_rejects_ids_above_255() -> None:
     """A byte tokenizer only knows ids 0..255; anything else is a ValueError naming the id."""
     with pytest.raises(ValueError, match="256"):
-        adapters.get_byte_tokenizer().decode([104, 256])
+        tokenization.simple_decode("byte", [104, 256])
 
 
 def explain_ratio(text: str, ids: list[int], got: float) -> str:
@@ -67,8 +73,10 @@ def explain_ratio(text: str, ids: list[int], got: float) -> str:
     want = n_bytes / n
     head = f"compression_ratio({text!r}, {n} ids) = {got!r}; expected {n_bytes} UTF-8 bytes / {n} tokens = {want:.6g}"
     mistakes = {
-        "len(text) / len(ids): characters per token, but the ratio counts UTF-8 bytes (len(text.encode('utf-8')))": n_chars / n,
-        "len(ids) / len(UTF-8 bytes): tokens per byte, the ratio upside down (higher must mean shorter sequences)": n / n_bytes,
+        "len(text) / len(ids): characters per token, but the ratio counts UTF-8 bytes (len(text.encode('utf-8')))": n_chars
+        / n,
+        "len(ids) / len(UTF-8 bytes): tokens per byte, the ratio upside down (higher must mean shorter sequences)": n
+        / n_bytes,
         "len(ids) / len(text): tokens per character, upside down and in characters": n / n_chars,
     }
     for what, value in mistakes.items():
@@ -80,9 +88,14 @@ def explain_ratio(text: str, ids: list[int], got: float) -> str:
 @pytest.mark.parametrize("text", [t for t in TEXTS if t])
 def test_compression_ratio_is_utf8_bytes_per_token(text: str) -> None:
     """compression_ratio = len(UTF-8 bytes) / len(ids): 1 for bytes, bytes-per-char for characters."""
-    for ids in (list(text.encode("utf-8")), [ord(c) for c in text]):  # the two tokenizers' ids, made here
+    for ids in (
+        list(text.encode("utf-8")),
+        [ord(c) for c in text],
+    ):  # the two tokenizers' ids, made here
         got = adapters.run_compression_ratio(text, ids)
-        assert got == pytest.approx(len(text.encode("utf-8")) / len(ids)), explain_ratio(text, ids, got)
+        assert got == pytest.approx(len(text.encode("utf-8")) / len(ids)), explain_ratio(
+            text, ids, got
+        )
 
 
 def test_compression_ratio_of_no_tokens_is_an_error() -> None:

@@ -3,7 +3,8 @@
 ``cs336 train`` builds your ``Cruncher`` and ``AdamW`` and saves/loads with your checkpoint code,
 so these tests pass once models, optimizers, checkpointing and ``training.py`` all work. The commands
 run through ``tests/scenarios/training.py``, which hands back what they printed (stdout and stderr
-together; in grading, what your side of the line printed: see ``tests/boundary.py``).
+together; in grading, what your side of the line printed: see ``tests/boundary.py``), and whose
+driver ``load_final_state`` reads a checkpoint back with your code.
 """
 
 from __future__ import annotations
@@ -48,14 +49,20 @@ def losses_at_a_negligible_lr(seed: int, steps: int, dim: int) -> list[float]:
 
     The weights barely move, and with D = dim the targets (~ ||arange(D)||) dwarf the model's output, so
     the loss of step t is, to within a few percent, a function of the batch of step t alone."""
-    printed = train("--steps", str(steps), "--dim", str(dim), "--layers", "0", "--batch-size", "4",
-                    "--lr", "1e-6", "--seed", str(seed), "--log-every", "1")
+    printed = train(
+        *f"--steps {steps} --dim {dim} --layers 0 --batch-size 4 --lr 1e-6 --seed {seed}".split(),
+        *["--log-every", "1"],
+    )
     losses = losses_printed(printed)
-    assert sorted(losses) == list(range(1, steps + 1)), f"expected a loss line for every step 1..{steps}, got {sorted(losses)}"
+    assert sorted(losses) == list(range(1, steps + 1)), (
+        f"expected a loss line for every step 1..{steps}, got {sorted(losses)}"
+    )
     return [losses[t] for t in range(1, steps + 1)]
 
 
-def assert_batches_unrelated(a: list[float], b: list[float], seeds: tuple[int, int], max_shift: int = 3) -> None:
+def assert_batches_unrelated(
+    a: list[float], b: list[float], seeds: tuple[int, int], max_shift: int = 3
+) -> None:
     """For no shift s in -max_shift..max_shift do the losses b[t] follow a[t + s] within 20% at every step."""
     for s in range(-max_shift, max_shift + 1):
         pairs = [(a[t + s], b[t]) for t in range(len(b)) if 0 <= t + s < len(a)]
@@ -73,7 +80,9 @@ def assert_batches_unrelated(a: list[float], b: list[float], seeds: tuple[int, i
 def assert_loss_fell(printed: str, steps: int, factor: float) -> None:
     """Evidence that training happened: the loss printed at step ``steps`` is below the first over ``factor``."""
     losses = losses_printed(printed)
-    assert 1 in losses and steps in losses, f"expected `step N/{steps}  loss X` lines for steps 1 and {steps}, got {sorted(losses)}"
+    assert 1 in losses and steps in losses, (
+        f"expected `step N/{steps}  loss X` lines for steps 1 and {steps}, got {sorted(losses)}"
+    )
     assert losses[steps] < losses[1] / factor, (
         f"loss went from {losses[1]:.4g} (step 1) to {losses[steps]:.4g} (step {steps}): training should cut "
         f"it over {factor:g}x; a run that does not train ends where its resumed twin ends without proving anything"
@@ -138,7 +147,9 @@ def test_train_with_another_seed_draws_other_batches_not_the_same_ones_shifted()
 def test_train_resumed_from_a_checkpoint_ends_exactly_where_an_uninterrupted_run_ends(tmp_path):
     """Train 60 of 120 steps, then `--resume` to 120: the final checkpoint equals a straight 120-step run's."""
     straight, resumed = tmp_path / "straight.pt", tmp_path / "resumed.pt"
-    printed = train("--steps", "120", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "40")
+    printed = train(
+        "--steps", "120", *TINY, "--checkpoint", str(straight), "--checkpoint-every", "40"
+    )
     assert_loss_fell(printed, 120, 10)
     train("--steps", "60", *TINY, "--checkpoint", str(resumed), "--checkpoint-every", "25")
     iteration = load_final_state(resumed)[0]
@@ -166,7 +177,9 @@ def test_train_refuses_to_overwrite_an_existing_checkpoint_without_resume(tmp_pa
     before = path.read_bytes()
     run = cs336(["train", "--steps", "5", *TINY, "--checkpoint", str(path)])
     assert run.status != 0, "starting a new run over an existing checkpoint should fail"
-    assert "--resume" in run.printed, f"the error should suggest --resume, got: {run.printed.strip()[-300:]}"
+    assert "--resume" in run.printed, (
+        f"the error should suggest --resume, got: {run.printed.strip()[-300:]}"
+    )
     assert path.read_bytes() == before, "the existing checkpoint was modified"
 
 
@@ -203,7 +216,9 @@ def test_train_killed_with_sigkill_then_resumed_ends_exactly_like_an_uninterrupt
     """SIGKILL at a random moment (checkpointing every step), then `--resume`: same final state as a straight run."""
     steps = ["--steps", "200", *TINY]
     straight, killed = tmp_path / "straight.pt", tmp_path / "killed.pt"
-    assert_loss_fell(train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000"), 200, 10)
+    assert_loss_fell(
+        train(*steps, "--checkpoint", str(straight), "--checkpoint-every", "1000"), 200, 10
+    )
 
     returncode, output = scenario.train_killed_at_random(
         ["train", *steps, "--checkpoint", str(killed), "--checkpoint-every", "1"], killed
@@ -224,42 +239,54 @@ def assert_resumed_saves_on_schedule(tmp_path: Path, resume_at: int, every: int)
     """A run of `resume_at` steps, resumed with --checkpoint-every `every` and killed once it saved: the
     save fell at a multiple of `every` counted from step 0, holding the uninterrupted run's state there."""
     path, straight = tmp_path / "ckpt.pt", tmp_path / "straight.pt"
-    train("--steps", str(resume_at), *TINY, "--checkpoint", str(path), "--checkpoint-every", str(every))
+    every_n = ["--checkpoint-every", str(every)]
+    train("--steps", str(resume_at), *TINY, "--checkpoint", str(path), *every_n)
     before = load_final_state(path)
-    argv = ["train", "--steps", "1000000", *TINY, "--checkpoint", str(path), "--checkpoint-every", str(every), "--resume"]
+    argv = ["train", "--steps", "1000000", *TINY, "--checkpoint", str(path), *every_n, "--resume"]
     status, output = scenario.train_killed_once_saved(argv, path)
     if "NotImplementedError" in output:
         raise NotImplementedError(output.strip().splitlines()[-1])
-    assert status == -signal.SIGKILL, f"the resumed run ended before its first save was seen:\n{output[-3000:]}"
+    assert status == -signal.SIGKILL, (
+        f"the resumed run ended before its first save was seen:\n{output[-3000:]}"
+    )
     iteration, model, _ = load_final_state(path)
     assert iteration > resume_at and iteration % every == 0, (
         f"a run resumed at step {resume_at} with --checkpoint-every {every} saved at iteration {iteration}: "
         f"saves fall at the multiples of {every} counted from step 0, where the uninterrupted run saves, "
         f"not every {every} steps from where this process started ({resume_at + every}, ...)"
     )
-    train("--steps", str(iteration), *TINY, "--checkpoint", str(straight), "--checkpoint-every", str(every))
+    train("--steps", str(iteration), *TINY, "--checkpoint", str(straight), *every_n)
     assert_same_final_state(path, straight)
-    assert any(not torch.equal(a, b) for a, b in zip(before[1].values(), model.values(), strict=True)), (
+    changed = [
+        not torch.equal(a, b) for a, b in zip(before[1].values(), model.values(), strict=True)
+    ]
+    assert any(changed), (
         f"the parameters at iteration {iteration} equal those at {resume_at}: the resumed run did not train"
     )
 
 
-def assert_resumed_logs_like_straight(tmp_path: Path, resume_at: int, total: int, every: int) -> None:
+def assert_resumed_logs_like_straight(
+    tmp_path: Path, resume_at: int, total: int, every: int
+) -> None:
     """A run resumed at `resume_at` prints (--log-every `every`) the loss lines of the uninterrupted
     `total`-step run after `resume_at`: the same step numbers, counted from 0, and the same losses."""
-    straight = losses_printed(train("--steps", str(total), *TINY, "--log-every", str(every)))
+    log_every = ["--log-every", str(every)]
+    straight = losses_printed(train("--steps", str(total), *TINY, *log_every))
     path = tmp_path / "ckpt.pt"
     train("--steps", str(resume_at), *TINY, "--checkpoint", str(path))
     resumed = losses_printed(
-        train("--steps", str(total), *TINY, "--checkpoint", str(path), "--resume", "--log-every", str(every))
+        train("--steps", str(total), *TINY, "--checkpoint", str(path), "--resume", *log_every)
     )
     expected = {step: loss for step, loss in straight.items() if step > resume_at}
     assert resumed == expected, (
         f"a run resumed at step {resume_at} logged {resumed}, the uninterrupted run {expected} after step "
         f"{resume_at}: on_step gets the step number counted from 0 (t + 1), whatever step the run resumed at"
     )
-    assert len(set(straight.values())) > 1, f"every step logged the same loss {straight}: nothing trained"
-    assert_it_trained(path, total, tmp_path)  # equal logs hold trivially when a step changes nothing
+    assert len(set(straight.values())) > 1, (
+        f"every step logged the same loss {straight}: nothing trained"
+    )
+    # equal logs hold trivially when a step changes nothing
+    assert_it_trained(path, total, tmp_path)
 
 
 def test_a_resumed_run_saves_at_the_steps_an_uninterrupted_run_saves_at(tmp_path):

@@ -18,10 +18,11 @@ PyTorch itself report the same number, so the counts are exact rather than plaus
 Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: arithmetic; torch tensors, TorchDispatchMode and torch.utils.module_tracker;
         torch.cuda's memory statistics and events.
-    Not allowed: FlopCounterMode (torch.utils.flop_counter) and FLOP-counting libraries may not be
-        used: count the matmuls yourself in a TorchDispatchMode; and, as in every part:
-        torch.optim's optimizers, torch.nn.Linear or F.linear, tokenizer libraries,
-        torch.amp.GradScaler.
+    Not allowed: FlopCounterMode (torch.utils.flop_counter), the profilers (torch.profiler,
+        torch.autograd.profiler) and FLOP-counting libraries may not be used: count the matmuls
+        yourself in a TorchDispatchMode; and, as in every part: torch.optim's optimizers,
+        torch.nn.Linear or F.linear, tokenizer libraries, torch.amp.GradScaler, reaching the tests
+        or the interpreter's insides.
 """
 
 from cs336_assignment.accounting.flop_counter import (

@@ -12,7 +12,8 @@ Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: torch dtypes and finfo, torch.autocast, torch._scaled_mm, torch tensors and autograd.
     Not allowed: torch.amp.GradScaler may not be used: keep the loss scale and make its decisions
         yourself; and, as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
-        FlopCounterMode, tokenizer libraries.
+        FlopCounterMode or the profiler, tokenizer libraries, reaching the tests or the
+        interpreter's insides.
 """
 
 from cs336_assignment.precision.formats import FORMAT_BITS, dtype_info

@@ -9,7 +9,8 @@ Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: torch tensors and their methods (shape, stride, storage_offset, view, reshape,
         untyped_storage, ...), einops.
     Not allowed: as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
-        FlopCounterMode, tokenizer libraries, torch.amp.GradScaler.
+        FlopCounterMode or the profiler, tokenizer libraries, torch.amp.GradScaler, reaching the
+        tests or the interpreter's insides.
 """
 
 from .named_dims import attention_scores, mean_over_hidden, merge_heads, split_heads

@@ -11,9 +11,10 @@
 Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
     May use: the Python standard library, regex (for the GPT-2 pattern), multiprocessing.
     Not allowed: tokenizer libraries (tiktoken, Hugging Face tokenizers or transformers,
-        sentencepiece) may not be used: train and apply BPE yourself (the tests use them only as
-        oracles); and, as in every part: torch.optim's optimizers, torch.nn.Linear or F.linear,
-        FlopCounterMode, torch.amp.GradScaler.
+        sentencepiece, rustbpe, ...) may not be used: train and apply BPE yourself (the tests use
+        them only as oracles); and, as in every part: torch.optim's optimizers, torch.nn.Linear or
+        F.linear, FlopCounterMode or the profiler, torch.amp.GradScaler, reaching the tests or the
+        interpreter's insides.
 """
 
 from .io import load_bpe, save_bpe

@@ -99,8 +99,9 @@ class Tokenizer:
     or one with tokens removed), and a single byte's id is the one ``vocab`` gives it, not
     necessarily the byte's value. Special tokens missing from ``vocab`` get new ids after the largest
     one (``max(vocab) + 1``, then the next: never ``len(vocab)``, which a vocabulary with gaps
-    already uses), each its own. The tokenizer keeps its own copy of ``vocab``: the dict passed in
-    is left as it was. Overlapping special tokens match longest first. Pre-tokenization uses GPT-2's
+    already uses), each its own. The tokenizer keeps its own copies of ``vocab``, ``merges`` and
+    ``special_tokens``: the dict and lists passed in are left as they were (not extended, not
+    sorted). Overlapping special tokens match longest first. Pre-tokenization uses GPT-2's
     pattern as given, case-sensitive: ``"DON'T"`` is ``DON + ' + T`` (as in tiktoken).
 
     Raises:

@@ -5,25 +5,48 @@ The grader applies it to a submission's files, read as text (never imported, her
 
 * which adapters reach a violation: ``tests.rules.check_sources`` over the submission's
   ``adapters.py`` and ``cs336_assignment/**/*.py``;
-* which adapters each test reached: the judge's own record of the adapters and ``@student_side``
-  scenarios the test called (``reached`` in its results), a scenario standing for every adapter its
-  source (``tests/scenarios/``, staff code) names, directly or through its helpers;
+* which adapters each test reached: the judge's own record of the adapters, drivers and
+  ``@student_side`` scenarios the test called (``reached`` in its results), a driver or scenario
+  standing for every adapter its source (``tests/scenarios/``, staff code) names, directly or
+  through its helpers;
 * a test that passed earns nothing when it reached an adapter whose violation lies in the code of
   the test's own part (``cs336_assignment/KEY.py`` or ``KEY/``, KEY its rubric concept) or in code
   of no part (``adapters.py``, ``validation.py``, ...): delegation costs points where it is, as a
-  bug does, and a test of another part that merely builds the object keeps its points.
+  bug does, and a test of another part that merely builds the object keeps its points. A rule of
+  every part (``part = "all"``: reaching the tests or the interpreter's insides) costs every test
+  that reaches it, whichever part's code breaks it: such code can change any test it runs beside;
+* given code is never flagged: code of the submission that equals the handout, which the reference
+  in ``staff_root`` makes as the release does (``rules_docs.handout_of``), drawing the same finding
+  there. A file without solution regions is given only when its whole code equals the handout's
+  (or the staff repository's, staff-only blocks kept: the staff's own example is graded too);
+  in a file with regions, each top-level statement, and each statement of a function or class
+  whose header is unchanged, that equals the handout's (formatting and comments aside).
 
-What the check cannot see is in THREAT_MODEL.md; constructs that hide where code goes
-(``importlib``, ``getattr`` with a computed name, ``exec``) are named in the notes for a person.
+What the check cannot see is in THREAT_MODEL.md; constructs that hide where code goes (``getattr``
+with a computed name, ``globals()``, unpickling) are named in the notes for a person.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 from pathlib import Path
 
-from tests.rules import ENTRY_MODULE, PACKAGE, Program, Report, RuleBook, check_sources, load_rules
+from cs336_staff.rules_docs import Handout, handout_of
+from tests.rules import (
+    ALL_PARTS,
+    ENTRY_MODULE,
+    PACKAGE,
+    Given,
+    Program,
+    Report,
+    RuleBook,
+    canonical,
+    check_sources,
+    load_rules,
+    read_tree,
+)
 
 SCENARIOS = "tests/scenarios"
 RULES = "tests/rules.toml"
@@ -97,14 +120,83 @@ def part_of(file: str, parts: set[str]) -> str | None:
     return key if key in parts else None
 
 
+@functools.lru_cache(maxsize=4)
+def staff_rules(staff_root: Path) -> tuple[RuleBook, Handout]:
+    """The rules of ``staff_root`` (``tests/rules.toml``; none where it has no such file) and its
+    handout, made from the reference on disk (read as text, never imported)."""
+    path = staff_root / RULES
+    book = load_rules(path) if path.is_file() else RuleBook({}, ())
+    return book, handout_of(read_tree(staff_root), book)
+
+
+def _span(stmt: ast.stmt) -> tuple[int, int]:
+    lines = [stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", []))]
+    return min(lines), stmt.end_lineno or stmt.lineno
+
+
+def _same_header(a: ast.stmt, b: ast.stmt) -> bool:
+    """Two functions (or classes) of one name whose decorators, arguments and bases are equal."""
+    return (type(a) is type(b) and isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and all(canonical(getattr(a, f, None)) == canonical(getattr(b, f, None)) for f in a._fields if f != "body"))
+
+
+def _unchanged(mine: list[ast.stmt], given: list[ast.stmt]) -> list[tuple[int, int, int, int]]:
+    """(first, last line here, first, last line in the handout) of each statement of ``mine`` equal to
+    one of ``given`` in the same order; inside a function or class changed only in its body, its
+    statements likewise (the code around a solution region)."""
+    out = []
+    ops = difflib.SequenceMatcher(a=[canonical(s) for s in mine], b=[canonical(s) for s in given], autojunk=False)
+    for tag, i1, i2, j1, j2 in ops.get_opcodes():
+        if tag == "equal":
+            out += [(*_span(a), *_span(b)) for a, b in zip(mine[i1:i2], given[j1:j2], strict=True)]
+        elif tag == "replace":
+            for a in mine[i1:i2]:
+                b = next((b for b in given[j1:j2] if _same_header(a, b)), None)
+                if b is not None:
+                    out += _unchanged(a.body, b.body)  # type: ignore[attr-defined]
+    return out
+
+
+def _given_spans(text: str, rel: str, handout: Handout) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]:
+    """The unchanged statements of the submission's ``rel`` (``_unchanged``) and what they draw in the
+    handout (or, for a file without solution regions, in the staff repository's own copy)."""
+    versions = [(handout.texts[rel], handout.drawn.get(rel, []))] if rel in handout.texts else []
+    if rel in handout.staff:
+        versions.append((handout.staff[rel], handout.staff_drawn.get(rel, [])))
+    for given_text, drawn in versions:
+        try:
+            mine, given = ast.parse(text), ast.parse(given_text)
+        except (SyntaxError, ValueError):
+            break
+        if handout.regions[rel] or canonical(mine) == canonical(given):  # no regions: the whole file or nothing
+            return _unchanged(mine.body, given.body), drawn
+    return [], []
+
+
+def given_code(sources: dict[str, str], handout: Handout) -> Given:
+    """Whether a finding of ``sources`` lies in given code, unchanged, that draws the same finding in the handout."""
+
+    @functools.cache
+    def spans(file: str) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]:
+        return _given_spans(sources[file], file, handout) if file in sources else ([], [])
+
+    def given(file: str, line: int, what: str) -> bool:
+        unchanged, drawn = spans(file)
+        for first, last, g_first, g_last in unchanged:
+            if first <= line <= last:
+                return any(g_first <= g_line <= g_last and g_what == what for g_line, g_what in drawn)
+        return False
+
+    return given
+
+
 def check_submission(files: dict[str, bytes], staff_root: Path) -> Report:
     """The rules check over a submission's graded files (bytes as intake read them), with the
-    rules of ``staff_root`` (``tests/rules.toml``; none where it has no such file)."""
-    path = Path(staff_root) / RULES
-    book = load_rules(path) if path.is_file() else RuleBook({}, ())
+    rules of ``staff_root``; its given code, unchanged, draws nothing."""
+    book, handout = staff_rules(Path(staff_root))
     sources = {rel: data.decode("utf-8", errors="replace") for rel, data in files.items()
                if rel == "adapters.py" or (rel.startswith(PACKAGE + "/") and rel.endswith(".py"))}
-    return check_sources(sources, book)
+    return check_sources(sources, book, given=given_code(sources, handout))
 
 
 @functools.lru_cache(maxsize=4)
@@ -124,20 +216,28 @@ def penalties(report: Report, reached: dict[str, list[str]], concept_of: dict[st
     """nodeid -> the remark that replaces its output, for each test that loses its points.
 
     A violation's part is that of the module holding it; in ``adapters.py``, that of the adapter's
-    section; elsewhere (``validation.py``, ``cli.py``) none, and then it costs every test reaching it."""
+    section; elsewhere (``validation.py``, ``cli.py``) none, and then it costs every test reaching it.
+    A violation of a rule of every part (reaching the tests or the interpreter's insides) costs every
+    test of the submission, wherever it is: a driver it rewired could be any later test's."""
     parts = set(concept_of.values())
     by_adapter = report.by_adapter()
     sections = adapter_parts(Path(staff_root))
 
     def part(v) -> str | None:  # noqa: ANN001
+        if v.rule.part == ALL_PARTS:
+            return None
         file = v.where.split(":")[0]
         return sections.get(v.adapter) if file == f"{ENTRY_MODULE}.py" else part_of(file, parts)
 
+    # Code that reaches the tests or the interpreter's insides (a rule of every part) can change every
+    # driver that runs after it in the same worker, whichever test first ran it: it costs every test.
+    everywhere = [v for a in sorted(by_adapter) for v in by_adapter[a] if v.rule.part == ALL_PARTS]
     out = {}
     for nodeid, targets in reached.items():
         concept = concept_of.get(nodeid)
         hits = [v for a in sorted(adapters_reached(targets, staff_root)) for v in by_adapter.get(a, [])
-                if part(v) in (concept, None)]
+                if part(v) == concept or (part(v) is None and v.rule.part != ALL_PARTS)]
+        hits = list(dict.fromkeys(everywhere + hits))
         if hits:
             rules = sorted({v.rule.id for v in hits})
             out[nodeid] = (f"no points: this test reached code that breaks the assignment's rules ({', '.join(rules)}; "
@@ -146,20 +246,19 @@ def penalties(report: Report, reached: dict[str, list[str]], concept_of: dict[st
 
 
 def notes(report: Report, files: dict[str, bytes] | None = None, staff_root: Path | None = None) -> list[str]:
-    """The results' notes: each violation once per rule and place, then what a person should read
-    (left out where the file is the staff's own, byte for byte: the given ``cs336`` dispatch)."""
+    """The results' notes: each violation once per rule and place, then what a person should read.
+    Given code is already out of ``report`` (``check_submission``); ``files`` and ``staff_root`` are
+    not needed any more and stay for the callers."""
     out, seen = [], set()
     for v in report.violations:
         if (v.rule.id, v.api, v.where) not in seen:
             seen.add((v.rule.id, v.api, v.where))
+            costs = ("no test of this submission earns points, and a person should read it (code that reaches "
+                     "the tests can change any of them)" if v.rule.part == ALL_PARTS
+                     else "the tests that reach it in its own part earn no points")
             out.append(f"rules: {v.function.removeprefix(PACKAGE + '.')} ({v.where}) uses {v.api}, which rule "
-                       f"{v.rule.id} forbids; the tests that reach it in its own part earn no points")
-    def given(where: str) -> bool:
-        rel = where.split(":")[0]
-        staff = Path(staff_root) / rel if staff_root is not None else None
-        return files is not None and staff is not None and staff.is_file() and files.get(rel) == staff.read_bytes()
-
-    flagged = sorted({(s.what, s.where) for s in report.suspicious if not given(s.where)})
+                       f"{v.rule.id} forbids; {costs}")
+    flagged = sorted({(s.what, s.where) for s in report.suspicious})
     out += [f"rules: review {what} at {where}: the static check cannot follow it" for what, where in flagged]
     out += [f"rules: {e}" for e in report.errors]
     return out

@@ -46,14 +46,7 @@ import tomlkit
 from tomlkit.container import Container
 from tomlkit.items import Comment, Table
 
-from cs336_staff.markers import (
-    MarkerError,
-    Region,
-    has_markers,
-    is_staff_only,
-    strip_source,
-    strip_staff_only,
-)
+from cs336_staff.markers import MarkerError, Region, handout_text, has_markers
 from cs336_staff.release.handout_parts import extras, readme_values
 from cs336_staff.release.lock import prune_lock
 from cs336_staff.release.results import Handout, ReleaseError
@@ -291,20 +284,17 @@ def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
         except UnicodeDecodeError:
             text = None
         if text is not None:
-            if is_staff_only(text):
+            in_package = rel.endswith(".py") and rel.startswith(PACKAGE + "/")
+            shipped, regions = handout_text(text, rel, staff_blocks=rel.endswith(STAFF_BLOCK_SUFFIXES), stub=in_package)
+            if shipped is None:
                 handout.left_out.append(rel)
                 continue
-            if rel.endswith(STAFF_BLOCK_SUFFIXES):
-                text = strip_staff_only(text, rel)
-            if rel.endswith(".py"):
-                if rel.startswith(PACKAGE + "/"):
-                    text, regions = strip_source(text, rel)
-                    if regions:
-                        handout.regions[rel] = regions
-                        stripped.append(rel)
-                elif has_markers(text, rel):
-                    raise MarkerError(rel, 1, f"solution markers outside {PACKAGE}/ are never stripped; move the code into {PACKAGE}/")
-            data = text.encode("utf-8")
+            if regions:
+                handout.regions[rel] = regions
+                stripped.append(rel)
+            elif rel.endswith(".py") and not in_package and has_markers(shipped, rel):
+                raise MarkerError(rel, 1, f"solution markers outside {PACKAGE}/ are never stripped; move the code into {PACKAGE}/")
+            data = shipped.encode("utf-8")
         _write(root / rel, data, _mode(src))
         handout.files.append(rel)
     if not (repo / "make_submission.sh").is_file():

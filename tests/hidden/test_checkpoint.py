@@ -48,15 +48,17 @@ def test_saving_does_not_disturb_the_run_being_saved(tmp_path):
     """Saving mid-run and carrying on with the same objects gives the uninterrupted result."""
     straight = scenario.straight(OPTIMIZERS["adamw"], 8)
     run = scenario.saving_every_step(OPTIMIZERS["adamw"], 8, tmp_path / "ckpt.pt")
-    assert_state_dicts_equal(
-        run.model, straight.model, "parameters after saving every step"
-    )
+    assert_state_dicts_equal(run.model, straight.model, "parameters after saving every step")
     assert_state_dicts_equal(
         run.optimizer, straight.optimizer, "optimizer state after saving every step"
     )
     saved = scenario.load_into_fresh(OPTIMIZERS["adamw"], tmp_path / "ckpt.pt")
-    assert saved.iteration == 8, f"the last save was at iteration 8, the file says {saved.iteration}"
-    assert_state_dicts_equal(saved.model, straight.model, "parameters in the last checkpoint vs the run's")
+    assert saved.iteration == 8, (
+        f"the last save was at iteration 8, the file says {saved.iteration}"
+    )
+    assert_state_dicts_equal(
+        saved.model, straight.model, "parameters in the last checkpoint vs the run's"
+    )
 
 
 @pytest.mark.parametrize("iteration", [0, 1, 10**12])
@@ -68,7 +70,9 @@ def test_iteration_round_trips_exactly(iteration, tmp_path):
     assert loaded == iteration and isinstance(loaded, int), (
         f"loaded {loaded!r}, expected the int {iteration}"
     )
-    assert_state_dicts_equal(fresh.model, scenario.straight(OPTIMIZERS["sgd_momentum"], 0).model, "the saved parameters")
+    assert_state_dicts_equal(
+        fresh.model, scenario.straight(OPTIMIZERS["sgd_momentum"], 0).model, "the saved parameters"
+    )
 
 
 def test_checkpoint_round_trips_through_a_real_binary_file_object(tmp_path):
@@ -109,7 +113,11 @@ def _tensor_dict(path):
 
 BAD_FILES = {
     "torch-file-that-is-not-a-checkpoint": ("some-tensors.pt", _tensor_dict, ValueError),
-    "torch-file-holding-a-list": ("tensor-list.pt", lambda path: torch.save([torch.ones(2)], path), ValueError),
+    "torch-file-holding-a-list": (
+        "tensor-list.pt",
+        lambda path: torch.save([torch.ones(2)], path),
+        ValueError,
+    ),
     "empty-file": ("empty-ckpt.pt", lambda path: path.touch(), ValueError),
     "missing-file": ("never-saved.pt", lambda path: None, FileNotFoundError),
     "missing-directory": ("no-such-run/ckpt.pt", lambda path: None, FileNotFoundError),
@@ -130,31 +138,41 @@ def test_checkpoint_keeps_buffers_as_well_as_parameters(tmp_path):
     """Buffers (BatchNorm's running statistics) are restored along with the parameters."""
     setup = Setup("AdamW", {"lr": 1e-2}, model="batchnorm")
     fresh, saved = resumed_and_uninterrupted(setup, k=3, total=3, path=tmp_path / "ckpt.pt")
-    assert_state_dicts_equal(
-        fresh.model, saved.model, "model.state_dict() with BatchNorm buffers"
-    )
+    assert_state_dicts_equal(fresh.model, saved.model, "model.state_dict() with BatchNorm buffers")
 
 
 @pytest.mark.parametrize(
     ("optimizer", "k", "total", "how"),
-    [("sgd_momentum", 1, 6, "file object"), ("adam_amsgrad", 5, 7, "open file"), ("adagrad", 3, 4, "str")],
+    [
+        ("sgd_momentum", 1, 6, "file object"),
+        ("adam_amsgrad", 5, 7, "open file"),
+        ("adagrad", 3, 4, "str"),
+    ],
 )
-def test_resume_continues_the_global_rngs_for_other_optimizers_and_targets(optimizer, k, total, how, tmp_path):
+def test_resume_continues_the_global_rngs_for_other_optimizers_and_targets(
+    optimizer, k, total, how, tmp_path
+):
     """Other optimizers, split points and targets (file objects, str paths): the global RNGs resume exactly."""
     setup = ALL_OPTIMIZERS[optimizer]
     resumed = scenario.resumed_on_random_batches(setup, k, total, tmp_path / "ckpt.pt", how, seed=7)
     straight = scenario.straight_on_random_batches(setup, total, seed=7)
     assert_same_random_draws(resumed, straight)
-    assert_state_dicts_equal(resumed.model, straight.model, f"resumed ({optimizer}, k={k}) parameters")
+    assert_state_dicts_equal(
+        resumed.model, straight.model, f"resumed ({optimizer}, k={k}) parameters"
+    )
 
 
 @pytest.mark.parametrize(
-    ("saved", "loaded"), [("mlp", "mlp_with_buffer"), ("mlp_with_buffer", "mlp")], ids=["missing-key", "unexpected-key"]
+    ("saved", "loaded"),
+    [("mlp", "mlp_with_buffer"), ("mlp_with_buffer", "mlp")],
+    ids=["missing-key", "unexpected-key"],
 )
 def test_loading_is_strict_about_a_missing_or_an_extra_buffer(saved, loaded, tmp_path):
     """A checkpoint without a buffer the model has, or with one it lacks (same parameters): an error naming `scale`."""
     path = tmp_path / "buffer-ckpt.pt"
     scenario.save(Setup("SGD", {"lr": 0.1}, model=saved), 1, 1, path)
     assert_load_refused_naming_keys(
-        lambda: scenario.load_into_fresh(Setup("SGD", {"lr": 0.1}, model=loaded), path), path, ["scale"]
+        lambda: scenario.load_into_fresh(Setup("SGD", {"lr": 0.1}, model=loaded), path),
+        path,
+        ["scale"],
     )

@@ -11,8 +11,9 @@ from tests.scenarios.optim import Problem
 from tests.test_optim import (
     EDGE_SHAPES,
     MEMORY_CASES,
-    OPTIMIZERS,
     TOLERANCES,
+    TORCH,
+    assert_closure_evaluated_like_torch,
     assert_moved,
     assert_stepped_like_torch,
     compare_with_torch,
@@ -21,7 +22,7 @@ from tests.test_optim import (
     warmup_then_cosine,
 )
 
-NAMES = list(OPTIMIZERS)
+NAMES = list(TORCH)
 
 # One setting per optimizer that exercises every term of its update.
 FULL = {
@@ -91,8 +92,8 @@ def test_optimizer_handles_all_zero_gradients_like_torch(name):
     problem = Problem(
         init={"p": init}, target=zeros, curvature=zeros, noise={"p": torch.zeros(30, 6)}
     )
-    ours = scenario.trajectory(OPTIMIZERS[name][0](), problem, FULL[name], 30, {30}).final["p"]
-    ref = scenario.trajectory(OPTIMIZERS[name][1], problem, FULL[name], 30, {30}).final["p"]
+    ours = scenario.student_trajectory(name, problem, FULL[name], 30, {30}).final["p"]
+    ref = scenario.trajectory(TORCH[name], problem, FULL[name], 30, {30}).final["p"]
     assert not ours.isnan().any(), (
         f"{describe(name, FULL[name])} produced NaN from zero gradients (0/0?)"
     )
@@ -103,29 +104,37 @@ def test_optimizer_handles_all_zero_gradients_like_torch(name):
 def test_optimizer_step_with_closure_returns_its_loss(name):
     """step(closure) re-evaluates the loss with gradients enabled, steps, and returns that loss."""
     target = torch.tensor([1.0, -2.0, 3.0])
-    ours_p, ours_returned = scenario.closure_run(OPTIMIZERS[name][0](), FULL[name], target, 5)
-    torch_p, torch_returned = scenario.closure_run(OPTIMIZERS[name][1], FULL[name], target, 5)
-    ours_losses = [float(v.detach()) for v in ours_returned]
-    torch_losses = [float(v.detach()) for v in torch_returned]
+    ours = scenario.student_closure_run(name, FULL[name], target, 5)
+    ref = scenario.closure_run(TORCH[name], FULL[name], target, 5)
+    assert_closure_evaluated_like_torch(name, FULL[name], ours, ref, 5)
+    ours_losses = [float(v) for v in ours.returned]
+    torch_losses = [float(v) for v in ref.returned]
     assert ours_losses == pytest.approx(torch_losses, rel=1e-5), (
         f"step(closure) returned {ours_losses}, torch {torch_losses}"
     )
-    torch.testing.assert_close(ours_p, torch_p, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ours.param, ref.param, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_optimizer_state_dict_round_trip_resumes_exactly(name):
     """Saving state_dict after k steps and loading it into a fresh optimizer continues bit for bit."""
     problem = Problem.make(seed=15, steps=20, dtype=torch.float32)
-    straight, resumed = scenario.resumed_by_state_dict(OPTIMIZERS[name][0](), problem, FULL[name], 10, 20)
+    straight, resumed = scenario.student_resumed_by_state_dict(name, problem, FULL[name], 10, 20)
     for k in straight:
         assert torch.equal(straight[k], resumed[k]), (
             f"{describe(name, FULL[name])}: {k!r} differs after resuming from state_dict"
         )
-    torch_run, _ = scenario.resumed_by_state_dict(OPTIMIZERS[name][1], problem, FULL[name], 10, 20)
+    torch_run, _ = scenario.resumed_by_state_dict(TORCH[name], problem, FULL[name], 10, 20)
     for k in straight:
-        torch.testing.assert_close(straight[k], torch_run[k], rtol=1e-5, atol=1e-6, msg=lambda m, k=k: (
-            f"{describe(name, FULL[name])}: after 20 steps {k!r} is not where torch.optim's is (does step() update it?):\n{m}"))
+        torch.testing.assert_close(
+            straight[k],
+            torch_run[k],
+            rtol=1e-5,
+            atol=1e-6,
+            msg=lambda m, k=k: (
+                f"{describe(name, FULL[name])}: after 20 steps {k!r} is not where torch.optim's is (does step() update it?):\n{m}"
+            ),
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -171,8 +180,8 @@ def test_optimizer_follows_a_schedule_on_each_param_group(name):
 def test_optimizer_step_leaves_odd_shaped_gradients_and_storage_alone(name):
     """With every term on (FULL settings) and scalar/3-D/row parameters, step() neither writes p.grad nor moves p."""
     problem = Problem.make(18, 4, torch.float64, ODD_SHAPES)
-    ours = scenario.trajectory(
-        OPTIMIZERS[name][0](), problem, FULL[name], 4, {4}, zero_grad_in_place=True, watch=True
+    ours = scenario.student_trajectory(
+        name, problem, FULL[name], 4, {4}, zero_grad_in_place=True, watch=True
     )
     assert not ours.grad_changed, (
         f"{describe(name, FULL[name])} changed p.grad: {ours.grad_changed}"
@@ -187,10 +196,8 @@ def test_optimizer_step_leaves_odd_shaped_gradients_and_storage_alone(name):
 @pytest.mark.parametrize("name, kwargs, tensors", MEMORY_CASES)
 def test_optimizer_state_placement_other_dtypes_and_devices(name, kwargs, tensors, dtype, device):
     """float16 and float32 on the meta device, bfloat16 on the CPU, odd shapes: state is placed as torch places it."""
-    ours, error = scenario.state_placement(OPTIMIZERS[name][0](), kwargs, ODD_SHAPES, dtype, device, steps=3)
-    ref, _ = scenario.state_placement(
-        OPTIMIZERS[name][1], kwargs, ODD_SHAPES, dtype, device, steps=3
-    )
+    ours, error = scenario.student_state_placement(name, kwargs, ODD_SHAPES, dtype, device, steps=3)
+    ref, _ = scenario.state_placement(TORCH[name], kwargs, ODD_SHAPES, dtype, device, steps=3)
     for k, theirs in ref.items():
         wanted = {key: v for key, v in theirs.items() if key != "step" and not isinstance(v, str)}
         got = {key: ours[k].get(key) for key in wanted}
@@ -220,7 +227,7 @@ MORE_BAD = [
 def test_optimizer_rejects_nan_and_edge_hyperparameters(name, kwargs, pattern):
     """NaN hyperparameters, betas/alpha above 1 and nesterov with dampening raise ValueError naming them."""
     with pytest.raises(ValueError, match=pattern):
-        OPTIMIZERS[name][0]()([torch.zeros(2, requires_grad=True)], **kwargs)
+        scenario.student_optimizer_built(name, kwargs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,10 +242,17 @@ def test_optimizer_zero_then_real_gradients_in_float64_on_edge_shapes(name):
     kwargs = {k: v for k, v in FULL[name].items() if k != "weight_decay"}
     shaped = Problem.make(51, 20, torch.float64, EDGE_SHAPES)
     problem = Problem(
-        init=shaped.init, target=shaped.init, curvature=shaped.curvature,
-        noise={k: torch.cat([torch.zeros(6, *v.shape[1:], dtype=v.dtype), v[6:]]) for k, v in shaped.noise.items()},
+        init=shaped.init,
+        target=shaped.init,
+        curvature=shaped.curvature,
+        noise={
+            k: torch.cat([torch.zeros(6, *v.shape[1:], dtype=v.dtype), v[6:]])
+            for k, v in shaped.noise.items()
+        },
     )
-    ours, _ = compare_with_torch(name, kwargs, steps=20, problem=problem, dtype=torch.float64, every=2)
+    ours, _ = compare_with_torch(
+        name, kwargs, steps=20, problem=problem, dtype=torch.float64, every=2
+    )
     assert_moved(ours, problem.init, name, kwargs)
 
 
@@ -247,18 +261,29 @@ def test_adaptive_optimizer_tiny_gradients_in_float64(name):
     """float64 gradients of magnitude 1e-12 with each optimizer's default eps: the step size follows torch's."""
     problem = scaled_problem(52, 15, torch.float64, scale=1e-12)
     kwargs = {"lr": 0.05}
-    ours, _ = compare_with_torch(name, kwargs, steps=15, problem=problem, dtype=torch.float64, every=3)
+    ours, _ = compare_with_torch(
+        name, kwargs, steps=15, problem=problem, dtype=torch.float64, every=3
+    )
     assert_moved(ours, problem.init, name, kwargs)
 
 
 @pytest.mark.parametrize("name", ["rmsprop", "adam", "adamw"])
 def test_adaptive_optimizer_huge_float16_gradients_other_settings(name):
     """float16 gradients of magnitude ~500 with other betas/alpha: no overflow of g^2, torch's trajectory."""
-    kwargs = {"rmsprop": {"lr": 0.01, "alpha": 0.995}, "adam": {"lr": 0.01, "betas": (0.8, 0.9995)},
-              "adamw": {"lr": 0.01, "betas": (0.8, 0.9995), "weight_decay": 0.1}}[name]
+    kwargs = {
+        "rmsprop": {"lr": 0.01, "alpha": 0.995},
+        "adam": {"lr": 0.01, "betas": (0.8, 0.9995)},
+        "adamw": {"lr": 0.01, "betas": (0.8, 0.9995), "weight_decay": 0.1},
+    }[name]
     problem = scaled_problem(53, 4, torch.float16, scale=500.0)
     ours, _ = compare_with_torch(
-        name, kwargs, steps=4, problem=problem, dtype=torch.float16, every=1, tol=dict(rtol=1e-3, atol=2e-3)
+        name,
+        kwargs,
+        steps=4,
+        problem=problem,
+        dtype=torch.float16,
+        every=1,
+        tol=dict(rtol=1e-3, atol=2e-3),
     )
     assert_moved(ours, problem.init, name, kwargs)
 
@@ -267,12 +292,14 @@ def test_adaptive_optimizer_huge_float16_gradients_other_settings(name):
 def test_optimizer_resumed_in_float64_ends_where_torch_uninterrupted_ends(name):
     """Resumed from state_dict after 3 of 16 float64 steps: bitwise the uninterrupted run, which is torch's."""
     problem = Problem.make(seed=54, steps=16, dtype=torch.float64, shapes=ODD_SHAPES)
-    straight, resumed = scenario.resumed_by_state_dict(OPTIMIZERS[name][0](), problem, FULL[name], 3, 16)
-    ref, _ = scenario.resumed_by_state_dict(OPTIMIZERS[name][1], problem, FULL[name], 3, 16)
+    straight, resumed = scenario.student_resumed_by_state_dict(name, problem, FULL[name], 3, 16)
+    ref, _ = scenario.resumed_by_state_dict(TORCH[name], problem, FULL[name], 3, 16)
     for k in straight:
         torch.testing.assert_close(straight[k], ref[k], **TOLERANCES[torch.float64])
         assert not torch.equal(straight[k], problem.init[k]), f"{k!r} never moved"
-        assert torch.equal(straight[k], resumed[k]), f"{describe(name, FULL[name])}: {k!r} differs after resuming"
+        assert torch.equal(straight[k], resumed[k]), (
+            f"{describe(name, FULL[name])}: {k!r} differs after resuming"
+        )
 
 
 EVEN_MORE_BAD = [
@@ -283,8 +310,14 @@ EVEN_MORE_BAD = [
 ]
 
 
-@pytest.mark.parametrize("name, kwargs, pattern", EVEN_MORE_BAD, ids=[f"{c[0]}-{next(iter(c[1]))}" for c in EVEN_MORE_BAD])
-def test_optimizer_rejects_other_nan_hyperparameters_with_the_documented_words(name, kwargs, pattern):
+@pytest.mark.parametrize(
+    "name, kwargs, pattern",
+    EVEN_MORE_BAD,
+    ids=[f"{c[0]}-{next(iter(c[1]))}" for c in EVEN_MORE_BAD],
+)
+def test_optimizer_rejects_other_nan_hyperparameters_with_the_documented_words(
+    name, kwargs, pattern
+):
     """Other NaN hyperparameters: ValueErrors naming the keyword and its value as f"{name}={value!r}"."""
     with pytest.raises(ValueError, match=pattern):
-        OPTIMIZERS[name][0]()([torch.zeros(2, requires_grad=True)], **kwargs)
+        scenario.student_optimizer_built(name, kwargs)

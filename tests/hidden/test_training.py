@@ -22,7 +22,7 @@ from tests.test_training import (
 @pytest.mark.parametrize(("dim", "layers"), [(8, 1), (8, 3)])
 def test_train_loss_falls_for_other_widths_and_depths(dim, layers):
     """With D = 8 and 1 or 3 hidden layers the loss also falls over 100x in 150 steps."""
-    printed = train("--steps", "150", "--dim", str(dim), "--layers", str(layers), "--batch-size", "8", "--seed", "5")
+    printed = train(*f"--steps 150 --dim {dim} --layers {layers} --batch-size 8 --seed 5".split())
     losses = losses_printed(printed)
     assert losses[150] < losses[1] / 100, (
         f"D={dim}, layers={layers}: loss {losses[1]:.4g} -> {losses[150]:.4g}"

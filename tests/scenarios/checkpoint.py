@@ -1,24 +1,23 @@
 """Scenarios of checkpointing: torch's own models and optimizers, saved and loaded by your code.
 
 A ``Setup`` names a model and a ``torch.optim`` optimizer. ``straight`` trains one without any
-checkpoint (the reference). The others train a pair the test built (``build``), save and load it
-with your ``adapters.run_save_checkpoint`` / ``run_load_checkpoint``, and return the iteration your
-load returned and the ``state_dict()`` of the model and optimizer read back afterwards (a ``State``).
-Everything but your save and load runs in the test: in grading the model and the optimizer stay
-the test's, and your code gets stand-ins whose every read and call (``model.state_dict()``,
-``optimizer.load_state_dict(...)``) runs on the test's objects (``stays_in_the_test``, see
-``tests/boundary.py``). Errors your code raises propagate to the test. The
-``*_on_random_batches`` pair does the same on batches drawn from the global RNGs of torch, NumPy and
-Python (a ``RandomRun``), so a resumed run continues exactly only if the checkpoint carries those
-RNGs' states.
+checkpoint: the reference, which the tests run themselves. The drivers (``@driver``, see
+``tests/boundary.py``) build a pair from a seed, train it, save and load it with your
+``adapters.run_save_checkpoint`` / ``run_load_checkpoint``, and return plain data: the iteration
+your load returned, the ``state_dict()`` of the model and optimizer read back afterwards (a
+``State``), the bytes of the checkpoint written, or the numbers the global RNGs gave. In grading a
+driver runs beside your code as one call; errors your code raises reach the test with their class
+and message. The ``*_on_random_batches`` pair does the same on batches drawn from the global RNGs of
+torch, NumPy and Python (a ``RandomRun``), so a resumed run continues exactly only if the checkpoint
+carries those RNGs' states.
 
 Every run here is single-threaded (``OneTorchThread``): some CPU kernels (BatchNorm's, say) sum in
 an order that depends on the number of threads, and a resumed run must be bit-identical to the
 uninterrupted one.
 
 Where a checkpoint goes (``how``): ``"path"`` (a ``pathlib.Path``), ``"str"`` (the path as a
-string), ``"open file"`` (the file at the path, opened ``"wb"`` / ``"rb"`` on your side) or
-``"file object"`` (an in-memory ``io.BytesIO`` on your side; the path is then unused).
+string), ``"open file"`` (the file at the path, opened ``"wb"`` / ``"rb"``) or ``"file object"`` (an
+in-memory ``io.BytesIO``; the path is then unused, so the save and the load happen in one driver).
 """
 
 from __future__ import annotations
@@ -30,14 +29,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 import adapters
-from tests.boundary import plain_data, stays_in_the_test, student_side
+from tests.boundary import driver, plain_data
 
 
 class OneTorchThread:
@@ -52,12 +51,9 @@ class OneTorchThread:
         return False
 
 
-@plain_data
 @dataclass(frozen=True)
 class ExplodesWhenPickled:
-    """A value that cannot be saved: pickling it (as ``torch.save`` does) raises an OSError.
-
-    It crosses the line as itself, so your save meets it in the model's ``state_dict()`` on your side."""
+    """A value that cannot be saved: pickling it (as ``torch.save`` does) raises an OSError."""
 
     why: str = field(default="simulated crash in the middle of writing the checkpoint")
 
@@ -103,6 +99,7 @@ MODELS = {
 }
 
 
+@plain_data
 @dataclass(frozen=True)
 class Setup:
     """A model (a key of ``MODELS``) and a ``torch.optim`` class (by name) with its options."""
@@ -119,13 +116,16 @@ class Setup:
         return model, getattr(torch.optim, self.optimizer)(model.parameters(), **self.options)
 
 
+@plain_data
 @dataclass
 class State:
-    """What a run leaves: an iteration and the ``state_dict()`` of its model and of its optimizer."""
+    """What a run leaves: an iteration and the ``state_dict()`` of its model and of its optimizer;
+    for a run that saved, the bytes of the checkpoint it wrote (``written``, else empty)."""
 
     iteration: int
     model: dict[str, Any]
     optimizer: dict[str, Any]
+    written: bytes = b""
 
 
 def observe(iteration: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> State:
@@ -177,6 +177,7 @@ def global_rngs_seeded(seed: int) -> Iterator[None]:
         random.setstate(states[2])
 
 
+@plain_data
 @dataclass
 class RandomRun:
     """A run on ``random_batch``: what the global RNGs gave at each step (``[torch, numpy, python]``),
@@ -188,7 +189,7 @@ class RandomRun:
 
 
 def straight(setup: Setup, total: int) -> State:
-    """Train ``total`` steps from seed 0 without any checkpoint (the reference, built and run here)."""
+    """Train ``total`` steps from seed 0 without any checkpoint: the reference, which a test runs itself."""
     with OneTorchThread():
         model, optimizer = setup.build(0)
         train(model, optimizer, range(total))
@@ -196,35 +197,13 @@ def straight(setup: Setup, total: int) -> State:
 
 
 def straight_on_random_batches(setup: Setup, total: int, seed: int = 0) -> RandomRun:
-    """Seed the global RNGs with ``seed``, train ``total`` steps on ``random_batch`` (the reference, here)."""
+    """Seed the global RNGs with ``seed``, train ``total`` steps on ``random_batch``: the reference, which a
+    test runs itself (the global RNGs are put back afterwards)."""
     draws: list[list[float]] = []
     with OneTorchThread(), global_rngs_seeded(seed):
         model, optimizer = setup.build(0)
         train(model, optimizer, range(total), draws)
     return RandomRun(0, draws, model.state_dict())
-
-
-def build(setup: Setup, seed: int) -> tuple[nn.Module, torch.optim.Optimizer]:
-    """``setup.build(seed)``, the test's own pair: the test trains it and reads it back, and in grading
-    your save and load get stand-ins of both (torch's optimizers always stay in the test; the model is
-    marked with ``stays_in_the_test``)."""
-    model, optimizer = setup.build(seed)
-    return stays_in_the_test(model), optimizer
-
-
-# -- what is built on your side of the line (each builds and returns; no observation) --------------------
-
-
-@student_side
-def open_file(path: Path, mode: str) -> IO[bytes]:
-    """Builds, observes nothing: ``open(path, mode)`` on your side of the line (the test closes it)."""
-    return open(path, mode)  # noqa: SIM115 - the test closes it with `with`
-
-
-@student_side
-def bytes_buffer() -> io.BytesIO:
-    """Builds, observes nothing: an empty ``io.BytesIO`` on your side of the line."""
-    return io.BytesIO()
 
 
 class Where:
@@ -233,59 +212,75 @@ class Where:
     def __init__(self, path: Path, how: str) -> None:
         if how not in ("path", "str", "open file", "file object"):
             raise ValueError(f"unknown way to give a checkpoint: {how!r}")
-        self.path, self.how, self.buffer = Path(path), how, None
+        self.path, self.how, self.buffer = Path(path), how, io.BytesIO()
 
     @contextmanager
     def opened(self, mode: str) -> Iterator[Any]:
         if self.how == "open file":
-            with open_file(self.path, mode) as f:
+            with open(self.path, mode) as f:
                 yield f
         elif self.how == "file object":
-            if self.buffer is None:
-                self.buffer = bytes_buffer()
             self.buffer.seek(0)
             yield self.buffer
         else:
             yield self.path if self.how == "path" else str(self.path)
 
+    def written(self) -> bytes:
+        """The checkpoint's bytes as they are now (a file object's content, or the file's)."""
+        return self.buffer.getvalue() if self.how == "file object" else self.path.read_bytes()
 
-# -- runs through your save and load; their loops and observations are the test's -----------------------
+
+def on_disk(how: str) -> str:
+    """``how``, refused when it is ``"file object"``: an in-memory file does not outlive its driver."""
+    if how == "file object":
+        raise ValueError("a file object lives in one driver: save and load it in one (resumed)")
+    return how
 
 
+# -- drivers: built, trained, saved and loaded beside your code; they return what the test checks ------
+
+
+@driver
 def save(setup: Setup, steps: int, iteration: int, path: Path, how: str = "path") -> None:
-    """Train ``steps`` steps from seed 0, then save with your code as iteration ``iteration``."""
+    """Build the setup from seed 0, train ``steps`` steps, save with your code as iteration ``iteration``."""
     with OneTorchThread():
-        model, optimizer = build(setup, 0)
+        model, optimizer = setup.build(0)
         train(model, optimizer, range(steps))
-        with Where(path, how).opened("wb") as out:
+        with Where(path, on_disk(how)).opened("wb") as out:
             adapters.run_save_checkpoint(model, optimizer, iteration, out)
 
 
+@driver
 def load_into_fresh(setup: Setup, path: Path, how: str = "path") -> State:
-    """Build the setup from another seed (1), load the checkpoint into it with your code; read it back."""
+    """Build the setup from another seed (1), load the checkpoint into it with your code; return what
+    your load returned and the pair's state dicts afterwards."""
     with OneTorchThread():
-        model, optimizer = build(setup, 1)
-        with Where(path, how).opened("rb") as src:
+        model, optimizer = setup.build(1)
+        with Where(path, on_disk(how)).opened("rb") as src:
             iteration = adapters.run_load_checkpoint(src, model, optimizer)
         return observe(iteration, model, optimizer)
 
 
+@driver
 def resumed(setup: Setup, k: int, total: int, path: Path, how: str = "path") -> State:
-    """Train ``k`` steps, save, load into a fresh pair (seed 1), train from the loaded iteration to ``total``."""
+    """Train ``k`` steps, save, load into a fresh pair (seed 1), train from the loaded iteration to
+    ``total``; return the loaded iteration, the final state dicts and the checkpoint's bytes."""
     with OneTorchThread():
-        model, optimizer = build(setup, 0)
+        model, optimizer = setup.build(0)
         train(model, optimizer, range(k))
         where = Where(path, how)
         with where.opened("wb") as out:
             adapters.run_save_checkpoint(model, optimizer, k, out)
+        written = where.written()
         # a different initialisation: everything must come from the checkpoint
-        model, optimizer = build(setup, 1)
+        model, optimizer = setup.build(1)
         with where.opened("rb") as src:
             start = adapters.run_load_checkpoint(src, model, optimizer)
         train(model, optimizer, range(start, total))
-        return observe(start, model, optimizer)
+        return State(start, model.state_dict(), optimizer.state_dict(), written)
 
 
+@driver
 def resumed_on_random_batches(
     setup: Setup, k: int, total: int, path: Path, how: str = "path", seed: int = 0
 ) -> RandomRun:
@@ -297,34 +292,39 @@ def resumed_on_random_batches(
     where, draws = Where(path, how), []
     with OneTorchThread():
         with global_rngs_seeded(seed):
-            model, optimizer = build(setup, 0)
+            model, optimizer = setup.build(0)
             train(model, optimizer, range(k), [])
             with where.opened("wb") as out:
                 adapters.run_save_checkpoint(model, optimizer, k, out)
-        with global_rngs_seeded(seed):  # a restarted run seeds its RNGs first, then loads the checkpoint
-            model, optimizer = build(setup, 1)
+        # a restarted run seeds its RNGs first, then loads the checkpoint
+        with global_rngs_seeded(seed):
+            model, optimizer = setup.build(1)
             with where.opened("rb") as src:
                 start = adapters.run_load_checkpoint(src, model, optimizer)
             train(model, optimizer, range(start, total), draws)
         return RandomRun(start, draws, model.state_dict())
 
 
+@driver
 def saving_every_step(setup: Setup, total: int, path: Path) -> State:
-    """Train ``total`` steps from seed 0, saving with your code after each; read the run itself back."""
+    """Train ``total`` steps from seed 0, saving with your code after each; return the run's own state."""
     with OneTorchThread():
-        model, optimizer = build(setup, 0)
+        model, optimizer = setup.build(0)
         for step in range(total):
             train(model, optimizer, range(step, step + 1))
             adapters.run_save_checkpoint(model, optimizer, step + 1, path)
         return observe(total, model, optimizer)
 
 
-def saving_every_step_on_random_batches(setup: Setup, total: int, path: Path, seed: int = 0) -> RandomRun:
+@driver
+def saving_every_step_on_random_batches(
+    setup: Setup, total: int, path: Path, seed: int = 0
+) -> RandomRun:
     """Seed the global RNGs, train ``total`` steps on ``random_batch``, saving with your code after
-    each; read the run itself back (its draws and final model), to compare with a run without saves."""
+    each; return the run itself (its draws and final model), to compare with a run without saves."""
     draws: list[list[float]] = []
     with OneTorchThread(), global_rngs_seeded(seed):
-        model, optimizer = build(setup, 0)
+        model, optimizer = setup.build(0)
         for step in range(total):
             train(model, optimizer, range(step, step + 1), draws)
             adapters.run_save_checkpoint(model, optimizer, step + 1, path)
@@ -335,22 +335,23 @@ CRASHABLE = Setup("SGD", {"lr": 0.1}, "crashable")
 
 
 def crashable_weights(shift: float = 0.0) -> dict[str, torch.Tensor]:
-    """The tensors of ``CRASHABLE``'s model from seed 0 with ``shift`` added to its weight (built here)."""
+    """The tensors of ``CRASHABLE``'s model from seed 0 with ``shift`` added to its weight."""
     model, _ = CRASHABLE.build(0)
     with torch.no_grad():
         model.linear.weight.add_(shift)
     return {k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}
 
 
-def save_crashable(path: Path, iteration: int, *, shift: float = 0.0, crash: bool = False) -> dict:
-    """Save a ``CrashableModel`` (seed 0, ``shift`` added to its weight) with an SGD optimizer.
+@driver
+def save_crashable(path: Path, iteration: int, *, shift: float = 0.0, crash: bool = False) -> None:
+    """Save with your code a ``CrashableModel`` (seed 0, ``shift`` added to its weight: the tensors of
+    ``crashable_weights(shift)``) with an SGD optimizer.
 
     With ``crash`` its state cannot be pickled, so your save fails midway with an OSError
-    ("simulated crash ..."). Returns the weights it saved (``crashable_weights(shift)``).
+    ("simulated crash ...").
     """
-    model, optimizer = build(CRASHABLE, 0)
+    model, optimizer = CRASHABLE.build(0)
     with torch.no_grad():
         model.linear.weight.add_(shift)
     model.crash = crash
     adapters.run_save_checkpoint(model, optimizer, iteration, path)
-    return crashable_weights(shift)

@@ -1,9 +1,12 @@
-"""Scenarios of part 2: your ``Linear`` initialised under a seed, a backward pass, and ``set_seed``.
+"""Scenarios of part 2: your ``Linear`` and ``Cruncher`` built, initialised, run and differentiated,
+and ``set_seed``.
 
-Each drives your code through ``adapters`` and returns what it observed: weights, gradients,
-numbers drawn. In grading they run on the tests' side of the line and reach your modules call by
-call (see ``tests/boundary.py``): the global RNGs a scenario seeds are the ones your code draws
-from, and a backward pass through your module's output runs on through your module.
+Each ``@driver`` builds your module through ``adapters`` (by name: ``"linear"`` or ``"cruncher"``),
+runs it, and returns what it observed as data: weights, outputs, gradients, where each parameter
+lives, numbers drawn. The tests compute their references (``F.linear``, closed-form statistics)
+themselves. In grading each driver runs beside your code, as one round trip (see
+``tests/boundary.py``); like every driver it starts from the global RNGs seeded with 0, so one that
+needs another seed takes it as an argument.
 """
 
 from __future__ import annotations
@@ -15,37 +18,98 @@ import numpy as np
 import torch
 
 import adapters
-from tests.boundary import driver
+from tests.boundary import driver, plain_data
 
 #: Your modules, by the names the tests use.
 MODULES = {"linear": adapters.get_linear_cls, "cruncher": adapters.get_cruncher_cls}
 
 
+def build(module: str, args: tuple = (), kwargs: dict | None = None) -> torch.nn.Module:
+    """Your ``module`` (``"linear"`` or ``"cruncher"``) built as ``Module(*args, **kwargs)``."""
+    return MODULES[module]()(*args, **(kwargs or {}))
+
+
+def as_data(value: object) -> object:
+    """What a module returned, as a driver may return it: a tensor detached, anything else by its
+    type's name (``"<tuple>"``), which no claim about a tensor accepts."""
+    return value.detach() if isinstance(value, torch.Tensor) else f"<{type(value).__name__}>"
+
+
+@driver
 def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """The weight of a ``Linear(d_in, d_out[, dtype=dtype])`` built right after ``torch.manual_seed(seed)``.
-
-    The global RNGs are put back afterwards.
-    """
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        layer = adapters.get_linear_cls()(
-            d_in, d_out, **({} if dtype is None else {"dtype": dtype})
-        )
-    return layer.weight.detach()
+    """Builds a ``Linear(d_in, d_out[, dtype=dtype])`` right after ``torch.manual_seed(seed)``; returns its weight."""
+    torch.manual_seed(seed)
+    layer = adapters.get_linear_cls()(d_in, d_out, **({} if dtype is None else {"dtype": dtype}))
+    return layer.weight.detach().clone()
 
 
-def parameter_placement(
-    module: str, args: tuple, device: str, dtype: torch.dtype
-) -> dict[str, tuple[str, torch.dtype, tuple[int, ...]]]:
-    """Build your ``module`` (``"linear"`` or ``"cruncher"``) from ``args`` with ``device=`` and ``dtype=``;
-    return, for each parameter, the type of its device, its dtype and its shape.
+@plain_data
+@dataclass
+class Parameter:
+    """One parameter of a module: where it lives, its dtype and shape, and whether it requires grad."""
+
+    device: str  # the device's type: "cpu", "meta", "cuda"
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    requires_grad: bool
+
+
+@plain_data
+@dataclass
+class Layout:
+    """A module's ``named_parameters()`` and the shapes of its ``state_dict()``, each in its order."""
+
+    parameters: dict[str, Parameter]
+    state_dict: dict[str, tuple[int, ...]]
+
+
+@driver
+def layout(module: str, args: tuple = (), kwargs: dict | None = None) -> Layout:
+    """Builds your ``module`` as ``Module(*args, **kwargs)`` (its errors propagate); returns its Layout.
 
     On ``device="meta"`` nothing is allocated (and nothing crosses but these descriptions).
     """
-    model = MODULES[module]()(*args, device=device, dtype=dtype)
-    return {name: (p.device.type, p.dtype, tuple(p.shape)) for name, p in model.named_parameters()}
+    model = build(module, args, kwargs)
+    return Layout(
+        {
+            name: Parameter(p.device.type, p.dtype, tuple(p.shape), p.requires_grad)
+            for name, p in model.named_parameters()
+        },
+        {key: tuple(value.shape) for key, value in model.state_dict().items()},
+    )
 
 
+@plain_data
+@dataclass
+class Forward:
+    """A module's weights (its ``state_dict()``, detached) and its output on each input (``as_data``)."""
+
+    weights: dict[str, torch.Tensor]
+    outputs: list[object]
+
+
+@driver
+def forward(
+    module: str,
+    args: tuple,
+    inputs: list[torch.Tensor],
+    kwargs: dict | None = None,
+    weights: dict[str, torch.Tensor] | None = None,
+    cast: torch.dtype | None = None,
+) -> Forward:
+    """Builds your ``module`` as ``Module(*args, **kwargs)``, then ``.to(cast)`` and ``load_state_dict(weights)``
+    where given; returns its weights and its output on each of ``inputs`` (under ``torch.no_grad()``)."""
+    model = build(module, args, kwargs)
+    if cast is not None:
+        model = model.to(cast)
+    if weights is not None:
+        model.load_state_dict(weights)
+    with torch.no_grad():
+        outputs = [as_data(model(x)) for x in inputs]
+    return Forward({k: v.detach().clone() for k, v in model.state_dict().items()}, outputs)
+
+
+@plain_data
 @dataclass
 class Gradients:
     """The gradients of ``(module(x) * upstream).sum()``: of each parameter (None if it got none) and of x."""
@@ -54,6 +118,7 @@ class Gradients:
     input: torch.Tensor | None
 
 
+@driver
 def gradients(
     module: str,
     args: tuple,
@@ -61,15 +126,19 @@ def gradients(
     x: torch.Tensor,
     upstream: torch.Tensor,
 ) -> Gradients:
-    """Build your ``module`` (``"linear"`` or ``"cruncher"``) from ``args``, load ``weights``, backpropagate.
-
-    The loss is ``(module(x) * upstream).sum()``, so ``upstream`` is the gradient of the output.
-    """
-    model = MODULES[module]()(*args)
+    """Builds your ``module`` from ``args``, loads ``weights``, backpropagates ``(module(x) * upstream).sum()``
+    (so ``upstream`` is the gradient of the output); returns the Gradients, detached."""
+    model = build(module, args)
     model.load_state_dict(weights)
     x = x.detach().clone().requires_grad_()
     (model(x) * upstream).sum().backward()
-    return Gradients({name: p.grad for name, p in model.named_parameters()}, x.grad)
+
+    def detached(grad: torch.Tensor | None) -> torch.Tensor | None:
+        return None if grad is None else grad.detach()
+
+    return Gradients(
+        {name: detached(p.grad) for name, p in model.named_parameters()}, detached(x.grad)
+    )
 
 
 def draw_from_every_generator() -> tuple[float, float, float]:
@@ -77,7 +146,63 @@ def draw_from_every_generator() -> tuple[float, float, float]:
 
 
 @driver
-def seeded_draws(seed: int, rounds: int) -> list[tuple[float, float, float]]:
-    """Call your ``set_seed(seed)``, then draw from ``random``, numpy and torch ``rounds`` times."""
+def seeded_draws(seed: int, rounds: int, draws_before: int = 0) -> list[tuple[float, float, float]]:
+    """Draws from ``random``, numpy and torch ``draws_before`` times (a state ``set_seed`` must reset: every
+    driver starts from the same one), calls your ``set_seed(seed)``, then returns ``rounds`` more draws."""
+    for _ in range(draws_before):
+        draw_from_every_generator()
     adapters.run_set_seed(seed)
     return [draw_from_every_generator() for _ in range(rounds)]
+
+
+@driver
+def inits_after_set_seed(
+    seeds: list[int], dim: int, num_layers: int
+) -> list[dict[str, torch.Tensor]]:
+    """For each seed in turn, in one process: calls your ``set_seed(seed)``, then builds a
+    ``Cruncher(dim, num_layers)``; returns each one's initial ``state_dict()``, detached."""
+    out = []
+    for seed in seeds:
+        adapters.run_set_seed(seed)
+        model = adapters.get_cruncher_cls()(dim, num_layers)
+        out.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+    return out
+
+
+def global_rng_states() -> dict[str, object]:
+    """The states of the global RNGs of ``random``, numpy and torch (the CPU's), by name."""
+    return {
+        "random": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+
+
+def same_state(a: object, b: object) -> bool:
+    """Whether two states of ``global_rng_states`` are equal (numpy's holds an array)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_state(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and np.array_equal(a, b)
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b
+
+
+def changed_since(before: dict[str, object]) -> list[str]:
+    """The names of the global RNGs whose state is no longer the one in ``before``."""
+    after = global_rng_states()
+    return [name for name in before if not same_state(before[name], after[name])]
+
+
+@driver
+def set_seed_rejecting(seed: object) -> list[str]:
+    """Calls your ``set_seed(seed)`` for a seed it must reject; returns the names of the global RNGs it
+    changed, or, where it raised and changed none, raises its exception again (``[]``: it did nothing)."""
+    before = global_rng_states()
+    try:
+        adapters.run_set_seed(seed)
+    except Exception:
+        if not changed_since(before):
+            raise
+    return changed_since(before)

@@ -1,10 +1,11 @@
 """Scenarios of part 3: an optimizer driven over a seeded noisy quadratic, and what it leaves behind.
 
-Each function takes an optimizer class (yours, from ``adapters.get_..._cls()``, or
-``torch.optim``'s) and plain inputs, runs it, and returns what it observed: the parameters at
-chosen steps and the optimizer's final state. ``tests/test_optim.py`` runs both and compares.
-In grading these loops run on the tests' side of the line and drive your optimizer call by call
-(see ``tests/boundary.py``): the parameters your optimizer is handed are the tests' own tensors.
+The plain functions (``trajectory``, ``state_placement``, ``closure_run``, ``resumed_by_state_dict``)
+take an optimizer class and plain inputs, run it, and return what they observed: the parameters at
+chosen steps, the optimizer's final state, what ``step()`` did to ``.grad`` and to the parameters'
+memory. A test calls them with ``torch.optim``'s class (the reference) and calls the ``@driver`` of
+the same name prefixed ``student_`` for yours: it looks your class up by name (``"adam"``) and runs
+the same function beside your code (one round trip in grading, see ``tests/boundary.py``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,32 @@ from typing import Any
 
 import torch
 
+import adapters
+from tests.boundary import driver, plain_data
+
+#: Your optimizers, by the names the tests use.
+OPTIMIZERS = {
+    "sgd": adapters.get_sgd_cls,
+    "adagrad": adapters.get_adagrad_cls,
+    "rmsprop": adapters.get_rmsprop_cls,
+    "adam": adapters.get_adam_cls,
+    "adamw": adapters.get_adamw_cls,
+}
+
 SHAPES: dict[str, tuple[int, ...]] = {"weight": (5, 3), "bias": (3,)}
 
 
+def as_data(value: Any) -> Any:
+    """``value`` as a driver may return it: a tensor detached (a copy), a number, string or None as it
+    is, anything else by its type's name (``"<list>"``), which no claim about a tensor accepts."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return f"<{type(value).__name__}>"
+
+
+@plain_data
 @dataclass
 class Problem:
     """A seeded noisy quadratic: grad(p) = curvature * (p - target) + noise[t]."""
@@ -65,16 +89,15 @@ class Problem:
                 p.grad = grad
 
 
+@plain_data
 @dataclass
 class Trajectory:
     """What one run leaves to compare: the parameters after chosen steps, and the final state."""
 
-    params: dict[
-        int, dict[str, torch.Tensor]
-    ]  # step -> parameter name -> its value after that step
-    state: dict[
-        str, dict[str, Any]
-    ]  # parameter name -> optimizer.state[parameter] after the last step
+    params: dict[int, dict[str, torch.Tensor]]
+    """step -> parameter name -> its value after that step."""
+    state: dict[str, dict[str, Any]]
+    """parameter name -> ``optimizer.state[parameter]`` after the last step, each value ``as_data``."""
     grad_changed: list[tuple[int, str]] = field(default_factory=list)
     """(step, parameter name) for each step() that changed the parameter's ``.grad`` (if watched)."""
     moved: list[tuple[int, str]] = field(default_factory=list)
@@ -149,8 +172,17 @@ def trajectory(
                     moved.append((t + 1, k))
         if t + 1 in checkpoints or t + 1 == steps:
             seen[t + 1] = {k: p.detach().clone() for k, p in params.items()}
-    state = {k: dict(opt.state[p]) for k, p in params.items()}
+    state = {k: {key: as_data(v) for key, v in opt.state[p].items()} for k, p in params.items()}
     return Trajectory(seen, state, grad_changed, moved)
+
+
+@driver
+def student_trajectory(
+    name: str, problem: Problem, kwargs: dict, steps: int, checkpoints: set[int], **driving: Any
+) -> Trajectory:
+    """Runs ``trajectory`` (same arguments, ``driving`` its keywords) with your optimizer ``name``
+    (``"adam"``); returns its Trajectory."""
+    return trajectory(OPTIMIZERS[name](), problem, kwargs, steps, checkpoints, **driving)
 
 
 #: A state entry described as data: a tensor by (dtype, device type, shape), anything else by its type's name.
@@ -203,25 +235,59 @@ def state_placement(
     return placements, error
 
 
+@driver
+def student_state_placement(
+    name: str,
+    kwargs: dict,
+    shapes: dict[str, tuple[int, ...]],
+    dtype: torch.dtype,
+    device: str,
+    steps: int = 2,
+) -> tuple[dict[str, dict[str, Placement]], str | None]:
+    """Runs ``state_placement`` with your optimizer ``name``; returns its placements and error."""
+    return state_placement(OPTIMIZERS[name](), kwargs, shapes, dtype, device, steps)
+
+
+@plain_data
+@dataclass
+class ClosureRun:
+    """What ``step(closure)`` did: the parameter after the last step, what each call of ``step``
+    returned (``as_data``), and, per call of the closure, whether gradients were enabled in it."""
+
+    param: torch.Tensor
+    returned: list[Any]
+    grad_enabled: list[bool]
+
+
 def closure_run(
     cls: type[torch.optim.Optimizer], kwargs: dict, target: torch.Tensor, steps: int
-) -> tuple[torch.Tensor, list]:
+) -> ClosureRun:
     """Minimise |p - target|^2 from p = 0 with ``step(closure)`` under ``torch.no_grad()``.
 
-    Returns the final parameter and what each ``step(closure)`` returned.
+    The closure zeroes the gradients, computes the loss and, where gradients are enabled (as
+    ``step`` must enable them), backpropagates it; it records whether they were.
     """
     p = torch.zeros_like(target, requires_grad=True)
     opt = cls([p], **kwargs)
+    grad_enabled: list[bool] = []
 
     def closure():
+        grad_enabled.append(torch.is_grad_enabled())
         opt.zero_grad()
         loss = (p - target).pow(2).sum()
-        loss.backward()
+        if loss.requires_grad:
+            loss.backward()
         return loss
 
     with torch.no_grad():
-        returned = [opt.step(closure) for _ in range(steps)]
-    return p.detach(), returned
+        returned = [as_data(opt.step(closure)) for _ in range(steps)]
+    return ClosureRun(p.detach().clone(), returned, grad_enabled)
+
+
+@driver
+def student_closure_run(name: str, kwargs: dict, target: torch.Tensor, steps: int) -> ClosureRun:
+    """Runs ``closure_run`` with your optimizer ``name``; returns its ClosureRun."""
+    return closure_run(OPTIMIZERS[name](), kwargs, target, steps)
 
 
 def resumed_by_state_dict(
@@ -246,4 +312,21 @@ def resumed_by_state_dict(
     for t in range(split, steps):
         problem.set_grads(resumed, t)
         opt_b.step()
-    return {k: v.detach() for k, v in straight.items()}, {k: v.detach() for k, v in resumed.items()}
+    return (
+        {k: v.detach().clone() for k, v in straight.items()},
+        {k: v.detach().clone() for k, v in resumed.items()},
+    )
+
+
+@driver
+def student_resumed_by_state_dict(
+    name: str, problem: Problem, kwargs: dict, split: int, steps: int
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Runs ``resumed_by_state_dict`` with your optimizer ``name``; returns (straight, resumed)."""
+    return resumed_by_state_dict(OPTIMIZERS[name](), problem, kwargs, split, steps)
+
+
+@driver
+def student_optimizer_built(name: str, kwargs: dict) -> None:
+    """Builds your optimizer ``name`` over one (2,) parameter with ``kwargs`` (its errors propagate)."""
+    OPTIMIZERS[name]()([torch.zeros(2, requires_grad=True)], **kwargs)

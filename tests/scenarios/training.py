@@ -1,10 +1,11 @@
 """Scenarios of the training loop: your ``cs336`` command, watched from outside, and the state its
 checkpoints hold.
 
-All of them run on the tests' side of the line (see ``tests/boundary.py``): ``cs336`` calls your
-command and keeps what it printed (``printed_by``), ``train_killed_at_random`` has your command
-killed mid-run (``killed_midway``), and ``load_final_state`` drives your model and optimizer call
-by call to read a checkpoint back.
+``cs336`` calls your command and keeps what it printed (``printed_by``), and
+``train_killed_at_random`` has your command killed mid-run (``killed_midway``): both are plain
+calls of ``adapters.run_cs336`` (see ``tests/boundary.py``). ``load_final_state`` is a driver: it
+builds your Cruncher and AdamW beside your code, loads a checkpoint into them with your code and
+returns their state dicts.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import adapters
-from tests.boundary import killed_midway, printed_by
+from tests.boundary import driver, killed_midway, printed_by
 
 
 @dataclass
@@ -54,8 +55,10 @@ def train_killed_once_saved(argv: list[str], checkpoint: Path) -> tuple[int, str
     return killed_midway("run_cs336", [argv], once_written=checkpoint, after=0.0)
 
 
+@driver
 def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, dict, dict]:
-    """Load a checkpoint of ``cs336 train`` into a fresh Cruncher + AdamW; return (iteration, states)."""
+    """Build your Cruncher (``dim``, ``layers``) and AdamW, load the checkpoint of ``cs336 train`` at
+    ``path`` into them with your code; return the iteration it gave and their state dicts."""
     model = adapters.get_cruncher_cls()(dim, layers)
     optimizer = adapters.get_adamw_cls()(model.parameters(), lr=0.01)
     iteration = adapters.run_load_checkpoint(path, model, optimizer)
