@@ -310,6 +310,16 @@ RULES = '''\
 may_use = "Python's arithmetic"
 
 [[rules]]
+id = "no-reaching-the-tests"
+short = "reaching the tests or the interpreter's insides"
+part = "all"
+forbidden = ["tests", "sys.modules", "sys._getframe", "gc", "inspect", "ctypes", "builtins", "exec", "eval"]
+attributes = ["f_back", "f_locals", "tb_frame", "__globals__", "__code__"]
+computed_imports = true
+outside_stores = true
+says = "your code may not reach the tests, nor the interpreter's insides through which it could change them"
+
+[[rules]]
 id = "no-operator-module"
 short = "the operator module"
 part = "calc"

@@ -212,10 +212,10 @@ time.monotonic = lambda: 0.0
 time.time = lambda: 0.0
 ''', sum_below="return sum(range(n))")
 
-# -- rewiring what drives the student's object: the test's loop runs in the judge, out of reach -------
+# -- rewiring the driver that runs the student's object (drivers run in the worker, beside it) --------
 BROKEN_MEAN = calc_with(feed="for x in xs: tally.add(2 * x)").replace("self.total += x", "self.total += 2 * x")
 REWIRE = '''
-def _rewire():  # every scenario and @student_side function the worker could run answers with a right class
+def _rewire():  # the driver of the running-mean test runs a right class; the tally halves what feed doubled
     import tests.boundary as boundary
     import tests.scenarios.mean as scenario
 
@@ -230,11 +230,10 @@ def _rewire():  # every scenario and @student_side function the worker could run
         def mean(self):
             return sum(self.values) / len(self.values)
 
-    real = scenario.drive
-    scenario.drive = lambda cls, xs: real(Right, xs)
-    for name in list(boundary.SCENARIOS):
-        boundary.SCENARIOS[name] = lambda *args, **kwargs: real(Right, args[-1])
-    scenario.Tally.add = lambda self, x: self.values.append(x / 2)  # undoes the broken feed's doubling
+    for name in list(boundary.DRIVERS):
+        if name.endswith(":student_means"):
+            boundary.DRIVERS[name] = lambda xs: scenario.drive(Right, xs)
+    scenario.Tally.add = lambda self, x: self.values.append(x / 2)
 
 
 try:
@@ -257,7 +256,7 @@ def _slow(n):
 DELEGATE = calc_with(prefix="import operator\nfrom math import prod as _product", mul="return operator.mul(a, b)",
                      scale_file="return [_product((k, int(x))) for x in open(path).read().split()]")
 # -- crashes and hangs ----------------------------------------------------------------------------
-SEGFAULT = calc_with(prefix="import ctypes", mul="return ctypes.string_at(0)")
+SEGFAULT = calc_with(prefix="import faulthandler", mul="return faulthandler._sigsegv()")  # a real one, no ctypes
 SWALLOW = calc_with(mul='''
     while True:
         try:
@@ -436,10 +435,14 @@ def test_good_submission_gets_every_cpu_point_and_gpu_pending(graded):
 
 
 def test_patching_pytest_asserts_and_test_modules_in_the_worker_changes_nothing(graded):
-    """Patching pytest.approx, math.isclose, _pytest internals and tests.* in the worker: the judge is untouched."""
+    """Patching pytest.approx, math.isclose, _pytest internals and tests.* in the worker: the judge is untouched
+    (the broken mul fails on its own assertion, not on a remark), and reaching the tests costs every test."""
     r = result(graded, "patch_asserts")
-    assert one(r, "test_mul_matches_python").outcome == "failed", explain(r)
-    assert r.score == full(r) - points(r, "test_mul_matches_python"), explain(r)
+    mul = one(r, "test_mul_matches_python")
+    assert mul.outcome == "failed" and "no-reaching-the-tests" not in mul.output, explain(r)
+    others = [t for t in r.tests if t.outcome != "pending" and t is not mul]
+    assert all(t.outcome == "failed" and "no-reaching-the-tests" in t.output for t in others), explain(r)
+    assert r.score == 0, explain(r)
 
 
 # -- reading what it must not ------------------------------------------------------------------
@@ -656,18 +659,18 @@ def test_patching_the_workers_clocks_does_not_pass_a_speed_test(graded):
 # -- crashes and hangs ---------------------------------------------------------------------------
 
 
-def test_rewiring_the_scenario_that_drives_a_class_earns_nothing_over_the_broken_class(graded):
-    """A broken RunningMean and a broken feed whose module rewires, at import, the scenario that drives
-    the class (and every @student_side function) to use a right class, and the test's Tally class to
-    undo the broken feed: the test's loop runs in the judge and reaches the submission's own class
-    through the adapters, and the tally feed adds to stays in the judge (a stand-in crosses), so the
-    attack earns what the broken code earns."""
+def test_rewiring_the_driver_that_runs_a_class_earns_nothing_over_the_broken_class(graded):
+    """A broken RunningMean and a broken feed whose module rewires, at import, the driver of the running-mean
+    test to run a right class, and the tests' Tally to undo the broken feed. Drivers run in the worker, so
+    the rewiring works there; the rules screen reads the source, finds it reaching the tests, and no test
+    of the submission earns a point, the rule named in each."""
     broken, rewired = result(graded, "broken_mean"), result(graded, "rewire_scenario")
     assert one(result(graded, "good"), "test_feed_adds_every_value_to_the_tests_tally").outcome == "passed"
     lost = points(broken, "test_running_mean_follows_every_update", "test_feed_adds_every_value_to_the_tests_tally")
     assert lost > 0 and broken.score == full(broken) - lost, explain(broken)
-    assert one(rewired, "test_feed_adds_every_value_to_the_tests_tally").outcome == "failed", explain(rewired)
-    assert rewired.score == broken.score, explain(rewired)
+    ran = [t for t in rewired.tests if t.outcome != "pending"]
+    assert ran and all(t.outcome == "failed" and "no-reaching-the-tests" in t.output for t in ran), explain(rewired)
+    assert rewired.score == 0 < broken.score, explain(rewired)
 
 
 @pytest.mark.parametrize("case", ["segfault", "os_exit_test"])

@@ -358,13 +358,13 @@ def test_annotations_and_docstrings_are_not_uses() -> None:
     assert not report.violations, "\n".join(v.message() for v in report.violations)
 
 
-def test_a_scenario_called_with_a_name_stands_for_that_class_alone(tmp_path: Path) -> None:
-    """The judge records `drive#adam` for a scenario given "adam": only get_adam_cls's violations can cost it."""
+def test_a_driver_called_with_a_name_stands_for_that_class_alone(tmp_path: Path) -> None:
+    """The judge records `drive#adam` for a driver given "adam": only get_adam_cls's violations can cost it."""
     (tmp_path / "tests" / "scenarios").mkdir(parents=True)
     (tmp_path / "tests" / "scenarios" / "drive.py").write_text(
-        "import adapters\nfrom tests.boundary import student_side\n\n"
+        "import adapters\nfrom tests.boundary import driver\n\n"
         'STUDENT = {"adam": adapters.get_adam_cls, "sgd": adapters.get_sgd_cls}\n\n\n'
-        "@student_side\ndef drive(name, steps):\n    return STUDENT[name]()\n"
+        "@driver\ndef drive(name, steps):\n    return STUDENT[name]()\n"
     )
     reached = delegation.adapters_reached(["tests.scenarios.drive:drive#adam", "adapters:run_linear"], tmp_path)
     assert reached == {"get_adam_cls", "run_linear"}
