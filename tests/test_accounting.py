@@ -18,7 +18,6 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
-from tests.boundary import skip_in_grading
 from tests.scenarios import accounting
 from tests.scenarios.accounting import Net, mlp
 
@@ -266,7 +265,7 @@ def test_count_flops_on_the_meta_device() -> None:
     net = Net("mlp", (8, 6, 4))
     x = torch.randn(3, 8, generator=torch.Generator().manual_seed(3))
     expected = torch_flops(accounting.build(net), x)
-    got = adapters.run_count_flops(accounting.built(net).to("meta"), x.to("meta"))
+    got = accounting.student_count_flops(net, x, device="meta")
     assert got == expected, (
         f"count_flops on the meta device counted {got}, on the CPU FlopCounterMode counts {expected}: count from "
         "the shapes of the matmuls' arguments, never from their values"
@@ -528,15 +527,14 @@ def test_napkin_math_rejects_bad_input(call, match: str) -> None:
 
 
 def test_time_matmul_warms_up_then_times_each_call() -> None:
-    """time_matmul runs warmup + iters matmuls and returns a positive time per call.
-
-    Not graded: it counts the matmuls with FlopCounterMode around your call, which sees nothing of
-    a call run in another process (grading); test_time_matmul_returns_the_mean_seconds_of_one_call is.
-    """
-    skip_in_grading("FlopCounterMode counts only the matmuls of its own process")
+    """time_matmul runs warmup + iters matmuls (FlopCounterMode counts them around your call) and returns a positive time per call."""
     a, b = torch.randn(8, 4), torch.randn(4, 6)
     seconds, flops = accounting.student_time_matmul_flops(a, b, warmup=2, iters=3)
-    assert flops == (2 + 3) * 2 * 8 * 4 * 6, "expected 2 warm-up and 3 timed matmuls"
+    one = 2 * 8 * 4 * 6  # the FLOPs of one (8, 4) @ (4, 6)
+    assert flops == (2 + 3) * one, (
+        f"time_matmul(warmup=2, iters=3) ran {flops / one:g} matmuls of (8, 4) @ (4, 6), expected 2 warm-up and "
+        "3 timed ones"
+    )
     assert seconds > 0
 
 
