@@ -18,7 +18,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import adapters
-from tests.boundary import skip_in_grading
 from tests.scenarios import precision
 from tests.scenarios.precision import ScalerRun
 
@@ -620,11 +619,8 @@ def test_fp8_matmul_multiplies_in_the_fp8_kernel(granularity):
     """fp8_matmul runs torch._scaled_mm once on the fp8 operands and no matmul on dequantised copies.
 
     On a CPU both give the same numbers (the CPU kernel itself dequantises), so which op runs is
-    what tells them apart; on an H100 only _scaled_mm uses the fp8 tensor cores. Not graded: the op
-    log sees only its own process, not a call run in another (grading); the bit-for-bit comparisons
-    with torch._scaled_mm are.
+    what tells them apart; on an H100 only _scaled_mm uses the fp8 tensor cores.
     """
-    skip_in_grading("the aten op log sees only the ops of its own process")
     g = torch.Generator().manual_seed(6)
     a, b = torch.randn(16, 32, generator=g), torch.randn(32, 16, generator=g)
     out, ops = precision.student_fp8_matmul_ops(a, b, granularity, torch.bfloat16)
@@ -702,7 +698,7 @@ def _two_lr0_steps(sizes: tuple[int, ...], seed: int) -> list:
 def test_mixed_precision_step_returns_a_detached_loss():
     """The returned loss is detached from its graph, so a caller keeping every step's loss keeps no activations alive."""
     for i, step in enumerate(_two_lr0_steps((12, 8, 4), seed=2)):
-        assert step.loss_grad_fn is None and not step.loss.requires_grad, (
+        assert step.loss_grad_fn is None and not step.loss_requires_grad, (
             f"step {i} returned a loss that still carries its graph (grad_fn={step.loss_grad_fn}): a training loop "
             "that appends it to a list keeps every step's activations in memory; return loss.detach()"
         )
@@ -828,8 +824,8 @@ def test_loss_scaler_with_two_optimizers_and_unscale_before_clipping_matches_gra
 
 def test_loss_scaler_defaults_and_first_decisions():
     """Defaults are GradScaler's: scale 2**16; an inf halves it and skips the step; a clean step leaves it."""
-    scaler = adapters.get_loss_scaler_cls()()
-    assert scaler.get_scale() == 2.0**16
+    initial, _ = precision.student_scaled_losses({}, [])
+    assert initial == 2.0**16, f"DynamicLossScaler().get_scale() is {initial}, GradScaler's default init_scale is 2**16"
     run = _scaler_run(3, {0: float("inf")}, seed=1)
     scales, params = _run_scaler("ours", {}, run)
     assert scales == [2.0**15, 2.0**15, 2.0**15], f"expected [2**15] * 3, got {scales}"
@@ -842,8 +838,7 @@ def test_loss_scaler_defaults_and_first_decisions():
 def test_loss_scaler_scales_in_fp32_whatever_the_loss_dtype(loss_dtype):
     """scale(loss) multiplies by S as an fp32 tensor: a 0-d fp16 or bf16 loss comes back fp32, so 3.0 x 2**16 is
     196608 where fp16 (max 65504) would have overflowed to inf."""
-    scaler = adapters.get_loss_scaler_cls()(init_scale=2.0**16)
-    scaled = scaler.scale(torch.tensor(3.0, dtype=loss_dtype))
+    _, [scaled] = precision.student_scaled_losses({"init_scale": 2.0**16}, [torch.tensor(3.0, dtype=loss_dtype)])
     assert scaled.shape == () and scaled.dtype == torch.float32, (
         f"scale() of a 0-d {loss_dtype} loss returned {scaled.dtype} of shape {tuple(scaled.shape)}: multiply by "
         "S as an fp32 tensor (torch.tensor(S, dtype=torch.float32)), which promotes a 0-d half loss to fp32"
@@ -857,41 +852,46 @@ def test_loss_scaler_scales_in_fp32_whatever_the_loss_dtype(loss_dtype):
 @pytest.mark.parametrize("loss_dtype", [torch.float16, torch.float32], ids=_name)
 def test_loss_scaler_scales_a_loss_on_its_own_device(loss_dtype):
     """(CPU twin of the device) scale() of a loss on the meta device is on the meta device: S is made on the loss's device."""
-    scaler = adapters.get_loss_scaler_cls()(init_scale=1024.0)
-    assert scaler.scale(torch.tensor(2.0, dtype=loss_dtype)).item() == 2048.0, "scale() of 2.0 with S = 1024 on the CPU"
-    scaled = scaler.scale(torch.empty((), dtype=loss_dtype, device="meta"))
+    losses = [torch.tensor(2.0, dtype=loss_dtype), torch.empty((), dtype=loss_dtype, device="meta")]
+    _, [on_cpu, scaled] = precision.student_scaled_losses({"init_scale": 1024.0}, losses)
+    assert on_cpu.item() == 2048.0, "scale() of 2.0 with S = 1024 on the CPU"
     assert scaled.device.type == "meta" and scaled.dtype == torch.float32, (
         f"scale() of a meta {loss_dtype} loss gave a {scaled.dtype} tensor on {scaled.device}: keep the product on "
         "the loss's device (create S there) and in fp32"
     )
 
 
+#: The calls of the misuse test, in order, and why each one that must raise RuntimeError must.
+SCALER_CALLS = ["update", "unscale_", "unscale_", "step", "step", "unscale_", "update"]
+SCALER_MISUSE = {0: "update() before any step: nothing to decide from", 2: "unscale_() twice before update()",
+                 4: "step() twice before update()", 5: "unscale_() after step(), before update()"}
+
+
 def test_loss_scaler_misuse_is_a_runtime_error_and_fp16_gradients_a_value_error():
     """update() before any step, unscale_() twice or after step(), and step() twice are RuntimeErrors; fp16 gradients a
     ValueError; a clean step divides the gradient by S and steps (the parameter moves by exactly lr * g / S)."""
-    cls = adapters.get_loss_scaler_cls()
-    p = torch.nn.Parameter(torch.ones(3))
-    p.grad = torch.full((3,), 2.0**10)
-    optimizer = precision.torch_optimizer("sgd", [p], {"lr": 0.5})
-    scaler = cls(init_scale=2.0**10)
-    with pytest.raises(RuntimeError):
-        scaler.update()  # no step yet: nothing to decide from
-    scaler.unscale_(optimizer)
-    with pytest.raises(RuntimeError):
-        scaler.unscale_(optimizer)  # twice before update()
-    scaler.step(optimizer)
-    with pytest.raises(RuntimeError):
-        scaler.step(optimizer)  # twice before update()
-    with pytest.raises(RuntimeError):
-        scaler.unscale_(optimizer)  # after step(), before update()
-    scaler.update()
-    assert torch.equal(p.detach(), torch.full((3,), 0.5)), (
+    raised, p = precision.student_scaler_calls(
+        {"init_scale": 2.0**10}, SCALER_CALLS, param=torch.ones(3), grad=torch.full((3,), 2.0**10), lr=0.5,
+    )
+    for i, (call, error) in enumerate(zip(SCALER_CALLS, raised, strict=True)):
+        calls = ", ".join(f"{c}()" for c in SCALER_CALLS[: i + 1])
+        if i in SCALER_MISUSE:
+            assert error is not None and "RuntimeError" in error.bases, (
+                f"after {calls}: {SCALER_MISUSE[i]} must raise RuntimeError, as GradScaler does; "
+                f"{'it raised nothing' if error is None else f'it raised {error}'}"
+            )
+        else:
+            assert error is None, f"after {calls}: the last call is allowed, yet it raised {error}"
+    assert torch.equal(p, torch.full((3,), 0.5)), (
         f"after unscale_ (g = 2**10 / 2**10 = 1) and an SGD step of lr 0.5 the parameter should be 0.5, got {p.tolist()}"
     )
-    half = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
-    half.grad = torch.ones(2, dtype=torch.float16)
-    with pytest.raises(ValueError, match="fp32 master weights"):
-        cls().unscale_(precision.torch_optimizer("sgd", [half], {"lr": 0.1}))
+    [error], _ = precision.student_scaler_calls(
+        {}, ["unscale_"], param=torch.ones(2, dtype=torch.float16), grad=torch.ones(2, dtype=torch.float16), lr=0.1,
+    )
+    assert error is not None and "ValueError" in error.bases and "fp32 master weights" in error.message, (
+        f"unscale_() of fp16 gradients must raise ValueError saying 'fp32 master weights'; "
+        f"{'it raised nothing' if error is None else f'it raised {error}'}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -907,4 +907,4 @@ def test_loss_scaler_misuse_is_a_runtime_error_and_fp16_gradients_a_value_error(
 def test_loss_scaler_rejects_bad_hyperparameters(kwargs, match):
     """Each out-of-range hyperparameter is a ValueError naming it."""
     with pytest.raises(ValueError, match=match):
-        adapters.get_loss_scaler_cls()(**kwargs)
+        precision.student_scaled_losses(kwargs, [])

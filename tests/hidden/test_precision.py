@@ -364,7 +364,7 @@ def test_mixed_precision_steps_in_fp16_with_adamw_return_detached_losses_of_fres
         loss="cross_entropy", dtype=torch.float16, optimizer="adamw", optimizer_kwargs={"lr": 0.0}, steps=3,
     )
     for i, step in enumerate(steps):
-        assert step.loss_grad_fn is None and not step.loss.requires_grad, f"step {i}: {step.loss_grad_fn}"
+        assert step.loss_grad_fn is None and not step.loss_requires_grad, f"step {i}: {step.loss_grad_fn}"
         for name, grad in step.grads.items():
             assert torch.equal(grad, steps[0].grads[name]), f"step {i}: gradient of {name} accumulated"
 
@@ -374,30 +374,11 @@ def test_mixed_precision_steps_in_fp16_with_adamw_return_detached_losses_of_fres
 # --------------------------------------------------------------------------------------------
 
 
-def _clean_steps(scaler: object, steps: int, read_after: set[int]) -> dict[int, float]:
-    """``steps`` clean steps (a zero gradient, SGD with lr=0): step, update; the scale after the chosen ones.
-
-    Only step and update per step (no backward: the gradient is set once), so 2000 steps stay quick
-    when each call crosses to your side.
-    """
-    weight = torch.nn.Parameter(torch.ones(2))
-    weight.grad = torch.zeros(2)  # finite, and stays 0 when unscaled (no slow subnormals)
-    optimizer = precision.torch_optimizer("sgd", [weight], {"lr": 0.0})
-    scaler.scale(torch.ones(()))  # GradScaler sets its scale up on the first scale()
-    scales = {}
-    for i in range(steps):
-        scaler.step(optimizer)
-        scaler.update()
-        if i in read_after:
-            scales[i] = scaler.get_scale()
-    return scales
-
-
 def test_loss_scaler_default_growth_after_2000_clean_steps_matches_grad_scaler():
     """With the defaults, 2000 clean steps double the scale to 2**17, at the same step as GradScaler."""
     read_after = {0, 1998, 1999, 2000}
-    ours = _clean_steps(adapters.get_loss_scaler_cls()(), 2001, read_after)
-    theirs = _clean_steps(precision.torch_grad_scaler(), 2001, read_after)
+    ours = precision.student_clean_steps({}, 2001, read_after)
+    theirs = precision.clean_steps(precision.torch_grad_scaler, {}, 2001, read_after)
     assert theirs == {0: 2.0**16, 1998: 2.0**16, 1999: 2.0**17, 2000: 2.0**17}, f"GradScaler itself gave {theirs}"
     assert ours == theirs, (
         f"scale after steps {sorted(read_after)}: yours {ours}, GradScaler's {theirs}: with the defaults "
@@ -471,9 +452,9 @@ def test_to_fp8_scale_floor_on_fp16_inputs_with_other_edges(granularity):
 
 def test_loss_scaler_scales_large_half_losses_in_fp32():
     """A bf16 loss of 1e30 and an fp16 loss of 60000 times 2**20: fp32 products, no overflow."""
-    scaler = adapters.get_loss_scaler_cls()(init_scale=2.0**20)
-    for loss in (torch.tensor(60000.0, dtype=torch.float16), torch.tensor(1e30, dtype=torch.bfloat16)):
-        scaled = scaler.scale(loss)
+    losses = [torch.tensor(60000.0, dtype=torch.float16), torch.tensor(1e30, dtype=torch.bfloat16)]
+    _, scaled_losses = precision.student_scaled_losses({"init_scale": 2.0**20}, losses)
+    for loss, scaled in zip(losses, scaled_losses, strict=True):
         assert scaled.dtype == torch.float32 and scaled.item() == loss.float().item() * 2.0**20
 
 
