@@ -220,7 +220,8 @@ def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, ite
 def torch_matmul_seconds(n: int, dtype: torch.dtype, device: torch.device | str, warmup: int, iters: int) -> float:
     """The baseline of a timing check: mean seconds of an ``(n, n) @ (n, n)`` matmul by torch.utils.benchmark
     (which synchronises CUDA itself), after ``warmup`` untimed calls; run beside your code, as your timer is."""
-    from torch.utils import benchmark  # a quarter of a second to import: only where a GPU test times
+    # a quarter of a second to import: only where a GPU test times
+    from torch.utils import benchmark
 
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
