@@ -48,18 +48,27 @@ def gpu_kind(device_name: str) -> str | None:
 
 @pytest.mark.parametrize(
     ("shape", "dtype"),
-    [((1024, 1024), torch.float32), ((2048, 1024), torch.bfloat16), ((4096, 1024), torch.float8_e4m3fn),
-     ((512, 1024), torch.float64), ((3, 512, 512), torch.float16)],
+    [
+        ((1024, 1024), torch.float32),
+        ((2048, 1024), torch.bfloat16),
+        ((4096, 1024), torch.float8_e4m3fn),
+        ((512, 1024), torch.float64),
+        ((3, 512, 512), torch.float16),
+    ],
     ids=["fp32-4MiB", "bf16-4MiB", "fp8-4MiB", "fp64-4MiB", "fp16-1.5MiB"],
 )
-def test_memory_allocated_delta_equals_tensor_memory_bytes(cuda: torch.device, shape, dtype) -> None:
+def test_memory_allocated_delta_equals_tensor_memory_bytes(
+    cuda: torch.device, shape, dtype
+) -> None:
     """A >= 1 MiB tensor raises torch.cuda.memory_allocated by exactly tensor_memory_bytes.
 
     CPU twin: test_tensor_memory_bytes_matches_measured_allocation.
     """
     x, measured = accounting.student_measure_allocation(shape, dtype, cuda)
     assert measured >= MiB
-    assert adapters.run_tensor_memory_bytes(x) == measured, f"{dtype} {shape}: allocator delta {measured} bytes"
+    assert adapters.run_tensor_memory_bytes(x) == measured, (
+        f"{dtype} {shape}: allocator delta {measured} bytes"
+    )
 
 
 def test_adamw_step_peak_memory_within_ten_percent_of_analytic(cuda: torch.device) -> None:
@@ -81,7 +90,9 @@ def test_adamw_step_peak_memory_within_ten_percent_of_analytic(cuda: torch.devic
     )
 
 
-def test_bf16_matmul_timing_agrees_with_torch_benchmark_timed_in_the_same_run(cuda: torch.device) -> None:
+def test_bf16_matmul_timing_agrees_with_torch_benchmark_timed_in_the_same_run(
+    cuda: torch.device,
+) -> None:
     """time_matmul on a bf16 8192^3 matmul is within 25% of torch.utils.benchmark's time, and its MFU is at most 1.
 
     A speed check graded against a baseline timed in the same run, under the same conditions (the
@@ -101,4 +112,6 @@ def test_bf16_matmul_timing_agrees_with_torch_benchmark_timed_in_the_same_run(cu
     kind = gpu_kind(torch.cuda.get_device_name(cuda))
     if kind is not None:
         achieved = adapters.run_mfu(2 * n**3, seconds, adapters.run_peak_flops(kind, "bf16"))
-        assert 0 < achieved <= 1, f"{kind}: bf16 {n}^3 matmul at {achieved:.1%} of dense peak, which is impossible"
+        assert 0 < achieved <= 1, (
+            f"{kind}: bf16 {n}^3 matmul at {achieved:.1%} of dense peak, which is impossible"
+        )

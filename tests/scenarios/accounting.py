@@ -59,7 +59,9 @@ class Net:
     after: tuple = ()
 
 
-def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False) -> nn.Sequential:
+def mlp(
+    dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False
+) -> nn.Sequential:
     """Linear layers dims[0] -> ... -> dims[-1] (bias-free unless `bias`) with `activation` between them."""
     layers: list[nn.Module] = []
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
@@ -85,8 +87,13 @@ class Cruncher(nn.Module):
     the same module tree (``layers.i``, ``final``), of bias-free ``nn.Linear``, and the same class
     name (FlopCounterMode names the root module by it)."""
 
-    def __init__(self, dim: int, num_layers: int, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_layers: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
             [nn.Linear(dim, dim, bias=False, device=device, dtype=dtype) for _ in range(num_layers)]
@@ -148,12 +155,18 @@ def num_params(net: Net) -> int:
 
 #: torch's optimizers by the names the tests use ("momentum" is SGD with a momentum buffer).
 TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "sgd": torch.optim.SGD, "momentum": torch.optim.SGD, "adagrad": torch.optim.Adagrad,
-    "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+    "momentum": torch.optim.SGD,
+    "adagrad": torch.optim.Adagrad,
+    "rmsprop": torch.optim.RMSprop,
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
 }
 
 
-def torch_optimizer(name: str, params: list[torch.Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
+def torch_optimizer(
+    name: str, params: list[torch.Tensor], kwargs: dict[str, Any]
+) -> torch.optim.Optimizer:
     """torch's optimizer ``TORCH_OPTIMIZERS[name]`` (not yours: those are graded in part 3) over ``params``."""
     return TORCH_OPTIMIZERS[name](params, **kwargs)
 
@@ -164,7 +177,9 @@ def torch_optimizer(name: str, params: list[torch.Tensor], kwargs: dict[str, Any
 
 
 @driver
-def student_count_flops(net: Net, *args: torch.Tensor, backward: bool = True, device: str | None = None) -> int:
+def student_count_flops(
+    net: Net, *args: torch.Tensor, backward: bool = True, device: str | None = None
+) -> int:
     """Build ``net`` and return your ``count_flops`` of it on ``args`` (network and args moved to ``device`` first,
     if given: ``"meta"`` counts from shapes alone)."""
     fn = build(net)
@@ -175,8 +190,9 @@ def student_count_flops(net: Net, *args: torch.Tensor, backward: bool = True, de
 
 
 @driver
-def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
-                         same_counter: bool = False) -> list[dict[str, Any]]:
+def student_flop_counter(
+    net: Net, x: torch.Tensor, backward: list[bool], same_counter: bool = False
+) -> list[dict[str, Any]]:
     """Build ``net`` and use your ``FlopCounter`` once per entry of ``backward``, around ``model(x)`` (and the
     backward of its sum if true); return each block's ``by_module()`` and ``total``.
 
@@ -209,7 +225,9 @@ def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
 
 
 @driver
-def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, iters: int) -> tuple[float, int]:
+def student_time_matmul_flops(
+    a: torch.Tensor, b: torch.Tensor, warmup: int, iters: int
+) -> tuple[float, int]:
     """Your ``time_matmul(a, b, warmup, iters)`` run inside torch's ``FlopCounterMode``: (its seconds, the FLOPs it ran)."""
     with FlopCounterMode(display=False) as mode:
         seconds = adapters.run_time_matmul(a, b, warmup=warmup, iters=iters)
@@ -217,7 +235,9 @@ def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, ite
 
 
 @driver
-def torch_matmul_seconds(n: int, dtype: torch.dtype, device: torch.device | str, warmup: int, iters: int) -> float:
+def torch_matmul_seconds(
+    n: int, dtype: torch.dtype, device: torch.device | str, warmup: int, iters: int
+) -> float:
     """The baseline of a timing check: mean seconds of an ``(n, n) @ (n, n)`` matmul by torch.utils.benchmark
     (which synchronises CUDA itself), after ``warmup`` untimed calls; run beside your code, as your timer is."""
     # a quarter of a second to import: only where a GPU test times
@@ -242,8 +262,9 @@ def student_activation_bytes(net: Net, *args: torch.Tensor) -> int:
 
 
 @driver
-def student_optimizer_state_bytes(net: Net, optimizer: str, kwargs: dict[str, Any],
-                                  inputs: list[torch.Tensor]) -> int:
+def student_optimizer_state_bytes(
+    net: Net, optimizer: str, kwargs: dict[str, Any], inputs: list[torch.Tensor]
+) -> int:
     """Build ``net``, train it one step per input (``model(x).sum()``) with torch's optimizer ``optimizer``
     (``TORCH_OPTIMIZERS``, not yours: those are graded in part 3); return your ``optimizer_state_bytes`` of it."""
     model = build(net)
@@ -280,8 +301,9 @@ def prepare_cuda(device: torch.device) -> None:
     torch.cuda.synchronize(device)
 
 
-def cruncher_training_setup(dim: int, num_layers: int, device: torch.device | str,
-                            seed: int = 0) -> tuple[Cruncher, torch.optim.Optimizer, int | None]:
+def cruncher_training_setup(
+    dim: int, num_layers: int, device: torch.device | str, seed: int = 0
+) -> tuple[Cruncher, torch.optim.Optimizer, int | None]:
     """torch's twin ``Cruncher(dim, num_layers)`` (seeded) with torch's AdamW (foreach=False: the
     multi-tensor kernels would add a parameter-sized temporary); and, on CUDA, the memory allocated
     before the model was built (after ``prepare_cuda``), else None."""
@@ -297,25 +319,31 @@ def cruncher_training_setup(dim: int, num_layers: int, device: torch.device | st
 
 
 @driver
-def student_training_step_memory(dim: int, num_layers: int, batch: int, device: torch.device | str,
-                                 seed: int = 0) -> TrainingMemory:
+def student_training_step_memory(
+    dim: int, num_layers: int, batch: int, device: torch.device | str, seed: int = 0
+) -> TrainingMemory:
     """``measure_training_step`` of torch's twin ``Cruncher(dim, num_layers)`` with torch's AdamW
     (``cruncher_training_setup``) on a seeded ``(batch, dim)`` input; ``total`` is the sum of the four kinds."""
     model, optimizer, baseline = cruncher_training_setup(dim, num_layers, device, seed)
     x = torch.randn(batch, dim, generator=torch.Generator().manual_seed(seed)).to(device)
     m = adapters.run_measure_training_step(model, optimizer, x)
     total = m.parameters + m.gradients + m.optimizer_state + m.activations
-    return TrainingMemory(m.parameters, m.gradients, m.optimizer_state, m.activations, m.peak, total, baseline)
+    return TrainingMemory(
+        m.parameters, m.gradients, m.optimizer_state, m.activations, m.peak, total, baseline
+    )
 
 
 @driver
-def student_measure_allocation(shape: tuple[int, ...], dtype: torch.dtype,
-                               device: torch.device | str) -> tuple[torch.Tensor, int]:
+def student_measure_allocation(
+    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str
+) -> tuple[torch.Tensor, int]:
     """``measure_allocation`` of ``torch.empty(shape, dtype, device)``: (the tensor, the bytes measured). On
     CUDA the allocator's cache is emptied and cuBLAS warmed up first (``prepare_cuda``)."""
     if torch.device(device).type == "cuda":
         prepare_cuda(torch.device(device))
-    return adapters.run_measure_allocation(functools.partial(torch.empty, shape, dtype=dtype, device=device), device)
+    return adapters.run_measure_allocation(
+        functools.partial(torch.empty, shape, dtype=dtype, device=device), device
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,8 +24,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import adapters
 from tests.boundary import driver, plain_data
 
-LOSSES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
+LOSSES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "cross_entropy": F.cross_entropy,
+    "mse": F.mse_loss,
+}
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD,
+    "adamw": torch.optim.AdamW,
+}
 
 
 @contextmanager
@@ -67,7 +73,9 @@ class OpLog(TorchDispatchMode):
 
 
 @driver
-def student_fp8_matmul_ops(a: Tensor, b: Tensor, granularity: str, out_dtype: torch.dtype) -> tuple[Tensor, list[str]]:
+def student_fp8_matmul_ops(
+    a: Tensor, b: Tensor, granularity: str, out_dtype: torch.dtype
+) -> tuple[Tensor, list[str]]:
     """Your ``fp8_matmul(a, b, granularity, out_dtype)``, and the aten ops it ran, in order (``OpLog``)."""
     with OpLog() as log:
         out = adapters.run_fp8_matmul(a, b, granularity, out_dtype)
@@ -95,9 +103,14 @@ class MixedStep:
     loss_requires_grad: bool = False
 
 
-def mlp_training_setup(sizes: Sequence[int], weights: dict[str, Tensor], param_dtype: torch.dtype,
-                       optimizer: str, optimizer_kwargs: dict[str, Any],
-                       loss: str) -> tuple[nn.Sequential, torch.optim.Optimizer, Callable[[Tensor, Tensor], Tensor]]:
+def mlp_training_setup(
+    sizes: Sequence[int],
+    weights: dict[str, Tensor],
+    param_dtype: torch.dtype,
+    optimizer: str,
+    optimizer_kwargs: dict[str, Any],
+    loss: str,
+) -> tuple[nn.Sequential, torch.optim.Optimizer, Callable[[Tensor, Tensor], Tensor]]:
     """``mlp(sizes)`` loaded with ``weights`` (on their device, cast to ``param_dtype``), torch's
     ``OPTIMIZERS[optimizer]`` over its parameters and the loss function ``LOSSES[loss]``. (fp32
     matmuls are true fp32: TF32 is off by default, ``torch.backends.cuda.matmul.allow_tf32``.)"""
@@ -115,8 +128,16 @@ def _detached(value: Any) -> Any:
 
 @driver
 def student_mixed_precision_steps(
-    sizes: Sequence[int], weights: dict[str, Tensor], x: Tensor, y: Tensor, *,
-    loss: str, dtype: torch.dtype, optimizer: str, optimizer_kwargs: dict[str, Any], steps: int = 1,
+    sizes: Sequence[int],
+    weights: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    *,
+    loss: str,
+    dtype: torch.dtype,
+    optimizer: str,
+    optimizer_kwargs: dict[str, Any],
+    steps: int = 1,
     param_dtype: torch.dtype = torch.float32,
 ) -> list[MixedStep]:
     """Call your ``mixed_precision_step(model, optimizer, (x, y), LOSSES[loss], dtype)`` ``steps``
@@ -125,7 +146,9 @@ def student_mixed_precision_steps(
     The dtype of each Linear layer's output is recorded by a forward hook, the parameters and
     gradients are read after each step.
     """
-    model, opt, loss_fn = mlp_training_setup(sizes, weights, param_dtype, optimizer, optimizer_kwargs, loss)
+    model, opt, loss_fn = mlp_training_setup(
+        sizes, weights, param_dtype, optimizer, optimizer_kwargs, loss
+    )
     seen: list[torch.dtype] = []
 
     def record(_module: Any, _inputs: Any, out: Tensor) -> None:
@@ -139,14 +162,18 @@ def student_mixed_precision_steps(
         out = adapters.run_mixed_precision_step(model, opt, x, y, loss_fn, dtype)
         grad_fn = getattr(out, "grad_fn", None)
         named = list(model.named_parameters())
-        records.append(MixedStep(
-            loss=_detached(out),
-            linear_output_dtypes=list(seen),
-            params={name: p.detach().clone() for name, p in named},
-            grads={name: None if p.grad is None else p.grad.detach().clone() for name, p in named},
-            loss_grad_fn=None if grad_fn is None else type(grad_fn).__name__,
-            loss_requires_grad=bool(getattr(out, "requires_grad", False)),
-        ))
+        records.append(
+            MixedStep(
+                loss=_detached(out),
+                linear_output_dtypes=list(seen),
+                params={name: p.detach().clone() for name, p in named},
+                grads={
+                    name: None if p.grad is None else p.grad.detach().clone() for name, p in named
+                },
+                loss_grad_fn=None if grad_fn is None else type(grad_fn).__name__,
+                loss_requires_grad=bool(getattr(out, "requires_grad", False)),
+            )
+        )
     return records
 
 
@@ -193,12 +220,16 @@ def student_loss_scaler(**kwargs: Any) -> Any:
     return adapters.get_loss_scaler_cls()(**kwargs)
 
 
-def torch_optimizer(name: str, params: list[Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
+def torch_optimizer(
+    name: str, params: list[Tensor], kwargs: dict[str, Any]
+) -> torch.optim.Optimizer:
     """torch's ``OPTIMIZERS[name]`` over ``params`` (not yours: those are graded in part 3)."""
     return OPTIMIZERS[name](params, **kwargs)
 
 
-def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
+def scaler_run(
+    make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun
+) -> tuple[list[float], list[Tensor]]:
     """Train as ``run`` says with ``make_scaler(**kwargs)``; return the scale after each ``update()``
     and all the parameters (flattened, concatenated) after each step."""
     scaler = make_scaler(**kwargs)
@@ -208,13 +239,20 @@ def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: Sca
         layer.load_state_dict(weights)
         layers.append(layer.to(run.param_dtype))
     model = nn.Sequential(*layers)
-    params = [[p for i in indices for p in layers[i].parameters()] for _, indices, _ in run.optimizers]
-    optimizers = [torch_optimizer(name, ps, opt_kwargs)
-                  for (name, _, opt_kwargs), ps in zip(run.optimizers, params, strict=True)]
+    params = [
+        [p for i in indices for p in layers[i].parameters()] for _, indices, _ in run.optimizers
+    ]
+    optimizers = [
+        torch_optimizer(name, ps, opt_kwargs)
+        for (name, _, opt_kwargs), ps in zip(run.optimizers, params, strict=True)
+    ]
     g = torch.Generator().manual_seed(run.seed)
     scales, trained = [], []
     for step in range(run.steps):
-        x, y = torch.randn(run.batch, run.sizes[0], generator=g), torch.randn(run.batch, run.sizes[-1], generator=g)
+        x, y = (
+            torch.randn(run.batch, run.sizes[0], generator=g),
+            torch.randn(run.batch, run.sizes[-1], generator=g),
+        )
         loss = F.mse_loss(model(x.to(run.param_dtype)).float(), y)
         scaler.scale(loss).backward()
         if step in run.inject:
@@ -240,8 +278,9 @@ def student_scaler_run(kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[flo
     return scaler_run(student_loss_scaler, kwargs, run)
 
 
-def clean_steps(make_scaler: Callable[..., Any], kwargs: dict[str, Any], steps: int,
-                read_after: set[int]) -> dict[int, float]:
+def clean_steps(
+    make_scaler: Callable[..., Any], kwargs: dict[str, Any], steps: int, read_after: set[int]
+) -> dict[int, float]:
     """``steps`` clean steps of ``make_scaler(**kwargs)`` (a zero gradient, SGD with lr=0): step, update;
     the scale after each step in ``read_after``. The gradient is set once (no backward), and stays 0
     when unscaled (no slow subnormals)."""
@@ -260,13 +299,17 @@ def clean_steps(make_scaler: Callable[..., Any], kwargs: dict[str, Any], steps: 
 
 
 @driver
-def student_clean_steps(kwargs: dict[str, Any], steps: int, read_after: set[int]) -> dict[int, float]:
+def student_clean_steps(
+    kwargs: dict[str, Any], steps: int, read_after: set[int]
+) -> dict[int, float]:
     """``clean_steps`` with your ``DynamicLossScaler``."""
     return clean_steps(student_loss_scaler, kwargs, steps, read_after)
 
 
 @driver
-def student_scaled_losses(kwargs: dict[str, Any], losses: list[Tensor]) -> tuple[float, list[Tensor]]:
+def student_scaled_losses(
+    kwargs: dict[str, Any], losses: list[Tensor]
+) -> tuple[float, list[Tensor]]:
     """Your ``DynamicLossScaler(**kwargs)``: its ``get_scale()``, then ``scale(loss)`` of each loss."""
     scaler = student_loss_scaler(**kwargs)
     scale = scaler.get_scale()
@@ -288,8 +331,9 @@ class Raised:
 
 
 @driver
-def student_scaler_calls(kwargs: dict[str, Any], calls: list[str], param: Tensor, grad: Tensor,
-                         lr: float) -> tuple[list[Raised | None], Tensor]:
+def student_scaler_calls(
+    kwargs: dict[str, Any], calls: list[str], param: Tensor, grad: Tensor, lr: float
+) -> tuple[list[Raised | None], Tensor]:
     """Make your ``DynamicLossScaler(**kwargs)`` and a parameter ``param`` whose gradient is ``grad``, stepped
     by torch's SGD with ``lr``; call the scaler's methods named in ``calls`` in turn (``"update"``, or
     ``"unscale_"``/``"step"`` of that optimizer). Return what each call raised (None: nothing; a stub's
