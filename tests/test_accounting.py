@@ -639,16 +639,31 @@ def test_napkin_math_rejects_bad_input(call, match: str) -> None:
         call()
 
 
+def assert_mean_seconds_of_one_call(seconds: float, iters: int, wall: float) -> None:
+    """``seconds`` is a positive float that ``iters`` calls fit into ``wall``, the seconds the test's whole
+    call took (its timed calls are part of it): the mean of one timed call."""
+    assert isinstance(seconds, float) and 0 < seconds < float("inf"), (
+        f"time_matmul returned {seconds!r}"
+    )
+    assert seconds * iters <= wall, (
+        f"time_matmul(iters={iters}) says {seconds:.3g} s per call, but the whole call took {wall:.3g} s: return "
+        "the mean of one timed call (total / iters), not the total"
+    )
+
+
 def test_time_matmul_warms_up_then_times_each_call() -> None:
-    """time_matmul runs warmup + iters matmuls (FlopCounterMode counts them around your call) and returns a positive time per call."""
+    """time_matmul runs warmup + iters matmuls (FlopCounterMode counts them around your call) and returns the mean
+    seconds of one."""
     a, b = torch.randn(8, 4), torch.randn(4, 6)
+    start = time.perf_counter()
     seconds, flops = accounting.student_time_matmul_flops(a, b, warmup=2, iters=3)
+    wall = time.perf_counter() - start
     one = 2 * 8 * 4 * 6  # the FLOPs of one (8, 4) @ (4, 6)
     assert flops == (2 + 3) * one, (
         f"time_matmul(warmup=2, iters=3) ran {flops / one:g} matmuls of (8, 4) @ (4, 6), expected 2 warm-up and "
         "3 timed ones"
     )
-    assert seconds > 0
+    assert_mean_seconds_of_one_call(seconds, 3, wall)
 
 
 @pytest.mark.parametrize("iters", [1, 16])
@@ -659,13 +674,7 @@ def test_time_matmul_returns_the_mean_seconds_of_one_call(iters: int) -> None:
     start = time.perf_counter()
     seconds = adapters.run_time_matmul(a, b, warmup=1, iters=iters)
     wall = time.perf_counter() - start
-    assert isinstance(seconds, float) and 0 < seconds < float("inf"), (
-        f"time_matmul returned {seconds!r}"
-    )
-    assert seconds * iters <= wall, (
-        f"time_matmul(iters={iters}) says {seconds:.3g} s per call, but the whole call took {wall:.3g} s: return "
-        "the mean of one timed call (total / iters), not the total"
-    )
+    assert_mean_seconds_of_one_call(seconds, iters, wall)
 
 
 @pytest.mark.parametrize(

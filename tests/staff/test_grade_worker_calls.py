@@ -55,23 +55,15 @@ def serve(worker: Worker, message: dict, encoder: codec.Encoder):
             os.close(fd)
     if "error" in reply:
         raise rebuild_exception(reply["error"])
-    return codec.Decoder(
-        reply["storages"],
-        blobs,
-        known=encoder.storage_objects,
-        handle=lambda node: f"a handle of a {node['type']}",
-    ).decode(reply["ok"])
+    return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects,
+                         handle=lambda node: f"a handle of a {node['type']}").decode(reply["ok"])
 
 
-def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(
-    monkeypatch,
-):
+def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
     """The worker imports a scenario's module before decoding the arguments, so its @plain_data classes are known."""
     monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
     net, x = accounting.Net("mlp", (4, 8, 1)), torch.ones(3, 4)
-    target = (
-        "tests.scenarios.accounting:student_count_flops"  # a driver whose first argument is a Net
-    )
+    target = "tests.scenarios.accounting:student_count_flops"  # a driver whose first argument is a Net
     message = request({"op": "call", "target": target}, [net, x], {"backward": False})
     # a fresh worker has imported neither the scenario module nor, so, its classes
     monkeypatch.setattr(tests.scenarios, "accounting", accounting)
@@ -80,8 +72,7 @@ def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_fi
         for name in [n for n in registry if n.startswith("tests.scenarios.accounting:")]:
             monkeypatch.delitem(registry, name)
     flops = serve(Worker(-1, -1), *message)
-    # count_flops of the mlp the Net describes, forward only
-    assert flops == 2 * 3 * (4 * 8 + 8 * 1), flops
+    assert flops == 2 * 3 * (4 * 8 + 8 * 1), flops  # count_flops of the Net's mlp, forward only
 
 
 def describe(e: BaseException) -> dict:
@@ -123,15 +114,9 @@ class OwnError(Exception):
     """A submission's own exception class: its nearest builtin base is Exception itself."""
 
 
-@pytest.mark.parametrize(
-    "error",
-    [
-        OwnError("bad checkpoint"),
-        pickle.UnpicklingError("not a checkpoint"),
-        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
-    ],
-    ids=["own-class", "unpickling", "five-arg-init"],
-)
+@pytest.mark.parametrize("error", [OwnError("bad checkpoint"), pickle.UnpicklingError("not a checkpoint"),
+                                   UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")],
+                         ids=["own-class", "unpickling", "five-arg-init"])
 def test_any_exception_class_is_rebuilt_as_what_a_student_run_raises(error):
     """Every class comes back without an error of its own (a class whose base is Exception once gave
     'Cannot create a consistent method resolution order'), with its name and message, as an instance of
@@ -147,7 +132,6 @@ def test_any_exception_class_is_rebuilt_as_what_a_student_run_raises(error):
 def test_a_rebuilt_error_carries_no_traceback_a_match_could_find():
     """The worker's traceback (the adapter's own line among it) is kept for the test's output, never as a
     note: pytest.raises(match=) searches notes, and a student's own run has none."""
-
     def failing_adapter():
         raise ValueError("high <= 0")
 
@@ -157,9 +141,7 @@ def test_a_rebuilt_error_carries_no_traceback_a_match_could_find():
         rebuilt = rebuild_exception(describe(e))
     assert not getattr(rebuilt, "__notes__", None)
     assert "failing_adapter" in worker_traceback(rebuilt)
-    with pytest.raises(
-        AssertionError
-    ):  # "failing_adapter" is in the traceback only, not in what match reads
+    with pytest.raises(AssertionError):  # "failing_adapter" is in the traceback only, not in what match reads
         with pytest.raises(ValueError, match="failing_adapter"):
             raise rebuilt
 
@@ -187,9 +169,7 @@ def _sleeping_worker(requests: int = -1, replies: int = -1) -> tuple[Remote, Wor
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
     read_end, write_end = os.pipe()
     os.close(write_end)
-    worker = WorkerProcess(
-        proc, requests=requests, replies=replies, output=OutputTap(os.fdopen(read_end, "rb"))
-    )
+    worker = WorkerProcess(proc, requests=requests, replies=replies, output=OutputTap(os.fdopen(read_end, "rb")))
     remote = Remote(lambda: worker)
     remote.worker = worker
     return remote, worker
@@ -200,21 +180,14 @@ def test_a_call_killed_by_the_judge_reports_the_kill_and_is_not_counted_as_a_cra
     call's crash comes back as (None, killed, printed) and the worker's crash count is unchanged."""
     remote, worker = _sleeping_worker()
 
-    def call(
-        target, args, kwargs
-    ):  # a call in flight ends when its worker dies, as _exchange reports it
+    def call(target, args, kwargs):  # a call in flight ends when its worker dies, as _exchange reports it
         worker.proc.wait()
         remote.crashes += 1
         raise WorkerCrashed("the worker running your code ended")
 
     monkeypatch.setattr(remote, "call", call)
     value, killed, _ = remote.call_killed("adapters:run", (), {}, once=lambda: True, after=0.05)
-    assert (value, killed, remote.crashes, worker.proc.returncode) == (
-        None,
-        True,
-        0,
-        -signal.SIGKILL,
-    )
+    assert (value, killed, remote.crashes, worker.proc.returncode) == (None, True, 0, -signal.SIGKILL)
 
 
 def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch):
@@ -223,11 +196,7 @@ def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch
     monkeypatch.setattr(remote, "call", lambda target, args, kwargs: 3)
     monkeypatch.setattr(remote, "printed", lambda: "printed")
     try:
-        assert remote.call_killed("adapters:run", (), {}, once=lambda: False, after=0.0) == (
-            3,
-            False,
-            "printed",
-        )
+        assert remote.call_killed("adapters:run", (), {}, once=lambda: False, after=0.0) == (3, False, "printed")
         assert worker.proc.poll() is None
     finally:
         worker.kill()
@@ -241,16 +210,11 @@ def test_a_judge_objects_stand_in_asks_the_judge_for_every_public_read_call_and_
     from cs336_staff.worker.judge_object import JudgeObject
 
     asked = []
-    stand_in = JudgeObject(
-        lambda *request, **kw: asked.append((request, kw)) or "answer", "torch.optim.SGD", ["step"]
-    )
+    stand_in = JudgeObject(lambda *request, **kw: asked.append((request, kw)) or "answer", "torch.optim.SGD", ["step"])
     assert stand_in.step(closure=None) == "answer" and stand_in.param_groups == "answer"
     stand_in.defaults = {"lr": 0.1}
-    assert asked == [
-        (("call", "step"), {"closure": None}),
-        (("getattr", "param_groups"), {}),
-        (("setattr", "defaults", {"lr": 0.1}), {}),
-    ]
+    assert asked == [(("call", "step"), {"closure": None}), (("getattr", "param_groups"), {}),
+                     (("setattr", "defaults", {"lr": 0.1}), {})]
     with pytest.raises(AttributeError, match="private"):
         stand_in._optimizer_step_pre_hooks  # noqa: B018
     assert "lives in the judge" in repr(stand_in) and len(asked) == 3
@@ -269,14 +233,9 @@ def test_a_stand_in_passes_isinstance_as_the_judges_object_and_its_copies_write_
         asked.append(request)
         return [{"lr": 0.5, "params": []}] if request[0] == "getattr" else None
 
-    stand_in = JudgeObject(
-        ask, "torch.optim.sgd.SGD", ["step"], imported_class("torch.optim.sgd", "SGD")
-    )
+    stand_in = JudgeObject(ask, "torch.optim.sgd.SGD", ["step"], imported_class("torch.optim.sgd", "SGD"))
     assert isinstance(stand_in, torch.optim.Optimizer) and isinstance(stand_in, torch.optim.SGD)
-    assert not isinstance(
-        JudgeObject(ask, "tests.x.Gone", [], imported_class("tests.x", "Gone")),
-        torch.optim.Optimizer,
-    )
+    assert not isinstance(JudgeObject(ask, "tests.x.Gone", [], imported_class("tests.x", "Gone")), torch.optim.Optimizer)
     groups = stand_in.param_groups
     groups[0]["lr"] = 0.1
     assert asked == [("getattr", "param_groups"), ("assign", "param_groups", [0, "lr"], 0.1)]
@@ -307,15 +266,8 @@ def test_the_judge_serves_a_stand_in_public_names_only():
         side("delattr", "defaults")
 
 
-@pytest.mark.parametrize(
-    ("name", "raised"),
-    [
-        ("ValueError", ValueError),
-        ("KeyError", KeyError),
-        ("CodecError", RuntimeError),
-        ("SystemExit", RuntimeError),
-    ],
-)
+@pytest.mark.parametrize(("name", "raised"), [("ValueError", ValueError), ("KeyError", KeyError),
+                                              ("CodecError", RuntimeError), ("SystemExit", RuntimeError)])
 def test_a_judge_objects_error_is_raised_in_the_workers_code_as_the_same_builtin(name, raised):
     """load_state_dict's ValueError is a ValueError in the student's code; a class of no builtin name a RuntimeError naming it."""
     from cs336_staff.worker.judge_object import raised_here
@@ -341,8 +293,7 @@ def test_rng_states_travel_only_when_changed_since_both_sides_last_agreed():
             enc = codec.Encoder()
             first = judge.outgoing(enc)  # nothing agreed yet: every generator's state
             assert set(first) == {"random", "numpy", "torch"}
-            # (one process here: the states taken are the same ones)
-            worker.incoming(first, enc.blobs)
+            worker.incoming(first, enc.blobs)  # (one process here: the states taken are the same ones)
             assert judge.outgoing(codec.Encoder()) is None  # nothing drawn since
             torch.rand(1)
             enc = codec.Encoder()
@@ -371,9 +322,7 @@ def test_randoms_fingerprint_is_its_twister_read_in_place_and_tells_every_change
     try:
         random.seed(5)
         first = rngs.fingerprints()["random"]
-        assert rngs._random_layout_ok, (
-            "the in-place read disagreed with getstate(): every message pays getstate()"
-        )
+        assert rngs._random_layout_ok, "the in-place read disagreed with getstate(): every message pays getstate()"
         random.seed(5)
         assert rngs.fingerprints()["random"] == first
         random.random()
@@ -399,9 +348,7 @@ def test_a_bound_tensors_digest_reads_its_bytes_in_place_and_tells_every_change(
     from cs336_staff.worker import bound
 
     def copied(t):
-        return hashlib.blake2b(
-            t.detach().contiguous().reshape(-1).view(torch.uint8).numpy(), digest_size=16
-        ).digest()
+        return hashlib.blake2b(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy(), digest_size=16).digest()
 
     p = torch.nn.Parameter(torch.arange(15.0).reshape(5, 3))
     assert bound._memory(p) is not None
@@ -419,14 +366,8 @@ def test_a_bound_tensors_digest_reads_its_bytes_in_place_and_tells_every_change(
         assert bound._memory(t) is None
     assert bound._digest(strided)[2] == copied(strided)
     assert bound._digest(torch.empty(2, device="meta")) == (torch.float32, (2,))
-    for storage in (
-        p.untyped_storage(),
-        torch.empty(0).untyped_storage(),
-    ):  # an argument storage's, read in place too
-        assert (
-            codec.digest(storage)
-            == hashlib.blake2b(codec.storage_bytes(storage), digest_size=16).digest()
-        )
+    for storage in (p.untyped_storage(), torch.empty(0).untyped_storage()):  # an argument storage's, read in place too
+        assert codec.digest(storage) == hashlib.blake2b(codec.storage_bytes(storage), digest_size=16).digest()
 
 
 def test_bound_changes_are_written_into_the_receivers_own_tensors_as_copy_would():
@@ -473,9 +414,7 @@ def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
     subprocess, no sandbox): a whole request with its callbacks, both sides' code as in grading."""
     requests, replies = os.pipe(), os.pipe()
     worker = Worker(requests[0], replies[1])
-    thread = threading.Thread(
-        target=lambda: [None for _ in iter(worker.serve_one, False)], daemon=True
-    )
+    thread = threading.Thread(target=lambda: [None for _ in iter(worker.serve_one, False)], daemon=True)
     thread.start()
     remote, process = _sleeping_worker(requests=requests[1], replies=replies[0])
     return remote, thread, process
