@@ -15,6 +15,7 @@ import sys
 import threading
 
 import pytest
+import torch
 
 import tests.boundary as boundary
 import tests.scenarios
@@ -61,16 +62,17 @@ def serve(worker: Worker, message: dict, encoder: codec.Encoder):
 def test_a_scenario_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
     """The worker imports a scenario's module before decoding the arguments, so its @plain_data classes are known."""
     monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
-    net = accounting.Net("mlp", (4, 8, 1))
-    message = request({"op": "call", "target": "tests.scenarios.accounting:built"}, [net], {})
+    net, x = accounting.Net("mlp", (4, 8, 1)), torch.ones(3, 4)
+    target = "tests.scenarios.accounting:student_count_flops"  # a driver whose first argument is a Net
+    message = request({"op": "call", "target": target}, [net, x], {"backward": False})
     # a fresh worker has imported neither the scenario module nor, so, its classes
     monkeypatch.setattr(tests.scenarios, "accounting", accounting)
     monkeypatch.delitem(sys.modules, "tests.scenarios.accounting")
     for registry in (boundary.DATA_TYPES, boundary.SCENARIOS):
         for name in [n for n in registry if n.startswith("tests.scenarios.accounting:")]:
             monkeypatch.delitem(registry, name)
-    model = serve(Worker(-1, -1), *message)
-    assert model.endswith("Sequential"), model
+    flops = serve(Worker(-1, -1), *message)
+    assert flops == 2 * 3 * (4 * 8 + 8 * 1), flops  # count_flops of the Net's mlp, forward only
 
 
 def describe(e: BaseException) -> dict:
