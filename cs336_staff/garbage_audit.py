@@ -101,9 +101,6 @@ ACCEPTED: dict[tuple[str, str], str] = {
        for test in ("test_optimizer_state_bytes_on_a_cruncher", "test_optimizer_state_bytes_with_scalar_parameters_in_float64",
                     "test_optimizer_state_bytes_count_a_scalar_parameters_state_but_no_step",
                     "test_optimizer_state_bytes_match_the_analytic_count")},
-    ("time_matmul", "test_time_matmul_without_warmup_times_every_call"): (
-        "counts the matmuls time_matmul runs, which its garbage runs too (it calls the reference on copies); only the "
-        "returned time is garbage, and the test is not graded (FlopCounterMode sees only its own process)"),
     ("Tokenizer", "test_building_a_tokenizer_leaves_the_callers_vocab_alone"): (
         "grades the constructor alone (it copies the caller's vocab), which the garbage keeps: a class's garbage "
         "runs the reference __init__ and garbles only tensors, so a test of __init__'s own bookkeeping passes"),

@@ -18,7 +18,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 import adapters
-from tests.boundary import skip_in_grading
 from tests.scenarios import precision
 from tests.scenarios.precision import ScalerRun
 
@@ -66,7 +65,8 @@ def _half_ulp_violations(x: Tensor, x_fp8: Tensor, scale: Tensor) -> Tensor:
     exponent = torch.floor(torch.log2(y.abs().clamp(min=info.smallest_normal)))
     half_ulp = 0.5 * torch.exp2(exponent - m)
     err = (x_fp8.float() - y).abs()
-    unusable = ~(torch.isfinite(scale.float()) & (scale.float() > 0))  # a 0, negative or inf scale fits nothing
+    # a 0, negative or inf scale fits nothing
+    unusable = ~(torch.isfinite(scale.float()) & (scale.float() > 0))
     return (err > half_ulp * (1 + 2**-20) + y.abs() * 2**-20) | unusable.expand_as(err)
 
 
@@ -81,7 +81,11 @@ def documented_scale(x: Tensor, dtype: torch.dtype, granularity: str) -> Tensor:
 def assert_documented_scale(x: Tensor, dtype: torch.dtype, granularity: str, scale: Tensor) -> None:
     """Evidence that to_fp8 scaled by the format's own max: its scale is max(amax, 1e-12) / fp8_max in fp32, exactly."""
     want = documented_scale(x, dtype, granularity)
-    assert scale.dtype == torch.float32 and scale.shape == want.shape and torch.equal(scale.cpu(), want.cpu()), (
+    assert (
+        scale.dtype == torch.float32
+        and scale.shape == want.shape
+        and torch.equal(scale.cpu(), want.cpu())
+    ), (
         f"to_fp8(x, {_name(dtype)}, {granularity!r}) returned a scale {scale.flatten()[:4].tolist()} "
         f"({scale.dtype}, shape {tuple(scale.shape)}), expected max(amax, 1e-12) / {torch.finfo(dtype).max:g} = "
         f"{want.flatten()[:4].tolist()} (fp32, shape {tuple(want.shape)}): divide amax by the format's largest "
@@ -93,7 +97,9 @@ def assert_close_to_the_product(out: Tensor, a: Tensor, b: Tensor) -> None:
     """Evidence that fp8_matmul multiplied: its output is within fp8's 6% (Frobenius) of a @ b in fp64."""
     exact = a.double() @ b.double()
     rel = ((out.double() - exact).norm() / exact.norm()).item()
-    assert rel < 0.06, f"fp8_matmul(a, b) is {rel:.1%} away from a @ b (Frobenius): it must return the product"
+    assert rel < 0.06, (
+        f"fp8_matmul(a, b) is {rel:.1%} away from a @ b (Frobenius): it must return the product"
+    )
 
 
 def _fp8_matmul_rel_error(
@@ -160,8 +166,14 @@ def _mixed_step_grad_errors(device: str, dtype: torch.dtype, seed: int) -> dict[
     y = torch.randint(0, 10, (16,), generator=g).to(device)
 
     [step] = precision.student_mixed_precision_steps(
-        MLP_SIZES, reference.state_dict(), x, y,
-        loss="cross_entropy", dtype=dtype, optimizer="adamw", optimizer_kwargs={"lr": 1e-3},
+        MLP_SIZES,
+        reference.state_dict(),
+        x,
+        y,
+        loss="cross_entropy",
+        dtype=dtype,
+        optimizer="adamw",
+        optimizer_kwargs={"lr": 1e-3},
     )
     seen, loss = step.linear_output_dtypes, step.loss
     assert seen == [dtype, dtype], f"Linear outputs under autocast should be {dtype}, got {seen}"
@@ -173,9 +185,7 @@ def _mixed_step_grad_errors(device: str, dtype: torch.dtype, seed: int) -> dict[
     for name, p_ref in reference.named_parameters():
         p, grad = step.params[name], step.grads[name]
         assert p.dtype == torch.float32, f"master weight {name} must stay fp32, got {p.dtype}"
-        assert grad is not None and grad.dtype == torch.float32, (
-            f"gradient of {name} must be fp32"
-        )
+        assert grad is not None and grad.dtype == torch.float32, f"gradient of {name} must be fp32"
         assert not torch.equal(p, p_ref.detach()), (
             f"{name} was not updated: did the optimizer step?"
         )
@@ -267,7 +277,9 @@ def test_to_fp8_leaves_its_input_unchanged(granularity):
         f"to_fp8(x, granularity={granularity!r}) changed x: scale a copy (x.float() / scale), not x in place. "
         "For an fp32 tensor x.float() returns x itself, so x.float().div_(scale) overwrites the caller's tensor"
     )
-    assert not _half_ulp_violations(before, x_fp8, scale).any(), "and x_fp8 must be x / scale rounded to fp8"
+    assert not _half_ulp_violations(before, x_fp8, scale).any(), (
+        "and x_fp8 must be x / scale rounded to fp8"
+    )
     assert_documented_scale(before, E4M3, granularity, scale)
 
 
@@ -299,7 +311,9 @@ def test_to_fp8_error_is_within_half_an_ulp(dtype, granularity):
     else:  # one scale: the largest elements keep m bits (the small ones may flush to subnormals or 0)
         big = x.abs() >= x.abs().max() / 16
         rel = ((decoded - x).abs()[big] / x.abs()[big]).max().item()
-        assert rel <= 2 ** -round(-math.log2(torch.finfo(dtype).eps)), f"relative error {rel:.4f} of the largest elements"
+        assert rel <= 2 ** -round(-math.log2(torch.finfo(dtype).eps)), (
+            f"relative error {rel:.4f} of the largest elements"
+        )
 
 
 @pytest.mark.parametrize("granularity", ["tensor", "row"])
@@ -343,16 +357,25 @@ def test_to_fp8_all_zero_input_stays_finite(dtype, granularity):
         assert torch.isfinite(scale).all() and (scale > 0).all(), (
             f"scale must be finite and positive, got {scale}"
         )
-        assert_documented_scale(inp, dtype, granularity, scale)  # 1e-12 / fp8_max for an all-zero tensor or row
+        # 1e-12 / fp8_max for an all-zero tensor or row
+        assert_documented_scale(inp, dtype, granularity, scale)
         decoded = adapters.run_from_fp8(x_fp8, scale)
         assert torch.isfinite(decoded).all(), "zeros must not turn into NaN (0 / 0) or inf"
         assert (decoded[inp == 0] == 0).all(), "zeros must decode to zeros"
-        assert ((decoded - inp).abs() <= 0.125 * inp.abs() + 1e-6).all(), "the nonzero row must decode close to itself"
+        assert ((decoded - inp).abs() <= 0.125 * inp.abs() + 1e-6).all(), (
+            "the nonzero row must decode close to itself"
+        )
 
 
 #: The amax of a tensor (or of a row) -> its regime: all zeros, an fp32 subnormal and a normal value
 #: below the 1e-12 floor, a small value above it, and a magnitude near fp32's largest.
-AMAX_EDGES = {"zero": 0.0, "subnormal": 1e-40, "below-floor": 1e-13, "above-floor": 3e-10, "huge": 3e38}
+AMAX_EDGES = {
+    "zero": 0.0,
+    "subnormal": 1e-40,
+    "below-floor": 1e-13,
+    "above-floor": 3e-10,
+    "huge": 3e38,
+}
 
 
 def _edge_input(in_dtype: torch.dtype) -> Tensor:
@@ -374,7 +397,9 @@ def test_to_fp8_scale_floors_amax_as_documented_at_zero_tiny_and_huge(dtype, gra
     x = _edge_input(in_dtype)
     fp8_max = torch.finfo(dtype).max
     floor = torch.tensor(1e-12)
-    cases = [(name, x[i : i + 1] if granularity == "row" else x[i]) for i, name in enumerate(AMAX_EDGES)]
+    cases = [
+        (name, x[i : i + 1] if granularity == "row" else x[i]) for i, name in enumerate(AMAX_EDGES)
+    ]
     if granularity == "row":
         cases.append(("one row of each", x))
     for name, inp in cases:
@@ -392,9 +417,9 @@ def test_to_fp8_scale_floors_amax_as_documented_at_zero_tiny_and_huge(dtype, gra
             "the scale, and not amax + 1e-12)"
         )
         want_fp8 = (x32 / want).clamp(-fp8_max, fp8_max).to(dtype)
-        assert x_fp8.shape == inp.shape and torch.equal(x_fp8.view(torch.uint8), want_fp8.view(torch.uint8)), (
-            f"{name}: the fp8 values are not x / scale clamped to +-{fp8_max:g} and cast"
-        )
+        assert x_fp8.shape == inp.shape and torch.equal(
+            x_fp8.view(torch.uint8), want_fp8.view(torch.uint8)
+        ), f"{name}: the fp8 values are not x / scale clamped to +-{fp8_max:g} and cast"
 
 
 @pytest.mark.parametrize("dtype", FP8, ids=_name)
@@ -424,7 +449,8 @@ def test_to_fp8_stale_scale_saturates_instead_of_overflowing(dtype):
 def test_from_fp8_decodes_as_fp8_times_scale(out_dtype):
     """from_fp8 returns x_fp8.float() * scale in the requested dtype, for per-tensor and per-row scales."""
     g = torch.Generator().manual_seed(3)
-    x_fp8 = (torch.randn(5, 16, generator=g) * 100).clamp(-448, 448).to(E4M3)  # any fp8 values and positive scales: from_fp8 alone
+    # any fp8 values and positive scales: from_fp8 alone
+    x_fp8 = (torch.randn(5, 16, generator=g) * 100).clamp(-448, 448).to(E4M3)
     scales = {"tensor": torch.tensor(0.37), "row": torch.rand(5, 1, generator=g) + 0.01}
     for granularity, scale in scales.items():
         out = adapters.run_from_fp8(x_fp8, scale, out_dtype)
@@ -454,35 +480,82 @@ def test_to_fp8_and_from_fp8_reject_bad_input():
 
 #: (call, the documented words, the values the message must name): the Raises entries of to_fp8, from_fp8, fp8_matmul.
 FP8_DOCUMENTED_ERRORS = [
-    (lambda: adapters.run_to_fp8(torch.tensor([1.0, float("nan"), -2.0]), torch.float8_e5m2),
-     "to_fp8 got a tensor containing inf or NaN", ()),
-    (lambda: adapters.run_to_fp8(torch.ones(3, 16, dtype=torch.int32), E4M3),
-     "to_fp8 needs a high-precision float tensor, got dtype", ("torch.int32",)),
-    (lambda: adapters.run_to_fp8(torch.ones(2, 16).to(E4M3), E4M3),
-     "to_fp8 needs a high-precision float tensor, got dtype", ("torch.float8_e4m3fn",)),
-    (lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "row", torch.ones(4, 1)),
-     "to_fp8(granularity='row') needs a scale of shape (5, 1), got (4, 1)", ()),
-    (lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "tensor", torch.ones(2)),
-     "needs a scale of shape", ("()", "(2,)")),
-    (lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "tensor", torch.tensor(0.0)),
-     "to_fp8: scale must be finite and positive", ()),
-    (lambda: adapters.run_from_fp8(torch.ones(2, 16, dtype=torch.bfloat16), torch.tensor(1.0)),
-     "from_fp8 needs an fp8 tensor (from to_fp8), got dtype", ("torch.bfloat16",)),
-    (lambda: adapters.run_from_fp8(torch.ones(5, 16).to(E4M3), torch.ones(16, 1)),
-     "from_fp8: a scale of shape (16, 1) does not broadcast against x_fp8 of shape (5, 16)", ()),
-    (lambda: adapters.run_from_fp8(torch.ones(5, 16).to(E4M3), torch.full((5, 1), -0.5)),
-     "from_fp8: scale must be finite and positive", ()),
-    (lambda: adapters.run_fp8_matmul(torch.randn(16, 32), torch.randn(32, 16), "tensor", torch.float64),
-     "fp8_matmul: out_dtype must be bfloat16, float16 or float32, got", ("torch.float64",)),
-    (lambda: adapters.run_fp8_matmul(torch.ones(16, 32, dtype=torch.int32), torch.randn(32, 16)),
-     "needs a high-precision float tensor, got dtype", ("torch.int32",)),
+    (
+        lambda: adapters.run_to_fp8(torch.tensor([1.0, float("nan"), -2.0]), torch.float8_e5m2),
+        "to_fp8 got a tensor containing inf or NaN",
+        (),
+    ),
+    (
+        lambda: adapters.run_to_fp8(torch.ones(3, 16, dtype=torch.int32), E4M3),
+        "to_fp8 needs a high-precision float tensor, got dtype",
+        ("torch.int32",),
+    ),
+    (
+        lambda: adapters.run_to_fp8(torch.ones(2, 16).to(E4M3), E4M3),
+        "to_fp8 needs a high-precision float tensor, got dtype",
+        ("torch.float8_e4m3fn",),
+    ),
+    (
+        lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "row", torch.ones(4, 1)),
+        "to_fp8(granularity='row') needs a scale of shape (5, 1), got (4, 1)",
+        (),
+    ),
+    (
+        lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "tensor", torch.ones(2)),
+        "needs a scale of shape",
+        ("()", "(2,)"),
+    ),
+    (
+        lambda: adapters.run_to_fp8(torch.randn(5, 16), E4M3, "tensor", torch.tensor(0.0)),
+        "to_fp8: scale must be finite and positive",
+        (),
+    ),
+    (
+        lambda: adapters.run_from_fp8(torch.ones(2, 16, dtype=torch.bfloat16), torch.tensor(1.0)),
+        "from_fp8 needs an fp8 tensor (from to_fp8), got dtype",
+        ("torch.bfloat16",),
+    ),
+    (
+        lambda: adapters.run_from_fp8(torch.ones(5, 16).to(E4M3), torch.ones(16, 1)),
+        "from_fp8: a scale of shape (16, 1) does not broadcast against x_fp8 of shape (5, 16)",
+        (),
+    ),
+    (
+        lambda: adapters.run_from_fp8(torch.ones(5, 16).to(E4M3), torch.full((5, 1), -0.5)),
+        "from_fp8: scale must be finite and positive",
+        (),
+    ),
+    (
+        lambda: adapters.run_fp8_matmul(
+            torch.randn(16, 32), torch.randn(32, 16), "tensor", torch.float64
+        ),
+        "fp8_matmul: out_dtype must be bfloat16, float16 or float32, got",
+        ("torch.float64",),
+    ),
+    (
+        lambda: adapters.run_fp8_matmul(torch.ones(16, 32, dtype=torch.int32), torch.randn(32, 16)),
+        "needs a high-precision float tensor, got dtype",
+        ("torch.int32",),
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("call", "message", "named"), FP8_DOCUMENTED_ERRORS,
-    ids=["nan-input", "integer-input", "fp8-input", "row-scale-of-other-rows", "tensor-scale-of-two",
-         "zero-scale", "from-bf16", "scale-not-broadcasting", "negative-decode-scale", "fp64-out", "integer-a"],
+    ("call", "message", "named"),
+    FP8_DOCUMENTED_ERRORS,
+    ids=[
+        "nan-input",
+        "integer-input",
+        "fp8-input",
+        "row-scale-of-other-rows",
+        "tensor-scale-of-two",
+        "zero-scale",
+        "from-bf16",
+        "scale-not-broadcasting",
+        "negative-decode-scale",
+        "fp64-out",
+        "integer-a",
+    ],
 )
 def test_fp8_documented_errors_are_value_errors_with_their_words(call, message, named):
     """Every Raises entry of to_fp8, from_fp8 and fp8_matmul is a ValueError (the type a caller catches, not
@@ -587,7 +660,9 @@ def test_fp8_matmul_is_scaled_mm_of_the_fp8_operands(granularity):
     for out_dtype in (torch.float32, torch.bfloat16, torch.float16):
         scaled = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
         ours = adapters.run_fp8_matmul(a, b, granularity, out_dtype)
-        assert ours.dtype == out_dtype, f"fp8_matmul(out_dtype={_name(out_dtype)}) returned {ours.dtype}"
+        assert ours.dtype == out_dtype, (
+            f"fp8_matmul(out_dtype={_name(out_dtype)}) returned {ours.dtype}"
+        )
         differ = ours != scaled
         assert not differ.any(), (
             f"fp8_matmul ({granularity}, out_dtype={_name(out_dtype)}) differs from torch._scaled_mm on the same "
@@ -612,7 +687,15 @@ def test_fp8_matmul_leaves_its_operands_unchanged(granularity):
     assert_close_to_the_product(out, a_before, b_before)
 
 
-MATMUL_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.matmul", "aten.mv", "aten.dot")
+MATMUL_OPS = (
+    "aten.mm",
+    "aten.addmm",
+    "aten.bmm",
+    "aten.baddbmm",
+    "aten.matmul",
+    "aten.mv",
+    "aten.dot",
+)
 
 
 @pytest.mark.parametrize("granularity", ["tensor", "row"])
@@ -620,11 +703,8 @@ def test_fp8_matmul_multiplies_in_the_fp8_kernel(granularity):
     """fp8_matmul runs torch._scaled_mm once on the fp8 operands and no matmul on dequantised copies.
 
     On a CPU both give the same numbers (the CPU kernel itself dequantises), so which op runs is
-    what tells them apart; on an H100 only _scaled_mm uses the fp8 tensor cores. Not graded: the op
-    log sees only its own process, not a call run in another (grading); the bit-for-bit comparisons
-    with torch._scaled_mm are.
+    what tells them apart; on an H100 only _scaled_mm uses the fp8 tensor cores.
     """
-    skip_in_grading("the aten op log sees only the ops of its own process")
     g = torch.Generator().manual_seed(6)
     a, b = torch.randn(16, 32, generator=g), torch.randn(32, 16, generator=g)
     out, ops = precision.student_fp8_matmul_ops(a, b, granularity, torch.bfloat16)
@@ -645,7 +725,9 @@ def test_fp8_matmul_of_a_single_row_keeps_its_row(granularity):
     out = adapters.run_fp8_matmul(a, b, granularity, torch.float32)
     a_fp8, b_fp8, sa, sb = _fp8_operands(a, b, granularity)
     expected = torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.float32)
-    assert out.shape == (1, 16), f"a (1, 32) @ b (32, 16) gave shape {tuple(out.shape)}: keep the size-one row"
+    assert out.shape == (1, 16), (
+        f"a (1, 32) @ b (32, 16) gave shape {tuple(out.shape)}: keep the size-one row"
+    )
     assert torch.equal(out, expected), "not torch._scaled_mm of the to_fp8 operands"
     assert_close_to_the_product(out, a, b)
 
@@ -694,20 +776,29 @@ def _two_lr0_steps(sizes: tuple[int, ...], seed: int) -> list:
     g = torch.Generator().manual_seed(seed + 1)
     x, y = torch.randn(8, sizes[0], generator=g), torch.randn(8, sizes[-1], generator=g)
     return precision.student_mixed_precision_steps(
-        sizes, weights, x, y,
-        loss="mse", dtype=torch.bfloat16, optimizer="sgd", optimizer_kwargs={"lr": 0.0}, steps=2,
+        sizes,
+        weights,
+        x,
+        y,
+        loss="mse",
+        dtype=torch.bfloat16,
+        optimizer="sgd",
+        optimizer_kwargs={"lr": 0.0},
+        steps=2,
     )
 
 
 def test_mixed_precision_step_returns_a_detached_loss():
     """The returned loss is detached from its graph, so a caller keeping every step's loss keeps no activations alive."""
     for i, step in enumerate(_two_lr0_steps((12, 8, 4), seed=2)):
-        assert step.loss_grad_fn is None and not step.loss.requires_grad, (
+        assert step.loss_grad_fn is None and not step.loss_requires_grad, (
             f"step {i} returned a loss that still carries its graph (grad_fn={step.loss_grad_fn}): a training loop "
             "that appends it to a list keeps every step's activations in memory; return loss.detach()"
         )
         assert step.loss.shape == () and step.loss.dtype == torch.float32
-        assert step.loss.item() > 0 and all(g is not None and g.abs().sum() > 0 for g in step.grads.values()), (
+        assert step.loss.item() > 0 and all(
+            g is not None and g.abs().sum() > 0 for g in step.grads.values()
+        ), (
             f"step {i} left a loss of {step.loss.item()} and gradients {[None if g is None else 'zero' for g in step.grads.values()]}: "
             "it must compute the loss and backpropagate it"
         )
@@ -730,13 +821,22 @@ def test_mixed_precision_step_on_a_batch_of_one():
     g = torch.Generator().manual_seed(13)
     x, y = torch.randn(1, 32, generator=g), torch.randint(0, 10, (1,), generator=g)
     [step] = precision.student_mixed_precision_steps(
-        MLP_SIZES, weights, x, y, loss="cross_entropy", dtype=torch.bfloat16, optimizer="sgd", optimizer_kwargs={"lr": 0.1},
+        MLP_SIZES,
+        weights,
+        x,
+        y,
+        loss="cross_entropy",
+        dtype=torch.bfloat16,
+        optimizer="sgd",
+        optimizer_kwargs={"lr": 0.1},
     )
     assert step.loss.shape == () and step.loss.dtype == torch.float32, (
         f"the loss of a batch of one is a {step.loss.dtype} tensor of shape {tuple(step.loss.shape)}, expected 0-d fp32"
     )
     for name, p in step.params.items():
-        assert step.grads[name] is not None and step.grads[name].dtype == torch.float32, f"gradient of {name}"
+        assert step.grads[name] is not None and step.grads[name].dtype == torch.float32, (
+            f"gradient of {name}"
+        )
         assert not torch.equal(p, weights[name]), f"{name} did not move: did the optimizer step?"
 
 
@@ -746,7 +846,9 @@ def test_mixed_precision_step_rejects_bad_dtype_and_low_precision_weights():
     x, y = torch.randn(4, 32), torch.randint(0, 10, (4,))
     options = {"loss": "cross_entropy", "optimizer": "sgd", "optimizer_kwargs": {"lr": 0.1}}
     with pytest.raises(ValueError, match="bfloat16"):
-        precision.student_mixed_precision_steps(MLP_SIZES, weights, x, y, dtype=torch.float32, **options)
+        precision.student_mixed_precision_steps(
+            MLP_SIZES, weights, x, y, dtype=torch.float32, **options
+        )
     with pytest.raises(ValueError, match="fp32 master weights"):
         precision.student_mixed_precision_steps(
             MLP_SIZES, weights, x, y, dtype=torch.bfloat16, param_dtype=torch.bfloat16, **options
@@ -763,8 +865,12 @@ def _scaler_run(steps: int, inject: dict[int, float], seed: int) -> ScalerRun:
     torch.manual_seed(seed)
     model = torch.nn.Linear(8, 4)
     return ScalerRun(
-        sizes=(8, 4), weights=(model.state_dict(),), optimizers=(("adamw", (0,), {"lr": 1e-2}),),
-        steps=steps, seed=seed, inject={i: (0, "weight", (i % 4, i % 8), v) for i, v in inject.items()},
+        sizes=(8, 4),
+        weights=(model.state_dict(),),
+        optimizers=(("adamw", (0,), {"lr": 1e-2}),),
+        steps=steps,
+        seed=seed,
+        inject={i: (0, "weight", (i % 4, i % 8), v) for i, v in inject.items()},
     )
 
 
@@ -815,9 +921,12 @@ def test_loss_scaler_with_two_optimizers_and_unscale_before_clipping_matches_gra
     torch.manual_seed(7)
     first, second = torch.nn.Linear(6, 5), torch.nn.Linear(5, 3)
     run = ScalerRun(
-        sizes=(6, 5, 3), weights=(first.state_dict(), second.state_dict()),
+        sizes=(6, 5, 3),
+        weights=(first.state_dict(), second.state_dict()),
         optimizers=(("adamw", (0,), {"lr": 1e-2}), ("sgd", (1,), {"lr": 0.05, "momentum": 0.5})),
-        steps=6, seed=8, batch=5,
+        steps=6,
+        seed=8,
+        batch=5,
         inject={2: (0, "weight", (1, 2), float("nan"))},  # only the first optimizer's gradients
         clip=(1, 0.2),  # unscale_ the second optimizer, then clip its layer
     )
@@ -828,8 +937,10 @@ def test_loss_scaler_with_two_optimizers_and_unscale_before_clipping_matches_gra
 
 def test_loss_scaler_defaults_and_first_decisions():
     """Defaults are GradScaler's: scale 2**16; an inf halves it and skips the step; a clean step leaves it."""
-    scaler = adapters.get_loss_scaler_cls()()
-    assert scaler.get_scale() == 2.0**16
+    initial, _ = precision.student_scaled_losses({}, [])
+    assert initial == 2.0**16, (
+        f"DynamicLossScaler().get_scale() is {initial}, GradScaler's default init_scale is 2**16"
+    )
     run = _scaler_run(3, {0: float("inf")}, seed=1)
     scales, params = _run_scaler("ours", {}, run)
     assert scales == [2.0**15, 2.0**15, 2.0**15], f"expected [2**15] * 3, got {scales}"
@@ -842,8 +953,9 @@ def test_loss_scaler_defaults_and_first_decisions():
 def test_loss_scaler_scales_in_fp32_whatever_the_loss_dtype(loss_dtype):
     """scale(loss) multiplies by S as an fp32 tensor: a 0-d fp16 or bf16 loss comes back fp32, so 3.0 x 2**16 is
     196608 where fp16 (max 65504) would have overflowed to inf."""
-    scaler = adapters.get_loss_scaler_cls()(init_scale=2.0**16)
-    scaled = scaler.scale(torch.tensor(3.0, dtype=loss_dtype))
+    _, [scaled] = precision.student_scaled_losses(
+        {"init_scale": 2.0**16}, [torch.tensor(3.0, dtype=loss_dtype)]
+    )
     assert scaled.shape == () and scaled.dtype == torch.float32, (
         f"scale() of a 0-d {loss_dtype} loss returned {scaled.dtype} of shape {tuple(scaled.shape)}: multiply by "
         "S as an fp32 tensor (torch.tensor(S, dtype=torch.float32)), which promotes a 0-d half loss to fp32"
@@ -857,41 +969,60 @@ def test_loss_scaler_scales_in_fp32_whatever_the_loss_dtype(loss_dtype):
 @pytest.mark.parametrize("loss_dtype", [torch.float16, torch.float32], ids=_name)
 def test_loss_scaler_scales_a_loss_on_its_own_device(loss_dtype):
     """(CPU twin of the device) scale() of a loss on the meta device is on the meta device: S is made on the loss's device."""
-    scaler = adapters.get_loss_scaler_cls()(init_scale=1024.0)
-    assert scaler.scale(torch.tensor(2.0, dtype=loss_dtype)).item() == 2048.0, "scale() of 2.0 with S = 1024 on the CPU"
-    scaled = scaler.scale(torch.empty((), dtype=loss_dtype, device="meta"))
+    losses = [torch.tensor(2.0, dtype=loss_dtype), torch.empty((), dtype=loss_dtype, device="meta")]
+    _, [on_cpu, scaled] = precision.student_scaled_losses({"init_scale": 1024.0}, losses)
+    assert on_cpu.item() == 2048.0, "scale() of 2.0 with S = 1024 on the CPU"
     assert scaled.device.type == "meta" and scaled.dtype == torch.float32, (
         f"scale() of a meta {loss_dtype} loss gave a {scaled.dtype} tensor on {scaled.device}: keep the product on "
         "the loss's device (create S there) and in fp32"
     )
 
 
+#: The calls of the misuse test, in order, and why each one that must raise RuntimeError must.
+SCALER_CALLS = ["update", "unscale_", "unscale_", "step", "step", "unscale_", "update"]
+SCALER_MISUSE = {
+    0: "update() before any step: nothing to decide from",
+    2: "unscale_() twice before update()",
+    4: "step() twice before update()",
+    5: "unscale_() after step(), before update()",
+}
+
+
 def test_loss_scaler_misuse_is_a_runtime_error_and_fp16_gradients_a_value_error():
     """update() before any step, unscale_() twice or after step(), and step() twice are RuntimeErrors; fp16 gradients a
     ValueError; a clean step divides the gradient by S and steps (the parameter moves by exactly lr * g / S)."""
-    cls = adapters.get_loss_scaler_cls()
-    p = torch.nn.Parameter(torch.ones(3))
-    p.grad = torch.full((3,), 2.0**10)
-    optimizer = precision.torch_optimizer("sgd", [p], {"lr": 0.5})
-    scaler = cls(init_scale=2.0**10)
-    with pytest.raises(RuntimeError):
-        scaler.update()  # no step yet: nothing to decide from
-    scaler.unscale_(optimizer)
-    with pytest.raises(RuntimeError):
-        scaler.unscale_(optimizer)  # twice before update()
-    scaler.step(optimizer)
-    with pytest.raises(RuntimeError):
-        scaler.step(optimizer)  # twice before update()
-    with pytest.raises(RuntimeError):
-        scaler.unscale_(optimizer)  # after step(), before update()
-    scaler.update()
-    assert torch.equal(p.detach(), torch.full((3,), 0.5)), (
+    raised, p = precision.student_scaler_calls(
+        {"init_scale": 2.0**10},
+        SCALER_CALLS,
+        param=torch.ones(3),
+        grad=torch.full((3,), 2.0**10),
+        lr=0.5,
+    )
+    for i, error in enumerate(raised):
+        calls = ", ".join(f"{c}()" for c in SCALER_CALLS[: i + 1])
+        if i in SCALER_MISUSE:
+            assert error is not None and "RuntimeError" in error.bases, (
+                f"after {calls}: {SCALER_MISUSE[i]} must raise RuntimeError, as GradScaler does; "
+                f"{'it raised nothing' if error is None else f'it raised {error}'}"
+            )
+        else:
+            assert error is None, f"after {calls}: the last call is allowed, yet it raised {error}"
+    assert torch.equal(p, torch.full((3,), 0.5)), (
         f"after unscale_ (g = 2**10 / 2**10 = 1) and an SGD step of lr 0.5 the parameter should be 0.5, got {p.tolist()}"
     )
-    half = torch.nn.Parameter(torch.ones(2, dtype=torch.float16))
-    half.grad = torch.ones(2, dtype=torch.float16)
-    with pytest.raises(ValueError, match="fp32 master weights"):
-        cls().unscale_(precision.torch_optimizer("sgd", [half], {"lr": 0.1}))
+    [error], _ = precision.student_scaler_calls(
+        {},
+        ["unscale_"],
+        param=torch.ones(2, dtype=torch.float16),
+        grad=torch.ones(2, dtype=torch.float16),
+        lr=0.1,
+    )
+    assert (
+        error is not None and "ValueError" in error.bases and "fp32 master weights" in error.message
+    ), (
+        f"unscale_() of fp16 gradients must raise ValueError saying 'fp32 master weights'; "
+        f"{'it raised nothing' if error is None else f'it raised {error}'}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -907,4 +1038,4 @@ def test_loss_scaler_misuse_is_a_runtime_error_and_fp16_gradients_a_value_error(
 def test_loss_scaler_rejects_bad_hyperparameters(kwargs, match):
     """Each out-of-range hyperparameter is a ValueError naming it."""
     with pytest.raises(ValueError, match=match):
-        adapters.get_loss_scaler_cls()(**kwargs)
+        precision.student_scaled_losses(kwargs, [])

@@ -116,7 +116,9 @@ def test_dtype_info_returns_every_key_with_python_numbers():
         assert isinstance(info[key], int), f"{key} should be an int"
     for key in keys - {"bits", "exponent_bits", "mantissa_bits"}:
         assert isinstance(info[key], float), f"{key} should be a float"
-    assert (info["bits"], info["exponent_bits"], info["mantissa_bits"]) == (8, 5, 2), "float8_e5m2: 8 bits, 5 exponent, 2 mantissa"
+    assert (info["bits"], info["exponent_bits"], info["mantissa_bits"]) == (8, 5, 2), (
+        "float8_e5m2: 8 bits, 5 exponent, 2 mantissa"
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, *FP8], ids=_name)
@@ -179,7 +181,9 @@ def test_to_fp8_transposed_input_is_quantised_by_its_logical_rows():
     assert got_scale.shape == (16, 1) and torch.equal(got_scale, want_scale), (
         "the scales of x.t() must be those of its contiguous copy: max(amax of each logical row, 1e-12) / 448"
     )
-    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)), "x.t()'s fp8 values are not its rows' / scale"
+    assert torch.equal(got.view(torch.uint8), want.view(torch.uint8)), (
+        "x.t()'s fp8 values are not its rows' / scale"
+    )
 
 
 @pytest.mark.parametrize("dtype", FP8, ids=_name)
@@ -223,7 +227,8 @@ def test_to_fp8_rejects_nan_and_integer_input():
 
 def test_from_fp8_rejects_non_fp8_input_and_mismatched_scale():
     """from_fp8 needs an fp8 tensor and a scale that broadcasts against it."""
-    x_fp8, scale = torch.randn(4, 16).to(E4M3), torch.full((4, 1), 0.5)  # made here: the test grades from_fp8 alone
+    # made here: the test grades from_fp8 alone
+    x_fp8, scale = torch.randn(4, 16).to(E4M3), torch.full((4, 1), 0.5)
     with pytest.raises(ValueError, match="fp8"):
         adapters.run_from_fp8(x_fp8.float(), scale)
     with pytest.raises(ValueError, match="broadcast"):
@@ -338,8 +343,15 @@ def test_mixed_precision_step_returns_the_loss_and_zeroes_old_gradients():
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(8, 16, generator=g), torch.randn(8, 16, generator=g)
     steps = precision.student_mixed_precision_steps(
-        [16, 16], model.state_dict(), x, y,
-        loss="mse", dtype=torch.bfloat16, optimizer="sgd", optimizer_kwargs={"lr": 0.0}, steps=2,
+        [16, 16],
+        model.state_dict(),
+        x,
+        y,
+        loss="mse",
+        dtype=torch.bfloat16,
+        optimizer="sgd",
+        optimizer_kwargs={"lr": 0.0},
+        steps=2,
     )
     first, second = steps[0].loss, steps[1].loss
     grad_once = steps[0].grads["0.weight"]
@@ -360,13 +372,24 @@ def test_mixed_precision_steps_in_fp16_with_adamw_return_detached_losses_of_fres
     g = torch.Generator().manual_seed(5)
     x, y = torch.randn(6, 20, generator=g), torch.randint(0, 5, (6,), generator=g)
     steps = precision.student_mixed_precision_steps(
-        sizes, weights, x, y,
-        loss="cross_entropy", dtype=torch.float16, optimizer="adamw", optimizer_kwargs={"lr": 0.0}, steps=3,
+        sizes,
+        weights,
+        x,
+        y,
+        loss="cross_entropy",
+        dtype=torch.float16,
+        optimizer="adamw",
+        optimizer_kwargs={"lr": 0.0},
+        steps=3,
     )
     for i, step in enumerate(steps):
-        assert step.loss_grad_fn is None and not step.loss.requires_grad, f"step {i}: {step.loss_grad_fn}"
+        assert step.loss_grad_fn is None and not step.loss_requires_grad, (
+            f"step {i}: {step.loss_grad_fn}"
+        )
         for name, grad in step.grads.items():
-            assert torch.equal(grad, steps[0].grads[name]), f"step {i}: gradient of {name} accumulated"
+            assert torch.equal(grad, steps[0].grads[name]), (
+                f"step {i}: gradient of {name} accumulated"
+            )
 
 
 # --------------------------------------------------------------------------------------------
@@ -374,31 +397,14 @@ def test_mixed_precision_steps_in_fp16_with_adamw_return_detached_losses_of_fres
 # --------------------------------------------------------------------------------------------
 
 
-def _clean_steps(scaler: object, steps: int, read_after: set[int]) -> dict[int, float]:
-    """``steps`` clean steps (a zero gradient, SGD with lr=0): step, update; the scale after the chosen ones.
-
-    Only step and update per step (no backward: the gradient is set once), so 2000 steps stay quick
-    when each call crosses to your side.
-    """
-    weight = torch.nn.Parameter(torch.ones(2))
-    weight.grad = torch.zeros(2)  # finite, and stays 0 when unscaled (no slow subnormals)
-    optimizer = precision.torch_optimizer("sgd", [weight], {"lr": 0.0})
-    scaler.scale(torch.ones(()))  # GradScaler sets its scale up on the first scale()
-    scales = {}
-    for i in range(steps):
-        scaler.step(optimizer)
-        scaler.update()
-        if i in read_after:
-            scales[i] = scaler.get_scale()
-    return scales
-
-
 def test_loss_scaler_default_growth_after_2000_clean_steps_matches_grad_scaler():
     """With the defaults, 2000 clean steps double the scale to 2**17, at the same step as GradScaler."""
     read_after = {0, 1998, 1999, 2000}
-    ours = _clean_steps(adapters.get_loss_scaler_cls()(), 2001, read_after)
-    theirs = _clean_steps(precision.torch_grad_scaler(), 2001, read_after)
-    assert theirs == {0: 2.0**16, 1998: 2.0**16, 1999: 2.0**17, 2000: 2.0**17}, f"GradScaler itself gave {theirs}"
+    ours = precision.student_clean_steps({}, 2001, read_after)
+    theirs = precision.clean_steps(precision.torch_grad_scaler, {}, 2001, read_after)
+    assert theirs == {0: 2.0**16, 1998: 2.0**16, 1999: 2.0**17, 2000: 2.0**17}, (
+        f"GradScaler itself gave {theirs}"
+    )
     assert ours == theirs, (
         f"scale after steps {sorted(read_after)}: yours {ours}, GradScaler's {theirs}: with the defaults "
         "(growth_interval=2000) the 2000th clean update() doubles the scale"
@@ -426,9 +432,12 @@ def _two_optimizer_run(clip: bool) -> ScalerRun:
     torch.manual_seed(5)
     enc, dec = torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)
     return ScalerRun(
-        sizes=(8, 8, 2), weights=(enc.state_dict(), dec.state_dict()),
+        sizes=(8, 8, 2),
+        weights=(enc.state_dict(), dec.state_dict()),
         optimizers=(("sgd", (0,), {"lr": 0.1, "momentum": 0.9}), ("adamw", (1,), {"lr": 1e-2})),
-        steps=8, seed=6, batch=4,
+        steps=8,
+        seed=6,
+        batch=4,
         inject={3: (1, "bias", (0,), float("inf"))},  # only the decoder's optimizer sees it
         clip=(0, 0.05) if clip else None,  # unscale_ the encoder's optimizer, then clip the encoder
     )
@@ -446,8 +455,12 @@ def test_loss_scaler_with_two_optimizers_and_clipping_matches_grad_scaler(clip):
 def test_loss_scaler_rejects_fp16_gradients():
     """Unscaling fp16 gradients is a ValueError: keep fp32 master weights."""
     run = ScalerRun(  # the parameters, hence their gradients, in fp16
-        sizes=(4, 1), weights=({"weight": torch.ones(1, 4), "bias": torch.zeros(1)},),
-        optimizers=(("sgd", (0,), {"lr": 0.1}),), steps=1, seed=0, param_dtype=torch.float16,
+        sizes=(4, 1),
+        weights=({"weight": torch.ones(1, 4), "bias": torch.zeros(1)},),
+        optimizers=(("sgd", (0,), {"lr": 0.1}),),
+        steps=1,
+        seed=0,
+        param_dtype=torch.float16,
     )
     with pytest.raises(ValueError, match="fp32 master weights"):
         _run_scaler("ours", {}, run)
@@ -457,23 +470,29 @@ def test_loss_scaler_rejects_fp16_gradients():
 def test_to_fp8_scale_floor_on_fp16_inputs_with_other_edges(granularity):
     """fp16 inputs (their subnormals included), e5m2: scale = max(amax, 1e-12) / 57344 in fp32, exactly, per tensor and per row."""
     t = torch.linspace(-1, 1, 32)
-    rows = [t * 0.0, t * 6e-8, t * 2e-5, t * 60000.0]  # zero, an fp16 subnormal, a small normal, near fp16's max
+    # zero, an fp16 subnormal, a small normal, near fp16's max
+    rows = [
+        t * 0.0,
+        t * 6e-8,
+        t * 2e-5,
+        t * 60000.0,
+    ]
     x = torch.stack(rows).half()
     inputs = [x] if granularity == "row" else list(x)
     for inp in inputs:
         _, scale = adapters.run_to_fp8(inp, E5M2, granularity)
         x32 = inp.float()
         amax = x32.abs().amax() if granularity == "tensor" else x32.abs().amax(dim=-1, keepdim=True)
-        assert scale.dtype == torch.float32 and torch.equal(scale, amax.clamp(min=1e-12) / 57344.0), (
-            f"scale {scale.flatten().tolist()} for amax {amax.flatten().tolist()}"
-        )
+        assert scale.dtype == torch.float32 and torch.equal(
+            scale, amax.clamp(min=1e-12) / 57344.0
+        ), f"scale {scale.flatten().tolist()} for amax {amax.flatten().tolist()}"
 
 
 def test_loss_scaler_scales_large_half_losses_in_fp32():
     """A bf16 loss of 1e30 and an fp16 loss of 60000 times 2**20: fp32 products, no overflow."""
-    scaler = adapters.get_loss_scaler_cls()(init_scale=2.0**20)
-    for loss in (torch.tensor(60000.0, dtype=torch.float16), torch.tensor(1e30, dtype=torch.bfloat16)):
-        scaled = scaler.scale(loss)
+    losses = [torch.tensor(60000.0, dtype=torch.float16), torch.tensor(1e30, dtype=torch.bfloat16)]
+    _, scaled_losses = precision.student_scaled_losses({"init_scale": 2.0**20}, losses)
+    for loss, scaled in zip(losses, scaled_losses, strict=True):
         assert scaled.dtype == torch.float32 and scaled.item() == loss.float().item() * 2.0**20
 
 
@@ -484,14 +503,22 @@ def test_size_one_fp8_matmul_and_mixed_step_in_fp16():
     out = adapters.run_fp8_matmul(a, b, "row", torch.bfloat16)
     a_fp8, b_fp8, sa, sb = _fp8_operands(a, b, "row")
     assert out.shape == (1, 32)
-    assert torch.equal(out, torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
+    assert torch.equal(
+        out, torch._scaled_mm(a_fp8, b_fp8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    )
     assert_close_to_the_product(out, a, b)
     torch.manual_seed(41)
     weights = precision.mlp([8, 4]).state_dict()
     x, y = torch.randn(1, 8, generator=g), torch.randn(1, 4, generator=g)
     [step] = precision.student_mixed_precision_steps(
-        [8, 4], weights, x, y, loss="mse", dtype=torch.float16, optimizer="sgd", optimizer_kwargs={"lr": 0.1},
+        [8, 4],
+        weights,
+        x,
+        y,
+        loss="mse",
+        dtype=torch.float16,
+        optimizer="sgd",
+        optimizer_kwargs={"lr": 0.1},
     )
     assert step.loss.shape == () and step.loss.dtype == torch.float32
     assert not torch.equal(step.params["0.weight"], weights["0.weight"])
-

@@ -5,14 +5,12 @@ the line build the same one with ``build(net)``: torch's modules only (``nn.Line
 twin of the ``Cruncher``), never your ``models`` or ``optim`` code, so these tests grade your
 accounting alone and a bug in another part costs no accounting points.
 
-The ``student_...`` functions are plain functions of the test: they call one of your counters
-(``count_flops``, ``FlopCounter``, ``activation_bytes``, ``optimizer_state_bytes``) or one of the
-given measurement helpers, and every loop, the training with torch's optimizers included, runs in
-the test. Your counters take the network as an argument and run it, so it is made on your side by a
-builder (``built``, ``cruncher_training_setup``, ``empty_maker``: the only ``@student_side`` functions
-here; they build and observe nothing, see ``tests/boundary.py``). torch's optimizers are the test's
-(``torch_optimizer``): your code reads them through a stand-in in grading.
-``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compare what your code returned with torch.
+The ``student_...`` functions are drivers (``tests/boundary.py``): each builds the network from its
+``Net``, runs one of your counters (``count_flops``, ``FlopCounter``, ``activation_bytes``,
+``optimizer_state_bytes``, ``time_matmul``) or one of the given measurement helpers on it, the
+training with torch's optimizers included, and returns what came out as plain data: counts, bytes,
+seconds. ``tests/test_accounting.py`` (and ``test_accounting_gpu.py``) compute torch's own counts
+(``FlopCounterMode`` on ``build(net)``, formulas) and compare.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import adapters
-from tests.boundary import plain_data, printed_by, student_side
+from tests.boundary import driver, plain_data, printed_by
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -61,7 +59,9 @@ class Net:
     after: tuple = ()
 
 
-def mlp(dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False) -> nn.Sequential:
+def mlp(
+    dims: list[int], activation: type[nn.Module] = nn.ReLU, bias: bool = False
+) -> nn.Sequential:
     """Linear layers dims[0] -> ... -> dims[-1] (bias-free unless `bias`) with `activation` between them."""
     layers: list[nn.Module] = []
     for i, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
@@ -87,8 +87,13 @@ class Cruncher(nn.Module):
     the same module tree (``layers.i``, ``final``), of bias-free ``nn.Linear``, and the same class
     name (FlopCounterMode names the root module by it)."""
 
-    def __init__(self, dim: int, num_layers: int, device: torch.device | str | None = None,
-                 dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        num_layers: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
             [nn.Linear(dim, dim, bias=False, device=device, dtype=dtype) for _ in range(num_layers)]
@@ -148,60 +153,22 @@ def num_params(net: Net) -> int:
         return sum(p.numel() for p in build(net).parameters())
 
 
-# --------------------------------------------------------------------------------------------
-# Builders: the only functions here that run on your side
-# --------------------------------------------------------------------------------------------
-
-
-@student_side
-def built(net: Net) -> Callable[..., Any]:
-    """``build(net)`` made on your side and returned as is (in grading, a proxy the test drives).
-
-    Builds, observes nothing: your counters receive it as an argument, so it must live where they run.
-    """
-    return build(net)
-
-
 #: torch's optimizers by the names the tests use ("momentum" is SGD with a momentum buffer).
 TORCH_OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "sgd": torch.optim.SGD, "momentum": torch.optim.SGD, "adagrad": torch.optim.Adagrad,
-    "rmsprop": torch.optim.RMSprop, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+    "sgd": torch.optim.SGD,
+    "momentum": torch.optim.SGD,
+    "adagrad": torch.optim.Adagrad,
+    "rmsprop": torch.optim.RMSprop,
+    "adam": torch.optim.Adam,
+    "adamw": torch.optim.AdamW,
 }
 
 
-def torch_optimizer(name: str, params: list[torch.Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
-    """torch's optimizer ``TORCH_OPTIMIZERS[name]`` (not yours: those are graded in part 3) over the
-    test's ``params``. It stays the test's: in grading your ``optimizer_state_bytes`` reads it through a
-    stand-in (``tests/boundary.py``: ``stays_in_the_test``), so nothing on your side can change how it trains."""
+def torch_optimizer(
+    name: str, params: list[torch.Tensor], kwargs: dict[str, Any]
+) -> torch.optim.Optimizer:
+    """torch's optimizer ``TORCH_OPTIMIZERS[name]`` (not yours: those are graded in part 3) over ``params``."""
     return TORCH_OPTIMIZERS[name](params, **kwargs)
-
-
-@student_side
-def cruncher_training_setup(dim: int, num_layers: int, device: torch.device | str,
-                            seed: int = 0) -> tuple[Cruncher, torch.optim.Optimizer, int | None]:
-    """torch's twin ``Cruncher(dim, num_layers)`` (seeded) with torch's AdamW (foreach=False: the
-    multi-tensor kernels would add a parameter-sized temporary), made on your side; and, on CUDA,
-    the memory allocated before the model was built (after ``prepare_cuda``), else None. Builds,
-    observes nothing of your code."""
-    device_ = torch.device(device)
-    baseline = None
-    if device_.type == "cuda":
-        prepare_cuda(device_)
-        baseline = torch.cuda.memory_allocated(device_)
-    with torch.random.fork_rng(devices=[device_] if device_.type == "cuda" else []):
-        torch.manual_seed(seed)
-        model = Cruncher(dim, num_layers, device=device_)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False), baseline
-
-
-@student_side
-def empty_maker(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str) -> Callable[[], torch.Tensor]:
-    """``torch.empty(shape, dtype=dtype, device=device)`` as a function of no arguments, made on your
-    side (so the tensor is allocated where it is measured); on CUDA the allocator's cache is
-    emptied and cuBLAS warmed up first (``prepare_cuda``). Builds, observes nothing."""
-    if torch.device(device).type == "cuda":
-        prepare_cuda(torch.device(device))
-    return functools.partial(torch.empty, shape, dtype=dtype, device=device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -209,32 +176,43 @@ def empty_maker(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
 # --------------------------------------------------------------------------------------------
 
 
-def student_count_flops(net: Net, *args: torch.Tensor, backward: bool = True) -> int:
-    """``count_flops`` of the network on ``args``."""
-    return adapters.run_count_flops(built(net), *args, backward=backward)
+@driver
+def student_count_flops(
+    net: Net, *args: torch.Tensor, backward: bool = True, device: str | None = None
+) -> int:
+    """Build ``net`` and return your ``count_flops`` of it on ``args`` (network and args moved to ``device`` first,
+    if given: ``"meta"`` counts from shapes alone)."""
+    fn = build(net)
+    if device is not None:
+        fn = fn.to(device)
+        args = tuple(a.to(device) for a in args)
+    return adapters.run_count_flops(fn, *args, backward=backward)
 
 
-def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
-                         same_counter: bool = False) -> list[dict[str, Any]]:
-    """Use a ``FlopCounter`` once per entry of ``backward``, around ``model(x)`` (and the backward
-    of its sum if true); return each block's ``by_module()`` and ``total``.
+@driver
+def student_flop_counter(
+    net: Net, x: torch.Tensor, backward: list[bool], same_counter: bool = False
+) -> list[dict[str, Any]]:
+    """Build ``net`` and use your ``FlopCounter`` once per entry of ``backward``, around ``model(x)`` (and the
+    backward of its sum if true); return each block's ``by_module()`` and ``total``.
 
     By default each block gets a fresh counter. With ``same_counter``, one counter is entered
     again for every block, and the model also trains (forward and backward) outside any counter:
     once before the first block and once after each; each block's counts are read after the run
     that follows it.
     """
-    model = built(net)
+    model = build(net)
+    counter_cls = adapters.get_flop_counter_cls()
 
     def outside() -> None:
         model(x).sum().backward()
 
-    shared = adapters.get_flop_counter_cls()() if same_counter else None
+    shared = counter_cls() if same_counter else None
     if same_counter:
         outside()
     runs = []
     for with_backward in backward:
-        counter = shared if same_counter else adapters.get_flop_counter_cls()()
+        counter = shared if same_counter else counter_cls()
         with counter:
             if with_backward:
                 model(x).sum().backward()
@@ -242,19 +220,34 @@ def student_flop_counter(net: Net, x: torch.Tensor, backward: list[bool],
                 model(x)
         if same_counter:
             outside()
-        runs.append({"by_module": counter.by_module(), "total": counter.total})
+        runs.append({"by_module": dict(counter.by_module()), "total": counter.total})
     return runs
 
 
-def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, iters: int) -> tuple[float, int]:
-    """``time_matmul(a, b, warmup, iters)`` run inside torch's ``FlopCounterMode``: (its seconds, the FLOPs it ran).
-
-    Counts only in one process (``uv run pytest``): in grading your code runs in another process,
-    where this mode cannot see it, so the test that uses it is not graded there (see its docstring).
-    """
+@driver
+def student_time_matmul_flops(
+    a: torch.Tensor, b: torch.Tensor, warmup: int, iters: int
+) -> tuple[float, int]:
+    """Your ``time_matmul(a, b, warmup, iters)`` run inside torch's ``FlopCounterMode``: (its seconds, the FLOPs it ran)."""
     with FlopCounterMode(display=False) as mode:
         seconds = adapters.run_time_matmul(a, b, warmup=warmup, iters=iters)
     return seconds, mode.get_total_flops()
+
+
+@driver
+def torch_matmul_seconds(
+    n: int, dtype: torch.dtype, device: torch.device | str, warmup: int, iters: int
+) -> float:
+    """The baseline of a timing check: mean seconds of an ``(n, n) @ (n, n)`` matmul by torch.utils.benchmark
+    (which synchronises CUDA itself), after ``warmup`` untimed calls; run beside your code, as your timer is."""
+    # a quarter of a second to import: only where a GPU test times
+    from torch.utils import benchmark
+
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    timer = benchmark.Timer(stmt="a @ b", globals={"a": a, "b": b})
+    timer.timeit(warmup)
+    return timer.timeit(iters).mean
 
 
 # --------------------------------------------------------------------------------------------
@@ -262,18 +255,20 @@ def student_time_matmul_flops(a: torch.Tensor, b: torch.Tensor, warmup: int, ite
 # --------------------------------------------------------------------------------------------
 
 
+@driver
 def student_activation_bytes(net: Net, *args: torch.Tensor) -> int:
-    """``activation_bytes`` of the network on ``args``."""
-    return adapters.run_activation_bytes(built(net), *args)
+    """Build ``net`` and return your ``activation_bytes`` of it on ``args``."""
+    return adapters.run_activation_bytes(build(net), *args)
 
 
-def student_optimizer_state_bytes(net: Net, optimizer: str, kwargs: dict[str, Any],
-                                  inputs: list[torch.Tensor]) -> int:
-    """Train the network one step per input (``model(x).sum()``) with torch's optimizer ``optimizer``
-    (``TORCH_OPTIMIZERS``, not yours: those are graded in part 3); return ``optimizer_state_bytes`` of it."""
+@driver
+def student_optimizer_state_bytes(
+    net: Net, optimizer: str, kwargs: dict[str, Any], inputs: list[torch.Tensor]
+) -> int:
+    """Build ``net``, train it one step per input (``model(x).sum()``) with torch's optimizer ``optimizer``
+    (``TORCH_OPTIMIZERS``, not yours: those are graded in part 3); return your ``optimizer_state_bytes`` of it."""
     model = build(net)
-    params = list(model.parameters())
-    opt = torch_optimizer(optimizer, params, kwargs)
+    opt = torch_optimizer(optimizer, list(model.parameters()), kwargs)
     for x in inputs:
         opt.zero_grad()
         model(x).sum().backward()
@@ -306,21 +301,49 @@ def prepare_cuda(device: torch.device) -> None:
     torch.cuda.synchronize(device)
 
 
-def student_training_step_memory(dim: int, num_layers: int, batch: int, device: torch.device | str,
-                                 seed: int = 0) -> TrainingMemory:
+def cruncher_training_setup(
+    dim: int, num_layers: int, device: torch.device | str, seed: int = 0
+) -> tuple[Cruncher, torch.optim.Optimizer, int | None]:
+    """torch's twin ``Cruncher(dim, num_layers)`` (seeded) with torch's AdamW (foreach=False: the
+    multi-tensor kernels would add a parameter-sized temporary); and, on CUDA, the memory allocated
+    before the model was built (after ``prepare_cuda``), else None."""
+    device_ = torch.device(device)
+    baseline = None
+    if device_.type == "cuda":
+        prepare_cuda(device_)
+        baseline = torch.cuda.memory_allocated(device_)
+    with torch.random.fork_rng(devices=[device_] if device_.type == "cuda" else []):
+        torch.manual_seed(seed)
+        model = Cruncher(dim, num_layers, device=device_)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False), baseline
+
+
+@driver
+def student_training_step_memory(
+    dim: int, num_layers: int, batch: int, device: torch.device | str, seed: int = 0
+) -> TrainingMemory:
     """``measure_training_step`` of torch's twin ``Cruncher(dim, num_layers)`` with torch's AdamW
     (``cruncher_training_setup``) on a seeded ``(batch, dim)`` input; ``total`` is the sum of the four kinds."""
     model, optimizer, baseline = cruncher_training_setup(dim, num_layers, device, seed)
     x = torch.randn(batch, dim, generator=torch.Generator().manual_seed(seed)).to(device)
     m = adapters.run_measure_training_step(model, optimizer, x)
     total = m.parameters + m.gradients + m.optimizer_state + m.activations
-    return TrainingMemory(m.parameters, m.gradients, m.optimizer_state, m.activations, m.peak, total, baseline)
+    return TrainingMemory(
+        m.parameters, m.gradients, m.optimizer_state, m.activations, m.peak, total, baseline
+    )
 
 
-def student_measure_allocation(shape: tuple[int, ...], dtype: torch.dtype,
-                               device: torch.device | str) -> tuple[torch.Tensor, int]:
-    """``measure_allocation`` of ``torch.empty(shape, dtype, device)`` (``empty_maker``): (the tensor, the bytes measured)."""
-    return adapters.run_measure_allocation(empty_maker(shape, dtype, device), device)
+@driver
+def student_measure_allocation(
+    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str
+) -> tuple[torch.Tensor, int]:
+    """``measure_allocation`` of ``torch.empty(shape, dtype, device)``: (the tensor, the bytes measured). On
+    CUDA the allocator's cache is emptied and cuBLAS warmed up first (``prepare_cuda``)."""
+    if torch.device(device).type == "cuda":
+        prepare_cuda(torch.device(device))
+    return adapters.run_measure_allocation(
+        functools.partial(torch.empty, shape, dtype=dtype, device=device), device
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,14 +1,11 @@
 """Scenarios of part 8, precision: your mixed-precision step and your loss scaler, driven over steps.
 
-``student_mixed_precision_steps`` takes steps with your ``mixed_precision_step`` on a small GELU MLP
-built from given weights, recording what each step did. ``scaler_run`` trains a chain of linear
-layers through a loss scaler as a ``ScalerRun`` describes, injecting inf/NaN into chosen gradients,
-and records the scale and the parameters after every step; the tests run it with yours
-(``student_scaler_run``) and with ``torch.amp.GradScaler`` and compare. Every loop runs in the test;
-what your ``mixed_precision_step`` receives (torch's model, optimizer and loss, run under your
-autocast) is made on your side by a builder (``mlp_training_setup``: the only ``@student_side``
-function here; it builds and observes nothing, see ``tests/boundary.py``). The optimizers your scaler
-steps are the test's (``torch_optimizer``): in grading your scaler uses them through a stand-in.
+The ``student_...`` functions are drivers (``tests/boundary.py``): each builds what your code needs
+from plain data (torch's model, optimizer and loss for your ``mixed_precision_step``; a chain of
+linear layers and torch's optimizers for your ``DynamicLossScaler``), runs your code over the
+steps, and returns what each step did as plain data. ``scaler_run`` and ``clean_steps`` are plain
+functions of a scaler class: the drivers call them with yours, the tests with ``torch.amp.GradScaler``,
+and compare. ``student_fp8_matmul_ops`` logs the aten ops your ``fp8_matmul`` ran.
 """
 
 from __future__ import annotations
@@ -25,10 +22,16 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import adapters
-from tests.boundary import plain_data, student_side
+from tests.boundary import driver, plain_data
 
-LOSSES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}
+LOSSES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "cross_entropy": F.cross_entropy,
+    "mse": F.mse_loss,
+}
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD,
+    "adamw": torch.optim.AdamW,
+}
 
 
 @contextmanager
@@ -69,12 +72,11 @@ class OpLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def student_fp8_matmul_ops(a: Tensor, b: Tensor, granularity: str, out_dtype: torch.dtype) -> tuple[Tensor, list[str]]:
-    """Your ``fp8_matmul(a, b, granularity, out_dtype)``, and the aten ops it ran, in order (``OpLog``).
-
-    Logs only in one process (``uv run pytest``): in grading your code runs in another process,
-    where this mode cannot see it, so the test that uses it is not graded there (see its docstring).
-    """
+@driver
+def student_fp8_matmul_ops(
+    a: Tensor, b: Tensor, granularity: str, out_dtype: torch.dtype
+) -> tuple[Tensor, list[str]]:
+    """Your ``fp8_matmul(a, b, granularity, out_dtype)``, and the aten ops it ran, in order (``OpLog``)."""
     with OpLog() as log:
         out = adapters.run_fp8_matmul(a, b, granularity, out_dtype)
     return out, log.ops
@@ -88,25 +90,30 @@ def student_fp8_matmul_ops(a: Tensor, b: Tensor, granularity: str, out_dtype: to
 @plain_data
 @dataclass
 class MixedStep:
-    """What one step did: the loss it returned, the dtypes of the Linear layers' outputs during its
-    forward, each parameter after the step and its gradient (None if it has none), by name, and
-    the class of the returned loss's ``grad_fn`` (None for a loss detached from its graph)."""
+    """What one step did: the loss it returned (detached here; ``loss_requires_grad`` and
+    ``loss_grad_fn``, the class name of its ``grad_fn``, say whether yours was), the dtypes of the
+    Linear layers' outputs during its forward, and each parameter after the step and its gradient
+    (None if it has none), by name."""
 
     loss: Tensor
     linear_output_dtypes: list[torch.dtype]
     params: dict[str, Tensor]
     grads: dict[str, Tensor | None]
     loss_grad_fn: str | None = None
+    loss_requires_grad: bool = False
 
 
-@student_side
-def mlp_training_setup(sizes: Sequence[int], weights: dict[str, Tensor], param_dtype: torch.dtype,
-                       optimizer: str, optimizer_kwargs: dict[str, Any],
-                       loss: str) -> tuple[nn.Sequential, torch.optim.Optimizer, Callable[[Tensor, Tensor], Tensor]]:
+def mlp_training_setup(
+    sizes: Sequence[int],
+    weights: dict[str, Tensor],
+    param_dtype: torch.dtype,
+    optimizer: str,
+    optimizer_kwargs: dict[str, Any],
+    loss: str,
+) -> tuple[nn.Sequential, torch.optim.Optimizer, Callable[[Tensor, Tensor], Tensor]]:
     """``mlp(sizes)`` loaded with ``weights`` (on their device, cast to ``param_dtype``), torch's
-    ``OPTIMIZERS[optimizer]`` over its parameters and the loss function ``LOSSES[loss]``, made on your
-    side (your step receives them as arguments). Builds, observes nothing. (fp32 matmuls there are
-    true fp32: TF32 is off by default, ``torch.backends.cuda.matmul.allow_tf32``.)"""
+    ``OPTIMIZERS[optimizer]`` over its parameters and the loss function ``LOSSES[loss]``. (fp32
+    matmuls are true fp32: TF32 is off by default, ``torch.backends.cuda.matmul.allow_tf32``.)"""
     device = next(iter(weights.values())).device
     model = mlp(sizes).to(device)
     model.load_state_dict(weights)
@@ -114,39 +121,59 @@ def mlp_training_setup(sizes: Sequence[int], weights: dict[str, Tensor], param_d
     return model, OPTIMIZERS[optimizer](model.parameters(), **optimizer_kwargs), LOSSES[loss]
 
 
+def _detached(value: Any) -> Any:
+    """A tensor without its autograd history (anything else as it is)."""
+    return value.detach() if isinstance(value, Tensor) else value
+
+
+@driver
 def student_mixed_precision_steps(
-    sizes: Sequence[int], weights: dict[str, Tensor], x: Tensor, y: Tensor, *,
-    loss: str, dtype: torch.dtype, optimizer: str, optimizer_kwargs: dict[str, Any], steps: int = 1,
+    sizes: Sequence[int],
+    weights: dict[str, Tensor],
+    x: Tensor,
+    y: Tensor,
+    *,
+    loss: str,
+    dtype: torch.dtype,
+    optimizer: str,
+    optimizer_kwargs: dict[str, Any],
+    steps: int = 1,
     param_dtype: torch.dtype = torch.float32,
 ) -> list[MixedStep]:
     """Call your ``mixed_precision_step(model, optimizer, (x, y), LOSSES[loss], dtype)`` ``steps``
     times on ``mlp_training_setup``'s model, optimizer and loss; return what each step did.
 
-    The dtype of each Linear layer's output is recorded by a forward hook of the test's own
-    (called back from your side), the parameters and gradients are read back after each step.
+    The dtype of each Linear layer's output is recorded by a forward hook, the parameters and
+    gradients are read after each step.
     """
-    model, opt, loss_fn = mlp_training_setup(sizes, weights, param_dtype, optimizer, optimizer_kwargs, loss)
+    model, opt, loss_fn = mlp_training_setup(
+        sizes, weights, param_dtype, optimizer, optimizer_kwargs, loss
+    )
     seen: list[torch.dtype] = []
 
     def record(_module: Any, _inputs: Any, out: Tensor) -> None:
         seen.append(out.dtype)
 
-    hooks = [model[2 * i].register_forward_hook(record) for i in range(len(sizes) - 1)]  # the Linear layers
+    for i in range(len(sizes) - 1):  # the Linear layers
+        model[2 * i].register_forward_hook(record)
     records = []
     for _ in range(steps):
         seen.clear()
         out = adapters.run_mixed_precision_step(model, opt, x, y, loss_fn, dtype)
         grad_fn = getattr(out, "grad_fn", None)
         named = list(model.named_parameters())
-        records.append(MixedStep(
-            loss=out,
-            linear_output_dtypes=list(seen),
-            params={name: p.detach().clone() for name, p in named},
-            grads={name: None if p.grad is None else p.grad.clone() for name, p in named},
-            loss_grad_fn=None if grad_fn is None else type(grad_fn).__name__,
-        ))
-    for hook in hooks:
-        hook.remove()
+        records.append(
+            MixedStep(
+                loss=_detached(out),
+                linear_output_dtypes=list(seen),
+                params={name: p.detach().clone() for name, p in named},
+                grads={
+                    name: None if p.grad is None else p.grad.detach().clone() for name, p in named
+                },
+                loss_grad_fn=None if grad_fn is None else type(grad_fn).__name__,
+                loss_requires_grad=bool(getattr(out, "requires_grad", False)),
+            )
+        )
     return records
 
 
@@ -188,28 +215,23 @@ def torch_grad_scaler(**kwargs: Any) -> torch.amp.GradScaler:
     return torch.amp.GradScaler("cpu", **kwargs)
 
 
-def torch_optimizer(name: str, params: list[Tensor], kwargs: dict[str, Any]) -> torch.optim.Optimizer:
-    """torch's ``OPTIMIZERS[name]`` over the test's ``params``. It stays the test's: in grading your scaler
-    reads its ``param_groups`` and calls its ``step()`` through a stand-in (``tests/boundary.py``: ``stays_in_the_test``),
-    so nothing on your side can change what the step does."""
+def student_loss_scaler(**kwargs: Any) -> Any:
+    """Your ``DynamicLossScaler(**kwargs)`` (called in the drivers below, beside your code)."""
+    return adapters.get_loss_scaler_cls()(**kwargs)
+
+
+def torch_optimizer(
+    name: str, params: list[Tensor], kwargs: dict[str, Any]
+) -> torch.optim.Optimizer:
+    """torch's ``OPTIMIZERS[name]`` over ``params`` (not yours: those are graded in part 3)."""
     return OPTIMIZERS[name](params, **kwargs)
 
 
-def scaled_backward(scaler: Any, loss: Tensor) -> None:
-    """``scaler.scale(loss).backward()``, in two links of the chain rule: the scaler scales a leaf
-    copy of the loss, whose gradient (the scale, as the scaler applied it) then flows on through
-    the loss's own graph. The same gradients, bit for bit, whichever side of the line the scaler is on."""
-    leaf = loss.detach().requires_grad_()
-    scaler.scale(leaf).backward()
-    loss.backward(leaf.grad)
-
-
-def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
+def scaler_run(
+    make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: ScalerRun
+) -> tuple[list[float], list[Tensor]]:
     """Train as ``run`` says with ``make_scaler(**kwargs)``; return the scale after each ``update()``
-    and all the parameters (flattened, concatenated) after each step.
-
-    The model, the loop and the optimizers (``torch_optimizer``) are the test's.
-    """
+    and all the parameters (flattened, concatenated) after each step."""
     scaler = make_scaler(**kwargs)
     layers = []
     for (d_in, d_out), weights in zip(pairwise(run.sizes), run.weights, strict=True):
@@ -217,15 +239,22 @@ def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: Sca
         layer.load_state_dict(weights)
         layers.append(layer.to(run.param_dtype))
     model = nn.Sequential(*layers)
-    params = [[p for i in indices for p in layers[i].parameters()] for _, indices, _ in run.optimizers]
-    optimizers = [torch_optimizer(name, ps, opt_kwargs)
-                  for (name, _, opt_kwargs), ps in zip(run.optimizers, params, strict=True)]
+    params = [
+        [p for i in indices for p in layers[i].parameters()] for _, indices, _ in run.optimizers
+    ]
+    optimizers = [
+        torch_optimizer(name, ps, opt_kwargs)
+        for (name, _, opt_kwargs), ps in zip(run.optimizers, params, strict=True)
+    ]
     g = torch.Generator().manual_seed(run.seed)
     scales, trained = [], []
     for step in range(run.steps):
-        x, y = torch.randn(run.batch, run.sizes[0], generator=g), torch.randn(run.batch, run.sizes[-1], generator=g)
+        x, y = (
+            torch.randn(run.batch, run.sizes[0], generator=g),
+            torch.randn(run.batch, run.sizes[-1], generator=g),
+        )
         loss = F.mse_loss(model(x.to(run.param_dtype)).float(), y)
-        scaled_backward(scaler, loss)
+        scaler.scale(loss).backward()
         if step in run.inject:
             layer, name, index, value = run.inject[step]
             getattr(layers[layer], name).grad[index] = value
@@ -243,6 +272,90 @@ def scaler_run(make_scaler: Callable[..., Any], kwargs: dict[str, Any], run: Sca
     return scales, trained
 
 
+@driver
 def student_scaler_run(kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
-    """``scaler_run`` with your ``DynamicLossScaler``, stepping the test's torch optimizers."""
-    return scaler_run(adapters.get_loss_scaler_cls(), kwargs, run)
+    """``scaler_run`` with your ``DynamicLossScaler``."""
+    return scaler_run(student_loss_scaler, kwargs, run)
+
+
+def clean_steps(
+    make_scaler: Callable[..., Any], kwargs: dict[str, Any], steps: int, read_after: set[int]
+) -> dict[int, float]:
+    """``steps`` clean steps of ``make_scaler(**kwargs)`` (a zero gradient, SGD with lr=0): step, update;
+    the scale after each step in ``read_after``. The gradient is set once (no backward), and stays 0
+    when unscaled (no slow subnormals)."""
+    scaler = make_scaler(**kwargs)
+    weight = torch.nn.Parameter(torch.ones(2))
+    weight.grad = torch.zeros(2)
+    optimizer = torch_optimizer("sgd", [weight], {"lr": 0.0})
+    scaler.scale(torch.ones(()))  # GradScaler sets its scale up on the first scale()
+    scales = {}
+    for i in range(steps):
+        scaler.step(optimizer)
+        scaler.update()
+        if i in read_after:
+            scales[i] = scaler.get_scale()
+    return scales
+
+
+@driver
+def student_clean_steps(
+    kwargs: dict[str, Any], steps: int, read_after: set[int]
+) -> dict[int, float]:
+    """``clean_steps`` with your ``DynamicLossScaler``."""
+    return clean_steps(student_loss_scaler, kwargs, steps, read_after)
+
+
+@driver
+def student_scaled_losses(
+    kwargs: dict[str, Any], losses: list[Tensor]
+) -> tuple[float, list[Tensor]]:
+    """Your ``DynamicLossScaler(**kwargs)``: its ``get_scale()``, then ``scale(loss)`` of each loss."""
+    scaler = student_loss_scaler(**kwargs)
+    scale = scaler.get_scale()
+    return scale, [_detached(scaler.scale(loss)) for loss in losses]
+
+
+@plain_data
+@dataclass(frozen=True)
+class Raised:
+    """An exception your code raised: its class's name, the names of the builtin exception classes
+    it is an instance of (``("RuntimeError", "Exception", "BaseException")``), and its message."""
+
+    name: str
+    bases: tuple[str, ...]
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.message}"
+
+
+@driver
+def student_scaler_calls(
+    kwargs: dict[str, Any], calls: list[str], param: Tensor, grad: Tensor, lr: float
+) -> tuple[list[Raised | None], Tensor]:
+    """Make your ``DynamicLossScaler(**kwargs)`` and a parameter ``param`` whose gradient is ``grad``, stepped
+    by torch's SGD with ``lr``; call the scaler's methods named in ``calls`` in turn (``"update"``, or
+    ``"unscale_"``/``"step"`` of that optimizer). Return what each call raised (None: nothing; a stub's
+    NotImplementedError goes through) and the parameter afterwards."""
+    scaler = student_loss_scaler(**kwargs)
+    p = torch.nn.Parameter(param.clone())
+    p.grad = grad.clone()
+    optimizer = torch_optimizer("sgd", [p], {"lr": lr})
+    outcomes: list[Raised | None] = []
+    for call in calls:
+        try:
+            if call == "update":
+                scaler.update()
+            elif call == "unscale_":
+                scaler.unscale_(optimizer)
+            else:
+                scaler.step(optimizer)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - what your code raised is the observation
+            bases = tuple(c.__name__ for c in type(e).__mro__ if c.__module__ == "builtins")
+            outcomes.append(Raised(type(e).__name__, bases, str(e)))
+        else:
+            outcomes.append(None)
+    return outcomes, p.detach().clone()

@@ -56,6 +56,27 @@ def serve(worker: Worker, message: dict, encoder: codec.Encoder):
     return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects).decode(reply["ok"])
 
 
+def test_a_driver_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
+    """The worker imports a driver's module before decoding the arguments, so its @plain_data classes are known."""
+    import torch
+
+    import tests.scenarios
+    from tests.scenarios import accounting
+
+    monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
+    net, x = accounting.Net("mlp", (4, 8, 1)), torch.ones(3, 4)
+    target = "tests.scenarios.accounting:student_count_flops"  # a driver whose first argument is a Net
+    message = request({"op": "call", "target": target}, [net, x], {"backward": False})
+    # a fresh worker has imported neither the driver's module nor, so, its classes
+    monkeypatch.setattr(tests.scenarios, "accounting", accounting)
+    monkeypatch.delitem(sys.modules, "tests.scenarios.accounting")
+    for registry in (boundary.DATA_TYPES, boundary.DRIVERS):
+        for name in [n for n in registry if n.startswith("tests.scenarios.accounting:")]:
+            monkeypatch.delitem(registry, name)
+    flops = serve(Worker(-1, -1), *message)
+    assert flops == 2 * 3 * (4 * 8 + 8 * 1), flops  # count_flops of the mlp the Net describes, forward only
+
+
 def describe(e: BaseException) -> dict:
     return Worker(-1, -1).describe(e)
 
@@ -183,7 +204,7 @@ def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch
         worker.kill()
 
 
-# -- the judge's objects in the worker: stand-ins (judge_object.py) -----------------------------------
+# -- drivers across a real Worker in a thread ------------------------------------------------------
 
 
 def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
