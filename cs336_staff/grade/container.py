@@ -314,6 +314,8 @@ def check_staff_hidden(staff_root: Path, public: list[Path], python: str = sys.e
         proc = subprocess.run([python, "-I", "-c", probe, arg], capture_output=True, text=True,
                               timeout=120, cwd="/", env={"PATH": "/usr/bin:/bin", "HOME": "/"},
                               preexec_fn=become(claim.uid, claim.uid, 64, False))
+    except OSError as e:  # the uid may not even execute it (a Python under a 0700 home): the exec itself fails
+        proc = subprocess.CompletedProcess([python], 126, "", f"{type(e).__name__}: {e}")
     finally:
         claim.release()
     if proc.returncode == 3:

@@ -17,7 +17,7 @@ def test_a_package_folder_is_compiled_once_then_left_alone(tmp_path):
     assert ensure_compiled([tmp_path]) == ""
     assert list((tmp_path / "pkg" / "__pycache__").glob("__init__.*.pyc"))
     assert (tmp_path / STAMP).exists()
-    (tmp_path / "pkg" / "__pycache__").rename(tmp_path / "gone")
+    (tmp_path / "pkg" / "__pycache__").rename(tmp_path / "pkg" / "gone")  # the top folder itself unchanged
     ensure_compiled([tmp_path])
     assert not (tmp_path / "pkg" / "__pycache__").exists(), "a stamped folder is not compiled again"
     (tmp_path / "new.py").write_text("Y = 2\n")
