@@ -12,6 +12,7 @@ import pickle
 import re
 import signal
 import subprocess
+import sys
 import threading
 
 import pytest

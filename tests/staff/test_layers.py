@@ -54,6 +54,7 @@ LAYERS = {
         grimp.Layer("grader", "judge"),
         "sandbox",
         grimp.Layer("remote", "spec", "container"),
+        grimp.Layer("errors", "output"),
         grimp.Layer("limits", "intake", "report", "delegation", "standin", "bytecode"),
         "mirror",
     ),
