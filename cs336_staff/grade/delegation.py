@@ -6,7 +6,7 @@ The grader applies it to a submission's files, read as text (never imported, her
 * which adapters reach a violation: ``tests.rules.check_sources`` over the submission's
   ``adapters.py`` and ``cs336_assignment/**/*.py``;
 * which adapters each test reached: the judge's own record of the adapters, drivers and
-  ``@student_side`` scenarios the test called (``reached`` in its results), a driver or scenario
+  drivers the test called (``reached`` in its results), a driver
   standing for every adapter its source (``tests/scenarios/``, staff code) names, directly or
   through its helpers;
 * a test that passed earns nothing when it reached an adapter whose violation lies in the code of

@@ -1,1 +1,1 @@
-"""Scenarios: the loops that drive your objects over many calls; they run in the test (see tests/boundary.py)."""
+"""Drivers: short functions that build your objects through adapters, run them, and return plain data for the tests to check (see tests/boundary.py)."""
