@@ -5,10 +5,10 @@ The grader applies it to a submission's files, read as text (never imported, her
 
 * which adapters reach a violation: ``tests.rules.check_sources`` over the submission's
   ``adapters.py`` and ``cs336_assignment/**/*.py``;
-* which adapters each test reached: the judge's own record of the adapters, drivers and
-  drivers the test called (``reached`` in its results), a driver
-  standing for every adapter its source (``tests/scenarios/``, staff code) names, directly or
-  through its helpers;
+* which adapters each test reached: the judge's own record of the adapters and drivers the test
+  called (``reached`` in its results), a driver standing for every adapter its source
+  (``tests/scenarios/``, staff code) names, directly or through its helpers (narrowed to one class
+  of a name table such as ``OPTIMIZERS`` when the driver was given that name as its first argument);
 * a test that passed earns nothing when it reached an adapter whose violation lies in the code of
   the test's own part (``cs336_assignment/KEY.py`` or ``KEY/``, KEY its rubric concept) or in code
   of no part (``adapters.py``, ``validation.py``, ...): delegation costs points where it is, as a
