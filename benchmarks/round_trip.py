@@ -3,10 +3,10 @@
 Starts one worker on this checkout's reference without a sandbox (as ``--split-insecure`` does) and
 times two loops against it:
 
-* ``ping``: a request that does nothing in the worker (the line's own cost: frames, the scan of the
-  bound tensors, the RNG fingerprints);
-* ``step``: an optimizer step on bound parameters whose gradients the judge replaces before each
-  step (what every optimizer trajectory test does 1,000 times).
+* ``ping``: a request that does nothing in the worker (the line's own cost: frames and codec);
+* ``drive``: the optimizer tests' driver (``student_trajectory``) for one AdamW step on the default
+  problem, beside the same call made in this process (``local``): what one driver call costs over the
+  work it does.
 
 CPU seconds per round trip (the judge's ``time.process_time``, the worker's from ``psutil``) hardly
 depend on what else the machine runs, unlike wall time: compare two checkouts by them, in the same
@@ -30,7 +30,6 @@ sys.path.insert(0, os.getcwd())  # the checkout being measured, not this file's
 DEFAULT_TRIPS = 2000  # round trips per timed loop
 DEFAULT_ROUNDS = 5  # timed loops per kind (the median and the best are reported)
 WARMUP_TRIPS = 200  # untimed round trips first (imports, first allocations)
-SHAPES = {"weight": (5, 3), "bias": (3,)}  # the optimizer tests' default problem (tests/scenarios/optim.py)
 
 
 def start_remote(staff: Path):
@@ -77,22 +76,25 @@ def main() -> int:
     codec.use_data_types(tests.boundary.DATA_TYPES)
     remote = start_remote(Path.cwd().resolve())
     remote.start()
-    gen = torch.Generator().manual_seed(0)
-    params = [torch.randn(shape, generator=gen).requires_grad_(True) for shape in SHAPES.values()]
-    opt = remote.call("adapters:get_adamw_cls", [], {})(params, lr=0.01, weight_decay=0.1)
+    from tests.scenarios import optim
+
+    problem = optim.Problem.make(0, 1, torch.float32)
+    args_of_one_step = ("adamw", problem, {"lr": 0.01, "weight_decay": 0.1}, 1, {1})
 
     def ping(n: int) -> None:
         for _ in range(n):
             remote._request({"op": "ping"}, [], {})
 
-    def step(n: int) -> None:
+    def drive(n: int) -> None:
         for _ in range(n):
-            for p in params:
-                p.grad = torch.randn(p.shape, generator=gen)
-            opt.step()
+            remote.drive("tests.scenarios.optim:student_trajectory", args_of_one_step, {})
+
+    def local(n: int) -> None:  # the same driver in this process: the work without the line
+        for _ in range(n):
+            optim.student_trajectory(*args_of_one_step)
 
     print(f"load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds of {args.trips} round trips each")
-    for name, loop in (("ping", ping), ("step", step)):
+    for name, loop in (("ping", ping), ("drive", drive), ("local", local)):
         loop(WARMUP_TRIPS)
         runs = [timed(remote, loop, args.trips) for _ in range(args.rounds)]
         wall, judge, worker = ([r[i] * 1e3 for r in runs] for i in range(3))
