@@ -70,16 +70,18 @@ class Worker:
         from tests.boundary import seed_global_rngs
 
         seed_global_rngs()
-        np, torch = sys.modules["numpy"], sys.modules["torch"]
-        self._rngs = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        np, torch = sys.modules.get("numpy"), sys.modules.get("torch")  # where preloaded (a torch-free repo has neither)
+        self._rngs = (random.getstate(), np.random.get_state() if np else None, torch.get_rng_state() if torch else None)
 
     def restore_rngs(self) -> None:
         import random
 
         if self._rngs is not None:
             random.setstate(self._rngs[0])
-            sys.modules["numpy"].random.set_state(self._rngs[1])
-            sys.modules["torch"].set_rng_state(self._rngs[2])
+            if self._rngs[1] is not None:
+                sys.modules["numpy"].random.set_state(self._rngs[1])
+            if self._rngs[2] is not None:
+                sys.modules["torch"].set_rng_state(self._rngs[2])
 
     def import_submission(self) -> None:
         """Import the adapters (so the submission) and the drivers now, before the first request.
