@@ -418,6 +418,14 @@ def one(r: GradeResult, name: str):
     return next(t for t in r.tests if t.nodeid.endswith(name))
 
 
+RULES_REMARK = "no points: this test reached code that breaks the assignment's rules"
+
+
+def passed_but_for_the_rules(t) -> bool:  # noqa: ANN001
+    """The test passed, and lost its points to the rules screen alone (its output is the screen's remark)."""
+    return t.outcome == "failed" and t.output.startswith(RULES_REMARK)
+
+
 def explain(r: GradeResult) -> str:
     """The summary, then each CPU test that did not pass with the end of its output (what to look at)."""
     bad = [t for t in r.tests if t.device == "cpu" and t.outcome != "passed"]
@@ -439,10 +447,9 @@ def test_patching_pytest_asserts_and_test_modules_in_the_worker_changes_nothing(
     (the broken mul fails on its own assertion, not on a remark), and reaching the tests costs every test."""
     r = result(graded, "patch_asserts")
     mul = one(r, "test_mul_matches_python")
-    assert mul.outcome == "failed" and "no-reaching-the-tests" not in mul.output, explain(r)
-    others = [t for t in r.tests if t.outcome != "pending" and t is not mul]
-    assert all(t.outcome == "failed" and "no-reaching-the-tests" in t.output for t in others), explain(r)
-    assert r.score == 0, explain(r)
+    assert mul.outcome == "failed" and not passed_but_for_the_rules(mul) and "assert 0.5 == 6.0" in mul.output, explain(r)
+    assert any(passed_but_for_the_rules(t) and "no-reaching-the-tests" in t.output for t in r.tests), explain(r)
+    assert r.score == 0 and all(t.outcome in ("failed", "pending") for t in r.tests), explain(r)
 
 
 # -- reading what it must not ------------------------------------------------------------------
@@ -607,7 +614,12 @@ def test_a_stride_zero_tensor_claiming_gigabytes_fails_that_call_only(graded):
     r = result(graded, "stride_zero")
     t = one(r, "test_mul_matches_python")
     assert t.outcome == "failed" and "exceeds the limit" in t.output, t.output[-800:]
-    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
+    # the forged encoder is the worker's own code patched, which the rules screen takes every point for; the
+    # other tests passed (the refusal cost that call only) and lost their points to the screen alone
+    others = [o for o in r.tests if o.outcome != "pending" and not o.nodeid.endswith(("test_mul_matches_python",
+                                                                                      "test_mul_matches_the_hidden_fixture"))]
+    assert others and all(passed_but_for_the_rules(o) for o in others), explain(r)
+    assert r.score == 0, explain(r)
 
 
 def test_a_sparse_file_past_the_cap_is_refused_unread(graded):
@@ -625,8 +637,10 @@ def test_megabyte_exception_messages_on_every_call_are_refused_unparsed(graded):
     r = result(graded, "huge_messages")
     correct = [t for t in r.tests if t.nodeid.startswith("tests/test_mean.py")]  # RunningMean and feed raise nothing
     ran = [t for t in r.tests if t.outcome != "pending" and t not in correct]
-    assert len(correct) == 2 and all(t.outcome == "passed" for t in correct), explain(r)
-    assert r.score == round(sum(t.points for t in correct), 6), explain(r)
+    # undoing the worker's own cut patches its code: the rules screen takes every point; the two tests that
+    # raise nothing passed all the same, and lost their points to the screen alone
+    assert len(correct) == 2 and all(passed_but_for_the_rules(t) for t in correct), explain(r)
+    assert r.score == 0, explain(r)
     assert all(t.outcome == "failed" and "over the limit of 1048576 bytes" in t.output for t in ran), explain(r)
     assert (graded["out"] / "huge_messages" / "results.json").stat().st_size < 400_000
 
@@ -668,8 +682,8 @@ def test_rewiring_the_driver_that_runs_a_class_earns_nothing_over_the_broken_cla
     assert one(result(graded, "good"), "test_feed_adds_every_value_to_the_tests_tally").outcome == "passed"
     lost = points(broken, "test_running_mean_follows_every_update", "test_feed_adds_every_value_to_the_tests_tally")
     assert lost > 0 and broken.score == full(broken) - lost, explain(broken)
-    ran = [t for t in rewired.tests if t.outcome != "pending"]
-    assert ran and all(t.outcome == "failed" and "no-reaching-the-tests" in t.output for t in ran), explain(rewired)
+    assert all(t.outcome in ("failed", "pending") for t in rewired.tests), explain(rewired)
+    assert one(rewired, "test_running_mean_follows_every_update").output.startswith(RULES_REMARK), explain(rewired)
     assert rewired.score == 0 < broken.score, explain(rewired)
 
 
