@@ -40,7 +40,9 @@ from cs336_assignment import (
 # --------------------------------------------------------------------------------------------
 
 
-def run_flat_index(index: tuple[int, ...], strides: tuple[int, ...], storage_offset: int = 0) -> int:
+def run_flat_index(
+    index: tuple[int, ...], strides: tuple[int, ...], storage_offset: int = 0
+) -> int:
     """See cs336_assignment.tensors.flat_index."""
     return tensors.flat_index(index, strides, storage_offset)
 
@@ -75,7 +77,9 @@ def run_view_or_copy(x: Tensor, shape: tuple[int, ...]) -> tuple[Tensor, bool]:
     return tensors.view_or_copy(x, shape)
 
 
-def run_split_heads(x: Float[Tensor, "... seq d_model"], num_heads: int) -> Float[Tensor, "... heads seq d_head"]:
+def run_split_heads(
+    x: Float[Tensor, "... seq d_model"], num_heads: int
+) -> Float[Tensor, "... heads seq d_head"]:
     """See cs336_assignment.tensors.split_heads."""
     return tensors.split_heads(x, num_heads)
 
@@ -258,7 +262,9 @@ def run_activation_bytes(fn: Callable[..., Tensor], *args: Any) -> int:
     return accounting.activation_bytes(fn, *args)
 
 
-def run_training_memory_bytes(num_params: int, num_activations: int, optimizer: str, precision: str) -> int:
+def run_training_memory_bytes(
+    num_params: int, num_activations: int, optimizer: str, precision: str
+) -> int:
     """See cs336_assignment.accounting.training_memory_bytes."""
     return accounting.training_memory_bytes(num_params, num_activations, optimizer, precision)
 
@@ -373,12 +379,16 @@ def run_cs336(argv: list[str]) -> int:
     return cli.main(argv)
 
 
-def run_measure_allocation(make: Callable[[], Tensor], device: torch.device | str) -> tuple[Tensor, int]:
+def run_measure_allocation(
+    make: Callable[[], Tensor], device: torch.device | str
+) -> tuple[Tensor, int]:
     """See cs336_assignment.accounting.measure_allocation."""
     return accounting.measure_allocation(make, device)
 
 
-def run_measure_training_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: Tensor) -> Any:
+def run_measure_training_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: Tensor
+) -> Any:
     """See cs336_assignment.accounting.measure_training_step."""
     return accounting.measure_training_step(model, optimizer, x)
 

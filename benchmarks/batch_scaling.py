@@ -28,7 +28,9 @@ from cs336_staff.grade.testing import make_staff_repo, make_zip  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--submissions", type=int, default=4)
-    ap.add_argument("--real", action="store_true", help="grade the reference against the real suite")
+    ap.add_argument(
+        "--real", action="store_true", help="grade the reference against the real suite"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -49,8 +51,10 @@ def main() -> None:
             t = time.perf_counter()
             run_batch(paths, tmp / f"out{jobs}", plan, jobs=jobs, progress=False, force=True)
             times[jobs] = time.perf_counter() - t
-        print(f"{len(paths)} submissions: --jobs 1 {times[1]:.1f} s, --jobs 2 {times[2]:.1f} s, "
-              f"speed-up {times[1] / times[2]:.2f}x (target >= 1.7x)")
+        print(
+            f"{len(paths)} submissions: --jobs 1 {times[1]:.1f} s, --jobs 2 {times[2]:.1f} s, "
+            f"speed-up {times[1] / times[2]:.2f}x (target >= 1.7x)"
+        )
 
 
 if __name__ == "__main__":

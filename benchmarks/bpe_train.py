@@ -69,7 +69,16 @@ def measure(name: str, corpus: Path, vocab_size: int) -> dict:
     """Run one trainer in a child process; return its wall time and peak RSS."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", name, "--corpus", str(corpus), "--vocab-size", str(vocab_size)],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            name,
+            "--corpus",
+            str(corpus),
+            "--vocab-size",
+            str(vocab_size),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -79,11 +88,19 @@ def measure(name: str, corpus: Path, vocab_size: int) -> dict:
     if status != 0:
         raise RuntimeError(f"{name} failed on {corpus} (status {status})")
     child = json.loads(out.strip().splitlines()[-1])
-    return {"trainer": name, "wall_s": seconds, "train_s": child["seconds"], "peak_rss_mb": usage.ru_maxrss / 1024, "vocab": child["vocab"]}
+    return {
+        "trainer": name,
+        "wall_s": seconds,
+        "train_s": child["seconds"],
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "vocab": child["vocab"],
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--corpus", type=Path, action="append")
     parser.add_argument("--vocab-size", type=int, default=10_000)
     parser.add_argument("--child")
@@ -97,7 +114,9 @@ def main() -> None:
     corpora = args.corpus or [DATA / "corpus-90mb.txt", DATA / "corpus-5mb.txt"]
     for corpus in corpora:
         if not corpus.exists():
-            sys.exit(f"{corpus} is missing: build it first with `uv run python benchmarks/make_corpus.py`")
+            sys.exit(
+                f"{corpus} is missing: build it first with `uv run python benchmarks/make_corpus.py`"
+            )
         load = os.getloadavg()[0]
         rows = [measure(name, corpus, args.vocab_size) for name in TRAINERS]
         print(
@@ -106,10 +125,14 @@ def main() -> None:
         )
         print(f"{'trainer':<14} {'train s':>8} {'wall s':>8} {'peak RSS MB':>12}")
         for r in rows:
-            print(f"{r['trainer']:<14} {r['train_s']:>8.2f} {r['wall_s']:>8.2f} {r['peak_rss_mb']:>12.0f}")
+            print(
+                f"{r['trainer']:<14} {r['train_s']:>8.2f} {r['wall_s']:>8.2f} {r['peak_rss_mb']:>12.0f}"
+            )
         ours = rows[0]
         for peer in rows[1:]:
-            print(f"ours / {peer['trainer']}: time x{ours['wall_s'] / peer['wall_s']:.2f}, peak RSS x{ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}")
+            print(
+                f"ours / {peer['trainer']}: time x{ours['wall_s'] / peer['wall_s']:.2f}, peak RSS x{ours['peak_rss_mb'] / peer['peak_rss_mb']:.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ def corpus_slice() -> Path:
     if not out.exists():
         source = DATA / "corpus-5mb.txt"
         if not source.exists():
-            sys.exit(f"{source} is missing: build it first with `uv run python benchmarks/make_corpus.py`")
+            sys.exit(
+                f"{source} is missing: build it first with `uv run python benchmarks/make_corpus.py`"
+            )
         data = source.read_bytes()[:SLICE_BYTES]
         out.write_bytes(data[: data.rfind(b"\n") + 1])
     return out
@@ -79,16 +81,23 @@ def timings(fn, path: Path, repeats: int) -> tuple[list[float], list[float], int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     corpora = [ROOT / "fixtures" / "corpora" / "multilingual.txt", corpus_slice()]
     print(f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     train_ours(corpora[0])  # import and warm up both once: we time training, not module loading
     train_hf(corpora[0])
-    print(f"{'corpus':<22} {'KB':>5} {'trainer':<14} {'best s':>7} {'median s':>9} {'best CPU s':>11} {'merges':>7}")
+    print(
+        f"{'corpus':<22} {'KB':>5} {'trainer':<14} {'best s':>7} {'median s':>9} {'best CPU s':>11} {'merges':>7}"
+    )
     for path in corpora:
-        rows = {name: timings(fn, path, args.repeats) for name, fn in (("ours", train_ours), ("hf-tokenizers", train_hf))}
+        rows = {
+            name: timings(fn, path, args.repeats)
+            for name, fn in (("ours", train_ours), ("hf-tokenizers", train_hf))
+        }
         for name, (seconds, cpu, merges) in rows.items():
             print(
                 f"{path.name:<22} {path.stat().st_size / 1e3:>5.0f} {name:<14} "
@@ -96,7 +105,9 @@ def main() -> None:
             )
         ours, hf = min(rows["ours"][0]), min(rows["hf-tokenizers"][0])
         verdict = "meets" if ours < 0.3 else "MISSES"
-        print(f"  ours / hf-tokenizers: x{ours / hf:.2f} (best vs best); ours {ours:.3f} s {verdict} the < 0.3 s target")
+        print(
+            f"  ours / hf-tokenizers: x{ours / hf:.2f} (best vs best); ours {ours:.3f} s {verdict} the < 0.3 s target"
+        )
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -69,7 +69,18 @@ def ensure_tokenizer() -> Path:
     """Train the vocab-10k tokenizer on the 5 MB slice once; reuse it afterwards."""
     if not (TOKENIZER / "merges.txt").exists():
         print(f"training the benchmark tokenizer into {TOKENIZER} ...", flush=True)
-        code = cs336(["train-bpe", str(SMALL), "--vocab-size", "10000", "--special-token", SPECIAL, "--out", str(TOKENIZER)])
+        code = cs336(
+            [
+                "train-bpe",
+                str(SMALL),
+                "--vocab-size",
+                "10000",
+                "--special-token",
+                SPECIAL,
+                "--out",
+                str(TOKENIZER),
+            ]
+        )
         if code != 0:
             sys.exit(f"cs336 train-bpe failed with status {code}")
     return TOKENIZER
@@ -79,7 +90,9 @@ def tiktoken_peer(tok: Tokenizer) -> tiktoken.Encoding:
     """A ``tiktoken.Encoding`` with our merges: mergeable ranks are our ids, same pattern and specials."""
     special = {t: i for t, i in tok._special_ids.items()}  # noqa: SLF001 - the ids the tokenizer assigned
     ranks = {token: i for i, token in tok.vocab.items() if i not in special.values()}
-    return tiktoken.Encoding(name="ours-10k", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special)
+    return tiktoken.Encoding(
+        name="ours-10k", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens=special
+    )
 
 
 def best_time(fn, repeats: int):
@@ -129,7 +142,7 @@ def first_mismatch(a: list[int] | np.ndarray, b: list[int]) -> str:
     if a == b:
         return "identical ids"
     i = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    return f"MISMATCH at id #{i}: ours {a[i:i + 5]} vs tiktoken {b[i:i + 5]} (lengths {len(a)} vs {len(b)})"
+    return f"MISMATCH at id #{i}: ours {a[i : i + 5]} vs tiktoken {b[i : i + 5]} (lengths {len(a)} vs {len(b)})"
 
 
 def bench_single(text: str, megabytes: float, peer: tiktoken.Encoding, repeats: int) -> None:
@@ -146,9 +159,15 @@ def bench_single(text: str, megabytes: float, peer: tiktoken.Encoding, repeats: 
         return time.perf_counter() - loaded
 
     t_peer, t_ours = alternate(lambda: peer.encode(text, allowed_special="all"), ours_cold, repeats)
-    print(f"\n[single] {SMALL.name} ({megabytes:.1f} MB), vocab 10,000, one process, ours from a cold cache")
-    print(f"  tiktoken         {min(t_peer):7.2f} s  {megabytes / min(t_peer):6.2f} MB/s   (best of {repeats})")
-    print(f"  ours (encode)    {min(t_ours):7.2f} s  {megabytes / min(t_ours):6.2f} MB/s   (best; {len(result[0]):,} ids; tokenizer load {min(loads):.2f} s not counted)")
+    print(
+        f"\n[single] {SMALL.name} ({megabytes:.1f} MB), vocab 10,000, one process, ours from a cold cache"
+    )
+    print(
+        f"  tiktoken         {min(t_peer):7.2f} s  {megabytes / min(t_peer):6.2f} MB/s   (best of {repeats})"
+    )
+    print(
+        f"  ours (encode)    {min(t_ours):7.2f} s  {megabytes / min(t_ours):6.2f} MB/s   (best; {len(result[0]):,} ids; tokenizer load {min(loads):.2f} s not counted)"
+    )
     print(f"  {ratio_line(t_peer, t_ours, 0.3)}   {first_mismatch(result[0], ref)}")
     segments = [s for s in text.split(SPECIAL) if s]
     _, t_regex = best_time(lambda: [GPT2_REGEX.findall(s) for s in segments], repeats)
@@ -163,20 +182,39 @@ def bench_parallel(text: str, megabytes: float, peer: tiktoken.Encoding, repeats
     ref = peer.encode(text, allowed_special="all")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "ids.npy"
-        argv = ["encode", str(SMALL), "--tokenizer", str(TOKENIZER), "--out", str(out), "--num-processes", "2", "--overwrite"]
+        argv = [
+            "encode",
+            str(SMALL),
+            "--tokenizer",
+            str(TOKENIZER),
+            "--out",
+            str(out),
+            "--num-processes",
+            "2",
+            "--overwrite",
+        ]
 
         def run() -> float:
             start = time.perf_counter()
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            with (
+                contextlib.redirect_stdout(io.StringIO()),
+                contextlib.redirect_stderr(io.StringIO()),
+            ):
                 if cs336(argv) != 0:
                     raise RuntimeError("cs336 encode failed")
             return time.perf_counter() - start
 
         t_peer, t_ours = alternate(lambda: peer.encode(text, allowed_special="all"), run, repeats)
         ours = np.load(out)
-    print(f"\n[parallel] `cs336 {argv[0]} {SMALL.name} --num-processes 2` (in-process call), 2 cores")
-    print(f"  tiktoken (1 thread) {min(t_peer):7.2f} s  {megabytes / min(t_peer):6.2f} MB/s   (best of {repeats})")
-    print(f"  ours (2 processes)  {min(t_ours):7.2f} s  {megabytes / min(t_ours):6.2f} MB/s   (best; everything included: load, pool, .npy)")
+    print(
+        f"\n[parallel] `cs336 {argv[0]} {SMALL.name} --num-processes 2` (in-process call), 2 cores"
+    )
+    print(
+        f"  tiktoken (1 thread) {min(t_peer):7.2f} s  {megabytes / min(t_peer):6.2f} MB/s   (best of {repeats})"
+    )
+    print(
+        f"  ours (2 processes)  {min(t_ours):7.2f} s  {megabytes / min(t_ours):6.2f} MB/s   (best; everything included: load, pool, .npy)"
+    )
     print(f"  {ratio_line(t_peer, t_ours, 0.5)}   {first_mismatch(ours, ref)}")
 
 
@@ -204,7 +242,17 @@ def stream_child(tokenizer_dir: Path, path: Path) -> None:
     digest.update(np.asarray(block, dtype=np.uint16).tobytes())
     count += len(block)
     seconds = time.perf_counter() - start
-    print(json.dumps({"count": count, "sha1": digest.hexdigest(), "seconds": seconds, "rss_loaded_mb": rss_loaded, "hwm_mb": peak_rss_mb()}))
+    print(
+        json.dumps(
+            {
+                "count": count,
+                "sha1": digest.hexdigest(),
+                "seconds": seconds,
+                "rss_loaded_mb": rss_loaded,
+                "hwm_mb": peak_rss_mb(),
+            }
+        )
+    )
 
 
 def tiktoken_stream_digest(peer: tiktoken.Encoding, path: Path) -> tuple[int, str]:
@@ -228,7 +276,9 @@ def run_stream_children(repeats: int) -> list[tuple[dict, float, float]]:
     for _ in range(repeats):
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, __file__, "--stream-child", str(BIG)], stdout=subprocess.PIPE, text=True
+            [sys.executable, __file__, "--stream-child", str(BIG)],
+            stdout=subprocess.PIPE,
+            text=True,
         )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
@@ -239,27 +289,50 @@ def run_stream_children(repeats: int) -> list[tuple[dict, float, float]]:
     return runs
 
 
-def report_stream(runs: list[tuple[dict, float, float]], peer: tiktoken.Encoding, parent_mb: float) -> None:
+def report_stream(
+    runs: list[tuple[dict, float, float]], peer: tiktoken.Encoding, parent_mb: float
+) -> None:
     """Figure 3, the report, with the ids checked against tiktoken's."""
     megabytes = BIG.stat().st_size / 1e6
     count, sha1 = tiktoken_stream_digest(peer, BIG)
     child, _, wall = min(runs, key=lambda r: r[0]["seconds"])
     peak = max(r[1] for r in runs)
     same = all(r[0]["count"] == count and r[0]["sha1"] == sha1 for r in runs)
-    print(f"\n[stream] encode_iterable over {BIG.name} ({megabytes:.1f} MB), one process, read line by line")
-    print(f"  peak RSS {peak:6.0f} MB, worst run (after loading the tokenizer: {child['rss_loaded_mb']:.0f} MB)  (target < 250 MB)")
+    print(
+        f"\n[stream] encode_iterable over {BIG.name} ({megabytes:.1f} MB), one process, read line by line"
+    )
+    print(
+        f"  peak RSS {peak:6.0f} MB, worst run (after loading the tokenizer: {child['rss_loaded_mb']:.0f} MB)  (target < 250 MB)"
+    )
     waited = ", ".join(f"{r[1]:.0f}" for r in runs)
     own = ", ".join(f"{r[0]['hwm_mb']:.0f}" for r in runs)
-    print(f"  peak RSS of each run: {waited} MB (wait4); the child's own VmHWM: {own} MB; this parent's at spawn: {parent_mb:.0f} MB")
-    print(f"  time {child['seconds']:.1f} s ({megabytes / child['seconds']:.2f} MB/s), child wall {wall:.1f} s")
-    verdict = "identical ids to tiktoken" if same else f"MISMATCH: {child['count']} ids {child['sha1']} vs tiktoken {count} {sha1}"
+    print(
+        f"  peak RSS of each run: {waited} MB (wait4); the child's own VmHWM: {own} MB; this parent's at spawn: {parent_mb:.0f} MB"
+    )
+    print(
+        f"  time {child['seconds']:.1f} s ({megabytes / child['seconds']:.2f} MB/s), child wall {wall:.1f} s"
+    )
+    verdict = (
+        "identical ids to tiktoken"
+        if same
+        else f"MISMATCH: {child['count']} ids {child['sha1']} vs tiktoken {count} {sha1}"
+    )
     print(f"  {child['count']:,} ids, {verdict}")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["single", "parallel", "stream"], action="append", help="run only these figures")
-    parser.add_argument("--repeats", type=int, default=5, help="alternating pairs of runs per figure (default 5)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--only",
+        choices=["single", "parallel", "stream"],
+        action="append",
+        help="run only these figures",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="alternating pairs of runs per figure (default 5)"
+    )
     parser.add_argument("--stream-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stream_child:
@@ -267,7 +340,9 @@ def main() -> None:
         return
     for path in (SMALL, BIG):
         if not path.exists():
-            sys.exit(f"{path} is missing: build it first with `uv run python benchmarks/make_corpus.py`")
+            sys.exit(
+                f"{path} is missing: build it first with `uv run python benchmarks/make_corpus.py`"
+            )
     only = set(args.only or ["single", "parallel", "stream"])
     ensure_tokenizer()
     print(f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -33,31 +33,56 @@ from cs336_staff.grade.grader import grade_one, make_plan  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--one-judge-too", action="store_true",
-                    help="also grade with every test in one judge (the visible and hidden tests one after the other)")
+    ap.add_argument(
+        "--one-judge-too",
+        action="store_true",
+        help="also grade with every test in one judge (the visible and hidden tests one after the other)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        plan = make_plan(ROOT, cache_dir=out / ".cache", warn=lambda m: None)  # collection cached, as in a batch
+        plan = make_plan(
+            ROOT, cache_dir=out / ".cache", warn=lambda m: None
+        )  # collection cached, as in a batch
         sub, _ = build_example(ROOT, out / "_example")
         raw, graded = [], []
         for i in range(args.repeats):
             t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests",
-                            "--ignore=tests/staff", "-m", "not gpu"], cwd=ROOT, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "tests",
+                    "--ignore=tests/staff",
+                    "-m",
+                    "not gpu",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+            )
             raw.append(time.perf_counter() - t)
             t = time.perf_counter()
             row = grade_one(sub, f"run{i}", out, plan, force=True)
             graded.append(time.perf_counter() - t)
         r, g = min(raw), min(graded)
-        print(f"raw pytest: {r:.1f} s   cs336 grade (one submission): {g:.1f} s   "
-              f"overhead ratio: {g / r:.2f} (target <= 1.5); score {row['score']}/{row['max_score']}")
-        if args.one_judge_too:  # the per-call cost alone: every test in one judge, as on a one-core share
+        print(
+            f"raw pytest: {r:.1f} s   cs336 grade (one submission): {g:.1f} s   "
+            f"overhead ratio: {g / r:.2f} (target <= 1.5); score {row['score']}/{row['max_score']}"
+        )
+        if (
+            args.one_judge_too
+        ):  # the per-call cost alone: every test in one judge, as on a one-core share
             one = dataclasses.replace(plan, judges=1)
             t = time.perf_counter()
             row = grade_one(sub, "one-judge", out, one, force=True)
             g1 = time.perf_counter() - t
-            print(f"one judge: {g1:.1f} s   overhead ratio: {g1 / r:.2f}; score {row['score']}/{row['max_score']}")
+            print(
+                f"one judge: {g1:.1f} s   overhead ratio: {g1 / r:.2f}; score {row['score']}/{row['max_score']}"
+            )
 
 
 if __name__ == "__main__":

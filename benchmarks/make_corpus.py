@@ -100,7 +100,10 @@ def build(out_dir: Path, megabytes: float, small_megabytes: float, seed: int) ->
     root = fetch(out_dir / "debian")
     docs = [d.strip() for d in documents(root) if d.strip()]
     random.Random(seed).shuffle(docs)
-    big, small = out_dir / f"corpus-{megabytes:g}mb.txt", out_dir / f"corpus-{small_megabytes:g}mb.txt"
+    big, small = (
+        out_dir / f"corpus-{megabytes:g}mb.txt",
+        out_dir / f"corpus-{small_megabytes:g}mb.txt",
+    )
     limit, written = int(megabytes * 1e6), 0
     with open(big, "w", encoding="utf-8") as f:
         for doc in docs:
@@ -116,7 +119,9 @@ def build(out_dir: Path, megabytes: float, small_megabytes: float, seed: int) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=DATA)
     parser.add_argument("--megabytes", type=float, default=90)
     parser.add_argument("--small-megabytes", type=float, default=5)

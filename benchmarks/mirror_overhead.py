@@ -66,7 +66,9 @@ def mirrored(calls: int, files: int) -> tuple[float, float]:
             start = time.perf_counter()
             mirror.push(scopes)
             sync += time.perf_counter() - start
-            (worker / "tmp" / "test_something0" / "ckpt.pt").write_bytes(i.to_bytes(8, "little") * 128)  # the call
+            (worker / "tmp" / "test_something0" / "ckpt.pt").write_bytes(
+                i.to_bytes(8, "little") * 128
+            )  # the call
             start = time.perf_counter()
             mirror.pull(scopes)
             sync += time.perf_counter() - start
@@ -87,8 +89,12 @@ def main() -> None:
     peer = round_trip(args.calls)
     sync, scan = mirrored(args.calls, args.files)
     print(f"round trip (peer):             {peer * 1e3:8.3f} ms per call")
-    print(f"push + pull of one test folder: {sync * 1e3:8.3f} ms per call  ({sync / peer:.1f}x the round trip)")
-    print(f"scopes of 10,000 file-free args: {scan * 1e3:7.3f} ms per call  ({scan / peer:.1f}x the round trip)")
+    print(
+        f"push + pull of one test folder: {sync * 1e3:8.3f} ms per call  ({sync / peer:.1f}x the round trip)"
+    )
+    print(
+        f"scopes of 10,000 file-free args: {scan * 1e3:7.3f} ms per call  ({scan / peer:.1f}x the round trip)"
+    )
 
 
 if __name__ == "__main__":

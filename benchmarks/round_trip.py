@@ -42,12 +42,21 @@ def start_remote(staff: Path):
     root, scratch = base / "root", base / "scratch"
     root.mkdir()
     scratch_folders(scratch)
-    files = {p.relative_to(staff).as_posix(): p.read_bytes()
-             for p in [staff / "adapters.py", *sorted((staff / "cs336_assignment").rglob("*.py"))]
-             if "__pycache__" not in p.parts}
+    files = {
+        p.relative_to(staff).as_posix(): p.read_bytes()
+        for p in [staff / "adapters.py", *sorted((staff / "cs336_assignment").rglob("*.py"))]
+        if "__pycache__" not in p.parts
+    }
     stage(root, staff, files)
-    spec = JudgeSpec(root=root, scratch=scratch, staff_root=staff, results=base / "results.jsonl",
-                     preload=worker_preload(staff), insecure=True, tier="none")
+    spec = JudgeSpec(
+        root=root,
+        scratch=scratch,
+        staff_root=staff,
+        results=base / "results.jsonl",
+        preload=worker_preload(staff),
+        insecure=True,
+        tier="none",
+    )
     return Remote(lambda: start_worker(spec, None))
 
 
@@ -93,13 +102,17 @@ def main() -> int:
         for _ in range(n):
             optim.student_trajectory(*args_of_one_step)
 
-    print(f"load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds of {args.trips} round trips each")
+    print(
+        f"load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds of {args.trips} round trips each"
+    )
     for name, loop in (("ping", ping), ("drive", drive), ("local", local)):
         loop(WARMUP_TRIPS)
         runs = [timed(remote, loop, args.trips) for _ in range(args.rounds)]
         wall, judge, worker = ([r[i] * 1e3 for r in runs] for i in range(3))
-        print(f"{name}: wall {statistics.median(wall):.3f} ms (best {min(wall):.3f}), CPU judge "
-              f"{statistics.median(judge):.3f} ms, worker {statistics.median(worker):.3f} ms per round trip")
+        print(
+            f"{name}: wall {statistics.median(wall):.3f} ms (best {min(wall):.3f}), CPU judge "
+            f"{statistics.median(judge):.3f} ms, worker {statistics.median(worker):.3f} ms per round trip"
+        )
     remote.close()
     return 0
 

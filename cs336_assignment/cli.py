@@ -16,20 +16,44 @@ import sys
 
 # name -> (module, one-line help).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("cs336_assignment.commands.train", "train the Cruncher on the synthetic regression task"),
+    "train": (
+        "cs336_assignment.commands.train",
+        "train the Cruncher on the synthetic regression task",
+    ),
     "train-bpe": ("cs336_assignment.commands.bpe", "train a byte-level BPE tokenizer on a corpus"),
-    "encode": ("cs336_assignment.commands.encode", "encode a text file into a memmappable token array"),
-    "account": ("cs336_assignment.commands.account", "napkin math: FLOPs, memory and training time"),
+    "encode": (
+        "cs336_assignment.commands.encode",
+        "encode a text file into a memmappable token array",
+    ),
+    "account": (
+        "cs336_assignment.commands.account",
+        "napkin math: FLOPs, memory and training time",
+    ),
     # BEGIN STAFF-ONLY
     # Staff tooling: dropped from the handout (and from its `cs336 --help`) with this block.
     "grade": ("cs336_staff.grade.cli", "grade submissions (default: the bundled example)"),
     "merge": ("cs336_staff.grade.merge", "merge a CPU run and a GPU run of the same submissions"),
-    "autograder": ("cs336_staff.grade.autograder", "build autograder.zip for Gradescope (setup.sh, run_autograder, staff tests)"),
+    "autograder": (
+        "cs336_staff.grade.autograder",
+        "build autograder.zip for Gradescope (setup.sh, run_autograder, staff tests)",
+    ),
     "release": ("cs336_staff.release", "generate the student handout (or --check it)"),
-    "snapshots": ("cs336_staff.snapshots", "regenerate .npz snapshots from the reference (or --check)"),
-    "audit": ("cs336_staff.audit", "run the bug zoo: every mutant must be caught by the public suite"),
-    "parts": ("cs336_staff.parts_cli", "the parts and their points (one source); --check the copies, --write README.md"),
-    "writeup": ("cs336_staff.writeup", "typeset assignment.pdf (and the staff answer key) with Typst"),
+    "snapshots": (
+        "cs336_staff.snapshots",
+        "regenerate .npz snapshots from the reference (or --check)",
+    ),
+    "audit": (
+        "cs336_staff.audit",
+        "run the bug zoo: every mutant must be caught by the public suite",
+    ),
+    "parts": (
+        "cs336_staff.parts_cli",
+        "the parts and their points (one source); --check the copies, --write README.md",
+    ),
+    "writeup": (
+        "cs336_staff.writeup",
+        "typeset assignment.pdf (and the staff answer key) with Typst",
+    ),
     # END STAFF-ONLY
 }
 

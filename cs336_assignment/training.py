@@ -78,8 +78,12 @@ class TrainConfig:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        check_positive_int(steps=self.steps, dim=self.dim, batch_size=self.batch_size,
-                           checkpoint_every=self.checkpoint_every)
+        check_positive_int(
+            steps=self.steps,
+            dim=self.dim,
+            batch_size=self.batch_size,
+            checkpoint_every=self.checkpoint_every,
+        )
         check_count(num_layers=self.num_layers, seed=self.seed)
         check_positive(lr=self.lr)
         check_nonnegative(weight_decay=self.weight_decay)

@@ -75,7 +75,9 @@ def check_nonnegative_number(**values: Any) -> None:
         ...
     ValueError: flops must be a non-negative number, got -1.0
     """
-    _check(values, lambda value: _is_number(value) and 0 <= value < math.inf, "a non-negative number")
+    _check(
+        values, lambda value: _is_number(value) and 0 <= value < math.inf, "a non-negative number"
+    )
 
 
 def check_nonnegative(**values: float) -> None:

@@ -94,7 +94,9 @@ def _marker_comments(source: str, path: str) -> list[tuple[int, int, str]]:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError) as e:
         line = getattr(e, "lineno", None) or (e.args[1][0] if len(e.args) > 1 else 1)
-        raise MarkerError(path, line, f"cannot tokenize the file ({e.args[0]}); fix the syntax first") from e
+        raise MarkerError(
+            path, line, f"cannot tokenize the file ({e.args[0]}); fix the syntax first"
+        ) from e
     for tok in tokens:
         if tok.type != tokenize.COMMENT or not _MARKER_LIKE.match(tok.string):
             continue
@@ -102,7 +104,11 @@ def _marker_comments(source: str, path: str) -> list[tuple[int, int, str]]:
         text = tok.string.rstrip()
         kind = "BEGIN" if "BEGIN" in text.upper() else "END"
         if lines[line - 1].strip() != tok.string.strip():
-            raise MarkerError(path, line, f"marker {text!r} shares its line with code; put it on a line of its own")
+            raise MarkerError(
+                path,
+                line,
+                f"marker {text!r} shares its line with code; put it on a line of its own",
+            )
         if text not in (BEGIN, END):
             want = BEGIN if kind == "BEGIN" else END
             raise MarkerError(path, line, f"malformed marker {text!r}; write exactly {want!r}")
@@ -122,8 +128,10 @@ def _pair(markers: list[tuple[int, int, str]], path: str) -> list[tuple[int, int
         if kind == "BEGIN":
             if open_ is not None:
                 raise MarkerError(
-                    path, line, f"nested {BEGIN!r}: the region opened at line {open_[0]} is not closed; "
-                    f"add {END!r} before this line (regions never nest)"
+                    path,
+                    line,
+                    f"nested {BEGIN!r}: the region opened at line {open_[0]} is not closed; "
+                    f"add {END!r} before this line (regions never nest)",
                 )
             open_ = (line, col)
         else:
@@ -131,8 +139,10 @@ def _pair(markers: list[tuple[int, int, str]], path: str) -> list[tuple[int, int
                 raise MarkerError(path, line, f"unmatched {END!r}: no {BEGIN!r} above it")
             if col != open_[1]:
                 raise MarkerError(
-                    path, line, f"{END!r} at column {col} but its {BEGIN!r} (line {open_[0]}) is at column "
-                    f"{open_[1]}; indent both markers like the function body"
+                    path,
+                    line,
+                    f"{END!r} at column {col} but its {BEGIN!r} (line {open_[0]}) is at column "
+                    f"{open_[1]}; indent both markers like the function body",
                 )
             regions.append((open_[0], line, col))
             open_ = None
@@ -181,22 +191,36 @@ def _bound_names(nodes: list[ast.AST]) -> set[str]:
 
 
 def _loaded_names(nodes: list[ast.AST]) -> list[ast.Name]:
-    return [s for node in nodes for s in ast.walk(node) if isinstance(s, ast.Name) and isinstance(s.ctx, ast.Load)]
+    return [
+        s
+        for node in nodes
+        for s in ast.walk(node)
+        if isinstance(s, ast.Name) and isinstance(s.ctx, ast.Load)
+    ]
 
 
 def _check_names_after(regions: list[Region], owners: list, tree: ast.Module, path: str) -> None:
     """Code left after a region must not use a name only that region defines (it would be undefined)."""
     stripped = {id(s) for r in regions for s in r.statements}
-    module_names = _bound_names([s for s in tree.body if not isinstance(s, (*_FUNCTIONS, ast.ClassDef))])
+    module_names = _bound_names(
+        [s for s in tree.body if not isinstance(s, (*_FUNCTIONS, ast.ClassDef))]
+    )
     module_names |= {s.name for s in tree.body if isinstance(s, (*_FUNCTIONS, ast.ClassDef))}
     for r, owner in zip(regions, owners, strict=True):
         kept = [s for s in owner.body if id(s) not in stripped]
-        region_only = _bound_names(r.statements) - _bound_names(kept) - _bound_names([owner.args]) - module_names
+        region_only = (
+            _bound_names(r.statements)
+            - _bound_names(kept)
+            - _bound_names([owner.args])
+            - module_names
+        )
         for name in _loaded_names([s for s in kept if s.lineno > r.end]):
             if name.id in region_only:
                 raise MarkerError(
-                    path, name.lineno, f"{name.id!r} is defined only inside the region ending at line {r.end}, "
-                    "so the handout would use an undefined name; move this line into the region"
+                    path,
+                    name.lineno,
+                    f"{name.id!r} is defined only inside the region ending at line {r.end}, "
+                    "so the handout would use an undefined name; move this line into the region",
                 )
 
 
@@ -209,9 +233,11 @@ def _check_nothing_after_last(regions: list[Region], owners: list, path: str) ->
         after = [s for s in owner.body if s.lineno > r.end]
         if after:
             raise MarkerError(
-                path, after[0].lineno, f"code after the last region of {r.qualname} (which ends at line {r.end}) "
+                path,
+                after[0].lineno,
+                f"code after the last region of {r.qualname} (which ends at line {r.end}) "
                 "would follow the stub's `raise NotImplementedError` in the handout, unreachable, and read as "
-                "solution left behind; move it into the region (students write it) or above it (given)"
+                "solution left behind; move it into the region (students write it) or above it (given)",
             )
 
 
@@ -223,7 +249,9 @@ def find_regions(source: str, path: str = "<string>") -> list[Region]:
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as e:
-        raise MarkerError(path, e.lineno or 1, f"syntax error ({e.msg}); fix it before releasing") from e
+        raise MarkerError(
+            path, e.lineno or 1, f"syntax error ({e.msg}); fix it before releasing"
+        ) from e
     parents = _parents(tree)
     statements = [n for n in ast.walk(tree) if isinstance(n, ast.stmt)]
     regions: list[Region] = []
@@ -233,38 +261,53 @@ def find_regions(source: str, path: str = "<string>") -> list[Region]:
         inside_ids = {id(s) for s in inside}
         top = [s for s in inside if id(_stmt_parent(s, parents)) not in inside_ids]
         if not top:
-            raise MarkerError(path, begin, "empty region: no statement between the markers; delete the markers or put the solution between them")
+            raise MarkerError(
+                path,
+                begin,
+                "empty region: no statement between the markers; delete the markers or put the solution between them",
+            )
         containers = [s for s in statements if s.lineno < begin < s.end_lineno]
         owner = max(containers, key=lambda s: (s.lineno, -s.end_lineno), default=tree)
         if not isinstance(owner, _FUNCTIONS):
             where = {ast.Module: "at module level", ast.ClassDef: "at class level"}.get(
-                type(owner), f"inside a block (the {type(owner).__name__.lower()} at line {getattr(owner, 'lineno', '?')})"
+                type(owner),
+                f"inside a block (the {type(owner).__name__.lower()} at line {getattr(owner, 'lineno', '?')})",
             )
             raise MarkerError(
-                path, begin, f"misplaced region {where}; markers must sit directly in a function body, "
-                "at the body's indentation, around consecutive statements of that body"
+                path,
+                begin,
+                f"misplaced region {where}; markers must sit directly in a function body, "
+                "at the body's indentation, around consecutive statements of that body",
             )
         for s in top:
             if _stmt_parent(s, parents) is not owner:
                 raise MarkerError(
-                    path, end, f"the region of {owner.name} (from line {begin}) runs out of its body: the statement "
-                    f"at line {s.lineno} is not in it; a region must hold whole statements of one function body"
+                    path,
+                    end,
+                    f"the region of {owner.name} (from line {begin}) runs out of its body: the statement "
+                    f"at line {s.lineno} is not in it; a region must hold whole statements of one function body",
                 )
         for s in statements:
             if begin < s.lineno < end < s.end_lineno or (begin < s.lineno and s.end_lineno == end):
                 raise MarkerError(
-                    path, end, f"{END!r} cuts through the statement at line {s.lineno}; "
-                    "a region must hold whole statements of one function body"
+                    path,
+                    end,
+                    f"{END!r} cuts through the statement at line {s.lineno}; "
+                    "a region must hold whole statements of one function body",
                 )
         if top[0].col_offset != col:
             raise MarkerError(
-                path, begin, f"markers at column {col} but the body's statements start at column "
-                f"{top[0].col_offset}; indent the markers like the function body"
+                path,
+                begin,
+                f"markers at column {col} but the body's statements start at column "
+                f"{top[0].col_offset}; indent the markers like the function body",
             )
         if ast.get_docstring(owner, clean=False) is not None and owner.body[0] in top:
             raise MarkerError(
-                path, begin, f"region of {owner.name} holds its docstring, which would leave the function "
-                f"without its contract; put {BEGIN!r} after the docstring"
+                path,
+                begin,
+                f"region of {owner.name} holds its docstring, which would leave the function "
+                f"without its contract; put {BEGIN!r} after the docstring",
             )
         regions.append(Region(begin, end, " " * col, _qualname(owner, parents), top))
         owners.append(owner)
@@ -293,7 +336,9 @@ def strip_source(source: str, path: str = "<string>") -> tuple[str, list[Region]
     return "".join(out), regions
 
 
-def handout_text(text: str, path: str, *, staff_blocks: bool = True, stub: bool = False) -> tuple[str | None, list[Region]]:
+def handout_text(
+    text: str, path: str, *, staff_blocks: bool = True, stub: bool = False
+) -> tuple[str | None, list[Region]]:
     """What the handout ships for the source file ``path`` (``release/build.py`` writes it; the
     grader's rules check compares a submission's given code with it): None for a staff-only file;
     otherwise ``text`` without its staff-only blocks (``staff_blocks``: .py, .sh, .gitignore) and,
@@ -318,7 +363,11 @@ def strip_staff_only(text: str, path: str = "<string>") -> str:
         s = line.strip()
         if s.startswith(BEGIN_STAFF):
             if open_ is not None:
-                raise MarkerError(path, i, f"nested {BEGIN_STAFF!r}: the block opened at line {open_} is not closed")
+                raise MarkerError(
+                    path,
+                    i,
+                    f"nested {BEGIN_STAFF!r}: the block opened at line {open_} is not closed",
+                )
             open_ = i
         elif s.startswith(END_STAFF):
             if open_ is None:
@@ -327,5 +376,7 @@ def strip_staff_only(text: str, path: str = "<string>") -> str:
         elif open_ is None:
             out.append(line)
     if open_ is not None:
-        raise MarkerError(path, open_, f"unmatched {BEGIN_STAFF!r}: add {END_STAFF!r} after the block")
+        raise MarkerError(
+            path, open_, f"unmatched {BEGIN_STAFF!r}: add {END_STAFF!r} after the block"
+        )
     return "".join(out)

@@ -74,7 +74,9 @@ class Part:
     adapters: list[str] = field(default_factory=list)
     tests: list[str] = field(default_factory=list)  # public test files graded under this part
     hidden_tests: list[str] = field(default_factory=list)
-    used_by: list[str] = field(default_factory=list)  # other parts' public test files that run its code (USED_BY_FILE)
+    used_by: list[str] = field(
+        default_factory=list
+    )  # other parts' public test files that run its code (USED_BY_FILE)
 
     @property
     def heading(self) -> str:
@@ -108,11 +110,17 @@ def module_files(repo: Path, module: str) -> list[str]:
     if module.endswith(".py"):
         files = [module]
     else:
-        files = sorted(p.relative_to(repo).as_posix() for p in (repo / module).rglob("*.py") if "__pycache__" not in p.parts)
+        files = sorted(
+            p.relative_to(repo).as_posix()
+            for p in (repo / module).rglob("*.py")
+            if "__pycache__" not in p.parts
+        )
     return [f for f in files if not is_staff_only((repo / f).read_text(encoding="utf-8"))]
 
 
-def adapter_sections(adapters_source: str) -> tuple[dict[str, int | None], list[tuple[int | None, str, int]]]:
+def adapter_sections(
+    adapters_source: str,
+) -> tuple[dict[str, int | None], list[tuple[int | None, str, int]]]:
     """Adapter name -> the number of its ``adapters.py`` section (None: an unnumbered section), and
     the section headers as (number, text, line). A header is the comment line after a ``# ---`` rule."""
     owner: dict[str, int | None] = {}
@@ -120,7 +128,12 @@ def adapter_sections(adapters_source: str) -> tuple[dict[str, int | None], list[
     current: int | None = None
     lines = adapters_source.splitlines()
     for i, line in enumerate(lines):
-        if i and lines[i - 1].startswith("# ---") and (m := _SECTION.match(line)) and not line.startswith("# ---"):
+        if (
+            i
+            and lines[i - 1].startswith("# ---")
+            and (m := _SECTION.match(line))
+            and not line.startswith("# ---")
+        ):
             current = int(m.group(1)) if m.group(1) else None
             headers.append((current, m.group(2), i + 1))
         elif (m := _DEF.match(line)) and is_adapter(m.group(1)):
@@ -143,7 +156,11 @@ def _graded_files(rubric: Rubric, files: list[str]) -> dict[str, str]:
 
 def _test_files(repo: Path, folder: str) -> list[str]:
     base = repo / folder
-    return sorted(p.relative_to(repo).as_posix() for p in base.glob("test_*.py")) if base.is_dir() else []
+    return (
+        sorted(p.relative_to(repo).as_posix() for p in base.glob("test_*.py"))
+        if base.is_dir()
+        else []
+    )
 
 
 def load_parts(repo: Path, regions: dict[str, list[Region]] | None = None) -> list[Part]:
@@ -156,21 +173,29 @@ def load_parts(repo: Path, regions: dict[str, list[Region]] | None = None) -> li
     repo = Path(repo)
     path = rubric_path(repo)
     if not path.is_file():
-        raise PartsError(f"{path} is missing: the parts of the assignment and their points are its [concepts.KEY] tables")
+        raise PartsError(
+            f"{path} is missing: the parts of the assignment and their points are its [concepts.KEY] tables"
+        )
     rubric = Rubric.load(path)
-    adapters_source = (repo / "adapters.py").read_text(encoding="utf-8") if (repo / "adapters.py").is_file() else ""
+    adapters_source = (
+        (repo / "adapters.py").read_text(encoding="utf-8")
+        if (repo / "adapters.py").is_file()
+        else ""
+    )
     owner, _ = adapter_sections(adapters_source)
     public, hidden = _test_files(repo, "tests"), _test_files(repo, "tests/hidden")
     graded = _graded_files(rubric, public + hidden)
     sources = {t: (repo / t).read_text(encoding="utf-8") for t in public}
     used_path = repo / USED_BY_FILE
-    measured_uses = json.loads(used_path.read_text(encoding="utf-8")) if used_path.is_file() else None
+    measured_uses = (
+        json.loads(used_path.read_text(encoding="utf-8")) if used_path.is_file() else None
+    )
     parts = []
     for i, concept in enumerate(rubric.concepts.values(), 1):
         m = TITLE.match(concept.title)
         if m is None or int(m.group(1)) != i:
             raise PartsError(
-                f"{path}: [concepts.{concept.name}] title = {concept.title!r} must read \"{i}. Title\": "
+                f'{path}: [concepts.{concept.name}] title = {concept.title!r} must read "{i}. Title": '
                 "parts are numbered 1, 2, ... in the order their tables appear"
             )
         module = module_of(repo, concept.name)
@@ -182,8 +207,10 @@ def load_parts(repo: Path, regions: dict[str, list[Region]] | None = None) -> li
         functions, optional = {}, {}
         for f in module_files(repo, module):
             source = (repo / f).read_text(encoding="utf-8")
-            found = regions[f] if regions is not None and f in regions else (
-                [] if regions is not None else find_regions(source, f)
+            found = (
+                regions[f]
+                if regions is not None and f in regions
+                else ([] if regions is not None else find_regions(source, f))
             )
             names = list(dict.fromkeys(r.qualname for r in found))
             marked = optional_helpers(source)
@@ -193,14 +220,31 @@ def load_parts(repo: Path, regions: dict[str, list[Region]] | None = None) -> li
                 optional[f] = [n for n in names if n in marked]
         adapters = [name for name, number in owner.items() if number == i]
         tests = [t for t in public if graded.get(t) == concept.name]
-        uses = measured_uses.get(concept.name, []) if measured_uses is not None else [
-            t for t in public if t not in tests and any(re.search(rf"\badapters\.{a}\b", sources[t]) for a in adapters)
-        ]
-        parts.append(Part(
-            key=concept.name, number=i, title=m.group(2), points=float(concept.points or 0), module=module,
-            functions=functions, optional=optional, adapters=adapters, tests=tests,
-            hidden_tests=[t for t in hidden if graded.get(t) == concept.name], used_by=uses,
-        ))
+        uses = (
+            measured_uses.get(concept.name, [])
+            if measured_uses is not None
+            else [
+                t
+                for t in public
+                if t not in tests
+                and any(re.search(rf"\badapters\.{a}\b", sources[t]) for a in adapters)
+            ]
+        )
+        parts.append(
+            Part(
+                key=concept.name,
+                number=i,
+                title=m.group(2),
+                points=float(concept.points or 0),
+                module=module,
+                functions=functions,
+                optional=optional,
+                adapters=adapters,
+                tests=tests,
+                hidden_tests=[t for t in hidden if graded.get(t) == concept.name],
+                used_by=uses,
+            )
+        )
     return parts
 
 
@@ -228,7 +272,9 @@ def optional_helpers(source: str) -> set[str]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}{child.name}"
-                if not isinstance(child, ast.ClassDef) and OPTIONAL in " ".join((ast.get_docstring(child) or "").split()):
+                if not isinstance(child, ast.ClassDef) and OPTIONAL in " ".join(
+                    (ast.get_docstring(child) or "").split()
+                ):
                     out.add(name)
                 walk(child, name + ".")
 
@@ -238,25 +284,46 @@ def optional_helpers(source: str) -> set[str]:
 
 def _what(part: Part) -> str:
     files = part.functions
-    required = "; ".join((f"`{Path(f).name}`: " if len(files) > 1 else "") + _code(names) for f, names in files.items()) or "-"
+    required = (
+        "; ".join(
+            (f"`{Path(f).name}`: " if len(files) > 1 else "") + _code(names)
+            for f, names in files.items()
+        )
+        or "-"
+    )
     helpers = [n for names in part.optional.values() for n in names]
     return required + (f" (optional helpers, not graded: {_code(helpers)})" if helpers else "")
 
 
-def readme_table(parts: list[Part], students: bool = False, written: dict[str, int] | None = None) -> str:
+def readme_table(
+    parts: list[Part], students: bool = False, written: dict[str, int] | None = None
+) -> str:
     """The parts as a markdown table: for students (what to implement, where, which tests, points),
     or for the staff README (module, adapters, graded public and hidden tests). ``written``: part key
     -> points of its written problems, a column of the students' table."""
     total = sum(p.points for p in parts)
     if students:
         w = written is not None
-        rows = ["| Part | Code points |" + (" Written points |" if w else "") + " Implement in | What to implement | Tests graded under it | Also used by |",
-                "| --- | ---: |" + (" ---: |" if w else "") + " --- | --- | --- | --- |"]
-        rows += [f"| {p.heading} | {p.points_text} |" + (f" {written.get(p.key, 0)} |" if w else "")
-                 + f" `{p.module}` | {_what(p)} | {_code(p.tests)} | {_code(p.used_by)} |" for p in parts]
-        rows.append(f"| total | {total:g} |" + (f" {sum(written.values())} |" if w else "") + " | | | |")
+        rows = [
+            "| Part | Code points |"
+            + (" Written points |" if w else "")
+            + " Implement in | What to implement | Tests graded under it | Also used by |",
+            "| --- | ---: |" + (" ---: |" if w else "") + " --- | --- | --- | --- |",
+        ]
+        rows += [
+            f"| {p.heading} | {p.points_text} |"
+            + (f" {written.get(p.key, 0)} |" if w else "")
+            + f" `{p.module}` | {_what(p)} | {_code(p.tests)} | {_code(p.used_by)} |"
+            for p in parts
+        ]
+        rows.append(
+            f"| total | {total:g} |" + (f" {sum(written.values())} |" if w else "") + " | | | |"
+        )
     else:
-        rows = ["| part | points | module | adapters | tests (public; hidden) |", "| --- | ---: | --- | --- | --- |"]
+        rows = [
+            "| part | points | module | adapters | tests (public; hidden) |",
+            "| --- | ---: | --- | --- | --- |",
+        ]
         rows += [
             f"| {p.heading} | {p.points_text} | `{p.module.removeprefix(PACKAGE + '/')}` | {_code(p.adapters) if p.adapters else '(through `run_cs336`)'} "
             f"| {_code(p.tests)}; {_code(p.hidden_tests)} |"
@@ -267,14 +334,18 @@ def readme_table(parts: list[Part], students: bool = False, written: dict[str, i
 
 
 def readme_block(parts: list[Part]) -> str:
-    return (f"{README_BEGIN}\n<!-- generated by `uv run cs336 parts --write` from rubric.toml, adapters.py and "
-            f"the modules; do not edit -->\n{readme_table(parts)}\n{README_END}")
+    return (
+        f"{README_BEGIN}\n<!-- generated by `uv run cs336 parts --write` from rubric.toml, adapters.py and "
+        f"the modules; do not edit -->\n{readme_table(parts)}\n{README_END}"
+    )
 
 
 def with_readme_block(text: str, parts: list[Part]) -> str:
     """``text`` (README.md) with its parts block replaced by the generated one."""
     if text.count(README_BEGIN) != 1 or text.count(README_END) != 1:
-        raise PartsError(f"README.md needs exactly one {README_BEGIN} ... {README_END} block for the parts table")
+        raise PartsError(
+            f"README.md needs exactly one {README_BEGIN} ... {README_END} block for the parts table"
+        )
     head, rest = text.split(README_BEGIN)
     _, tail = rest.split(README_END)
     return head + readme_block(parts) + tail
@@ -289,7 +360,10 @@ def writeup_data(parts: list[Part], repo: Path) -> dict:
         "version": project.get("version", ""),
         "description": project.get("description", ""),
         "points": sum(p.points for p in parts),
-        "parts": [{**asdict(p), "heading": p.heading, "rules": rules_docs.for_part(book, p.key)} for p in parts],
+        "parts": [
+            {**asdict(p), "heading": p.heading, "rules": rules_docs.for_part(book, p.key)}
+            for p in parts
+        ],
     }
 
 
@@ -307,20 +381,32 @@ def problems(repo: Path, parts: list[Part] | None = None) -> list[str]:
         return [str(e)]
     out = []
     by_number = {p.number: p for p in parts}
-    adapters_source = (repo / "adapters.py").read_text(encoding="utf-8") if (repo / "adapters.py").is_file() else ""
+    adapters_source = (
+        (repo / "adapters.py").read_text(encoding="utf-8")
+        if (repo / "adapters.py").is_file()
+        else ""
+    )
     owner, headers = adapter_sections(adapters_source)
     for number, text, line in headers:
         if number is None:
             continue
         part = by_number.get(number)
         if part is None:
-            out.append(f"adapters.py:{line}: section '# {number}. {text}' names no part (rubric.toml has {len(parts)}); "
-                       "renumber it, or drop the number if its adapters belong to no part")
+            out.append(
+                f"adapters.py:{line}: section '# {number}. {text}' names no part (rubric.toml has {len(parts)}); "
+                "renumber it, or drop the number if its adapters belong to no part"
+            )
         elif not part.title.startswith(text):
-            out.append(f"adapters.py:{line}: section '# {number}. {text}' should name part {number}, "
-                       f"'{part.title}' (rubric.toml): use a prefix of that title")
-    if "Parts, in the order of the handout" in adapters_source or re.search(r"^\s+\d+\.\s.*->\s*cs336_assignment/", adapters_source, re.M):
-        out.append("adapters.py's docstring lists the parts again; the list lives in rubric.toml (delete it there)")
+            out.append(
+                f"adapters.py:{line}: section '# {number}. {text}' should name part {number}, "
+                f"'{part.title}' (rubric.toml): use a prefix of that title"
+            )
+    if "Parts, in the order of the handout" in adapters_source or re.search(
+        r"^\s+\d+\.\s.*->\s*cs336_assignment/", adapters_source, re.M
+    ):
+        out.append(
+            "adapters.py's docstring lists the parts again; the list lives in rubric.toml (delete it there)"
+        )
     claimed = {f for p in parts for f in (*p.functions, *p.optional)}
     for path in sorted((repo / PACKAGE).rglob("*.py")):
         rel = path.relative_to(repo).as_posix()
@@ -328,12 +414,18 @@ def problems(repo: Path, parts: list[Part] | None = None) -> list[str]:
             continue
         text = path.read_text(encoding="utf-8")
         if not is_staff_only(text) and find_regions(text, rel):
-            out.append(f"{rel} has solution regions but belongs to no part; add [concepts.{path.stem}] to rubric.toml "
-                       "or move the code into a part's module")
+            out.append(
+                f"{rel} has solution regions but belongs to no part; add [concepts.{path.stem}] to rubric.toml "
+                "or move the code into a part's module"
+            )
     for p in parts:
         if not p.tests:
-            out.append(f"part {p.heading} has no public test file graded under it (rubric.toml [[rules]])")
-    out += rules_docs.problems(repo, parts)  # tests/rules.toml: module docstrings state it, the reference obeys it
+            out.append(
+                f"part {p.heading} has no public test file graded under it (rubric.toml [[rules]])"
+            )
+    out += rules_docs.problems(
+        repo, parts
+    )  # tests/rules.toml: module docstrings state it, the reference obeys it
     readme = repo / "README.md"
     if readme.is_file():
         text = readme.read_text(encoding="utf-8")
@@ -343,4 +435,3 @@ def problems(repo: Path, parts: list[Part] | None = None) -> list[str]:
         except PartsError as e:
             out.append(str(e))
     return out
-

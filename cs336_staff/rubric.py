@@ -92,44 +92,57 @@ class Rubric:
     def from_dict(cls, data: dict, source: str = "<memory>") -> Rubric:
         unknown = set(data) - {"concepts", "rules", "default_visibility"}
         if unknown:
-            raise ValueError(f"rubric {source}: unknown top-level keys {sorted(unknown)}; "
-                             "use [concepts.NAME], [[rules]] and default_visibility")
+            raise ValueError(
+                f"rubric {source}: unknown top-level keys {sorted(unknown)}; "
+                "use [concepts.NAME], [[rules]] and default_visibility"
+            )
         rubric = cls(source=source)
         rubric.default_visibility = _visibility(data.get("default_visibility", "visible"), source)
         for name, spec in data.get("concepts", {}).items():
             bad = set(spec) - CONCEPT_KEYS
             if bad:
-                raise ValueError(f"rubric {source}: concept {name!r} has unknown keys {sorted(bad)}; "
-                                 f"allowed: {sorted(CONCEPT_KEYS)}")
+                raise ValueError(
+                    f"rubric {source}: concept {name!r} has unknown keys {sorted(bad)}; "
+                    f"allowed: {sorted(CONCEPT_KEYS)}"
+                )
             pts = spec.get("points")
             if pts is not None and (not isinstance(pts, int | float) or pts < 0):
-                raise ValueError(f"rubric {source}: concept {name!r} points={pts!r} must be a number >= 0")
+                raise ValueError(
+                    f"rubric {source}: concept {name!r} points={pts!r} must be a number >= 0"
+                )
             rubric.concepts[name] = Concept(name, spec.get("title", name), pts)
         for i, spec in enumerate(data.get("rules", [])):
             where = f"rubric {source}: rules[{i}]"
             bad = set(spec) - RULE_KEYS
             if bad:
-                raise ValueError(f"{where} has unknown keys {sorted(bad)}; allowed: {sorted(RULE_KEYS)}")
+                raise ValueError(
+                    f"{where} has unknown keys {sorted(bad)}; allowed: {sorted(RULE_KEYS)}"
+                )
             match = spec.get("match")
             if isinstance(match, str):
                 match = [match]
             if not match or not all(isinstance(m, str) and m for m in match):
-                raise ValueError(f"{where} needs match = \"pattern\" or a list of node-id patterns")
+                raise ValueError(f'{where} needs match = "pattern" or a list of node-id patterns')
             concept = spec.get("concept")
             if concept is not None and concept not in rubric.concepts:
-                raise ValueError(f"{where} names concept {concept!r}, which is not declared; "
-                                 f"add [concepts.{concept}] (declared: {sorted(rubric.concepts)})")
+                raise ValueError(
+                    f"{where} names concept {concept!r}, which is not declared; "
+                    f"add [concepts.{concept}] (declared: {sorted(rubric.concepts)})"
+                )
             for key in ("weight", "points"):
                 v = spec.get(key)
                 if v is not None and (not isinstance(v, int | float) or v < 0):
                     raise ValueError(f"{where} {key}={v!r} must be a number >= 0")
             vis = spec.get("visibility")
-            rubric.rules.append(Rule(
-                patterns=tuple(match), concept=concept,
-                weight=None if spec.get("weight") is None else float(spec["weight"]),
-                visibility=None if vis is None else _visibility(vis, where),
-                points=None if spec.get("points") is None else float(spec["points"]),
-            ))
+            rubric.rules.append(
+                Rule(
+                    patterns=tuple(match),
+                    concept=concept,
+                    weight=None if spec.get("weight") is None else float(spec["weight"]),
+                    visibility=None if vis is None else _visibility(vis, where),
+                    points=None if spec.get("points") is None else float(spec["points"]),
+                )
+            )
         return rubric
 
     # ----------------------------------------------------------------------------- resolving

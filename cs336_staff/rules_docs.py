@@ -62,7 +62,9 @@ def handout_of(reference: dict[str, str], book: RuleBook) -> Handout:
             continue
         if shipped is not None:
             texts[rel], regions[rel] = shipped, bool(found)
-    staff = {rel: reference[rel] for rel in texts if not regions[rel] and reference[rel] != texts[rel]}
+    staff = {
+        rel: reference[rel] for rel in texts if not regions[rel] and reference[rel] != texts[rel]
+    }
     staff_drawn = {rel: drawn for rel, drawn in findings(reference, book).items() if rel in staff}
     return Handout(texts, regions, findings(texts, book), staff, staff_drawn)
 
@@ -79,16 +81,26 @@ def given_problems(repo: Path, book: RuleBook, path: Path) -> list[str]:
         drawn = handout.drawn.get(rel, [])
         where = ", ".join(f"{rel}:{line} ({what})" for line, what in sorted(drawn))
         if drawn and handout.regions.get(rel):
-            out.append(f"given code in {rel}, a file with solution regions, draws {where}: students' own runs would "
-                       "warn about it; change that code (given code of such files must draw nothing)")
+            out.append(
+                f"given code in {rel}, a file with solution regions, draws {where}: students' own runs would "
+                "warn about it; change that code (given code of such files must draw nothing)"
+            )
             continue
-        want = sorted({fingerprint(handout.texts[rel]), fingerprint(reference[rel])} - {None}) if drawn else []  # type: ignore[arg-type]
+        want = (
+            sorted({fingerprint(handout.texts[rel]), fingerprint(reference[rel])} - {None})
+            if drawn
+            else []
+        )  # type: ignore[arg-type]
         if not drawn:
-            out.append(f"{path}: [[given]] names {rel}, whose given code draws nothing: remove that entry")
+            out.append(
+                f"{path}: [[given]] names {rel}, whose given code draws nothing: remove that entry"
+            )
         elif sorted(book.given.get(rel, ())) != want:
             prints = ", ".join(f'"{p}"' for p in want)
-            out.append(f"{path}: the given code of {rel} draws {where}; record it (fingerprints of the handout's "
-                       f"and this repository's file):\n\n[[given]]\nfile = \"{rel}\"\nfingerprint = [{prints}]\n")
+            out.append(
+                f"{path}: the given code of {rel} draws {where}; record it (fingerprints of the handout's "
+                f'and this repository\'s file):\n\n[[given]]\nfile = "{rel}"\nfingerprint = [{prints}]\n'
+            )
     return out
 
 
@@ -98,7 +110,9 @@ def for_part(book: RuleBook, key: str) -> dict[str, object]:
     others = [r.short for r in book.rules if r.part != key]
     may_not = [r.says for r in home]
     if others:
-        may_not.append(("and, as in every part: " if home else "as in every part: ") + ", ".join(others))
+        may_not.append(
+            ("and, as in every part: " if home else "as in every part: ") + ", ".join(others)
+        )
     return {"may_use": book.may_use.get(key, ""), "may_not": may_not}
 
 
@@ -106,8 +120,13 @@ def docstring_block(book: RuleBook, key: str) -> str:
     """The block each part's module docstring holds (wrapped at WIDTH, indented by 4 under HEADING)."""
     rules = for_part(book, key)
     lines = [HEADING]
-    for label, text in (("May use: ", str(rules["may_use"])), ("Not allowed: ", "; ".join(rules["may_not"]))):  # type: ignore[arg-type]
-        lines += textwrap.wrap(label + text + ".", WIDTH, initial_indent="    ", subsequent_indent="        ")
+    for label, text in (
+        ("May use: ", str(rules["may_use"])),
+        ("Not allowed: ", "; ".join(rules["may_not"])),
+    ):  # type: ignore[arg-type]
+        lines += textwrap.wrap(
+            label + text + ".", WIDTH, initial_indent="    ", subsequent_indent="        "
+        )
     return "\n".join(lines)
 
 
@@ -121,12 +140,16 @@ def module_docstring(repo: Path, module: str) -> str:
     return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=True) or ""
 
 
-def problems(repo: Path, parts: list) -> list[str]:  # parts: cs336_staff.parts.Part (not imported: no cycle)
+def problems(
+    repo: Path, parts: list
+) -> list[str]:  # parts: cs336_staff.parts.Part (not imported: no cycle)
     """Every way the copies of the rules disagree with tests/rules.toml, and every violation of the reference."""
     repo = Path(repo)
     path = repo / "tests" / RULES_FILE.name
     if not path.is_file():
-        return [f"{path} is missing: the rules of the assignment (what each part may use) live there"]
+        return [
+            f"{path} is missing: the rules of the assignment (what each part may use) live there"
+        ]
     try:
         book = load_rules(path)
     except ValueError as e:
@@ -134,12 +157,16 @@ def problems(repo: Path, parts: list) -> list[str]:  # parts: cs336_staff.parts.
     out = []
     keys = [p.key for p in parts]
     if sorted(book.may_use) != sorted(keys):
-        out.append(f"{path}: [parts.KEY] tables {sorted(book.may_use)} differ from rubric.toml's parts {sorted(keys)}")
+        out.append(
+            f"{path}: [parts.KEY] tables {sorted(book.may_use)} differ from rubric.toml's parts {sorted(keys)}"
+        )
     for p in parts:
         block = docstring_block(book, p.key)
         if _words(block) not in _words(module_docstring(repo, p.module)):
-            out.append(f"the module docstring of {p.module} does not state the rules of tests/rules.toml; "
-                       f"end it with:\n\n{block}\n")
+            out.append(
+                f"the module docstring of {p.module} does not state the rules of tests/rules.toml; "
+                f"end it with:\n\n{block}\n"
+            )
     if (repo / "cs336_assignment").is_dir():
         out += given_problems(repo, book, path)
         report = check_tree(repo, book)

@@ -32,7 +32,13 @@ def shipped_sources(repo: Path) -> list[str]:
         for dirpath, dirnames, filenames in os.walk(base):
             rel_dir = Path(dirpath).relative_to(repo)
             dirnames[:] = sorted(
-                d for d in dirnames if d not in JUNK_DIRS and (rel_dir / d).as_posix() not in skip and not d.endswith(".egg-info")
+                d
+                for d in dirnames
+                if d not in JUNK_DIRS
+                and (rel_dir / d).as_posix() not in skip
+                and not d.endswith(".egg-info")
             )
-            out.extend((rel_dir / f).as_posix() for f in sorted(filenames) if not f.endswith(JUNK_SUFFIXES))
+            out.extend(
+                (rel_dir / f).as_posix() for f in sorted(filenames) if not f.endswith(JUNK_SUFFIXES)
+            )
     return sorted(out)

@@ -38,8 +38,14 @@ SNAPSHOT_DIRS = ("snapshots", "hidden/snapshots")  # relative to fixtures/ (or C
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--check", action="store_true", help="compare with the committed files instead of rewriting them")
-    parser.add_argument("--prune", action="store_true", help="also delete committed snapshots that no test writes")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="compare with the committed files instead of rewriting them",
+    )
+    parser.add_argument(
+        "--prune", action="store_true", help="also delete committed snapshots that no test writes"
+    )
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
@@ -63,12 +69,19 @@ def compare_npz(committed: Path, fresh: Path) -> list[str]:
     """How ``committed`` differs from ``fresh``, one line per array (empty if identical)."""
     with np.load(committed, allow_pickle=False) as c, np.load(fresh, allow_pickle=False) as f:
         old, new = {k: c[k] for k in c.files}, {k: f[k] for k in f.files}
-    problems = [f"array {k!r} is no longer written (the reference writes {sorted(new)})" for k in sorted(set(old) - set(new))]
-    problems += [f"array {k!r} is new (not in the committed file)" for k in sorted(set(new) - set(old))]
+    problems = [
+        f"array {k!r} is no longer written (the reference writes {sorted(new)})"
+        for k in sorted(set(old) - set(new))
+    ]
+    problems += [
+        f"array {k!r} is new (not in the committed file)" for k in sorted(set(new) - set(old))
+    ]
     for k in sorted(set(old) & set(new)):
         a, b = old[k], new[k]
         if a.dtype != b.dtype or a.shape != b.shape:
-            problems.append(f"array {k!r}: committed {a.dtype}{list(a.shape)}, reference now gives {b.dtype}{list(b.shape)}")
+            problems.append(
+                f"array {k!r}: committed {a.dtype}{list(a.shape)}, reference now gives {b.dtype}{list(b.shape)}"
+            )
         elif not np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"):
             bad = a != b
             if a.dtype.kind in "fc":
@@ -96,7 +109,10 @@ def compare_trees(committed: Path, fresh: Path) -> tuple[list[str], list[str], l
 
 def _report_run(result: PytestRun) -> tuple[list[str], list[str]]:
     """(failures, skipped) among the snapshot tests of a run."""
-    failures = [f"{t.nodeid}: {t.outcome}: {t.message}" for t in result.with_outcome("failed", "error", "xpassed")]
+    failures = [
+        f"{t.nodeid}: {t.outcome}: {t.message}"
+        for t in result.with_outcome("failed", "error", "xpassed")
+    ]
     failures += [f"cannot collect {e['nodeid']}" for e in result.collect_errors]
     skipped = [t.nodeid for t in result.with_outcome("skipped", "xfailed")]
     return failures, skipped
@@ -112,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
         failures, skipped = _report_run(result)
         n_tests = len(result.collected)
         if failures or (result.returncode not in (0, 5) and not result.tests):
-            print(f"snapshots: {len(failures)} of {n_tests} snapshot tests fail on the reference; nothing compared or written:")
+            print(
+                f"snapshots: {len(failures)} of {n_tests} snapshot tests fail on the reference; nothing compared or written:"
+            )
             for f in failures or [result.tail()]:
                 print(f"  {f}")
             return 1
@@ -120,7 +138,11 @@ def run(args: argparse.Namespace) -> int:
         changed_files = sorted({c.split(": ", 1)[0] for c in changed})
         print(
             f"snapshots: {n_tests} snapshot tests wrote {len(snapshot_files(scratch))} files"
-            + (f" ({len(skipped)} tests skipped: {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''})" if skipped else "")
+            + (
+                f" ({len(skipped)} tests skipped: {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''})"
+                if skipped
+                else ""
+            )
         )
         orphan_is_error = not skipped
         if args.check:
@@ -129,25 +151,37 @@ def run(args: argparse.Namespace) -> int:
             for n in new:
                 print(f"  missing  fixtures/{n} is written by a test but not committed")
             for o in orphans:
-                print(f"  {'orphan' if orphan_is_error else 'warning'}   fixtures/{o} is committed but no test that ran writes it")
+                print(
+                    f"  {'orphan' if orphan_is_error else 'warning'}   fixtures/{o} is committed but no test that ran writes it"
+                )
             bad = bool(changed or new or (orphans and orphan_is_error))
             took = time.monotonic() - start
             if bad:
-                print(f"snapshots --check: FAILED in {took:.0f} s; if the reference changed on purpose, run `uv run cs336 snapshots`")
+                print(
+                    f"snapshots --check: FAILED in {took:.0f} s; if the reference changed on purpose, run `uv run cs336 snapshots`"
+                )
                 return 1
-            print(f"snapshots --check: all {len(snapshot_files(scratch))} files match the reference exactly ({took:.0f} s)")
+            print(
+                f"snapshots --check: all {len(snapshot_files(scratch))} files match the reference exactly ({took:.0f} s)"
+            )
             return 0
         for rel in [*changed_files, *new]:
             (fixtures / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(scratch / rel, fixtures / rel)
-        print(f"snapshots: {len(changed_files)} files rewritten, {len(new)} created, "
-              f"{len(snapshot_files(scratch)) - len(changed_files) - len(new)} unchanged")
+        print(
+            f"snapshots: {len(changed_files)} files rewritten, {len(new)} created, "
+            f"{len(snapshot_files(scratch)) - len(changed_files) - len(new)} unchanged"
+        )
         for o in orphans:
             if args.prune and orphan_is_error:
                 (fixtures / o).unlink()
                 print(f"  pruned   fixtures/{o}")
             else:
-                why = "pass --prune to delete it" if orphan_is_error else "kept: a skipped test may write it"
+                why = (
+                    "pass --prune to delete it"
+                    if orphan_is_error
+                    else "kept: a skipped test may write it"
+                )
                 print(f"  orphan   fixtures/{o} is committed but no test wrote it ({why})")
         return 0
     finally:

@@ -53,8 +53,9 @@ class Remote(Protocol):
 
     def drive(self, target: str, args: tuple, kwargs: dict) -> Any: ...
 
-    def call_killed(self, target: str, args: tuple, kwargs: dict, *, once: Callable[[], bool],
-                    after: float) -> tuple[Any, bool, str]: ...
+    def call_killed(
+        self, target: str, args: tuple, kwargs: dict, *, once: Callable[[], bool], after: float
+    ) -> tuple[Any, bool, str]: ...
 
     def printed(self) -> str: ...
 
@@ -98,8 +99,11 @@ def run_driver(fn: Callable[..., T], args: tuple | list, kwargs: dict) -> T:
     import random
 
     np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
-    states = (random.getstate(), np.random.get_state() if np is not None else None,
-              torch.get_rng_state() if torch is not None else None)
+    states = (
+        random.getstate(),
+        np.random.get_state() if np is not None else None,
+        torch.get_rng_state() if torch is not None else None,
+    )
     cuda = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
     cuda_states = torch.cuda.get_rng_state_all() if cuda else None
     try:
@@ -152,7 +156,9 @@ def check_plain(value: Any, what: str, _path: str = "", _depth: int = 0) -> None
     lists, tuples, sets, dicts of them, tensors without an autograd history (``.detach()`` them), numpy
     arrays and scalars, torch dtypes, devices and generators, and ``@plain_data`` dataclasses."""
     if _depth > 64:
-        raise TypeError(f"{what} returned data nested over 64 levels deep{_path and ' at ' + _path}")
+        raise TypeError(
+            f"{what} returned data nested over 64 levels deep{_path and ' at ' + _path}"
+        )
     if isinstance(value, _SCALARS):
         return
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -164,11 +170,16 @@ def check_plain(value: Any, what: str, _path: str = "", _depth: int = 0) -> None
             check_plain(key, what, f"{_path} key {key!r}", _depth + 1)
             check_plain(item, what, f"{_path}[{key!r}]", _depth + 1)
         return
-    np, torch = sys.modules.get("numpy"), sys.modules.get("torch")  # no value is theirs before they are imported
+    np, torch = (
+        sys.modules.get("numpy"),
+        sys.modules.get("torch"),
+    )  # no value is theirs before they are imported
     if torch is not None and isinstance(value, torch.Tensor):
         if value.grad_fn is not None:
-            raise TypeError(f"{what} returned a tensor with an autograd history{_path and ' at ' + _path}: "
-                            "a driver returns data, so .detach() it")
+            raise TypeError(
+                f"{what} returned a tensor with an autograd history{_path and ' at ' + _path}: "
+                "a driver returns data, so .detach() it"
+            )
         return
     if torch is not None and isinstance(value, (torch.dtype, torch.device, torch.Generator)):
         return
@@ -176,14 +187,18 @@ def check_plain(value: Any, what: str, _path: str = "", _depth: int = 0) -> None
         return
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if type(value) not in DATA_TYPES.values():
-            raise TypeError(f"{what} returned a {type(value).__qualname__}{_path and ' at ' + _path}, a dataclass "
-                            "not marked @plain_data (tests/boundary.py): mark it so that it crosses as itself")
+            raise TypeError(
+                f"{what} returned a {type(value).__qualname__}{_path and ' at ' + _path}, a dataclass "
+                "not marked @plain_data (tests/boundary.py): mark it so that it crosses as itself"
+            )
         for f in dataclasses.fields(value):
             check_plain(getattr(value, f.name), what, f"{_path}.{f.name}", _depth + 1)
         return
-    raise TypeError(f"{what} returned a {type(value).__qualname__}{_path and ' at ' + _path}, which is not plain "
-                    "data: a driver returns what the test checks (numbers, tensors, containers, @plain_data "
-                    "dataclasses), never your objects")
+    raise TypeError(
+        f"{what} returned a {type(value).__qualname__}{_path and ' at ' + _path}, which is not plain "
+        "data: a driver returns what the test checks (numbers, tensors, containers, @plain_data "
+        "dataclasses), never your objects"
+    )
 
 
 def plain_data(cls: type[T]) -> type[T]:
@@ -231,7 +246,9 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-def killed_midway(adapter: str, args: list[Any], *, once_written: Path, after: float) -> tuple[int, str]:
+def killed_midway(
+    adapter: str, args: list[Any], *, once_written: Path, after: float
+) -> tuple[int, str]:
     """Call ``adapters.<adapter>(*args)`` in a process of its own and SIGKILL that process ``after``
     seconds once the file ``once_written`` has been written (created, or replaced as an atomic save
     replaces it) since the call began, if the call has not returned by then.
@@ -246,15 +263,23 @@ def killed_midway(adapter: str, args: list[Any], *, once_written: Path, after: f
         grader = remote
         start = grader.worker_path_stamp(once_written)  # the copy your side of the line sees
         value, killed, printed = grader.call_killed(
-            f"adapters:{adapter}", tuple(args), {},
-            once=lambda: grader.worker_path_stamp(once_written) not in (None, start), after=after)
+            f"adapters:{adapter}",
+            tuple(args),
+            {},
+            once=lambda: grader.worker_path_stamp(once_written) not in (None, start),
+            after=after,
+        )
         return (-signal.SIGKILL if killed else _exit_status(value)), printed
     import adapters  # here, not at the top: the grading worker imports this module before your code
 
     root = Path(adapters.__file__).resolve().parent
-    command = [sys.executable, "-c",
-               "import json, sys, adapters; sys.exit(getattr(adapters, sys.argv[1])(*json.loads(sys.argv[2])))",
-               adapter, json.dumps(list(args))]
+    command = [
+        sys.executable,
+        "-c",
+        "import json, sys, adapters; sys.exit(getattr(adapters, sys.argv[1])(*json.loads(sys.argv[2])))",
+        adapter,
+        json.dumps(list(args)),
+    ]
     env = {**os.environ, "PYTHONPATH": str(root)}
     start = _stamp(once_written)
     with tempfile.TemporaryFile() as log:

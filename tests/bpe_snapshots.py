@@ -73,7 +73,9 @@ def explain_bpe(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> 
     vocab, merges = bpe_from_arrays(got)
     want_vocab, want_merges = bpe_from_arrays(expected)
     if merges != want_merges:
-        return "train_bpe learned other merges than the reference: " + first_difference(merges, want_merges)
+        return "train_bpe learned other merges than the reference: " + first_difference(
+            merges, want_merges
+        )
     return "the merges are right but " + vocab_difference(vocab, want_vocab)
 
 
@@ -88,10 +90,23 @@ def assert_same_bpe(got: object, expected: tuple[Vocab, Merges], context: str = 
     """
     want_vocab, want_merges = expected
     where = f" ({context})" if context else ""
-    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], dict) and isinstance(got[1], list)):
-        raise AssertionError(f"train_bpe returned a {type(got).__name__}, expected a (vocab dict, merges list) pair{where}")
+    if not (
+        isinstance(got, tuple)
+        and len(got) == 2
+        and isinstance(got[0], dict)
+        and isinstance(got[1], list)
+    ):
+        raise AssertionError(
+            f"train_bpe returned a {type(got).__name__}, expected a (vocab dict, merges list) pair{where}"
+        )
     vocab, merges = got
     if merges != want_merges:
-        raise AssertionError("train_bpe learned other merges than expected: " + first_difference(merges, want_merges) + where)
+        raise AssertionError(
+            "train_bpe learned other merges than expected: "
+            + first_difference(merges, want_merges)
+            + where
+        )
     if vocab != want_vocab:
-        raise AssertionError("the merges are right but " + vocab_difference(vocab, want_vocab) + where)
+        raise AssertionError(
+            "the merges are right but " + vocab_difference(vocab, want_vocab) + where
+        )

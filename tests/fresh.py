@@ -29,7 +29,9 @@ def run_seed() -> int:
         try:
             return int(value)
         except ValueError:
-            raise ValueError(f"{SEED_ENV}={value!r} must be an integer (the seed a failure message printed)") from None
+            raise ValueError(
+                f"{SEED_ENV}={value!r} must be an integer (the seed a failure message printed)"
+            ) from None
     return secrets.randbelow(2**31)
 
 
@@ -45,15 +47,24 @@ def _make_corpora() -> ModuleType:
     return module
 
 
-def fresh_corpora(folder: Path, count: int, *, documents: int, max_sentences: int, salt: int,
-                  extra_special: str | None = None) -> list[Path]:
+def fresh_corpora(
+    folder: Path,
+    count: int,
+    *,
+    documents: int,
+    max_sentences: int,
+    salt: int,
+    extra_special: str | None = None,
+) -> list[Path]:
     """``count`` distinct corpora in ``folder``, written by ``fixtures/make_corpora.py`` from seeds
     derived from this run's seed and ``salt`` (a test's own number, so two tests draw different
     corpora). ``extra_special``: a second special token put between some words (every 30th)."""
     paths = []
     for i in range(count):
         seed = (run_seed() * 1_000 + salt * 10 + i) % 2**63
-        text = _make_corpora().make_corpus(seed=seed, documents=documents, max_sentences=max_sentences)
+        text = _make_corpora().make_corpus(
+            seed=seed, documents=documents, max_sentences=max_sentences
+        )
         if extra_special is not None:
             words = text.split(" ")
             text = " ".join(w + extra_special if k % 30 == 29 else w for k, w in enumerate(words))

@@ -57,7 +57,9 @@ class NotWritten:
     """Rewrites the report of a test that failed on a stub into one line."""
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo
+    ) -> pytest.TestReport:
         report = yield
         if report.failed and call.excinfo is not None:
             stub = stub_error(call.excinfo.value)

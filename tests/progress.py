@@ -86,8 +86,12 @@ class Row:
     points: float | None
     outcomes: dict[str, str] = field(default_factory=dict)  # nodeid -> passed | failed | skipped
     weights: dict[str, float] = field(default_factory=dict)
-    fixed: dict[str, float] = field(default_factory=dict)  # tests worth fixed points, outside the budget
-    uncollected: list[str] = field(default_factory=list)  # its public test files that failed to collect
+    fixed: dict[str, float] = field(
+        default_factory=dict
+    )  # tests worth fixed points, outside the budget
+    uncollected: list[str] = field(
+        default_factory=list
+    )  # its public test files that failed to collect
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes.values() if o == outcome)
@@ -104,7 +108,9 @@ class Row:
         if self.points is None:  # no budget: one point per unit of weight, as in grading
             stake = total_w
         earned = stake * passed_w / total_w if total_w else 0.0
-        earned += sum(self.fixed[n] for n in ran if n in self.fixed and self.outcomes[n] == "passed")
+        earned += sum(
+            self.fixed[n] for n in ran if n in self.fixed and self.outcomes[n] == "passed"
+        )
         stake += sum(self.fixed[n] for n in ran if n in self.fixed)
         return earned, stake
 
@@ -117,7 +123,9 @@ class Progress:
         self.outcomes: dict[str, str] = {}
         self.others: set[str] = set()
         self.uncollected: list[str] = []  # public test files that failed to collect
-        self.exitstatus: int | None = None  # set once pytest's summary ran; the table comes after it
+        self.exitstatus: int | None = (
+            None  # set once pytest's summary ran; the table comes after it
+        )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
@@ -149,7 +157,9 @@ class Progress:
             row.weights[nodeid] = float(s.get("weight", 1.0))
             if "points" in s:
                 row.fixed[nodeid] = float(s["points"])
-        for path in self.uncollected:  # nothing of it ran: the part's points are all at stake, none earned
+        for (
+            path
+        ) in self.uncollected:  # nothing of it ran: the part's points are all at stake, none earned
             row = rows.get(score(f"{path}::*", self.data["rules"]).get("concept"))
             if row is not None:
                 row.uncollected.append(path)
@@ -169,7 +179,9 @@ class Progress:
             return
         width = max(len("part"), *(len(r.title) for r in rows))
         tr.write_sep("=", "public progress by part (points)")
-        tr.write_line(f"{'part':<{width}}  {'passed':>9}  {'failed':>6}  {'skipped':>7}  {'points':>11}")
+        tr.write_line(
+            f"{'part':<{width}}  {'passed':>9}  {'failed':>6}  {'skipped':>7}  {'points':>11}"
+        )
         earned_total = stake_total = 0.0
         for r in rows:
             n = len(r.outcomes)
@@ -182,13 +194,21 @@ class Progress:
                 earned_total, stake_total = earned_total + got[0], stake_total + got[1]
                 pts = f"{got[0]:.1f}/{got[1]:g}"
             line = f"{r.title:<{width}}  {r.count('passed'):>4}/{n:<4}  {r.count('failed'):>6}  {r.count('skipped'):>7}  {pts:>11}"
-            tr.write_line(line, green=got is not None and got[0] == got[1] > 0, red=r.count("failed") > 0 or bool(r.uncollected))
-        tr.write_line(f"{'total':<{width}}  {'':>9}  {'':>6}  {'':>7}  {f'{earned_total:.1f}/{stake_total:g}':>11}")
+            tr.write_line(
+                line,
+                green=got is not None and got[0] == got[1] > 0,
+                red=r.count("failed") > 0 or bool(r.uncollected),
+            )
+        tr.write_line(
+            f"{'total':<{width}}  {'':>9}  {'':>6}  {'':>7}  {f'{earned_total:.1f}/{stake_total:g}':>11}"
+        )
         parts = len(self.data["parts"])
         notes = []
         if self.uncollected:
-            notes.append(f"Could not be collected (see the errors above), so their parts score 0 here: "
-                         f"{', '.join(self.uncollected)}.")
+            notes.append(
+                f"Could not be collected (see the errors above), so their parts score 0 here: "
+                f"{', '.join(self.uncollected)}."
+            )
         if len(rows) < parts:
             notes.append(f"{parts - len(rows)} of {parts} parts had no public test in this run.")
         notes.append(
@@ -197,9 +217,13 @@ class Progress:
             "Your grade also counts hidden tests, and the written problems of assignment.pdf."
         )
         if self.others:
-            notes.append(f"Not counted above: {len(self.others)} other tests (only tests/test_*.py are public).")
+            notes.append(
+                f"Not counted above: {len(self.others)} other tests (only tests/test_*.py are public)."
+            )
         if unscored:
-            notes.append(f"{len(unscored)} public tests belong to no part of the rubric, e.g. {unscored[0]}.")
+            notes.append(
+                f"{len(unscored)} public tests belong to no part of the rubric, e.g. {unscored[0]}."
+            )
         for note in notes:
             for line in textwrap.wrap(note, width=100):
                 tr.write_line(line)

@@ -28,7 +28,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 STAFF_HINT = ""
 # BEGIN STAFF-ONLY
-STAFF_HINT = " (staff: if the reference changed on purpose, regenerate with `uv run cs336 snapshots`)"
+STAFF_HINT = (
+    " (staff: if the reference changed on purpose, regenerate with `uv run cs336 snapshots`)"
+)
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 # END STAFF-ONLY
 
@@ -76,17 +78,23 @@ def snapshot_dir(test_file: Path) -> Path:
     # BEGIN STAFF-ONLY
     import os
 
-    base = Path(os.environ.get("CS336_SNAPSHOT_DIR", base))  # `cs336 snapshots` writes to a scratch dir
+    base = Path(
+        os.environ.get("CS336_SNAPSHOT_DIR", base)
+    )  # `cs336 snapshots` writes to a scratch dir
     if rel.parts[0] == "hidden":
         return base / "hidden" / "snapshots" / Path(*rel.parts[1:]).with_suffix("")
     # END STAFF-ONLY
     return base / "snapshots" / rel.with_suffix("")
 
 
-def describe_mismatch(name: str, key: str, actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float) -> str:
+def describe_mismatch(
+    name: str, key: str, actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float
+) -> str:
     """A message that says which array diverged, where first, by how much, and what to do."""
     if actual.shape != expected.shape:
-        return f"snapshot {name!r}: array {key!r} has shape {actual.shape}, expected {expected.shape}"
+        return (
+            f"snapshot {name!r}: array {key!r} has shape {actual.shape}, expected {expected.shape}"
+        )
     a = actual.astype(np.float64) if actual.dtype.kind in "fc" else actual
     e = expected.astype(np.float64) if expected.dtype.kind in "fc" else expected
     bad = ~np.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
@@ -99,7 +107,9 @@ def describe_mismatch(name: str, key: str, actual: np.ndarray, expected: np.ndar
     )
 
 
-def _all_close(got: dict[str, np.ndarray], expected: dict[str, np.ndarray], rtol: float, atol: float) -> bool:
+def _all_close(
+    got: dict[str, np.ndarray], expected: dict[str, np.ndarray], rtol: float, atol: float
+) -> bool:
     return set(got) == set(expected) and all(
         got[k].shape == expected[k].shape
         and np.allclose(
@@ -138,7 +148,9 @@ class Snapshot:
             return
         # END STAFF-ONLY
         if not path.exists():
-            raise AssertionError(f"snapshot file {path.relative_to(ROOT)} is missing from the handout{STAFF_HINT}")
+            raise AssertionError(
+                f"snapshot file {path.relative_to(ROOT)} is missing from the handout{STAFF_HINT}"
+            )
         expected = read_npz(path)
         if explain is not None and not _all_close(arrays, expected, rtol, atol):
             raise AssertionError(explain(arrays, expected))

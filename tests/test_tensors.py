@@ -107,17 +107,25 @@ def test_flat_index_worked_example():
     got = adapters.run_flat_index((1, 2), (3, 1))
     assert got == 5, f"flat_index((1, 2), strides=(3, 1)) = {got}, expected 1*3 + 2*1 = 5"
     got = adapters.run_flat_index((1, 2), (3, 1), 4)
-    assert got == 9, f"flat_index((1, 2), strides=(3, 1), storage_offset=4) = {got}, expected 4 + 1*3 + 2*1 = 9 (add the offset)"
+    assert got == 9, (
+        f"flat_index((1, 2), strides=(3, 1), storage_offset=4) = {got}, expected 4 + 1*3 + 2*1 = 9 (add the offset)"
+    )
     got = adapters.run_flat_index((), (), 7)
-    assert got == 7, f"flat_index((), (), storage_offset=7) = {got}: a 0-d tensor's only element sits at its storage_offset"
+    assert got == 7, (
+        f"flat_index((), (), storage_offset=7) = {got}: a 0-d tensor's only element sits at its storage_offset"
+    )
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_flat_index_matches_element_addresses_of_random_views(seed):
     """flat_index(i, x.stride(), x.storage_offset()) is where torch actually keeps x[i]."""
     base, x, chain = random_view(seed)
-    last = tuple(n - 1 for n in base.shape)  # a view may hold only position 0: the base's last element is not there
-    assert adapters.run_flat_index(last, base.stride()) == base.numel() - 1, f"the last element of {tuple(base.shape)}"
+    last = tuple(
+        n - 1 for n in base.shape
+    )  # a view may hold only position 0: the base's last element is not there
+    assert adapters.run_flat_index(last, base.stride()) == base.numel() - 1, (
+        f"the last element of {tuple(base.shape)}"
+    )
     for index in some_indices(x, random.Random(seed)):
         got = adapters.run_flat_index(index, x.stride(), x.storage_offset())
         want = storage_position(x, index)
@@ -142,8 +150,12 @@ def test_flat_index_rejects_negative_index():
 def test_element_at_matches_indexing_on_random_views(seed):
     """element_at(x, i) equals x[i] (value and dtype) for transposed, sliced and expanded views."""
     base, x, chain = random_view(seed)
-    last = tuple(n - 1 for n in base.shape)  # a view may hold only the value 0: the base's last element is not 0
-    assert torch.equal(adapters.run_element_at(base, last), base[last]), f"the last element of {tuple(base.shape)}"
+    last = tuple(
+        n - 1 for n in base.shape
+    )  # a view may hold only the value 0: the base's last element is not 0
+    assert torch.equal(adapters.run_element_at(base, last), base[last]), (
+        f"the last element of {tuple(base.shape)}"
+    )
     for index in some_indices(x, random.Random(seed)):
         got = adapters.run_element_at(x, index)
         assert got.dtype == x.dtype, f"element_at returned dtype {got.dtype}, x has {x.dtype}"
@@ -178,7 +190,10 @@ def test_element_at_reads_the_storage_not_the_tensor(make, index):
 
     view = make(torch.arange(6.0).view(2, 3))
     x = view.as_subclass(NoIndexing)  # same storage, strides and offset; indexing it fails
-    for i in [index, *itertools.product(*(range(n) for n in view.shape))]:  # the case, then every element
+    for i in [
+        index,
+        *itertools.product(*(range(n) for n in view.shape)),
+    ]:  # the case, then every element
         got = adapters.run_element_at(x, i).as_subclass(torch.Tensor)
         want = view[i]
         assert torch.equal(got, want), (
@@ -282,7 +297,9 @@ def test_is_view_of_siblings_share_a_storage_but_are_not_views():
     assert not adapters.run_is_view_of(base[1], base[0]), (
         "base[1] and base[0] share a storage but no element: not a view (compare the bytes read, not only the storage)"
     )
-    assert not adapters.run_is_view_of(base, base[0]), "base reads more than base[0]: not a view of it"
+    assert not adapters.run_is_view_of(base, base[0]), (
+        "base reads more than base[0]: not a view of it"
+    )
     assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
@@ -311,8 +328,16 @@ def test_is_contiguous_agrees_with_torch_on_random_views(seed):
     """is_contiguous(x.shape, x.stride()) equals x.is_contiguous() for every view in the chain."""
     _, x, chain = random_view(seed)
     fresh = x.contiguous()
-    views = [x, fresh, x.unsqueeze(0), x.unsqueeze(-1).transpose(0, -1), fresh.unsqueeze(0).expand(2, *x.shape),
-             fresh.view(-1), fresh.unsqueeze(-1).expand(*x.shape, 3), fresh.view(-1)[::2]]
+    views = [
+        x,
+        fresh,
+        x.unsqueeze(0),
+        x.unsqueeze(-1).transpose(0, -1),
+        fresh.unsqueeze(0).expand(2, *x.shape),
+        fresh.view(-1),
+        fresh.unsqueeze(-1).expand(*x.shape, 3),
+        fresh.view(-1)[::2],
+    ]
     for v in views:
         got = adapters.run_is_contiguous(tuple(v.shape), v.stride())
         assert got == v.is_contiguous(), (
@@ -343,8 +368,12 @@ def test_is_contiguous_edge_cases_agree_with_torch(shape, strides):
     assert got == want, (
         f"shape {shape}, strides {strides}: torch says is_contiguous() is {want}, got {got}"
     )
-    row_major = torch.empty(shape).stride()  # and the same shape, row-major: a fixed answer scores half
-    assert adapters.run_is_contiguous(shape, row_major), f"shape {shape}, row-major strides {row_major}: contiguous"
+    row_major = torch.empty(
+        shape
+    ).stride()  # and the same shape, row-major: a fixed answer scores half
+    assert adapters.run_is_contiguous(shape, row_major), (
+        f"shape {shape}, row-major strides {row_major}: contiguous"
+    )
     assert_is_contiguous_contrasts()
 
 
@@ -414,8 +443,11 @@ def storage_contrasts() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     ]
 
 
-def assert_storage_contrasts(check: Callable[[torch.Tensor, torch.Tensor], bool], name: str,
-                             oracle: Callable[[torch.Tensor, torch.Tensor], bool]) -> None:
+def assert_storage_contrasts(
+    check: Callable[[torch.Tensor, torch.Tensor], bool],
+    name: str,
+    oracle: Callable[[torch.Tensor, torch.Tensor], bool],
+) -> None:
     """``check(y, x) == oracle(y, x)`` on every pair of ``storage_contrasts`` (``check`` is ``name``'s adapter)."""
     for what, y, x in storage_contrasts():
         want = oracle(y, x)
@@ -425,8 +457,16 @@ def assert_storage_contrasts(check: Callable[[torch.Tensor, torch.Tensor], bool]
 
 def contiguity_contrasts() -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """Shapes and strides of both answers: four contiguous (size-1 dims with any stride among them), four not."""
-    return [((2, 3), (3, 1)), ((4, 1, 2), (2, 9, 1)), ((3, 2, 2), (4, 2, 1)), ((1, 5), (1, 1)),
-            ((2, 3), (1, 2)), ((3, 4), (0, 1)), ((4,), (2,)), ((2, 2, 3), (6, 1, 2))]
+    return [
+        ((2, 3), (3, 1)),
+        ((4, 1, 2), (2, 9, 1)),
+        ((3, 2, 2), (4, 2, 1)),
+        ((1, 5), (1, 1)),
+        ((2, 3), (1, 2)),
+        ((3, 4), (0, 1)),
+        ((4,), (2,)),
+        ((2, 2, 3), (6, 1, 2)),
+    ]
 
 
 def assert_is_contiguous_contrasts() -> None:
@@ -434,15 +474,25 @@ def assert_is_contiguous_contrasts() -> None:
     for shape, strides in contiguity_contrasts():
         want = torch.empty_strided(shape, strides).is_contiguous()
         got = adapters.run_is_contiguous(shape, strides)
-        assert got == want, f"shape {shape}, strides {strides}: torch says is_contiguous() is {want}, got {got}"
+        assert got == want, (
+            f"shape {shape}, strides {strides}: torch says is_contiguous() is {want}, got {got}"
+        )
 
 
 def view_or_copy_contrasts() -> list[tuple[torch.Tensor, tuple[int, ...]]]:
     """Reshapes of both answers, on distinct non-zero values: four views, four copies of tensors that read their
     whole storage (so a copy's byte positions are x's own: only the storage tells it from a view)."""
     x = torch.arange(1.0, 13.0).view(3, 4)
-    return [(x, (4, 3)), (x[:, :2], (3, 2, 1)), (x.unsqueeze(0).expand(2, 3, 4), (2, 3, 2, 2)), (x.t(), (4, 3, 1)),
-            (x.t(), (12,)), (x.t(), (2, 6)), (x.t(), (3, 4)), (x.t().unsqueeze(0), (6, 2))]
+    return [
+        (x, (4, 3)),
+        (x[:, :2], (3, 2, 1)),
+        (x.unsqueeze(0).expand(2, 3, 4), (2, 3, 2, 2)),
+        (x.t(), (4, 3, 1)),
+        (x.t(), (12,)),
+        (x.t(), (2, 6)),
+        (x.t(), (3, 4)),
+        (x.t().unsqueeze(0), (6, 2)),
+    ]
 
 
 def assert_view_or_copy_contrasts() -> None:
@@ -459,7 +509,9 @@ def torch_can_view(x: torch.Tensor, shape: tuple[int, ...]) -> bool:
     return True
 
 
-def assert_view_or_copy_agrees_with_torch(x: torch.Tensor, shape: tuple[int, ...], where: str) -> None:
+def assert_view_or_copy_agrees_with_torch(
+    x: torch.Tensor, shape: tuple[int, ...], where: str
+) -> None:
     """is_view iff x.view(shape) works; values equal x.reshape(shape); views share x's storage, copies are contiguous and separate."""
     y, is_view = adapters.run_view_or_copy(x, shape)
     want_view = torch_can_view(x, shape)
@@ -469,9 +521,13 @@ def assert_view_or_copy_agrees_with_torch(x: torch.Tensor, shape: tuple[int, ...
     assert torch.equal(y, x.reshape(shape)), f"{where}: values differ from x.reshape(shape)"
     shares = y.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
     if want_view:
-        assert shares, f"{where}: a view was possible but the result has its own storage (it copied)"
+        assert shares, (
+            f"{where}: a view was possible but the result has its own storage (it copied)"
+        )
     else:
-        assert not shares and y.is_contiguous(), f"{where}: no view is possible; expected a contiguous copy"
+        assert not shares and y.is_contiguous(), (
+            f"{where}: no view is possible; expected a contiguous copy"
+        )
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -479,7 +535,9 @@ def test_view_or_copy_views_exactly_when_torch_view_succeeds(seed):
     """is_view is True iff x.view(shape) works; views share x's storage, copies are contiguous and separate."""
     _, x, chain = random_view(seed)
     for shape in candidate_shapes(tuple(x.shape)):
-        assert_view_or_copy_agrees_with_torch(x, shape, f"x = {chain} ({describe(x)}), shape {shape}")
+        assert_view_or_copy_agrees_with_torch(
+            x, shape, f"x = {chain} ({describe(x)}), shape {shape}"
+        )
 
 
 def test_view_or_copy_transpose_then_flatten_must_copy():
@@ -614,9 +672,13 @@ def test_flat_index_of_overlapping_and_repeating_windows():
     x = torch.arange(40.0).as_strided((3, 4), (3, 2), 5)  # row r starts 3 elements after row r-1
     for index in itertools.product(range(3), range(4)):
         got = adapters.run_flat_index(index, x.stride(), x.storage_offset())
-        assert got == storage_position(x, index), f"as_strided((3, 4), (3, 2), 5), index {index}: got {got}"
+        assert got == storage_position(x, index), (
+            f"as_strided((3, 4), (3, 2), 5), index {index}: got {got}"
+        )
     got = adapters.run_flat_index((9, 1), (0, 5), 200)
-    assert got == 205, f"flat_index((9, 1), strides=(0, 5), storage_offset=200) = {got}, expected 200 + 9*0 + 1*5"
+    assert got == 205, (
+        f"flat_index((9, 1), strides=(0, 5), storage_offset=200) = {got}, expected 200 + 9*0 + 1*5"
+    )
 
 
 @pytest.mark.parametrize("dtype", EDGE_DTYPES, ids=str)
@@ -631,13 +693,17 @@ def test_element_at_keeps_the_dtype_of_x(dtype):
             f"element_at on a {dtype} view returned a {got.dtype} tensor of shape {tuple(got.shape)}; "
             f"expected a 0-d {dtype} tensor (view the storage in x.dtype, do not rebuild the value)"
         )
-        assert torch.equal(got, x[index]), f"{describe(x)}, {dtype}: x{list(index)} is {x[index].item()}, got {got.item()}"
+        assert torch.equal(got, x[index]), (
+            f"{describe(x)}, {dtype}: x{list(index)} is {x[index].item()}, got {got.item()}"
+        )
 
 
 def test_element_at_returns_a_tensor_on_the_device_of_x():
     """element_at of a meta view is a 0-d meta tensor (no .item(), no CPU rebuild); on the CPU it is x[i]."""
     meta = torch.empty(4, 6, device="meta").t()[1:]
-    got = on_meta(lambda: adapters.run_element_at(meta, (2, 3)), "element_at of a meta float32 view")
+    got = on_meta(
+        lambda: adapters.run_element_at(meta, (2, 3)), "element_at of a meta float32 view"
+    )
     assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", torch.float32, ()), (
         f"element_at of a meta float32 view returned a tensor on {got.device}, {got.dtype}, shape "
         f"{tuple(got.shape)}: the result lives where x lives (index the storage view). {OFF_DEVICE}"
@@ -662,7 +728,9 @@ def test_element_at_reads_size_one_dimensions_and_negative_indices(make, index):
     x = make()
     for i in [index, *itertools.product(*(range(-n, n) for n in x.shape))]:
         got = adapters.run_element_at(x, i)
-        assert got.shape == () and torch.equal(got, x[i]), f"{describe(x)}: x{list(i)} is {x[i].item()}, got {got}"
+        assert got.shape == () and torch.equal(got, x[i]), (
+            f"{describe(x)}: x{list(i)} is {x[i].item()}, got {got}"
+        )
 
 
 @pytest.mark.parametrize(
@@ -687,15 +755,23 @@ def test_element_at_sees_a_write_through_another_view():
     view = base.t()[:, 1:]
     base[3, 2] = -7.0
     got = adapters.run_element_at(view, (2, 2))
-    assert got.item() == -7.0, f"base[3, 2] = -7 is view[2, 2] of base.t()[:, 1:]; element_at read {got.item()}"
+    assert got.item() == -7.0, (
+        f"base[3, 2] = -7 is view[2, 2] of base.t()[:, 1:]; element_at read {got.item()}"
+    )
 
 
 def test_same_storage_across_dtype_views_and_disjoint_parts():
     """A dtype view shares the bytes, a conversion does not; disjoint halves still share; empty storages count as one."""
     x = torch.arange(8.0)
-    assert adapters.run_same_storage(x, x.view(torch.int32)), "x.view(torch.int32) reinterprets x's own bytes"
-    assert not adapters.run_same_storage(x, x.to(torch.float64)), "x.to(float64) converts into a new storage"
-    assert adapters.run_same_storage(x[:4], x[4:]), "x[:4] and x[4:] share no element but one storage"
+    assert adapters.run_same_storage(x, x.view(torch.int32)), (
+        "x.view(torch.int32) reinterprets x's own bytes"
+    )
+    assert not adapters.run_same_storage(x, x.to(torch.float64)), (
+        "x.to(float64) converts into a new storage"
+    )
+    assert adapters.run_same_storage(x[:4], x[4:]), (
+        "x[:4] and x[4:] share no element but one storage"
+    )
     assert adapters.run_same_storage(torch.zeros(0), torch.empty(3, 0)), (
         "storages of zero bytes have no address (data_ptr() == 0): the docstring counts all empty tensors as sharing one"
     )
@@ -706,23 +782,35 @@ def test_is_view_of_across_dtype_views_empty_slices_and_expanded_rows():
     """Byte-level: an int32 view reads x's bytes, the high halves alone are a view but not the reverse;
     an empty slice reads nothing; an expanded row reads one row only."""
     x = torch.arange(4.0, dtype=torch.float64)
-    assert adapters.run_is_view_of(x.view(torch.int64), x) and adapters.run_is_view_of(x, x.view(torch.int64))
+    assert adapters.run_is_view_of(x.view(torch.int64), x) and adapters.run_is_view_of(
+        x, x.view(torch.int64)
+    )
     high = x.view(torch.int32)[1::2]
     assert adapters.run_is_view_of(high, x), "the high 4 bytes of each element are bytes x reads"
-    assert not adapters.run_is_view_of(x, high), "x reads all 8 bytes of each element, high only 4: not a view of it"
+    assert not adapters.run_is_view_of(x, high), (
+        "x reads all 8 bytes of each element, high only 4: not a view of it"
+    )
     base = torch.arange(10.0).view(2, 5)
-    assert adapters.run_is_view_of(base[:, 3:3], base[0]), "an empty slice reads no byte, so it is a view"
+    assert adapters.run_is_view_of(base[:, 3:3], base[0]), (
+        "an empty slice reads no byte, so it is a view"
+    )
     assert adapters.run_is_view_of(base[:1].expand(4, 5), base[0])
-    assert not adapters.run_is_view_of(base[1:].expand(4, 5), base[0]), "row 1 repeated reads no byte of row 0"
+    assert not adapters.run_is_view_of(base[1:].expand(4, 5), base[0]), (
+        "row 1 repeated reads no byte of row 0"
+    )
     assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
-@pytest.mark.parametrize("shape", [[3, 0, 2], torch.Size([1, 4, 1]), (0,)], ids=["list", "torch.Size", "empty"])
+@pytest.mark.parametrize(
+    "shape", [[3, 0, 2], torch.Size([1, 4, 1]), (0,)], ids=["list", "torch.Size", "empty"]
+)
 def test_contiguous_strides_accept_lists_and_torch_size(shape):
     """shape may be a list or a torch.Size (x.shape); sizes 0 and 1 count as 1."""
     want = torch.empty(tuple(shape)).stride()
     got = adapters.run_contiguous_strides(shape)
-    assert tuple(got) == want, f"contiguous_strides({shape!r}) = {tuple(got)}, torch.empty gives {want}"
+    assert tuple(got) == want, (
+        f"contiguous_strides({shape!r}) = {tuple(got)}, torch.empty gives {want}"
+    )
 
 
 def test_is_contiguous_accepts_torch_size_and_the_strides_tuple():
@@ -758,7 +846,14 @@ def test_is_contiguous_raises_value_error_for_each_documented_mistake(shape, str
         (lambda: torch.arange(3.0).view(1, 3).expand(2, 3), (6,)),
         (lambda: torch.arange(3.0).view(1, 3).expand(2, 3), (2, 3, 1)),
     ],
-    ids=["0-d", "size-one-transpose", "empty", "empty-infer", "expanded-flat", "expanded-trailing-one"],
+    ids=[
+        "0-d",
+        "size-one-transpose",
+        "empty",
+        "empty-infer",
+        "expanded-flat",
+        "expanded-trailing-one",
+    ],
 )
 def test_view_or_copy_at_size_one_and_empty_agrees_with_torch_view(make, shape):
     """0-d, size-one, empty and expanded tensors: is_view iff x.view(shape) works, values as x.reshape(shape)."""
@@ -803,10 +898,20 @@ def test_view_or_copy_returns_a_tensor_on_the_device_and_in_the_dtype_of_x(shape
         (lambda: torch.zeros(6), (2, -1, -1), "shape (2, -1, -1) is invalid"),
         (lambda: torch.zeros(6), (-4, 3), "shape (-4, 3) is invalid"),
         (lambda: torch.zeros(6), (5, -1), "cannot infer the -1 in shape (5, -1): 6 elements of x"),
-        (lambda: torch.zeros(0, 3), (0, -1), "cannot infer the -1 in shape (0, -1): 0 elements of x"),
+        (
+            lambda: torch.zeros(0, 3),
+            (0, -1),
+            "cannot infer the -1 in shape (0, -1): 0 elements of x",
+        ),
         (lambda: torch.zeros(8)[::2], (8,), "shape (8,) holds 8 elements but x (shape (4,)) has 4"),
     ],
-    ids=["two-inferred", "below-minus-one", "uninferable", "empty-uninferable", "numel-of-the-view"],
+    ids=[
+        "two-inferred",
+        "below-minus-one",
+        "uninferable",
+        "empty-uninferable",
+        "numel-of-the-view",
+    ],
 )
 def test_view_or_copy_raises_value_error_for_each_documented_mistake(make, shape, message):
     """Each Raises entry of view_or_copy is a ValueError with the documented words (counts are x.numel(), not the storage's)."""
@@ -828,28 +933,56 @@ def test_split_and_merge_heads_keep_dimensions_of_size_one_and_zero(batch, seq, 
     for x in (full, full[..., :0, :], full[:0]):
         want = x.reshape(*x.shape[:-1], heads, d_head).transpose(-3, -2)
         got = adapters.run_split_heads(x, heads)
-        assert_close(got, want, f"split_heads(x of shape {tuple(x.shape)}, {heads}) (keep every size-1 and size-0 dimension)", tol=0)
-        assert_close(adapters.run_merge_heads(want), x, f"merge_heads(x of shape {tuple(want.shape)})", tol=0)
+        assert_close(
+            got,
+            want,
+            f"split_heads(x of shape {tuple(x.shape)}, {heads}) (keep every size-1 and size-0 dimension)",
+            tol=0,
+        )
+        assert_close(
+            adapters.run_merge_heads(want), x, f"merge_heads(x of shape {tuple(want.shape)})", tol=0
+        )
 
 
 def test_split_heads_of_a_non_contiguous_input():
     """An input with any strides (here the transpose of a (d_model, seq) tensor) splits like its contiguous copy."""
     x = torch.arange(40.0).view(8, 5).t()  # (seq=5, d_model=8), strides (1, 5)
     want = x.contiguous().view(5, 2, 4).transpose(0, 1)
-    assert_close(adapters.run_split_heads(x, 2), want, "split_heads of a transposed (5, 8) input", tol=0)
+    assert_close(
+        adapters.run_split_heads(x, 2), want, "split_heads of a transposed (5, 8) input", tol=0
+    )
 
 
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: adapters.run_split_heads(torch.zeros(2, 8), 0), "num_heads=0 must be a positive divisor of the width d_model=8"),
-        (lambda: adapters.run_split_heads(torch.zeros(2, 8), -4), "num_heads=-4 must be a positive divisor of the width d_model=8"),
+        (
+            lambda: adapters.run_split_heads(torch.zeros(2, 8), 0),
+            "num_heads=0 must be a positive divisor of the width d_model=8",
+        ),
+        (
+            lambda: adapters.run_split_heads(torch.zeros(2, 8), -4),
+            "num_heads=-4 must be a positive divisor of the width d_model=8",
+        ),
         (lambda: adapters.run_split_heads(torch.zeros(8), 2), "got shape (8,)"),
         (lambda: adapters.run_merge_heads(torch.zeros(2, 5)), "got shape (2, 5)"),
-        (lambda: adapters.run_attention_scores(torch.zeros(2, 4), torch.zeros(1, 3, 4)), "got shapes (2, 4) and (1, 3, 4)"),
-        (lambda: adapters.run_attention_scores(torch.zeros(1, 3, 2), torch.zeros(1, 3, 6)), "q has head dimension d=2 but k has d=6"),
+        (
+            lambda: adapters.run_attention_scores(torch.zeros(2, 4), torch.zeros(1, 3, 4)),
+            "got shapes (2, 4) and (1, 3, 4)",
+        ),
+        (
+            lambda: adapters.run_attention_scores(torch.zeros(1, 3, 2), torch.zeros(1, 3, 6)),
+            "q has head dimension d=2 but k has d=6",
+        ),
     ],
-    ids=["zero-heads", "negative-heads", "split-a-vector", "merge-a-matrix", "scores-of-a-matrix", "head-dims-differ"],
+    ids=[
+        "zero-heads",
+        "negative-heads",
+        "split-a-vector",
+        "merge-a-matrix",
+        "scores-of-a-matrix",
+        "head-dims-differ",
+    ],
 )
 def test_named_dims_raise_value_error_for_each_documented_mistake(call, message):
     """Every Raises entry of split_heads, merge_heads and attention_scores is a ValueError with the documented words."""
@@ -884,7 +1017,12 @@ def test_attention_scores_of_zero_tiny_and_huge_inputs():
     for scale in (1e-20, 1e15):
         q = torch.randn(3, 2, 16, generator=g, dtype=torch.float64) * scale
         want = q @ k.transpose(-2, -1) / 4.0
-        assert_close(adapters.run_attention_scores(q, k) / scale, want / scale, f"queries of magnitude {scale:g}", tol=1e-10)
+        assert_close(
+            adapters.run_attention_scores(q, k) / scale,
+            want / scale,
+            f"queries of magnitude {scale:g}",
+            tol=1e-10,
+        )
 
 
 def test_attention_scores_have_unit_variance_for_unit_variance_inputs():
@@ -893,14 +1031,22 @@ def test_attention_scores_have_unit_variance_for_unit_variance_inputs():
     q, k = torch.randn(8, 32, 128, generator=g), torch.randn(8, 32, 128, generator=g)
     scores = adapters.run_attention_scores(q, k)
     var = scores.var().item()
-    assert 0.85 < var < 1.15, f"score variance {var:.3f}: with 1/sqrt(d) it is ~1, unscaled ~d = 128, with 1/d ~1/128"
-    assert_close(scores, q @ k.transpose(-2, -1) / math.sqrt(128), "attention_scores vs q @ k^T / sqrt(128)")
+    assert 0.85 < var < 1.15, (
+        f"score variance {var:.3f}: with 1/sqrt(d) it is ~1, unscaled ~d = 128, with 1/d ~1/128"
+    )
+    assert_close(
+        scores, q @ k.transpose(-2, -1) / math.sqrt(128), "attention_scores vs q @ k^T / sqrt(128)"
+    )
 
 
 # (function, inputs built from (device, dtype)): every named_dims function that returns a tensor
 NAMED_DIMS_CALLS = {
-    "split_heads": lambda dev, dt: adapters.run_split_heads(torch.ones(2, 3, 8, device=dev, dtype=dt), 4),
-    "merge_heads": lambda dev, dt: adapters.run_merge_heads(torch.ones(2, 4, 3, 2, device=dev, dtype=dt)),
+    "split_heads": lambda dev, dt: adapters.run_split_heads(
+        torch.ones(2, 3, 8, device=dev, dtype=dt), 4
+    ),
+    "merge_heads": lambda dev, dt: adapters.run_merge_heads(
+        torch.ones(2, 4, 3, 2, device=dev, dtype=dt)
+    ),
     "attention_scores": lambda dev, dt: adapters.run_attention_scores(
         torch.ones(2, 3, 4, device=dev, dtype=dt), torch.ones(2, 5, 4, device=dev, dtype=dt)
     ),

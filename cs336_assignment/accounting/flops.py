@@ -61,7 +61,9 @@ def linear_forward_flops(num_tokens: int, d_in: int, d_out: int) -> int:
     # END SOLUTION
 
 
-def linear_backward_flops(num_tokens: int, d_in: int, d_out: int, input_requires_grad: bool = True) -> int:
+def linear_backward_flops(
+    num_tokens: int, d_in: int, d_out: int, input_requires_grad: bool = True
+) -> int:
     """FLOPs of the backward of ``y = x W^T``: ``dW = dy^T x`` always, ``dx = dy W`` only if needed.
 
     Each is a matmul as large as the forward::
@@ -84,7 +86,9 @@ def linear_backward_flops(num_tokens: int, d_in: int, d_out: int, input_requires
     # END SOLUTION
 
 
-def linear_train_flops(num_tokens: int, d_in: int, d_out: int, input_requires_grad: bool = True) -> int:
+def linear_train_flops(
+    num_tokens: int, d_in: int, d_out: int, input_requires_grad: bool = True
+) -> int:
     """FLOPs of forward plus backward of one linear layer (3 forwards, or 2 without ``dx``).
 
     >>> linear_train_flops(8, 4, 2) == 3 * linear_forward_flops(8, 4, 2)
@@ -146,6 +150,8 @@ def six_nd_flops(num_params: float, num_tokens: float) -> float:
     """
     # BEGIN SOLUTION
     if num_params < 0 or num_tokens < 0:
-        raise ValueError(f"num_params and num_tokens must be non-negative, got {num_params!r} and {num_tokens!r}")
+        raise ValueError(
+            f"num_params and num_tokens must be non-negative, got {num_params!r} and {num_tokens!r}"
+        )
     return 6 * num_params * num_tokens
     # END SOLUTION

@@ -173,7 +173,9 @@ def measure_training_step(
     )
 
 
-def measure_allocation(make: Callable[[], Tensor], device: torch.device | str) -> tuple[Tensor, int]:
+def measure_allocation(
+    make: Callable[[], Tensor], device: torch.device | str
+) -> tuple[Tensor, int]:
     """Call ``make()`` and measure the bytes its result took: ``(tensor, bytes)``.
 
     On CUDA, the change in ``torch.cuda.memory_allocated`` (the caching allocator rounds each block

@@ -83,7 +83,9 @@ def bytes_per_element(dtype: torch.dtype | str) -> int:
     # BEGIN SOLUTION
     if isinstance(dtype, str):
         if dtype not in DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)} or a torch.dtype")
+            raise ValueError(
+                f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)} or a torch.dtype"
+            )
         dtype = DTYPES[dtype]
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"expected a torch.dtype or a dtype name, got {dtype!r}")
@@ -166,7 +168,9 @@ def bytes_per_activation(precision: str) -> int:
     # END SOLUTION
 
 
-def training_memory_bytes(num_params: int, num_activations: int, optimizer: str, precision: str) -> int:
+def training_memory_bytes(
+    num_params: int, num_activations: int, optimizer: str, precision: str
+) -> int:
     """Bytes to train: ``num_params * bytes_per_param + num_activations * bytes_per_activation``.
 
     >>> training_memory_bytes(num_params=10, num_activations=100, optimizer="adamw", precision="fp32")
@@ -182,7 +186,9 @@ def training_memory_bytes(num_params: int, num_activations: int, optimizer: str,
     """
     # BEGIN SOLUTION
     check_count(num_params=num_params, num_activations=num_activations)
-    return num_params * bytes_per_param(optimizer, precision) + num_activations * bytes_per_activation(precision)
+    return num_params * bytes_per_param(
+        optimizer, precision
+    ) + num_activations * bytes_per_activation(precision)
     # END SOLUTION
 
 

@@ -49,31 +49,60 @@ SECONDS_PER_DAY = 60 * 60 * 24
 # torch.backends.cuda.matmul.allow_tf32 = True.
 PEAK_FLOPS: dict[str, dict[str, float]] = {
     "H100-SXM": {
-        "fp64": 34e12, "fp32": 67e12, "tf32": 494.5e12,
-        "bf16": 989.5e12, "fp16": 989.5e12, "fp8": 1979e12, "int8": 1979e12,
+        "fp64": 34e12,
+        "fp32": 67e12,
+        "tf32": 494.5e12,
+        "bf16": 989.5e12,
+        "fp16": 989.5e12,
+        "fp8": 1979e12,
+        "int8": 1979e12,
     },
     "H100-PCIe": {
-        "fp64": 26e12, "fp32": 51e12, "tf32": 378e12,
-        "bf16": 756.5e12, "fp16": 756.5e12, "fp8": 1513e12, "int8": 1513e12,
+        "fp64": 26e12,
+        "fp32": 51e12,
+        "tf32": 378e12,
+        "bf16": 756.5e12,
+        "fp16": 756.5e12,
+        "fp8": 1513e12,
+        "int8": 1513e12,
     },
     "A100-SXM": {
-        "fp64": 9.7e12, "fp32": 19.5e12, "tf32": 156e12,
-        "bf16": 312e12, "fp16": 312e12, "int8": 624e12,
+        "fp64": 9.7e12,
+        "fp32": 19.5e12,
+        "tf32": 156e12,
+        "bf16": 312e12,
+        "fp16": 312e12,
+        "int8": 624e12,
     },
     "A100-PCIe": {
-        "fp64": 9.7e12, "fp32": 19.5e12, "tf32": 156e12,
-        "bf16": 312e12, "fp16": 312e12, "int8": 624e12,
+        "fp64": 9.7e12,
+        "fp32": 19.5e12,
+        "tf32": 156e12,
+        "bf16": 312e12,
+        "fp16": 312e12,
+        "int8": 624e12,
     },
 }
 
 GPU_MEMORY_BYTES: dict[str, float] = {
-    "H100-SXM": 80e9, "H100-PCIe": 80e9, "A100-SXM": 80e9, "A100-PCIe": 80e9,
+    "H100-SXM": 80e9,
+    "H100-PCIe": 80e9,
+    "A100-SXM": 80e9,
+    "A100-PCIe": 80e9,
 }
 """HBM per GPU, in decimal bytes as the datasheets (and the lecture) count (A100s also came with 40 GB)."""
 
-_DTYPE_ALIASES = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", torch.float8_e4m3fn: "fp8", torch.float8_e5m2: "fp8",
-                  torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
-                  torch.int8: "int8"}
+_DTYPE_ALIASES = {
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    torch.float8_e4m3fn: "fp8",
+    torch.float8_e5m2: "fp8",
+    torch.float64: "fp64",
+    torch.float32: "fp32",
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.int8: "int8",
+}
 
 
 def gpu_kind(device_name: str) -> str | None:
@@ -151,8 +180,12 @@ def training_days(
             test looks for it: "mfu must be in (0, 1] (a fraction of peak; 0.5 is good), got 1.5".
     """
     # BEGIN SOLUTION
-    check_positive(num_params=num_params, num_tokens=num_tokens, num_gpus=num_gpus,
-                    peak_flops_per_gpu=peak_flops_per_gpu)
+    check_positive(
+        num_params=num_params,
+        num_tokens=num_tokens,
+        num_gpus=num_gpus,
+        peak_flops_per_gpu=peak_flops_per_gpu,
+    )
     if isinstance(mfu, bool) or not isinstance(mfu, int | float) or not 0 < mfu <= 1:
         raise ValueError(f"mfu must be in (0, 1] (a fraction of peak; 0.5 is good), got {mfu!r}")
     total_flops = 6 * num_params * num_tokens

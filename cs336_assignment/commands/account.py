@@ -50,7 +50,9 @@ def _count(text: str) -> float:
     try:
         value = float(number) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number like 70e9 or 70B, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a number like 70e9 or 70B, got {text!r}"
+        ) from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
@@ -60,7 +62,9 @@ def _sizes(text: str) -> list[int]:
     try:
         sizes = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 256,512, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers like 256,512, got {text!r}"
+        ) from None
     if not sizes or any(n < 1 for n in sizes):
         raise argparse.ArgumentTypeError(f"expected positive sizes, got {text!r}")
     return sizes
@@ -75,31 +79,87 @@ def _human(x: float) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     q = parser.add_argument_group("question 1: training time")
-    q.add_argument("--params", type=_count, default=70e9, help="model parameters, e.g. 70B (default: 70B)")
-    q.add_argument("--tokens", type=_count, default=15e12, help="training tokens, e.g. 15T (default: 15T)")
-    q.add_argument("--gpus", type=int, default=1024, help="GPUs training together (default: %(default)s)")
-    q.add_argument("--gpu", choices=sorted(PEAK_FLOPS), default="H100-SXM", help="GPU kind (default: %(default)s)")
-    q.add_argument("--dtype", choices=_PEAK_DTYPES, default="bf16", help="matmul dtype for the peak (default: %(default)s)")
-    q.add_argument("--mfu", type=float, default=0.5, help="model FLOPs utilisation in (0, 1] (default: %(default)s)")
+    q.add_argument(
+        "--params", type=_count, default=70e9, help="model parameters, e.g. 70B (default: 70B)"
+    )
+    q.add_argument(
+        "--tokens", type=_count, default=15e12, help="training tokens, e.g. 15T (default: 15T)"
+    )
+    q.add_argument(
+        "--gpus", type=int, default=1024, help="GPUs training together (default: %(default)s)"
+    )
+    q.add_argument(
+        "--gpu",
+        choices=sorted(PEAK_FLOPS),
+        default="H100-SXM",
+        help="GPU kind (default: %(default)s)",
+    )
+    q.add_argument(
+        "--dtype",
+        choices=_PEAK_DTYPES,
+        default="bf16",
+        help="matmul dtype for the peak (default: %(default)s)",
+    )
+    q.add_argument(
+        "--mfu",
+        type=float,
+        default=0.5,
+        help="model FLOPs utilisation in (0, 1] (default: %(default)s)",
+    )
     m = parser.add_argument_group("question 2: largest trainable model")
-    m.add_argument("--fit-gpus", type=int, default=8, help="GPUs whose memory holds the model (default: %(default)s)")
-    m.add_argument("--memory", type=_count, help="bytes per GPU, e.g. 80G (default: the --gpu's HBM)")
-    m.add_argument("--optimizer", choices=OPTIMIZERS, default="adamw", help="optimizer (default: %(default)s)")
-    m.add_argument("--precision", choices=PRECISIONS, default="mixed", help="fp32 or mixed (default: %(default)s)")
+    m.add_argument(
+        "--fit-gpus",
+        type=int,
+        default=8,
+        help="GPUs whose memory holds the model (default: %(default)s)",
+    )
+    m.add_argument(
+        "--memory", type=_count, help="bytes per GPU, e.g. 80G (default: the --gpu's HBM)"
+    )
+    m.add_argument(
+        "--optimizer", choices=OPTIMIZERS, default="adamw", help="optimizer (default: %(default)s)"
+    )
+    m.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="mixed",
+        help="fp32 or mixed (default: %(default)s)",
+    )
     t = parser.add_argument_group("measuring this machine")
-    t.add_argument("--measure", action="store_true", help="time n x n matmuls in fp32 and bf16 instead")
-    t.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="device to time on (default: %(default)s)")
-    t.add_argument("--sizes", type=_sizes, help="matrix sizes n (default: 128..1024 on CPU, 1024..8192 on CUDA)")
-    t.add_argument("--iters", type=int, default=5, help="timed matmuls per size (default: %(default)s)")
-    t.add_argument("--plot", type=Path, metavar="PNG", help="save a plot of throughput against size (needs matplotlib)")
+    t.add_argument(
+        "--measure", action="store_true", help="time n x n matmuls in fp32 and bf16 instead"
+    )
+    t.add_argument(
+        "--device",
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        help="device to time on (default: %(default)s)",
+    )
+    t.add_argument(
+        "--sizes",
+        type=_sizes,
+        help="matrix sizes n (default: 128..1024 on CPU, 1024..8192 on CUDA)",
+    )
+    t.add_argument(
+        "--iters", type=int, default=5, help="timed matmuls per size (default: %(default)s)"
+    )
+    t.add_argument(
+        "--plot",
+        type=Path,
+        metavar="PNG",
+        help="save a plot of throughput against size (needs matplotlib)",
+    )
 
 
 def _napkin(args: argparse.Namespace) -> None:
     peak = peak_flops(args.gpu, args.dtype)
     days = training_days(args.params, args.tokens, args.gpus, peak, args.mfu)
     print("Training time")
-    print(f"  6 x {_human(args.tokens)} tokens x {_human(args.params)} params = {six_nd_flops(args.params, args.tokens):.3g} FLOPs")
-    print(f"  {args.gpus} x {args.gpu} at {args.dtype} dense peak {peak / 1e12:g} TFLOP/s, MFU {args.mfu:g}")
+    print(
+        f"  6 x {_human(args.tokens)} tokens x {_human(args.params)} params = {six_nd_flops(args.params, args.tokens):.3g} FLOPs"
+    )
+    print(
+        f"  {args.gpus} x {args.gpu} at {args.dtype} dense peak {peak / 1e12:g} TFLOP/s, MFU {args.mfu:g}"
+    )
     print(f"  -> {days:.1f} days")
     memory = args.memory if args.memory is not None else GPU_MEMORY_BYTES[args.gpu]
     per_param = bytes_per_param(args.optimizer, args.precision)
@@ -110,7 +170,9 @@ def _napkin(args: argparse.Namespace) -> None:
         breakdown = f"params 4 + grads 4 + {states} states x 4"
     params = max_trainable_params(args.fit_gpus, memory, per_param)
     print("Largest trainable model")
-    print(f"  {args.optimizer} in {args.precision} precision: {per_param} bytes/param ({breakdown})")
+    print(
+        f"  {args.optimizer} in {args.precision} precision: {per_param} bytes/param ({breakdown})"
+    )
     print(f"  {args.fit_gpus} x {memory / 1e9:g} GB -> {_human(params)} params ({params:.3g}),")
     print(f"  before activations ({bytes_per_activation(args.precision)} bytes each)")
 
@@ -120,16 +182,22 @@ def _measure(args: argparse.Namespace) -> None:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda, but CUDA is not available here; use --device cpu")
     kind = gpu_kind(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
-    sizes = args.sizes or ([1024, 2048, 4096, 8192] if device.type == "cuda" else [128, 256, 512, 1024])
+    sizes = args.sizes or (
+        [1024, 2048, 4096, 8192] if device.type == "cuda" else [128, 256, 512, 1024]
+    )
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    print(f"Matmul throughput on {where} ({kind or 'no peak figure known'}), {args.iters} timed calls per size")
+    print(
+        f"Matmul throughput on {where} ({kind or 'no peak figure known'}), {args.iters} timed calls per size"
+    )
     header = f"{'dtype':>6} {'n':>6} {'ms':>10} {'GFLOP/s':>10}" + ("    MFU" if kind else "")
     print(header)
     generator = torch.Generator().manual_seed(0)
     results: dict[str, list[tuple[int, float]]] = {}
     for name in ("fp32", "bf16"):
         for n in sizes:
-            seconds, flops_per_sec = matmul_throughput(n, DTYPES[name], device, iters=args.iters, generator=generator)
+            seconds, flops_per_sec = matmul_throughput(
+                n, DTYPES[name], device, iters=args.iters, generator=generator
+            )
             line = f"{name:>6} {n:>6} {seconds * 1e3:>10.3f} {flops_per_sec / 1e9:>10.1f}"
             if kind:
                 line += f" {mfu(flops_per_sec, 1.0, peak_flops(kind, name)):>6.1%}"
@@ -140,11 +208,15 @@ def _measure(args: argparse.Namespace) -> None:
         print(f"plot saved to {args.plot}")
 
 
-def _plot(results: dict[str, list[tuple[int, float]]], path: Path, where: str, kind: str | None) -> None:
+def _plot(
+    results: dict[str, list[tuple[int, float]]], path: Path, where: str, kind: str | None
+) -> None:
     try:
         import matplotlib
     except ImportError:
-        raise ValueError("--plot needs matplotlib (a dev dependency of this project), which is not installed: run `uv sync`") from None
+        raise ValueError(
+            "--plot needs matplotlib (a dev dependency of this project), which is not installed: run `uv sync`"
+        ) from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -153,7 +225,12 @@ def _plot(results: dict[str, list[tuple[int, float]]], path: Path, where: str, k
         sizes, rates = zip(*points, strict=True)
         (line,) = ax.plot(sizes, [r / 1e9 for r in rates], marker="o", label=name)
         if kind and name in PEAK_FLOPS[kind]:
-            ax.axhline(PEAK_FLOPS[kind][name] / 1e9, color=line.get_color(), linestyle="--", label=f"{name} peak")
+            ax.axhline(
+                PEAK_FLOPS[kind][name] / 1e9,
+                color=line.get_color(),
+                linestyle="--",
+                label=f"{name} peak",
+            )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("n (n x n @ n x n)")

@@ -24,14 +24,31 @@ FILES = ("vocab.json", "merges.txt", "special_tokens.json")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", type=Path, help="UTF-8 text file to train on")
-    parser.add_argument("--vocab-size", type=int, required=True, help="bytes + merges + special tokens")
     parser.add_argument(
-        "--special-token", action="append", default=[], metavar="TOKEN",
+        "--vocab-size", type=int, required=True, help="bytes + merges + special tokens"
+    )
+    parser.add_argument(
+        "--special-token",
+        action="append",
+        default=[],
+        metavar="TOKEN",
         help="a special token, e.g. '<|endoftext|>' (repeat for several)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="directory for vocab.json, merges.txt, special_tokens.json")
-    parser.add_argument("--num-processes", type=int, default=None, help="pre-tokenization workers (default: one per core for big files)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a tokenizer already in --out")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="directory for vocab.json, merges.txt, special_tokens.json",
+    )
+    parser.add_argument(
+        "--num-processes",
+        type=int,
+        default=None,
+        help="pre-tokenization workers (default: one per core for big files)",
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a tokenizer already in --out"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,17 +57,28 @@ def run(args: argparse.Namespace) -> int:
         return 2
     existing = [name for name in FILES if (args.out / name).exists()]
     if existing and not args.overwrite:
-        print(f"error: {args.out} already holds {', '.join(existing)}; pass --overwrite or choose another --out", file=sys.stderr)
+        print(
+            f"error: {args.out} already holds {', '.join(existing)}; pass --overwrite or choose another --out",
+            file=sys.stderr,
+        )
         return 2
     start = time.perf_counter()
     try:
-        vocab, merges = train_bpe(args.corpus, args.vocab_size, args.special_token, num_processes=args.num_processes, progress=True)
+        vocab, merges = train_bpe(
+            args.corpus,
+            args.vocab_size,
+            args.special_token,
+            num_processes=args.num_processes,
+            progress=True,
+        )
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     save_bpe(vocab, merges, args.out / "vocab.json", args.out / "merges.txt")
-    (args.out / "special_tokens.json").write_text(json.dumps(args.special_token, ensure_ascii=False) + "\n", encoding="utf-8")
+    (args.out / "special_tokens.json").write_text(
+        json.dumps(args.special_token, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     longest = max(vocab.values(), key=len, default=b"")
     print(
         f"{len(merges)} merges, vocab of {len(vocab)} in {time.perf_counter() - start:.1f} s -> {args.out}/ "

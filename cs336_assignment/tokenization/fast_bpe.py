@@ -98,7 +98,11 @@ class BatchBPE:
         self.base = self.pad + 1
         self.bucket_ends = np.asarray(length_buckets(max_bytes))
         # The narrowest integers that hold every id and rank: less memory to move each round.
-        dtype = next(t for t in (np.int16, np.int32, np.int64) if max(self.base, self.no_merge) < np.iinfo(t).max)
+        dtype = next(
+            t
+            for t in (np.int16, np.int32, np.int64)
+            if max(self.base, self.no_merge) < np.iinfo(t).max
+        )
         self.merged_ids = np.asarray(merged_ids, dtype=dtype)
         self.byte_ids = np.asarray(byte_ids, dtype=dtype)
         keys = np.fromiter((a * self.base + b for a, b in ranks), dtype=np.int64, count=len(ranks))
@@ -106,11 +110,15 @@ class BatchBPE:
         # A sentinel key above every real one keeps searchsorted's answer a valid index.
         self.keys = np.append(keys[order], np.iinfo(np.int64).max)
         values = np.fromiter(ranks.values(), dtype=dtype, count=len(ranks))[order]
-        self.values = np.append(values, np.asarray(self.no_merge, dtype=dtype))  # (np.append(x, int) is int64)
+        self.values = np.append(
+            values, np.asarray(self.no_merge, dtype=dtype)
+        )  # (np.append(x, int) is int64)
         # Ids and first ranks by raw byte (256 = padding): a group starts with table lookups, no search.
         self.raw_ids = np.append(self.byte_ids, np.asarray(self.pad, dtype=dtype))
         raw = np.arange(257)
-        self.raw_ranks = self.rank_of(self.raw_ids[raw[:, None]], self.raw_ids[raw[None, :]]).ravel()
+        self.raw_ranks = self.rank_of(
+            self.raw_ids[raw[:, None]], self.raw_ids[raw[None, :]]
+        ).ravel()
 
     def rank_of(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """Merge rank of each pair ``(left[i], right[i])``; ``no_merge`` where there is none."""
@@ -129,7 +137,9 @@ class BatchBPE:
         for group in np.split(order, cuts):
             if len(group) < self.min_rows or bucket[group[0]] == len(self.bucket_ends):
                 if self.encode_one is None:
-                    raise ValueError(f"{len(group)} pre-token(s) need encode_one (min_rows={self.min_rows})")
+                    raise ValueError(
+                        f"{len(group)} pre-token(s) need encode_one (min_rows={self.min_rows})"
+                    )
                 out.update((words[i], self.encode_one(words[i])) for i in group.tolist())
                 continue
             valid = lengths[group]
@@ -143,7 +153,12 @@ class BatchBPE:
         return out
 
     def _merge_rows(
-        self, ids: np.ndarray, rank: np.ndarray, valid: np.ndarray, words: np.ndarray, out: dict[str, list[int]]
+        self,
+        ids: np.ndarray,
+        rank: np.ndarray,
+        valid: np.ndarray,
+        words: np.ndarray,
+        out: dict[str, list[int]],
     ) -> None:
         """Merge every row of ``ids`` (the bytes of ``words``, ``valid`` of them; ``rank`` of their pairs) into ``out``."""
         while True:
@@ -164,12 +179,21 @@ class BatchBPE:
                 out.update(zip(words[done].tolist(), finished, strict=True))
                 if not active.any():
                     return
-                ids, rank, col, best, words, valid = ids[active], rank[active], col[active], best[active], words[active], valid[active]
+                ids, rank, col, best, words, valid = (
+                    ids[active],
+                    rank[active],
+                    col[active],
+                    best[active],
+                    words[active],
+                    valid[active],
+                )
                 rows = len(ids)
                 start = np.arange(0, rows * (width - 1), width - 1)
             # Merge: column col takes the merged id, column col + 1 goes (the rest move left).
             keep = np.ones(rows * width, dtype=bool)
-            keep[start + np.arange(rows) + col + 1] = False  # row r starts at r * width = start[r] + r
+            keep[start + np.arange(rows) + col + 1] = (
+                False  # row r starts at r * width = start[r] + r
+            )
             ids = ids.ravel()[keep].reshape(rows, width - 1)
             ids.put(start + col, self.merged_ids.take(best))
             valid = valid - 1
@@ -183,12 +207,18 @@ class BatchBPE:
             # ... except the pairs beside the merge, (col - 1, col) and (col, col + 1), which are new.
             # Clipped to the row, the two columns may coincide: both still hold a new pair.
             left, right = np.maximum(col - 1, 0), np.minimum(col, width - 3)
-            at_ids = np.concatenate([start + left, start + right])  # in ids, rows are width - 1 long
-            at_rank = at_ids - np.concatenate([np.arange(rows), np.arange(rows)])  # in rank, width - 2
+            at_ids = np.concatenate(
+                [start + left, start + right]
+            )  # in ids, rows are width - 1 long
+            at_rank = at_ids - np.concatenate(
+                [np.arange(rows), np.arange(rows)]
+            )  # in rank, width - 2
             rank.put(at_rank, self.rank_of(ids.take(at_ids), ids.take(at_ids + 1)))
 
 
-def fill_cache(cache: MutableMapping[str, list[int]], pretokens: Iterable[str], batch: BatchBPE, max_size: int) -> None:
+def fill_cache(
+    cache: MutableMapping[str, list[int]], pretokens: Iterable[str], batch: BatchBPE, max_size: int
+) -> None:
     """Put the encoding of every distinct pre-token missing from ``cache`` into it, in one batch.
 
     Does nothing when fewer than ``MIN_BATCH`` are missing (the cache fills them one by one on
@@ -267,7 +297,11 @@ class FastTokenizer(Tokenizer):
         size = start = 0
         matches = self._special_regex.finditer(text) if self._special_regex is not None else ()
         for match in chain(matches, (None,)):
-            end, special = (len(text), None) if match is None else (match.start(), self._special_ids[match.group()])
+            end, special = (
+                (len(text), None)
+                if match is None
+                else (match.start(), self._special_ids[match.group()])
+            )
             window.append((GPT2_REGEX.findall(text, start, end), special))
             size += len(window[-1][0])
             if match is not None:
@@ -275,7 +309,9 @@ class FastTokenizer(Tokenizer):
                 if size < ENCODE_WINDOW:
                     continue
             # Encode the window's new pre-tokens in one batch, then look every pre-token up.
-            fill_cache(self._cache, chain.from_iterable(p for p, _ in window), self._batch, CACHE_SIZE)
+            fill_cache(
+                self._cache, chain.from_iterable(p for p, _ in window), self._batch, CACHE_SIZE
+            )
             for pretokens, special_id in window:
                 self._encode_ordinary(pretokens, out)
                 if special_id is not None:

@@ -29,7 +29,11 @@ MERGES_HEADER = "#version: 0.2"
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's table: printable Latin-1 bytes map to themselves, the rest to U+0100, U+0101, ..."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    keep = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     table = {b: chr(b) for b in keep}
     extra = 0
     for b in range(256):
@@ -56,7 +60,9 @@ def bytes_to_string(token: bytes) -> str:
 def string_to_bytes(text: str, where: str = "token") -> bytes:
     """``"Ġhi"`` -> ``b" hi"``; a ValueError for a character that is not in GPT-2's table."""
     try:
-        return text.translate(_TO_LATIN1).encode("latin-1")  # the same as bytes(CHAR_TO_BYTE[c] ...), in C
+        return text.translate(_TO_LATIN1).encode(
+            "latin-1"
+        )  # the same as bytes(CHAR_TO_BYTE[c] ...), in C
     except UnicodeEncodeError:
         pass
     try:
@@ -69,7 +75,10 @@ def string_to_bytes(text: str, where: str = "token") -> bytes:
 
 
 def save_bpe(
-    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], vocab_path: str | os.PathLike, merges_path: str | os.PathLike
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    vocab_path: str | os.PathLike,
+    merges_path: str | os.PathLike,
 ) -> None:
     """Write ``vocab.json`` and ``merges.txt`` (UTF-8); ``load_bpe`` gives back exactly the same objects."""
     spelled = {bytes_to_string(token): i for i, token in sorted(vocab.items())}
@@ -93,7 +102,9 @@ def load_bpe(
     """Read the files written by ``save_bpe`` (or GPT-2's own)."""
     spelled = json.loads(Path(vocab_path).read_text(encoding="utf-8"))
     if not isinstance(spelled, dict):
-        raise ValueError(f"{vocab_path} holds a JSON {type(spelled).__name__}; expected an object {{token: id}}")
+        raise ValueError(
+            f"{vocab_path} holds a JSON {type(spelled).__name__}; expected an object {{token: id}}"
+        )
     try:  # the fast path: whole strings through str.translate (C); the slow one names a bad token
         vocab = {int(i): s.translate(_TO_LATIN1).encode("latin-1") for s, i in spelled.items()}
     except UnicodeEncodeError:
@@ -104,7 +115,13 @@ def load_bpe(
     pairs = [line.split(" ") for line in lines if line]
     if all(len(pair) == 2 for pair in pairs):
         try:  # the same fast path, token by token
-            return vocab, [(a.translate(_TO_LATIN1).encode("latin-1"), b.translate(_TO_LATIN1).encode("latin-1")) for a, b in pairs]
+            return vocab, [
+                (
+                    a.translate(_TO_LATIN1).encode("latin-1"),
+                    b.translate(_TO_LATIN1).encode("latin-1"),
+                )
+                for a, b in pairs
+            ]
         except UnicodeEncodeError:
             pass
     merges = []
@@ -113,7 +130,9 @@ def load_bpe(
             continue
         parts = line.split(" ")
         if len(parts) != 2:
-            raise ValueError(f"{merges_path}:{number}: expected two tokens separated by one space, got {line!r}")
+            raise ValueError(
+                f"{merges_path}:{number}: expected two tokens separated by one space, got {line!r}"
+            )
         a, b = (string_to_bytes(p, f"{merges_path}:{number}: token") for p in parts)
         merges.append((a, b))
     return vocab, merges

@@ -58,7 +58,9 @@ def _bmp_regex() -> re.Pattern[str]:
     only: there ``re`` tests a class with one table lookup.
     """
     _L, _N, _S = _bmp_ranges(r"\p{L}"), _bmp_ranges(r"\p{N}"), _bmp_ranges(r"\s")
-    return re.compile(rf"""'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+""")
+    return re.compile(
+        rf"""'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+"""
+    )
 
 
 class _Gpt2Regex:
@@ -71,7 +73,7 @@ class _Gpt2Regex:
 
     pattern = GPT2_PATTERN
     _full = regex.compile(GPT2_PATTERN)
-    _beyond_bmp = re.compile("[\U00010000-\U0010FFFF]")
+    _beyond_bmp = re.compile("[\U00010000-\U0010ffff]")
 
     def findall(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> list[str]:
         """The pre-tokens of ``string[pos:endpos]``."""
@@ -91,9 +93,13 @@ def check_special_tokens(special_tokens: Iterable[str] | None) -> list[str]:
     out: list[str] = []
     for token in special_tokens or ():
         if not isinstance(token, str):
-            raise ValueError(f"special token {token!r} is a {type(token).__name__}; pass strings such as '<|endoftext|>'")
+            raise ValueError(
+                f"special token {token!r} is a {type(token).__name__}; pass strings such as '<|endoftext|>'"
+            )
         if token == "":
-            raise ValueError("special token '' is empty; drop it (an empty token would match between every two characters)")
+            raise ValueError(
+                "special token '' is empty; drop it (an empty token would match between every two characters)"
+            )
         if token not in out:
             out.append(token)
     return out
@@ -186,9 +192,7 @@ def _next_cut(f, position: int, size: int, special: list[bytes], block: int = 1 
         candidates: Iterator[int]
         if special:
             candidates = (
-                i
-                for token in special
-                for i in _find_all(window, token, base, base + block)
+                i for token in special for i in _find_all(window, token, base, base + block)
             )
             for i in sorted(set(candidates)):
                 if _safe_cut(window, i, special):
@@ -196,7 +200,11 @@ def _next_cut(f, position: int, size: int, special: list[bytes], block: int = 1 
         else:
             i = window.find(b"\n", max(base - 1, 1), base + block)
             while i != -1:
-                if i + 1 < len(window) and window[i - 1] in _VISIBLE_ASCII and window[i + 1] in _VISIBLE_ASCII:
+                if (
+                    i + 1 < len(window)
+                    and window[i - 1] in _VISIBLE_ASCII
+                    and window[i + 1] in _VISIBLE_ASCII
+                ):
                     return lo + i + 1
                 i = window.find(b"\n", i + 1, base + block)
         position += block

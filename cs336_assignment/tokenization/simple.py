@@ -33,7 +33,9 @@ class CharacterTokenizer:
         # BEGIN SOLUTION
         for i in ids:
             if not 0 <= i <= 0x10FFFF:
-                raise ValueError(f"id {i} is not a Unicode code point (0..0x10FFFF); was it produced by another tokenizer?")
+                raise ValueError(
+                    f"id {i} is not a Unicode code point (0..0x10FFFF); was it produced by another tokenizer?"
+                )
         return "".join(map(chr, ids))
         # END SOLUTION
 
@@ -59,7 +61,9 @@ class ByteTokenizer:
         # BEGIN SOLUTION
         for i in ids:
             if not 0 <= i <= 255:
-                raise ValueError(f"id {i} is not a byte (0..255); was it produced by another tokenizer?")
+                raise ValueError(
+                    f"id {i} is not a byte (0..255); was it produced by another tokenizer?"
+                )
         return bytes(ids).decode("utf-8", errors="replace")
         # END SOLUTION
 
@@ -76,6 +80,8 @@ def compression_ratio(text: str, ids: list[int]) -> float:
     """
     # BEGIN SOLUTION
     if len(ids) == 0:
-        raise ValueError("ids is empty, so bytes per token is undefined; encode a non-empty text first")
+        raise ValueError(
+            "ids is empty, so bytes per token is undefined; encode a non-empty text first"
+        )
     return len(text.encode("utf-8")) / len(ids)
     # END SOLUTION

@@ -141,7 +141,9 @@ class Tokenizer:
         for rank, (a, b) in enumerate(self.merges):
             ids = [token_to_id.get(t) for t in (a, b, a + b)]
             if None in ids:
-                raise ValueError(f"merge {rank} {(a, b)!r}: {a!r}, {b!r} and {a + b!r} must all be in vocab")
+                raise ValueError(
+                    f"merge {rank} {(a, b)!r}: {a!r}, {b!r} and {a + b!r} must all be in vocab"
+                )
             self._ranks.setdefault((ids[0], ids[1]), rank)
             self._merged_ids.append(ids[2])
 
@@ -276,7 +278,9 @@ class Tokenizer:
                 ids, rest = self._encode_settled("".join(pieces))
                 yield from ids
                 pieces, size = [rest], len(rest)
-                threshold = size + STREAM_BLOCK  # a long unsettled tail must not make this quadratic
+                threshold = (
+                    size + STREAM_BLOCK
+                )  # a long unsettled tail must not make this quadratic
         yield from self.encode("".join(pieces))
         # END SOLUTION
 
@@ -286,6 +290,8 @@ class Tokenizer:
         try:
             data = b"".join(self.vocab[i] for i in ids)
         except KeyError as e:
-            raise ValueError(f"id {e.args[0]} is not in the vocabulary (ids run 0..{max(self.vocab)})") from None
+            raise ValueError(
+                f"id {e.args[0]} is not in the vocabulary (ids run 0..{max(self.vocab)})"
+            ) from None
         return data.decode("utf-8", errors="replace")
         # END SOLUTION

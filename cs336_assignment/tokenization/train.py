@@ -88,11 +88,21 @@ def count_file_pretokens(
     # BEGIN SOLUTION
     size = os.path.getsize(input_path)
     if num_processes is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1)
+        )
         num_processes = cores if size >= PARALLEL_MIN_BYTES else 1
     if num_processes < 1:
-        raise ValueError(f"num_processes={num_processes} must be at least 1 (or None for one per core)")
-    target = CHUNK_BYTES if num_processes == 1 else max(1, min(CHUNK_BYTES, -(-size // (4 * num_processes))))
+        raise ValueError(
+            f"num_processes={num_processes} must be at least 1 (or None for one per core)"
+        )
+    target = (
+        CHUNK_BYTES
+        if num_processes == 1
+        else max(1, min(CHUNK_BYTES, -(-size // (4 * num_processes))))
+    )
     bounds = find_chunk_boundaries(input_path, special_tokens, target)
     jobs = [(os.fspath(input_path), lo, hi, special_tokens) for lo, hi in pairwise(bounds)]
     bar = tqdm(total=size, unit="B", unit_scale=True, desc="pre-tokenize", disable=not progress)
@@ -261,7 +271,11 @@ def train_bpe(
     special_tokens = check_special_tokens(special_tokens)
     check_vocab_size(vocab_size, special_tokens)
     num_merges = vocab_size - 256 - len(special_tokens)
-    merges = learn_merges(count_file_pretokens(input_path, special_tokens, num_processes, progress), num_merges, progress)
+    merges = learn_merges(
+        count_file_pretokens(input_path, special_tokens, num_processes, progress),
+        num_merges,
+        progress,
+    )
     vocab = {i: bytes([i]) for i in range(256)}
     for a, b in merges:
         vocab[len(vocab)] = a + b

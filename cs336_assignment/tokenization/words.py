@@ -30,7 +30,9 @@ class WordTokenizer:
 
     def __init__(self, words: list[str], unk_token: str = "<unk>") -> None:
         if len(set(words)) != len(words):
-            raise ValueError("words contains duplicates; pass each word once (e.g. list(dict.fromkeys(words)))")
+            raise ValueError(
+                "words contains duplicates; pass each word once (e.g. list(dict.fromkeys(words)))"
+            )
         if unk_token in words:
             raise ValueError(f"unk_token {unk_token!r} is also a word; choose another unk_token")
         self.unk_token = unk_token

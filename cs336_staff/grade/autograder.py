@@ -30,8 +30,16 @@ from cs336_staff.grade.spec import HIDDEN_PREFIX
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).with_name("autograder_files")
 #: What of the staff tree goes into the zip (folders recursively, minus caches and tests/staff).
-INCLUDE = ("pyproject.toml", "uv.lock", "adapters.py", "rubric.toml", "cs336_assignment", "cs336_staff", "tests",
-           "fixtures")
+INCLUDE = (
+    "pyproject.toml",
+    "uv.lock",
+    "adapters.py",
+    "rubric.toml",
+    "cs336_assignment",
+    "cs336_staff",
+    "tests",
+    "fixtures",
+)
 EXCLUDE_PARTS = frozenset({"__pycache__", ".pytest_cache", ".hypothesis"})
 ZIP_NAME = "autograder.zip"
 #: uv that setup.sh installs when the build machine's own cannot be asked.
@@ -40,7 +48,9 @@ DATE = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same tree gives the same z
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out", type=Path, help=f"folder to write {ZIP_NAME} into (created if missing)")
+    parser.add_argument(
+        "out", type=Path, help=f"folder to write {ZIP_NAME} into (created if missing)"
+    )
     parser.add_argument("--staff-root", type=Path, default=ROOT, help=argparse.SUPPRESS)
 
 
@@ -54,18 +64,29 @@ def staff_files(staff_root: Path) -> list[Path]:
         elif p.is_dir():
             for f in sorted(p.rglob("*")):
                 rel = f.relative_to(staff_root)
-                if (f.is_file() and not f.is_symlink() and not EXCLUDE_PARTS & set(rel.parts)
-                        and rel.parts[:2] != ("tests", "staff") and f.suffix != ".pyc"):
+                if (
+                    f.is_file()
+                    and not f.is_symlink()
+                    and not EXCLUDE_PARTS & set(rel.parts)
+                    and rel.parts[:2] != ("tests", "staff")
+                    and f.suffix != ".pyc"
+                ):
                     files.append(rel)
         elif name != "fixtures":
-            raise FileNotFoundError(f"{p} is missing: the autograder needs it (run from the staff repository)")
+            raise FileNotFoundError(
+                f"{p} is missing: the autograder needs it (run from the staff repository)"
+            )
     return sorted(set(files))
 
 
 def uv_version() -> str:
     uv = shutil.which("uv")
     try:
-        out = subprocess.run([uv, "--version"], capture_output=True, text=True, timeout=30).stdout if uv else ""
+        out = (
+            subprocess.run([uv, "--version"], capture_output=True, text=True, timeout=30).stdout
+            if uv
+            else ""
+        )
         return out.split()[1]
     except (OSError, subprocess.SubprocessError, IndexError):
         return FALLBACK_UV_VERSION
@@ -87,7 +108,13 @@ def build(staff_root: Path, out: Path) -> tuple[Path, dict]:
         for rel in files:
             (tree / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(staff_root / rel, tree / rel)
-        plan = make_plan(tree, device="all", cache_dir=None, insecure=True, warn=lambda m: print(m, file=sys.stderr))
+        plan = make_plan(
+            tree,
+            device="all",
+            cache_dir=None,
+            insecure=True,
+            warn=lambda m: print(m, file=sys.stderr),
+        )
     items = plan.items
     facts = {
         "cpu_points": round(sum(i.points for n, i in items.items() if not plan.needs_gpu[n]), 2),
@@ -120,10 +147,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"cs336 autograder: {e}", file=sys.stderr)
         return 2
     print(f"{dest}: {dest.stat().st_size / 2**20:.1f} MiB")
-    print(f"Gradescope grades {facts['cpu_tests']} CPU tests ({facts['hidden_tests']} of all tests are hidden until "
-          f"grades are published): set the assignment's Autograder points to {facts['cpu_points']:g}.")
+    print(
+        f"Gradescope grades {facts['cpu_tests']} CPU tests ({facts['hidden_tests']} of all tests are hidden until "
+        f"grades are published): set the assignment's Autograder points to {facts['cpu_points']:g}."
+    )
     if facts["gpu_tests"]:
-        print(f"{facts['gpu_tests']} GPU tests ({facts['gpu_points']:g} points) are left out there (no GPU): grade "
-              "them with `cs336 grade --device gpu` on a GPU runner.")
+        print(
+            f"{facts['gpu_tests']} GPU tests ({facts['gpu_points']:g} points) are left out there (no GPU): grade "
+            "them with `cs336 grade --device gpu` on a GPU runner."
+        )
     print("Machine: 2.0 CPU, 4.0 GB RAM or more (README, Grading on Gradescope).")
     return 0

@@ -48,8 +48,11 @@ def expand(paths: list[Path]) -> list[Path]:
     for p in paths:
         p = Path(p)
         if p.is_dir() and not _is_submission_dir(p):
-            children = sorted(c for c in p.iterdir() if not c.name.startswith(".")
-                              and (c.suffix.lower() == ".zip" or c.is_dir()))
+            children = sorted(
+                c
+                for c in p.iterdir()
+                if not c.name.startswith(".") and (c.suffix.lower() == ".zip" or c.is_dir())
+            )
             out.extend(children)
         else:
             out.append(p)
@@ -93,13 +96,27 @@ def assign_names(submissions: list[Path]) -> list[tuple[Path, str]]:
 
 def _error_row(name: str, e: BaseException) -> dict:
     """The row of a submission whose grading process itself died (grade_one writes a result otherwise)."""
-    return {"name": name, "score": 0.0, "max_score": 0.0, "status": f"grader error: {type(e).__name__}: {e}",
-            "skipped": False}
+    return {
+        "name": name,
+        "score": 0.0,
+        "max_score": 0.0,
+        "status": f"grader error: {type(e).__name__}: {e}",
+        "skipped": False,
+    }
 
 
-def run_batch(submissions: list[Path], out: Path, plan: Plan, *, executor: str = "local", jobs: int = 1,
-              force: bool = False, progress: bool = True, slurm: dict | None = None,
-              on_result: Callable[[dict], None] | None = None) -> list[dict]:
+def run_batch(
+    submissions: list[Path],
+    out: Path,
+    plan: Plan,
+    *,
+    executor: str = "local",
+    jobs: int = 1,
+    force: bool = False,
+    progress: bool = True,
+    slurm: dict | None = None,
+    on_result: Callable[[dict], None] | None = None,
+) -> list[dict]:
     """Grade every submission into ``out``; return one summary row per submission."""
     if executor not in EXECUTORS:
         raise ValueError(f"executor={executor!r} must be one of {EXECUTORS}")
@@ -111,7 +128,9 @@ def run_batch(submissions: list[Path], out: Path, plan: Plan, *, executor: str =
     def done(row: dict) -> None:
         rows.append(row)
         write_gradebook(out)
-        bar.set_postfix_str(f"{row['name']}: {row['score']:g}/{row['max_score']:g} {row['status']}"[:60])
+        bar.set_postfix_str(
+            f"{row['name']}: {row['score']:g}/{row['max_score']:g} {row['status']}"[:60]
+        )
         bar.update(1)
         if on_result:
             on_result(row)
@@ -136,7 +155,9 @@ def _run_pool(named, out, plan, jobs, force, done) -> None:
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
     try:
-        futures = {pool.submit(grade_one, path, name, out, plan, force): name for path, name in named}
+        futures = {
+            pool.submit(grade_one, path, name, out, plan, force): name for path, name in named
+        }
         pending = set(futures)
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -160,8 +181,11 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
         # use_srun=False: the grader runs in the batch shell, out of reach of the USR2 that submitit has
         # Slurm send a job's steps 90 s before its time limit (to checkpoint and requeue): grading cannot
         # checkpoint, and a USR2 that lands before submitit's handler kills the job (a 1-minute limit).
-        params = {"timeout_min": int(plan.limits.run_timeout / 60) + 10, "slurm_job_name": "cs336-grade",
-                  "slurm_use_srun": False}
+        params = {
+            "timeout_min": int(plan.limits.run_timeout / 60) + 10,
+            "slurm_job_name": "cs336-grade",
+            "slurm_use_srun": False,
+        }
         params.update({k: v for k, v in slurm.items() if v is not None})
         ex.update_parameters(**params)
     elif executor == "submitit-local":
@@ -178,14 +202,28 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
         if row is not None:
             done(row)
         else:
-            jobs.append((ex.submit(grade_in_slurm_job if executor == "slurm" else grade_one,
-                                   path, name, out, plan, force), name))
+            jobs.append(
+                (
+                    ex.submit(
+                        grade_in_slurm_job if executor == "slurm" else grade_one,
+                        path,
+                        name,
+                        out,
+                        plan,
+                        force,
+                    ),
+                    name,
+                )
+            )
     watch = JobWatch() if executor == "slurm" else None
     pending = list(jobs)
     try:
         while pending:
-            over = watch.over([job for job, _ in pending]) if watch else {
-                job.job_id: None for job, _ in pending if job.done()}
+            over = (
+                watch.over([job for job, _ in pending])
+                if watch
+                else {job.job_id: None for job, _ in pending if job.done()}
+            )
             still = []
             for job, name in pending:
                 if job.job_id not in over:

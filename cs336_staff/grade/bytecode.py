@@ -42,8 +42,10 @@ def ensure_compiled(folders: list[Path] | None = None, workers: int = 1) -> str:
             if stamp.stat().st_mtime_ns >= folder.stat().st_mtime_ns:
                 continue
         if not os.access(folder, os.W_OK):
-            notes.append(f"{folder} is read-only and has no stamp of compiled bytecode: each worker may compile "
-                         "its imports from source (install with `uv sync --compile-bytecode` to avoid it)")
+            notes.append(
+                f"{folder} is read-only and has no stamp of compiled bytecode: each worker may compile "
+                "its imports from source (install with `uv sync --compile-bytecode` to avoid it)"
+            )
             continue
         # quiet=2: a package's deliberately broken files (templates, Python 2 examples) say nothing
         compileall.compile_dir(folder, quiet=2, workers=max(1, workers))

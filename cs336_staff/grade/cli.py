@@ -24,36 +24,76 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("submissions", nargs="*", type=Path,
-                        help="zips from make_submission.sh, submission folders, or folders of them "
-                             "(default: the bundled example, the reference solution)")
-    parser.add_argument("--out", type=Path, default=Path("grades"), help="output folder (default: grades/)")
-    parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once (local executor)")
-    parser.add_argument("--executor", default="local", choices=["local", "slurm", "submitit-local", "submitit-debug"],
-                        help="local process pool, or one submitit job per submission")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"],
-                        help="which tests run here; the others are reported pending (default: cpu)")
-    parser.add_argument("--force", action="store_true", help="regrade submissions that already have results")
-    parser.add_argument("--rubric", type=Path, default=None, help="rubric TOML (default: rubric.toml)")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds for a whole submission (default 1800)")
-    parser.add_argument("--test-timeout", type=float, default=120, help="seconds per test (default 120)")
-    parser.add_argument("--memory-gb", type=float, default=8,
-                        help="memory for a submission's whole worker process tree, GiB (default 8)")
-    parser.add_argument("--insecure", action="store_true",
-                        help="grade without isolation where neither bubblewrap nor the container tier (root) can start "
-                             "(every result says so)")
+    parser.add_argument(
+        "submissions",
+        nargs="*",
+        type=Path,
+        help="zips from make_submission.sh, submission folders, or folders of them "
+        "(default: the bundled example, the reference solution)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("grades"), help="output folder (default: grades/)"
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="submissions graded at once (local executor)"
+    )
+    parser.add_argument(
+        "--executor",
+        default="local",
+        choices=["local", "slurm", "submitit-local", "submitit-debug"],
+        help="local process pool, or one submitit job per submission",
+    )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "gpu", "auto"],
+        help="which tests run here; the others are reported pending (default: cpu)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="regrade submissions that already have results"
+    )
+    parser.add_argument(
+        "--rubric", type=Path, default=None, help="rubric TOML (default: rubric.toml)"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800, help="seconds for a whole submission (default 1800)"
+    )
+    parser.add_argument(
+        "--test-timeout", type=float, default=120, help="seconds per test (default 120)"
+    )
+    parser.add_argument(
+        "--memory-gb",
+        type=float,
+        default=8,
+        help="memory for a submission's whole worker process tree, GiB (default 8)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="grade without isolation where neither bubblewrap nor the container tier (root) can start "
+        "(every result says so)",
+    )
     parser.add_argument("--staff-root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no summary table")
     parser.add_argument("--slurm-partition", default=None)
     parser.add_argument("--slurm-gpus-per-node", type=int, default=None)
     parser.add_argument("--slurm-cpus-per-task", type=int, default=None)
     parser.add_argument("--slurm-mem-gb", type=float, default=None)
-    parser.add_argument("--slurm-time-min", type=int, default=None,
-                        help="each Slurm job's time limit in minutes (default: --timeout + 10 min); a job "
-                             "killed at it is reported with Slurm's state TIMEOUT and regraded by a rerun")
-    parser.add_argument("--fail-under", type=float, default=None, metavar="PERCENT",
-                        help="exit 1 if a submission scores under PERCENT of the points graded here (tests "
-                             "pending for another runner left out); CI grades the bundled example with 100")
+    parser.add_argument(
+        "--slurm-time-min",
+        type=int,
+        default=None,
+        help="each Slurm job's time limit in minutes (default: --timeout + 10 min); a job "
+        "killed at it is reported with Slurm's state TIMEOUT and regraded by a rerun",
+    )
+    parser.add_argument(
+        "--fail-under",
+        type=float,
+        default=None,
+        metavar="PERCENT",
+        help="exit 1 if a submission scores under PERCENT of the points graded here (tests "
+        "pending for another runner left out); CI grades the bundled example with 100",
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -63,7 +103,9 @@ def _check(args: argparse.Namespace) -> None:
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)}: must be positive")
     if args.slurm_time_min is not None and args.slurm_time_min < 1:
-        raise ValueError(f"--slurm-time-min {args.slurm_time_min}: must be at least 1 (Slurm counts minutes)")
+        raise ValueError(
+            f"--slurm-time-min {args.slurm_time_min}: must be at least 1 (Slurm counts minutes)"
+        )
     if args.fail_under is not None and not 0 <= args.fail_under <= 100:
         raise ValueError(f"--fail-under {args.fail_under}: must be a percentage, 0 to 100")
     missing = [str(p) for p in args.submissions if not p.exists()]
@@ -83,8 +125,10 @@ def _pending_note(out: Path, row: dict) -> str:
     if not pending:
         return ""
     points = sum(t.max_points for t in pending)
-    return (f"; {points:.2f} points pending: {len(pending)} tests need a GPU runner "
-            "(grade there with --device gpu, then `cs336 merge`)")
+    return (
+        f"; {points:.2f} points pending: {len(pending)} tests need a GPU runner "
+        "(grade there with --device gpu, then `cs336 merge`)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,39 +154,77 @@ def run(args: argparse.Namespace) -> int:
         zip_path, how = build_example(args.staff_root, out / "_example")
         print(f"grading the bundled example: the reference solution, {how}", file=sys.stderr)
         submissions = [zip_path]
-        tier, why = choose_tier(args.staff_root, public_fixtures(args.staff_root),
-                                args.device not in ("cpu",) and gpu_available())
+        tier, why = choose_tier(
+            args.staff_root,
+            public_fixtures(args.staff_root),
+            args.device not in ("cpu",) and gpu_available(),
+        )
         if tier is None and not insecure:
-            insecure = True  # the staff's own reference is trusted; real submissions are refused instead
-            print(f"no sandbox on this machine ({why}); grading the trusted example without one. Real "
-                  "submissions are refused here unless you pass --insecure.", file=sys.stderr)
+            insecure = (
+                True  # the staff's own reference is trusted; real submissions are refused instead
+            )
+            print(
+                f"no sandbox on this machine ({why}); grading the trusted example without one. Real "
+                "submissions are refused here unless you pass --insecure.",
+                file=sys.stderr,
+            )
     if not submissions:
         print("cs336 grade: no submissions found in the given folders", file=sys.stderr)
         return 2
-    limits = Limits(test_timeout=args.test_timeout, run_timeout=args.timeout,
-                    memory_bytes=int(args.memory_gb * 2**30), threads=None)
+    limits = Limits(
+        test_timeout=args.test_timeout,
+        run_timeout=args.timeout,
+        memory_bytes=int(args.memory_gb * 2**30),
+        threads=None,
+    )
     try:
-        plan = make_plan(args.staff_root, rubric_path=args.rubric, device=args.device, limits=limits,
-                         jobs=args.jobs, cache_dir=out / ".cache", insecure=insecure,
-                         warn=lambda m: print(m, file=sys.stderr))
+        plan = make_plan(
+            args.staff_root,
+            rubric_path=args.rubric,
+            device=args.device,
+            limits=limits,
+            jobs=args.jobs,
+            cache_dir=out / ".cache",
+            insecure=insecure,
+            warn=lambda m: print(m, file=sys.stderr),
+        )
     except (ValueError, RuntimeError, SandboxRefused) as e:
         print(f"cs336 grade: {e}", file=sys.stderr)
         return 2
-    slurm = {"slurm_partition": args.slurm_partition, "gpus_per_node": args.slurm_gpus_per_node,
-             "cpus_per_task": args.slurm_cpus_per_task, "mem_gb": args.slurm_mem_gb, "timeout_min": args.slurm_time_min}
+    slurm = {
+        "slurm_partition": args.slurm_partition,
+        "gpus_per_node": args.slurm_gpus_per_node,
+        "cpus_per_task": args.slurm_cpus_per_task,
+        "mem_gb": args.slurm_mem_gb,
+        "timeout_min": args.slurm_time_min,
+    }
     try:
-        rows = run_batch(submissions, out, plan, executor=args.executor, jobs=args.jobs, force=args.force,
-                         progress=not args.quiet, slurm=slurm)
+        rows = run_batch(
+            submissions,
+            out,
+            plan,
+            executor=args.executor,
+            jobs=args.jobs,
+            force=args.force,
+            progress=not args.quiet,
+            slurm=slurm,
+        )
     except KeyboardInterrupt:
-        print(f"\ninterrupted: finished results are kept in {out}/; rerun the same command to resume",
-              file=sys.stderr)
+        print(
+            f"\ninterrupted: finished results are kept in {out}/; rerun the same command to resume",
+            file=sys.stderr,
+        )
         return 130
     if not args.quiet and len(rows) == 1 and not rows[0]["status"].startswith("grader error"):
         print(load(out / rows[0]["name"]).summary())
     for r in rows:
         flag = " (already graded; --force regrades)" if r.get("skipped") else ""
-        print(f"{r['name']}: {r['score']:g} / {r['max_score']:g}  [{r['status']}]{flag}{_pending_note(out, r)}")
-    print(f"results in {out}/ (gradebook: {out / 'gradebook.csv'}); {time.perf_counter() - t0:.1f} s")
+        print(
+            f"{r['name']}: {r['score']:g} / {r['max_score']:g}  [{r['status']}]{flag}{_pending_note(out, r)}"
+        )
+    print(
+        f"results in {out}/ (gradebook: {out / 'gradebook.csv'}); {time.perf_counter() - t0:.1f} s"
+    )
     if any(r["status"].startswith("grader error") for r in rows):
         return 1
     return 1 if args.fail_under is not None and _under(out, rows, args.fail_under) else 0
@@ -159,6 +241,9 @@ def _under(out: Path, rows: list[dict], percent: float) -> bool:
         if here and 100 * got / here < percent - 1e-6:
             under = True
             lost = ", ".join(t.nodeid for t in tests if t.outcome != "passed")
-            print(f"cs336 grade: {r['name']} got {got:.2f} of the {here:.2f} points graded here, under "
-                  f"--fail-under {percent:g}%; not passed: {lost}", file=sys.stderr)
+            print(
+                f"cs336 grade: {r['name']} got {got:.2f} of the {here:.2f} points graded here, under "
+                f"--fail-under {percent:g}%; not passed: {lost}",
+                file=sys.stderr,
+            )
     return under

@@ -57,8 +57,10 @@ UID_RANGE = range(61000, 65000)
 LOCK_DIRS = ("/run/cs336-grade-uids", "/tmp/cs336-grade-uids")
 TIER = "container"
 CLONE_NEWNET = 0x40000000
-DESCRIPTION = ("container tier: a uid of its own (no capabilities, own session), staff files "
-               "unreadable by permissions, its own copy of the scratch folder swapped in per call")
+DESCRIPTION = (
+    "container tier: a uid of its own (no capabilities, own session), staff files "
+    "unreadable by permissions, its own copy of the scratch folder swapped in per call"
+)
 
 
 def _lock_dir() -> Path:
@@ -141,8 +143,14 @@ class Handover:
     SETTLE_NS = 100_000_000
 
     def __init__(self, folder: Path | Callable[[], Path], uid: int, gid: int) -> None:
-        self.folder, self.uid, self.gid = folder, uid, gid  # a callable: where the folder is now (mirror.worker_now)
-        self._listed: dict[tuple[int, int], tuple[int, int, list[str]]] = {}  # (dev, ino) -> mtime, when, subdirs
+        self.folder, self.uid, self.gid = (
+            folder,
+            uid,
+            gid,
+        )  # a callable: where the folder is now (mirror.worker_now)
+        self._listed: dict[
+            tuple[int, int], tuple[int, int, list[str]]
+        ] = {}  # (dev, ino) -> mtime, when, subdirs
 
     def _give_files(self, fd: int) -> list[str]:
         subdirs = []
@@ -154,7 +162,9 @@ class Handover:
                     elif entry.is_file(follow_symlinks=False):
                         st = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
                         if st.st_uid != self.uid and st.st_nlink == 1 and stat.S_ISREG(st.st_mode):
-                            os.chown(entry.name, self.uid, self.gid, dir_fd=fd, follow_symlinks=False)
+                            os.chown(
+                                entry.name, self.uid, self.gid, dir_fd=fd, follow_symlinks=False
+                            )
         return subdirs
 
     def __call__(self) -> None:
@@ -172,7 +182,11 @@ class Handover:
                     os.fchown(fd, self.uid, self.gid)
                 key = (st.st_dev, st.st_ino)
                 seen = self._listed.get(key)
-                if seen is not None and seen[0] == st.st_mtime_ns and st.st_mtime_ns < seen[1] - self.SETTLE_NS:
+                if (
+                    seen is not None
+                    and seen[0] == st.st_mtime_ns
+                    and st.st_mtime_ns < seen[1] - self.SETTLE_NS
+                ):
                     subdirs = seen[2]
                 else:
                     now = time.time_ns()
@@ -254,8 +268,12 @@ def unavailable() -> str | None:
     except (OSError, RuntimeError) as e:
         return f"no free uid: {e}"
     try:
-        proc = subprocess.run(["/bin/true"], preexec_fn=become(claim.uid, claim.uid, 8, False),
-                              capture_output=True, timeout=30)
+        proc = subprocess.run(
+            ["/bin/true"],
+            preexec_fn=become(claim.uid, claim.uid, 8, False),
+            capture_output=True,
+            timeout=30,
+        )
         if proc.returncode != 0:
             return f"a child could not switch to uid {claim.uid} (exit {proc.returncode})"
     except (OSError, subprocess.SubprocessError) as e:
@@ -288,12 +306,19 @@ def lock_down(staff_root: Path) -> None:
                     p.chmod(p.stat().st_mode | (0o055 if p.is_dir() else 0o044))
 
 
-def check_staff_hidden(staff_root: Path, public: list[Path], python: str = sys.executable) -> str | None:
+def check_staff_hidden(
+    staff_root: Path, public: list[Path], python: str = sys.executable
+) -> str | None:
     """None if a worker uid can run ``python`` and read the ``public`` fixtures but nothing else of
     ``staff_root``; else what to fix. Tried for real, by a child running as a fresh uid."""
     staff_root = Path(staff_root).resolve()
-    secret = [staff_root, staff_root / "pyproject.toml", staff_root / "tests", staff_root / "cs336_assignment",
-              staff_root / "fixtures" / "hidden"]
+    secret = [
+        staff_root,
+        staff_root / "pyproject.toml",
+        staff_root / "tests",
+        staff_root / "cs336_assignment",
+        staff_root / "fixtures" / "hidden",
+    ]
     probe = (
         "import sys, os, json, numpy\n"
         "secret, public = json.loads(sys.argv[1])\n"
@@ -311,21 +336,33 @@ def check_staff_hidden(staff_root: Path, public: list[Path], python: str = sys.e
     claim = Claim.take()
     try:
         arg = json.dumps([[str(p) for p in secret if p.exists()], [str(p) for p in public]])
-        proc = subprocess.run([python, "-I", "-c", probe, arg], capture_output=True, text=True,
-                              timeout=120, cwd="/", env={"PATH": "/usr/bin:/bin", "HOME": "/"},
-                              preexec_fn=become(claim.uid, claim.uid, 64, False))
-    except OSError as e:  # the uid may not even execute it (a Python under a 0700 home): the exec itself fails
+        proc = subprocess.run(
+            [python, "-I", "-c", probe, arg],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "HOME": "/"},
+            preexec_fn=become(claim.uid, claim.uid, 64, False),
+        )
+    except (
+        OSError
+    ) as e:  # the uid may not even execute it (a Python under a 0700 home): the exec itself fails
         proc = subprocess.CompletedProcess([python], 126, "", f"{type(e).__name__}: {e}")
     finally:
         claim.release()
     if proc.returncode == 3:
-        return (f"other users may read {', '.join(json.loads(proc.stdout))} (a worker would read the reference or "
-                f"the hidden tests) or may not read the public fixtures: lock the tree down with "
-                f"`python -m cs336_staff.grade.container lock-down {staff_root}` (run_autograder does), and make "
-                "the folders above it enterable (chmod o+x)")
+        return (
+            f"other users may read {', '.join(json.loads(proc.stdout))} (a worker would read the reference or "
+            f"the hidden tests) or may not read the public fixtures: lock the tree down with "
+            f"`python -m cs336_staff.grade.container lock-down {staff_root}` (run_autograder does), and make "
+            "the folders above it enterable (chmod o+x)"
+        )
     if proc.returncode != 0:
-        return (f"an unprivileged uid cannot run the grader's Python {python} ({proc.stderr.strip()[-300:]}): install "
-                "Python and the venv where every user may read them (setup.sh uses /opt/cs336), or chmod o+rx the path")
+        return (
+            f"an unprivileged uid cannot run the grader's Python {python} ({proc.stderr.strip()[-300:]}): install "
+            "Python and the venv where every user may read them (setup.sh uses /opt/cs336), or chmod o+rx the path"
+        )
     return None
 
 

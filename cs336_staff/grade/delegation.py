@@ -53,12 +53,16 @@ RULES = "tests/rules.toml"
 
 
 @functools.lru_cache(maxsize=4)
-def scenario_adapters(staff_root: Path) -> tuple[dict[str, frozenset[str]], dict[str, list[dict[str, str]]]]:
+def scenario_adapters(
+    staff_root: Path,
+) -> tuple[dict[str, frozenset[str]], dict[str, list[dict[str, str]]]]:
     """``module:qualname`` of each scenario function -> the adapters its source reaches; and per
     scenario module, its tables of student classes by name (``STUDENT = {"adam": adapters.get_adam_cls}``),
     so that a scenario called with ``"adam"`` stands for ``get_adam_cls`` alone."""
-    files = {p.relative_to(staff_root).as_posix(): p.read_text(encoding="utf-8")
-             for p in sorted((staff_root / SCENARIOS).glob("*.py"))}
+    files = {
+        p.relative_to(staff_root).as_posix(): p.read_text(encoding="utf-8")
+        for p in sorted((staff_root / SCENARIOS).glob("*.py"))
+    }
     program = Program(files)
     out, tables = {}, {}
     for path, text in files.items():
@@ -86,8 +90,13 @@ def _tables(source: str) -> list[dict[str, str]]:
         if isinstance(value, ast.Dict) and value.keys:
             table = {}
             for k, v in zip(value.keys, value.values, strict=True):
-                if (isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Attribute)
-                        and isinstance(v.value, ast.Name) and v.value.id == ENTRY_MODULE):
+                if (
+                    isinstance(k, ast.Constant)
+                    and isinstance(k.value, str)
+                    and isinstance(v, ast.Attribute)
+                    and isinstance(v.value, ast.Name)
+                    and v.value.id == ENTRY_MODULE
+                ):
                     table[k.value] = v.attr
             if table and len(table) == len(value.keys):
                 out.append(table)
@@ -136,8 +145,15 @@ def _span(stmt: ast.stmt) -> tuple[int, int]:
 
 def _same_header(a: ast.stmt, b: ast.stmt) -> bool:
     """Two functions (or classes) of one name whose decorators, arguments and bases are equal."""
-    return (type(a) is type(b) and isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            and all(canonical(getattr(a, f, None)) == canonical(getattr(b, f, None)) for f in a._fields if f != "body"))
+    return (
+        type(a) is type(b)
+        and isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and all(
+            canonical(getattr(a, f, None)) == canonical(getattr(b, f, None))
+            for f in a._fields
+            if f != "body"
+        )
+    )
 
 
 def _unchanged(mine: list[ast.stmt], given: list[ast.stmt]) -> list[tuple[int, int, int, int]]:
@@ -145,7 +161,9 @@ def _unchanged(mine: list[ast.stmt], given: list[ast.stmt]) -> list[tuple[int, i
     one of ``given`` in the same order; inside a function or class changed only in its body, its
     statements likewise (the code around a solution region)."""
     out = []
-    ops = difflib.SequenceMatcher(a=[canonical(s) for s in mine], b=[canonical(s) for s in given], autojunk=False)
+    ops = difflib.SequenceMatcher(
+        a=[canonical(s) for s in mine], b=[canonical(s) for s in given], autojunk=False
+    )
     for tag, i1, i2, j1, j2 in ops.get_opcodes():
         if tag == "equal":
             out += [(*_span(a), *_span(b)) for a, b in zip(mine[i1:i2], given[j1:j2], strict=True)]
@@ -157,7 +175,9 @@ def _unchanged(mine: list[ast.stmt], given: list[ast.stmt]) -> list[tuple[int, i
     return out
 
 
-def _given_spans(text: str, rel: str, handout: Handout) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]:
+def _given_spans(
+    text: str, rel: str, handout: Handout
+) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]:
     """The unchanged statements of the submission's ``rel`` (``_unchanged``) and what they draw in the
     handout (or, for a file without solution regions, in the staff repository's own copy)."""
     versions = [(handout.texts[rel], handout.drawn.get(rel, []))] if rel in handout.texts else []
@@ -168,7 +188,9 @@ def _given_spans(text: str, rel: str, handout: Handout) -> tuple[list[tuple[int,
             mine, given = ast.parse(text), ast.parse(given_text)
         except (SyntaxError, ValueError):
             break
-        if handout.regions[rel] or canonical(mine) == canonical(given):  # no regions: the whole file or nothing
+        if handout.regions[rel] or canonical(mine) == canonical(
+            given
+        ):  # no regions: the whole file or nothing
             return _unchanged(mine.body, given.body), drawn
     return [], []
 
@@ -184,7 +206,9 @@ def given_code(sources: dict[str, str], handout: Handout) -> Given:
         unchanged, drawn = spans(file)
         for first, last, g_first, g_last in unchanged:
             if first <= line <= last:
-                return any(g_first <= g_line <= g_last and g_what == what for g_line, g_what in drawn)
+                return any(
+                    g_first <= g_line <= g_last and g_what == what for g_line, g_what in drawn
+                )
         return False
 
     return given
@@ -194,8 +218,11 @@ def check_submission(files: dict[str, bytes], staff_root: Path) -> Report:
     """The rules check over a submission's graded files (bytes as intake read them), with the
     rules of ``staff_root``; its given code, unchanged, draws nothing."""
     book, handout = staff_rules(Path(staff_root))
-    sources = {rel: data.decode("utf-8", errors="replace") for rel, data in files.items()
-               if rel == "adapters.py" or (rel.startswith(PACKAGE + "/") and rel.endswith(".py"))}
+    sources = {
+        rel: data.decode("utf-8", errors="replace")
+        for rel, data in files.items()
+        if rel == "adapters.py" or (rel.startswith(PACKAGE + "/") and rel.endswith(".py"))
+    }
     return check_sources(sources, book, given=given_code(sources, handout))
 
 
@@ -211,8 +238,9 @@ def adapter_parts(staff_root: Path) -> dict[str, str]:
         return {}
 
 
-def penalties(report: Report, reached: dict[str, list[str]], concept_of: dict[str, str],
-              staff_root: Path) -> dict[str, str]:
+def penalties(
+    report: Report, reached: dict[str, list[str]], concept_of: dict[str, str], staff_root: Path
+) -> dict[str, str]:
     """nodeid -> the remark that replaces its output, for each test that loses its points.
 
     A violation's part is that of the module holding it; in ``adapters.py``, that of the adapter's
@@ -235,17 +263,25 @@ def penalties(report: Report, reached: dict[str, list[str]], concept_of: dict[st
     out = {}
     for nodeid, targets in reached.items():
         concept = concept_of.get(nodeid)
-        hits = [v for a in sorted(adapters_reached(targets, staff_root)) for v in by_adapter.get(a, [])
-                if part(v) == concept or (part(v) is None and v.rule.part != ALL_PARTS)]
+        hits = [
+            v
+            for a in sorted(adapters_reached(targets, staff_root))
+            for v in by_adapter.get(a, [])
+            if part(v) == concept or (part(v) is None and v.rule.part != ALL_PARTS)
+        ]
         hits = list(dict.fromkeys(everywhere + hits))
         if hits:
             rules = sorted({v.rule.id for v in hits})
-            out[nodeid] = (f"no points: this test reached code that breaks the assignment's rules ({', '.join(rules)}; "
-                           "tests/rules.toml):\n" + "\n".join(f"- {v.message()}" for v in hits[:5]))
+            out[nodeid] = (
+                f"no points: this test reached code that breaks the assignment's rules ({', '.join(rules)}; "
+                "tests/rules.toml):\n" + "\n".join(f"- {v.message()}" for v in hits[:5])
+            )
     return out
 
 
-def notes(report: Report, files: dict[str, bytes] | None = None, staff_root: Path | None = None) -> list[str]:
+def notes(
+    report: Report, files: dict[str, bytes] | None = None, staff_root: Path | None = None
+) -> list[str]:
     """The results' notes: each violation once per rule and place, then what a person should read.
     Given code is already out of ``report`` (``check_submission``); ``files`` and ``staff_root`` are
     not needed any more and stay for the callers."""
@@ -253,12 +289,20 @@ def notes(report: Report, files: dict[str, bytes] | None = None, staff_root: Pat
     for v in report.violations:
         if (v.rule.id, v.api, v.where) not in seen:
             seen.add((v.rule.id, v.api, v.where))
-            costs = ("no test of this submission earns points, and a person should read it (code that reaches "
-                     "the tests can change any of them)" if v.rule.part == ALL_PARTS
-                     else "the tests that reach it in its own part earn no points")
-            out.append(f"rules: {v.function.removeprefix(PACKAGE + '.')} ({v.where}) uses {v.api}, which rule "
-                       f"{v.rule.id} forbids; {costs}")
+            costs = (
+                "no test of this submission earns points, and a person should read it (code that reaches "
+                "the tests can change any of them)"
+                if v.rule.part == ALL_PARTS
+                else "the tests that reach it in its own part earn no points"
+            )
+            out.append(
+                f"rules: {v.function.removeprefix(PACKAGE + '.')} ({v.where}) uses {v.api}, which rule "
+                f"{v.rule.id} forbids; {costs}"
+            )
     flagged = sorted({(s.what, s.where) for s in report.suspicious})
-    out += [f"rules: review {what} at {where}: the static check cannot follow it" for what, where in flagged]
+    out += [
+        f"rules: review {what} at {where}: the static check cannot follow it"
+        for what, where in flagged
+    ]
     out += [f"rules: {e}" for e in report.errors]
     return out

@@ -28,7 +28,9 @@ from typing import Any
 
 from cs336_staff.grade.limits import Limits
 
-MESSAGE_CHARS = Limits.message_chars  # characters of an exception's message, and of its traceback, kept
+MESSAGE_CHARS = (
+    Limits.message_chars
+)  # characters of an exception's message, and of its traceback, kept
 NAME_CHARS = 200  # characters of a type name the worker sends
 
 
@@ -71,7 +73,11 @@ _REBUILT: dict[tuple[str, type], type] = {}
 
 
 def _clip_text(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[: limit // 2]}\n[... {len(text) - limit} characters cut ...]\n{text[-limit // 2 :]}"
+    return (
+        text
+        if len(text) <= limit
+        else f"{text[: limit // 2]}\n[... {len(text) - limit} characters cut ...]\n{text[-limit // 2 :]}"
+    )
 
 
 def bounded_error(error: Any, chars: int = MESSAGE_CHARS) -> dict:
@@ -86,9 +92,12 @@ def bounded_error(error: Any, chars: int = MESSAGE_CHARS) -> dict:
         args_size = len(json.dumps(args)) if isinstance(args, list) else 0
     except (TypeError, ValueError, RecursionError):
         args, args_size = None, 0
-    return {"types": types, "args": args if isinstance(args, list) and args_size <= chars else None,
-            "message": _clip_text(str(error.get("message", "")), chars),
-            "traceback": _clip_text(str(error.get("traceback", "")), chars)}
+    return {
+        "types": types,
+        "args": args if isinstance(args, list) and args_size <= chars else None,
+        "message": _clip_text(str(error.get("message", "")), chars),
+        "traceback": _clip_text(str(error.get("traceback", "")), chars),
+    }
 
 
 #: Top-level modules whose exception classes the judge may take as a rebuilt exception's base: the
@@ -128,18 +137,30 @@ def rebuild_exception(error: dict, chars: int = MESSAGE_CHARS) -> BaseException:
         if candidate is not None:
             base = candidate
             break
-    if not issubclass(base, Exception) and base is not SystemExit:  # KeyboardInterrupt would end the judge
-        base, message = WorkerError, f"{types[0] if types else 'an exception'} raised in the worker: {message}"
+    if (
+        not issubclass(base, Exception) and base is not SystemExit
+    ):  # KeyboardInterrupt would end the judge
+        base, message = (
+            WorkerError,
+            f"{types[0] if types else 'an exception'} raised in the worker: {message}",
+        )
     name = types[0].rpartition(".")[2] if types else base.__name__
     key = (name, base)
     if key not in _REBUILT:
         # FromWorker first: with (base, FromWorker) a base of Exception itself has no consistent MRO
-        _REBUILT[key] = type(name, (FromWorker, base), {"__module__": "worker", "__str__": _worker_str,
-                                                        "__init__": _plain_init})
+        _REBUILT[key] = type(
+            name,
+            (FromWorker, base),
+            {"__module__": "worker", "__str__": _worker_str, "__init__": _plain_init},
+        )
     cls = _REBUILT[key]
     args = error.get("args")
     exc = cls(*args) if isinstance(args, list) and base is not WorkerError else cls(message)
-    if str(exc) != message and "characters cut ...]" not in message and "[... cut ...]" not in message:
+    if (
+        str(exc) != message
+        and "characters cut ...]" not in message
+        and "[... cut ...]" not in message
+    ):
         # args do not always make the message: an OSError keeps its filename outside them
         # ("[Errno 2] No such file or directory: 'ckpt.pt'"), a class may define __str__
         exc.worker_str = message

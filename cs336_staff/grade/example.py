@@ -33,13 +33,22 @@ def build_example(root: Path, dest_dir: Path) -> tuple[Path, str]:
     if script.is_file():
         with tempfile.TemporaryDirectory(prefix="cs336-example-") as tmp:
             t = Path(tmp)
-            shutil.copytree(root / "cs336_assignment", t / "cs336_assignment",
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                root / "cs336_assignment",
+                t / "cs336_assignment",
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
             for name in ("adapters.py", "make_submission.sh", "writeup.pdf"):
                 if (root / name).is_file():
                     shutil.copy2(root / name, t / name)
             try:
-                p = subprocess.run(["bash", "make_submission.sh"], cwd=t, capture_output=True, text=True, timeout=300)
+                p = subprocess.run(
+                    ["bash", "make_submission.sh"],
+                    cwd=t,
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
             except (OSError, subprocess.TimeoutExpired) as e:
                 p = None
                 why = str(e)
@@ -49,6 +58,9 @@ def build_example(root: Path, dest_dir: Path) -> tuple[Path, str]:
                 return dest, "built by make_submission.sh"
             why = (p.stderr or p.stdout).strip()[-500:] if p is not None else why
         _zip_directly(root, dest)
-        return dest, f"make_submission.sh failed in a scratch copy ({why}); zipped the same files directly"
+        return (
+            dest,
+            f"make_submission.sh failed in a scratch copy ({why}); zipped the same files directly",
+        )
     _zip_directly(root, dest)
     return dest, "zipped cs336_assignment/**/*.py and adapters.py (no make_submission.sh yet)"

@@ -78,7 +78,9 @@ class Plan:
     insecure: bool = False  # grade without bubblewrap (every result says so)
     tier: str = "bubblewrap"  # the isolation tier (sandbox.TIERS); "none" when insecure
     preload: tuple[str, ...] = ()  # imported by each worker before it says ready
-    judges: int = 2  # the most judges one submission's tests are split across, cores permitting (run_judges)
+    judges: int = (
+        2  # the most judges one submission's tests are split across, cores permitting (run_judges)
+    )
 
     def runs_here(self, nodeid: str) -> bool:
         return self.device == "all" or self.needs_gpu[nodeid] == (self.device == "gpu")
@@ -89,7 +91,9 @@ class JudgeRun:
     """What one judge run reported (``outcomes``: nodeid -> (outcome, output, duration))."""
 
     outcomes: dict[str, tuple[str, str, float]] = field(default_factory=dict)
-    reached: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> adapters/scenarios it called
+    reached: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # nodeid -> adapters/scenarios it called
     collected: dict[str, list[str]] = field(default_factory=dict)
     collect_errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -105,8 +109,12 @@ def tree_fingerprint(root: Path) -> str:
     h = hashlib.sha256()
     paths = [root / "pyproject.toml", root / "adapters.py", root / "tests" / "rules.toml"]
     for sub in ("tests", "cs336_staff/grade"):
-        paths += sorted(p for p in (root / sub).rglob("*.py") if "__pycache__" not in p.parts
-                        and not p.relative_to(root).as_posix().startswith("tests/staff/"))
+        paths += sorted(
+            p
+            for p in (root / sub).rglob("*.py")
+            if "__pycache__" not in p.parts
+            and not p.relative_to(root).as_posix().startswith("tests/staff/")
+        )
     for p in paths:
         if p.is_file():
             h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
@@ -114,20 +122,48 @@ def tree_fingerprint(root: Path) -> str:
 
 
 def _judge_env(gpu: bool, threads: int) -> dict[str, str]:
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-            "LD_LIBRARY_PATH", "UV_CACHE_DIR", "PYTHONPATH", "VIRTUAL_ENV",
-            "CS336_SPEED_SEED")  # a regrade replays the speed tests' inputs (tests/fresh.py)
+    keep = (
+        "PATH",
+        "HOME",
+        "LANG",
+        "LC_ALL",
+        "TMPDIR",
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "LD_LIBRARY_PATH",
+        "UV_CACHE_DIR",
+        "PYTHONPATH",
+        "VIRTUAL_ENV",
+        "CS336_SPEED_SEED",
+    )  # a regrade replays the speed tests' inputs (tests/fresh.py)
     env = {k: os.environ[k] for k in keep if k in os.environ}
-    env.update(PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONHASHSEED="0",
-               NO_COLOR="1", TOKENIZERS_PARALLELISM="false", OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    env.update(
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
+        PYTHONHASHSEED="0",
+        NO_COLOR="1",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS=str(threads),
+        MKL_NUM_THREADS=str(threads),
+    )
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
 
-def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[str] | None, limits: Limits,
-              gpu: bool, jobs: int = 1, insecure: bool = False, collect_only: bool = False,
-              preload: tuple[str, ...] = (), tier: str = "bubblewrap") -> JudgeRun:
+def run_judge(
+    staff_root: Path,
+    files: dict[str, bytes] | None,
+    *,
+    only: list[str] | None,
+    limits: Limits,
+    gpu: bool,
+    jobs: int = 1,
+    insecure: bool = False,
+    collect_only: bool = False,
+    preload: tuple[str, ...] = (),
+    tier: str = "bubblewrap",
+) -> JudgeRun:
     """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only)."""
     base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
     # The container tier's worker (another uid) must reach root/ and scratch/ by name, nothing else.
@@ -139,17 +175,47 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
         if files is not None:
             stage(root, staff_root, files)
         results = base / "results.jsonl"
-        results.touch(mode=0o600)  # the container tier's worker (another uid) may not read what the judge writes
-        spec = JudgeSpec(root=root, scratch=scratch, staff_root=staff_root, results=results,
-                         readonly=public_fixtures(staff_root), limits=limits, gpu=gpu, jobs=jobs, insecure=insecure,
-                         only=None if only is None else tuple(only), preload=tuple(preload), tier=tier)
+        results.touch(
+            mode=0o600
+        )  # the container tier's worker (another uid) may not read what the judge writes
+        spec = JudgeSpec(
+            root=root,
+            scratch=scratch,
+            staff_root=staff_root,
+            results=results,
+            readonly=public_fixtures(staff_root),
+            limits=limits,
+            gpu=gpu,
+            jobs=jobs,
+            insecure=insecure,
+            only=None if only is None else tuple(only),
+            preload=tuple(preload),
+            tier=tier,
+        )
         (base / "spec.json").touch(mode=0o600)
         spec.write(base / "spec.json")
-        args = [*(a for p in PLUGINS for a in ("-p", p)), "--judge", str(base / "spec.json"),
-                "-c", str(staff_root / "pyproject.toml"), "--basetemp", str(basetemp(scratch)), "-q", "-rN",
-                f"--timeout={limits.test_timeout:g}", "--color=no", "--continue-on-collection-errors", "-p", "no:cs336_progress",
-                "-p", "no:cs336_rules"]
-        args += ["--ignore", str(staff_root / "tests" / "staff")]  # staff tooling tests: never graded
+        args = [
+            *(a for p in PLUGINS for a in ("-p", p)),
+            "--judge",
+            str(base / "spec.json"),
+            "-c",
+            str(staff_root / "pyproject.toml"),
+            "--basetemp",
+            str(basetemp(scratch)),
+            "-q",
+            "-rN",
+            f"--timeout={limits.test_timeout:g}",
+            "--color=no",
+            "--continue-on-collection-errors",
+            "-p",
+            "no:cs336_progress",
+            "-p",
+            "no:cs336_rules",
+        ]
+        args += [
+            "--ignore",
+            str(staff_root / "tests" / "staff"),
+        ]  # staff tooling tests: never graded
         args += ["--collect-only", "tests"] if collect_only else ["tests"]
         prefix: list[str] = []
         bwrap = find_bwrap()
@@ -158,18 +224,43 @@ def run_judge(staff_root: Path, files: dict[str, bytes] | None, *, only: list[st
             # the worker's copy of it, mirror.py) is a private tmpfs of capped size: a hard disk limit.
             # The worker's copy has a tmpfs of its own, so a worker that fills its disk cannot fill the judge's.
             _, worker_dir, _ = layout(scratch)
-            prefix = [bwrap, "--dev-bind", "/", "/", "--size", str(limits.disk_bytes), "--tmpfs", str(scratch),
-                      "--size", str(limits.disk_bytes), "--tmpfs", str(worker_dir), "--die-with-parent", "--"]
+            prefix = [
+                bwrap,
+                "--dev-bind",
+                "/",
+                "/",
+                "--size",
+                str(limits.disk_bytes),
+                "--tmpfs",
+                str(scratch),
+                "--size",
+                str(limits.disk_bytes),
+                "--tmpfs",
+                str(worker_dir),
+                "--die-with-parent",
+                "--",
+            ]
         run = JudgeRun()
         # the judge records its own outcomes (a JSON line per test as it ends: see judge.py)
         env = _judge_env(gpu, threads_per_job(limits, jobs))
-        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")  # never .hypothesis/ in the staff tree
-        session = PytestJob(staff_root, args, outcomes=False, inherit_env=False, prefix=prefix, env=env,
-                            timeout=limits.run_timeout).result()
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(
+            base / "hypothesis"
+        )  # never .hypothesis/ in the staff tree
+        session = PytestJob(
+            staff_root,
+            args,
+            outcomes=False,
+            inherit_env=False,
+            prefix=prefix,
+            env=env,
+            timeout=limits.run_timeout,
+        ).result()
         run.console = session.output[-200_000:]
         if session.timed_out:
             run.timed_out = True
-            run.notes.append(f"the run exceeded its limit of {limits.run_timeout:g} s and was stopped")
+            run.notes.append(
+                f"the run exceeded its limit of {limits.run_timeout:g} s and was stopped"
+            )
         _read_results(results, run)
         return run
     finally:
@@ -191,14 +282,27 @@ def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun
     """
     visible = [n for n in only if not n.startswith(HIDDEN_PREFIX)]
     hidden = [n for n in only if n.startswith(HIDDEN_PREFIX)]
-    common = {"limits": plan.limits, "gpu": plan.device != "cpu", "insecure": plan.insecure, "preload": plan.preload,
-              "tier": plan.tier}
-    if (plan.judges < 2 or plan.tier not in PARALLEL_TIERS or plan.device != "cpu" or usable_cores() < 2 * plan.jobs
-            or not visible or not hidden):
+    common = {
+        "limits": plan.limits,
+        "gpu": plan.device != "cpu",
+        "insecure": plan.insecure,
+        "preload": plan.preload,
+        "tier": plan.tier,
+    }
+    if (
+        plan.judges < 2
+        or plan.tier not in PARALLEL_TIERS
+        or plan.device != "cpu"
+        or usable_cores() < 2 * plan.jobs
+        or not visible
+        or not hidden
+    ):
         return run_judge(plan.staff_root, files, only=only, jobs=plan.jobs, **common)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="judge") as ex:
-        halves = [ex.submit(run_judge, plan.staff_root, files, only=part, jobs=2 * plan.jobs, **common)
-                  for part in (visible, hidden)]
+        halves = [
+            ex.submit(run_judge, plan.staff_root, files, only=part, jobs=2 * plan.jobs, **common)
+            for part in (visible, hidden)
+        ]
         return merge_runs([h.result() for h in halves])
 
 
@@ -230,12 +334,18 @@ def graded_outcome(phases: list[dict]) -> tuple[str, str]:
     skipped = [p for p in phases if p["outcome"] == "skipped"]
     if failed:
         p = failed[0]
-        outcome = p["properties"].get("judge_outcome") or ("failed" if p["when"] == "call" else "error")
-        text = p["text"] + "".join(f"\n----- {title} -----\n{content}" for q in phases for title, content in q["sections"])
+        outcome = p["properties"].get("judge_outcome") or (
+            "failed" if p["when"] == "call" else "error"
+        )
+        text = p["text"] + "".join(
+            f"\n----- {title} -----\n{content}" for q in phases for title, content in q["sections"]
+        )
         return outcome, clip(text)
     if skipped:
         p = skipped[0]
-        return "skipped", clip(f"xfail: {p['wasxfail']}" if p["wasxfail"] is not None else p["text"])
+        return "skipped", clip(
+            f"xfail: {p['wasxfail']}" if p["wasxfail"] is not None else p["text"]
+        )
     return "passed", ""
 
 
@@ -257,7 +367,9 @@ def _read_results(path: Path, run: JudgeRun) -> None:
             run.notes.append(event.get("text", ""))
         elif kind == "finish":
             run.isolation = dict(event.get("isolation", {}))
-            if event.get(PEAK):  # what grading this submission cost the judge (the bound: limits.py)
+            if event.get(
+                PEAK
+            ):  # what grading this submission cost the judge (the bound: limits.py)
                 run.isolation[PEAK] = str(int(event[PEAK]))
             run.worker_starts = int(event.get("worker_starts", 0))
             run.worker_crashes = int(event.get("worker_crashes", 0))
@@ -265,19 +377,28 @@ def _read_results(path: Path, run: JudgeRun) -> None:
                 run.console += WORKER_OUTPUT + event["console"]
 
 
-def collect_expected(staff_root: Path, cache_dir: Path | None = None,
-                     limits: Limits | None = None) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+def collect_expected(
+    staff_root: Path, cache_dir: Path | None = None, limits: Limits | None = None
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """Graded test ids (-> markers), collected by the judge with no submission at all, and collection errors."""
     fp = tree_fingerprint(staff_root)
     cache = None if cache_dir is None else cache_dir / f"collected-{fp[:16]}.json"
     if cache is not None and cache.is_file():
         data = json.loads(cache.read_text())
         return {k: tuple(v) for k, v in data["collected"].items()}, data["errors"]
-    run = run_judge(staff_root, None, only=None, limits=limits or Limits(), gpu=False, collect_only=True)
-    collected = {k: tuple(v) for k, v in run.collected.items() if "staff" not in v and not k.startswith("tests/staff/")}
+    run = run_judge(
+        staff_root, None, only=None, limits=limits or Limits(), gpu=False, collect_only=True
+    )
+    collected = {
+        k: tuple(v)
+        for k, v in run.collected.items()
+        if "staff" not in v and not k.startswith("tests/staff/")
+    }
     if not collected:
-        raise RuntimeError("collecting the staff tests failed:\n" + "\n".join(
-            [*run.collect_errors.values(), *run.notes, run.console[-3000:]]))
+        raise RuntimeError(
+            "collecting the staff tests failed:\n"
+            + "\n".join([*run.collect_errors.values(), *run.notes, run.console[-3000:]])
+        )
     if cache is not None and not run.collect_errors:
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(json.dumps({"collected": collected, "errors": run.collect_errors}))
@@ -293,9 +414,17 @@ class SandboxRefused(RuntimeError):
     """No sandbox can start here and --insecure was not given."""
 
 
-def make_plan(staff_root: Path, *, rubric_path: Path | None = None, device: str = "cpu",
-              limits: Limits | None = None, jobs: int = 1, cache_dir: Path | None = None,
-              insecure: bool = False, warn=print) -> Plan:
+def make_plan(
+    staff_root: Path,
+    *,
+    rubric_path: Path | None = None,
+    device: str = "cpu",
+    limits: Limits | None = None,
+    jobs: int = 1,
+    cache_dir: Path | None = None,
+    insecure: bool = False,
+    warn=print,
+) -> Plan:
     """Collect the graded tests, resolve the rubric, fix the device, check the sandbox: once per batch."""
     staff_root = Path(staff_root).resolve()
     if device not in ("cpu", "gpu", "auto", "all"):
@@ -306,39 +435,75 @@ def make_plan(staff_root: Path, *, rubric_path: Path | None = None, device: str 
     if not insecure:
         chosen, why = choose_tier(staff_root, public_fixtures(staff_root), device != "cpu")
         if chosen is None:
-            raise SandboxRefused(f"cannot sandbox the submissions on this machine: {why}. Fix that, or pass "
-                                 "--insecure to grade without a sandbox (every result will say so)")
+            raise SandboxRefused(
+                f"cannot sandbox the submissions on this machine: {why}. Fix that, or pass "
+                "--insecure to grade without a sandbox (every result will say so)"
+            )
         if why:
-            warn(f"bubblewrap cannot start here ({why}); grading on the container tier (a uid of its own per worker)")
+            warn(
+                f"bubblewrap cannot start here ({why}); grading on the container tier (a uid of its own per worker)"
+            )
         tier = chosen
     limits = limits or Limits()
-    slow_imports = ensure_compiled(workers=jobs)  # before any worker starts: each imports torch from bytecode
+    slow_imports = ensure_compiled(
+        workers=jobs
+    )  # before any worker starts: each imports torch from bytecode
     if slow_imports:
         warn(f"warning: {slow_imports}")
     collected, errors = collect_expected(staff_root, cache_dir, limits)
     for nodeid, err in errors.items():
-        warn(f"warning: the staff tests in {nodeid} do not even collect; they are not graded:\n{err[-1500:]}")
+        warn(
+            f"warning: the staff tests in {nodeid} do not even collect; they are not graded:\n{err[-1500:]}"
+        )
     rubric = Rubric.load(rubric_path or find_rubric(staff_root))
     items = rubric.resolve(collected)
     needs_gpu = {n: bool(GPU_MARKERS & set(m)) for n, m in collected.items()}
     h = hashlib.sha256()
     for n in sorted(items):
-        h.update(f"{n}|{items[n].points}|{items[n].visibility}|{items[n].concept}|{needs_gpu[n]}\n".encode())
+        h.update(
+            f"{n}|{items[n].points}|{items[n].visibility}|{items[n].concept}|{needs_gpu[n]}\n".encode()
+        )
     h.update(f"{tree_fingerprint(staff_root)}|{device}|{insecure}|{tier}|{GRADER_VERSION}".encode())
     preload = worker_preload(staff_root)
-    return Plan(staff_root, items, needs_gpu, {c.name: c.title for c in rubric.concepts.values()},
-                device, limits, jobs, h.hexdigest(), insecure, tier, preload)
+    return Plan(
+        staff_root,
+        items,
+        needs_gpu,
+        {c.name: c.title for c in rubric.concepts.values()},
+        device,
+        limits,
+        jobs,
+        h.hexdigest(),
+        insecure,
+        tier,
+        preload,
+    )
 
 
-def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: float,
-          error: str | None = None) -> GradeResult:
+def score(
+    plan: Plan,
+    name: str,
+    intake: Intake,
+    run: JudgeRun | None,
+    elapsed: float,
+    error: str | None = None,
+) -> GradeResult:
     """Turn a run (or a rejection, or a grader error) into a scored GradeResult covering every expected test."""
     tests = []
     errors = run.collect_errors if run else {}
     aborted = "\n".join(run.notes) if run and run.timed_out else ""
-    rules = delegation.check_submission(intake.files, plan.staff_root) if run is not None and error is None else None
-    forbidden = delegation.penalties(rules, run.reached, {n: i.concept for n, i in plan.items.items()},
-                                     plan.staff_root) if rules is not None else {}
+    rules = (
+        delegation.check_submission(intake.files, plan.staff_root)
+        if run is not None and error is None
+        else None
+    )
+    forbidden = (
+        delegation.penalties(
+            rules, run.reached, {n: i.concept for n, i in plan.items.items()}, plan.staff_root
+        )
+        if rules is not None
+        else {}
+    )
     for nodeid, item in plan.items.items():
         device = "gpu" if plan.needs_gpu[nodeid] else "cpu"
         duration = 0.0
@@ -348,18 +513,25 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
             outcome, output = "not_run", f"the submission was rejected: {intake.error}"
         elif not plan.runs_here(nodeid):
             outcome = "pending"
-            output = ("needs a GPU runner: grade with --device gpu there and combine with `cs336 merge`"
-                      if device == "gpu" else "graded on the CPU runner; combine with `cs336 merge`")
+            output = (
+                "needs a GPU runner: grade with --device gpu there and combine with `cs336 merge`"
+                if device == "gpu"
+                else "graded on the CPU runner; combine with `cs336 merge`"
+            )
         elif nodeid in run.outcomes:
             outcome, output, duration = run.outcomes[nodeid]
             if outcome == "skipped" and device == "gpu":
                 outcome = "pending"
-                output = f"this runner cannot run it ({output}); grade it on a runner that can and merge"
+                output = (
+                    f"this runner cannot run it ({output}); grade it on a runner that can and merge"
+                )
             elif outcome == "passed" and nodeid in forbidden:
                 outcome, output = "failed", forbidden[nodeid]
         else:
             module = nodeid.split("::", 1)[0]
-            err = next((e for k, e in errors.items() if k == module or module.startswith(k + "/")), None)
+            err = next(
+                (e for k, e in errors.items() if k == module or module.startswith(k + "/")), None
+            )
             if err is not None:
                 outcome, output = "error", f"the test module failed to collect:\n{err}"
             elif aborted:
@@ -367,8 +539,19 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
             else:
                 outcome, output = "not_run", "the judge did not report this test (see console.txt)"
         earned = item.points if outcome == "passed" else 0.0
-        tests.append(TestResult(nodeid, outcome, earned, item.points, item.concept, item.visibility,
-                                device, output, duration))
+        tests.append(
+            TestResult(
+                nodeid,
+                outcome,
+                earned,
+                item.points,
+                item.concept,
+                item.visibility,
+                device,
+                output,
+                duration,
+            )
+        )
     if error is not None:
         status = "error"
     elif run is None:
@@ -390,14 +573,27 @@ def score(plan: Plan, name: str, intake: Intake, run: JudgeRun | None, elapsed: 
         notes += run.notes
         notes += delegation.notes(rules, intake.files, plan.staff_root) if rules is not None else []
         if run.worker_crashes:
-            notes.append(f"the worker had to be restarted {run.worker_crashes} times (after a crash, a timeout "
-                         "or an unusable reply); the tests that caused it say so")
+            notes.append(
+                f"the worker had to be restarted {run.worker_crashes} times (after a crash, a timeout "
+                "or an unusable reply); the tests that caused it say so"
+            )
         if plan.insecure:
-            notes.append("NOT SANDBOXED: graded with --insecure; the submission ran as a plain process")
+            notes.append(
+                "NOT SANDBOXED: graded with --insecure; the submission ran as a plain process"
+            )
     return GradeResult(
-        submission=name, status=status, tests=tests, execution_time=elapsed, sha256=intake.sha256,
-        fingerprint=plan.fingerprint, device=plan.device, concepts=plan.concepts, ignored=list(intake.ignored),
-        notes=notes, isolation=run.isolation if run else {})
+        submission=name,
+        status=status,
+        tests=tests,
+        execution_time=elapsed,
+        sha256=intake.sha256,
+        fingerprint=plan.fingerprint,
+        device=plan.device,
+        concepts=plan.concepts,
+        ignored=list(intake.ignored),
+        notes=notes,
+        isolation=run.isolation if run else {},
+    )
 
 
 def finished(folder: Path, sha256: str, fingerprint: str) -> bool:
@@ -406,7 +602,11 @@ def finished(folder: Path, sha256: str, fingerprint: str) -> bool:
         x = json.loads((folder / "results.json").read_text())["extra_data"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return x.get("sha256") == sha256 and x.get("fingerprint") == fingerprint and x.get("status") != "error"
+    return (
+        x.get("sha256") == sha256
+        and x.get("fingerprint") == fingerprint
+        and x.get("status") != "error"
+    )
 
 
 def skipped_row(folder: Path, sha256: str, plan: Plan) -> dict | None:
@@ -414,15 +614,24 @@ def skipped_row(folder: Path, sha256: str, plan: Plan) -> dict | None:
     if not finished(folder, sha256, plan.fingerprint):
         return None
     x = json.loads((folder / "results.json").read_text())
-    return {"name": folder.name, "score": x["score"], "max_score": x["extra_data"].get("max_score", 0.0),
-            "status": x["extra_data"]["status"], "skipped": True}
+    return {
+        "name": folder.name,
+        "score": x["score"],
+        "max_score": x["extra_data"].get("max_score", 0.0),
+        "status": x["extra_data"]["status"],
+        "skipped": True,
+    }
 
 
 def already_graded(submission: Path, name: str, out: Path, plan: Plan) -> dict | None:
     """:func:`skipped_row` for ``submission`` graded into ``out/name/``, checked without grading it."""
     if not (out / name / "results.json").is_file():
         return None
-    return skipped_row(out / name, read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py").sha256, plan)
+    return skipped_row(
+        out / name,
+        read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py").sha256,
+        plan,
+    )
 
 
 def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = False) -> dict:
@@ -440,15 +649,28 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
         result = score(plan, name, intake, run, time.monotonic() - start)
         console = run.console if run is not None else ""
     except Exception as e:  # a grader bug on one submission: that submission still gets a result
-        result = score(plan, name, intake, None, time.monotonic() - start, error=f"{type(e).__name__}: {e}")
+        result = score(
+            plan, name, intake, None, time.monotonic() - start, error=f"{type(e).__name__}: {e}"
+        )
         console = ""
     try:
         result.write(folder)
     except Exception as e:  # a result that cannot be written still leaves one that says why
-        result = score(plan, name, intake, None, time.monotonic() - start,
-                       error=f"writing the result failed: {type(e).__name__}: {e}")
+        result = score(
+            plan,
+            name,
+            intake,
+            None,
+            time.monotonic() - start,
+            error=f"writing the result failed: {type(e).__name__}: {e}",
+        )
         result.write(folder)
     if console:
         (folder / "console.txt").write_bytes(console.encode("utf-8", "backslashreplace"))
-    return {"name": name, "score": result.score, "max_score": result.max_score, "status": result.status,
-            "skipped": False}
+    return {
+        "name": name,
+        "score": result.score,
+        "max_score": result.max_score,
+        "status": result.status,
+        "skipped": False,
+    }

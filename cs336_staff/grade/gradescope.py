@@ -42,11 +42,15 @@ from cs336_staff.grade.spec import HIDDEN_PREFIX
 #: Sized for Gradescope's "2.0 CPU, 4.0 GB RAM" machine: the worker's tree gets 2.5 GiB of memory (its
 #: processes may map 8 GiB of address space each: torch maps ~3 GiB at import), the judge (torch,
 #: the oracles) the rest; 25 minutes for the run, under Gradescope's 40-minute default.
-GRADESCOPE_LIMITS = Limits(memory_bytes=int(2.5 * GiB), address_space_bytes=8 * GiB, test_timeout=120.0,
-                           run_timeout=1500.0)
+GRADESCOPE_LIMITS = Limits(
+    memory_bytes=int(2.5 * GiB), address_space_bytes=8 * GiB, test_timeout=120.0, run_timeout=1500.0
+)
 #: Visibility of a hidden test's result on Gradescope unless the rubric hides it entirely.
 HIDDEN_VISIBILITY = "after_published"
-STDOUT_HEAD, STDOUT_TAIL = 8_000, 12_000  # characters of console.txt run_autograder prints (staff_console)
+STDOUT_HEAD, STDOUT_TAIL = (
+    8_000,
+    12_000,
+)  # characters of console.txt run_autograder prints (staff_console)
 
 
 def find_upload(submission: Path) -> Path:
@@ -63,9 +67,16 @@ def for_gradescope(data: dict) -> dict:
     """Our results.json (``report.GradeResult``) as Gradescope should show it (see the module doc)."""
     everything = GradeResult.from_gradescope(data)
     cpu = [t for t in everything.tests if t.device != "gpu"]
-    visible = GradeResult(everything.submission, everything.status, [t for t in cpu if t.visibility == "visible"],
-                          everything.execution_time, concepts=everything.concepts, ignored=everything.ignored,
-                          notes=everything.notes, isolation=everything.isolation)
+    visible = GradeResult(
+        everything.submission,
+        everything.status,
+        [t for t in cpu if t.visibility == "visible"],
+        everything.execution_time,
+        concepts=everything.concepts,
+        ignored=everything.ignored,
+        notes=everything.notes,
+        isolation=everything.isolation,
+    )
     tests = []
     for t in data["tests"]:
         if t.get("extra_data", {}).get("device") == "gpu":
@@ -80,8 +91,10 @@ def for_gradescope(data: dict) -> dict:
     if hidden:
         output += f"\n{hidden} hidden tests are graded too; their results appear once grades are published.\n"
     if gpu:
-        output += (f"\n{len(gpu)} GPU tests ({sum(t.max_points for t in gpu):g} points) are not graded on Gradescope "
-                   "(no GPU); the course staff grade them separately.\n")
+        output += (
+            f"\n{len(gpu)} GPU tests ({sum(t.max_points for t in gpu):g} points) are not graded on Gradescope "
+            "(no GPU); the course staff grade them separately.\n"
+        )
     return {
         "score": round(sum(float(t["score"]) for t in tests), 2),
         "execution_time": data.get("execution_time", 0),
@@ -90,8 +103,11 @@ def for_gradescope(data: dict) -> dict:
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
-        "extra_data": {**data.get("extra_data", {}), "max_score": round(sum(float(t["max_score"]) for t in tests), 2),
-                       "gpu_tests_left_out": len(gpu)},
+        "extra_data": {
+            **data.get("extra_data", {}),
+            "max_score": round(sum(float(t["max_score"]) for t in tests), 2),
+            "gpu_tests_left_out": len(gpu),
+        },
     }
 
 
@@ -101,15 +117,25 @@ def staff_console(text: str) -> str:
     if len(text) <= STDOUT_HEAD + STDOUT_TAIL:
         return text
     start = text.find(WORKER_OUTPUT)
-    head = text[start : start + STDOUT_HEAD] if 0 <= start < len(text) - STDOUT_TAIL else text[:STDOUT_HEAD]
+    head = (
+        text[start : start + STDOUT_HEAD]
+        if 0 <= start < len(text) - STDOUT_TAIL
+        else text[:STDOUT_HEAD]
+    )
     return f"{head}\n[... console.txt cut here ...]\n{text[-STDOUT_TAIL:]}"
 
 
 def failed(why: str, elapsed: float) -> dict:
     """results.json for a grading that could not happen (Gradescope shows the output; score 0)."""
-    return {"score": 0.0, "execution_time": round(elapsed), "output_format": "md", "stdout_visibility": "hidden",
-            "output": f"The autograder could not grade this submission; the course staff have been told:\n\n{why}\n",
-            "tests": [], "extra_data": {"status": "error", "error": why}}
+    return {
+        "score": 0.0,
+        "execution_time": round(elapsed),
+        "output_format": "md",
+        "stdout_visibility": "hidden",
+        "output": f"The autograder could not grade this submission; the course staff have been told:\n\n{why}\n",
+        "tests": [],
+        "extra_data": {"status": "error", "error": why},
+    }
 
 
 def lock(root: Path) -> None:
@@ -137,8 +163,14 @@ def grade(root: Path, limits: Limits = GRADESCOPE_LIMITS) -> dict:
         upload = find_upload(root / "submission")
         with tempfile.TemporaryDirectory(prefix="cs336-gradescope-") as tmp:  # 0700, root's
             out = Path(tmp)
-            plan = make_plan(root / "source", device="cpu", limits=limits, jobs=1, cache_dir=out / ".cache",
-                             warn=lambda m: print(m, file=sys.stderr))
+            plan = make_plan(
+                root / "source",
+                device="cpu",
+                limits=limits,
+                jobs=1,
+                cache_dir=out / ".cache",
+                warn=lambda m: print(m, file=sys.stderr),
+            )
             grade_one(upload, "submission", out, plan, force=True)
             data = json.loads((out / "submission" / "results.json").read_text())
             console = out / "submission" / "console.txt"
@@ -146,7 +178,9 @@ def grade(root: Path, limits: Limits = GRADESCOPE_LIMITS) -> dict:
                 print(staff_console(console.read_text()))
         return for_gradescope(data)
     except SandboxRefused as e:
-        return failed(f"no isolation for student code on this machine: {e}", time.monotonic() - start)
+        return failed(
+            f"no isolation for student code on this machine: {e}", time.monotonic() - start
+        )
     except Exception as e:  # noqa: BLE001 - a result must be written whatever happened
         return failed(f"{type(e).__name__}: {e}", time.monotonic() - start)
 
@@ -154,7 +188,9 @@ def grade(root: Path, limits: Limits = GRADESCOPE_LIMITS) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="run_autograder", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["run"])
-    parser.add_argument("--root", type=Path, default=Path(os.environ.get("CS336_AUTOGRADER_ROOT", "/autograder")))
+    parser.add_argument(
+        "--root", type=Path, default=Path(os.environ.get("CS336_AUTOGRADER_ROOT", "/autograder"))
+    )
     args = parser.parse_args(argv)
     result = grade(args.root.resolve())
     (args.root / "results").mkdir(exist_ok=True)

@@ -45,8 +45,18 @@ PACKAGE = "cs336_assignment"
 ADAPTERS = "adapters.py"
 #: File names that configure pytest or Python itself: never taken from a submission.
 CONFIG_NAMES = frozenset(
-    {"conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini", "setup.py",
-     "sitecustomize.py", "usercustomize.py", ".pytest.ini", "noxfile.py"}
+    {
+        "conftest.py",
+        "pytest.ini",
+        "pyproject.toml",
+        "setup.cfg",
+        "tox.ini",
+        "setup.py",
+        "sitecustomize.py",
+        "usercustomize.py",
+        ".pytest.ini",
+        "noxfile.py",
+    }
 )
 #: Files we expect beside the graded ones and do not mention in the report.
 EXPECTED_EXTRAS = frozenset({"writeup.pdf"})
@@ -179,7 +189,9 @@ def _read_zip(path: Path, intake: Intake, max_bytes: int) -> None:
         for info in infos:
             rel = safe_relpath(info.filename)
             if rel is None:
-                intake.ignored.append(f"{printable(info.filename)!r}: unsafe path (absolute or '..'); not extracted")
+                intake.ignored.append(
+                    f"{printable(info.filename)!r}: unsafe path (absolute or '..'); not extracted"
+                )
                 continue
             if info.is_dir():
                 continue
@@ -195,7 +207,7 @@ def _read_zip(path: Path, intake: Intake, max_bytes: int) -> None:
             intake.notes.append(f"files were inside the folder {prefix!r}; it was unwrapped")
         budget = _Budget(max_bytes)
         for rel, info in safe:
-            rel = rel[len(prefix):] if prefix and rel.startswith(prefix) else rel
+            rel = rel[len(prefix) :] if prefix and rel.startswith(prefix) else rel
             reason = classify(rel)
             if reason is not None:
                 if reason:
@@ -226,7 +238,9 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
         here = Path(dirpath)
         for d in list(dirnames):
             if (here / d).is_symlink():
-                intake.ignored.append(f"{printable((here / d).relative_to(path).as_posix())}/: symlink; not followed")
+                intake.ignored.append(
+                    f"{printable((here / d).relative_to(path).as_posix())}/: symlink; not followed"
+                )
                 dirnames.remove(d)
             elif d in ("__pycache__", ".git", ".venv", "node_modules"):
                 dirnames.remove(d)
@@ -245,14 +259,16 @@ def _read_dir(path: Path, intake: Intake, max_bytes: int) -> None:
             if stat.S_ISLNK(mode):
                 intake.ignored.append(f"{printable(rel)}: symlink; not followed")
             elif not stat.S_ISREG(mode):
-                intake.ignored.append(f"{printable(rel)}: not a regular file ({file_kind(mode)}); not read")
+                intake.ignored.append(
+                    f"{printable(rel)}: not a regular file ({file_kind(mode)}); not read"
+                )
             elif not is_utf8(rel) or printable(rel) != rel:
                 intake.ignored.append(f"{printable(rel)}: {ODD_NAME}")
             else:
                 candidates.append((rel, full))
     prefix = _unwrap_prefix([rel for rel, _ in candidates])
     for rel, full in sorted(candidates):
-        rel = rel[len(prefix):] if prefix and rel.startswith(prefix) else rel
+        rel = rel[len(prefix) :] if prefix and rel.startswith(prefix) else rel
         reason = classify(rel)
         if reason is not None:
             if reason:
@@ -290,10 +306,14 @@ def _drop_file_folder_clashes(intake: Intake) -> None:
     folders = {rel.rsplit("/", i)[0] for rel in intake.files for i in range(1, rel.count("/") + 1)}
     for rel in sorted(set(intake.files) & folders):
         del intake.files[rel]
-        intake.ignored.append(f"{rel}: both a file and a folder in the submission; the file was ignored")
+        intake.ignored.append(
+            f"{rel}: both a file and a folder in the submission; the file was ignored"
+        )
 
 
-def read_submission(path: Path, *, staff_adapters: Path | None = None, max_bytes: int = MAX_BYTES) -> Intake:
+def read_submission(
+    path: Path, *, staff_adapters: Path | None = None, max_bytes: int = MAX_BYTES
+) -> Intake:
     """Read the graded files of the submission at ``path`` (a zip or a directory) into memory.
 
     Never raises for a bad submission: problems become ``intake.error`` (rejected as a whole) or
@@ -308,7 +328,9 @@ def read_submission(path: Path, *, staff_adapters: Path | None = None, max_bytes
     elif path.is_file():
         _read_zip(path, intake, max_bytes)
     else:
-        intake.error = f"{path} does not exist (expected a .zip from make_submission.sh or a directory)"
+        intake.error = (
+            f"{path} does not exist (expected a .zip from make_submission.sh or a directory)"
+        )
     _drop_file_folder_clashes(intake)
     if intake.error is None and not any(f.startswith(f"{PACKAGE}/") for f in intake.files):
         intake.error = (

@@ -86,7 +86,9 @@ class AdaptersProxy(types.ModuleType):
     """Stands in for ``adapters`` in the judge: each function sends its call to the worker."""
 
     def __init__(self, remote: remote_mod.Remote | Tracer, names: list[str]) -> None:
-        super().__init__("adapters", "The submission's adapters, called across the sandbox boundary.")
+        super().__init__(
+            "adapters", "The submission's adapters, called across the sandbox boundary."
+        )
         self.__all__ = list(names)
         for name in names:
             setattr(self, name, self._proxy(remote, name))
@@ -163,32 +165,56 @@ def seed_global_rngs(seed: int) -> None:
     np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
     if np is not None:
         np.random.seed(seed)
-    if torch is not None:  # the CPU generator, the one that crosses (torch.manual_seed also queues a lazy
-        torch.default_generator.manual_seed(seed)  # CUDA seeding with a stack trace: ~2 ms per test)
+    if (
+        torch is not None
+    ):  # the CPU generator, the one that crosses (torch.manual_seed also queues a lazy
+        torch.default_generator.manual_seed(
+            seed
+        )  # CUDA seeding with a stack trace: ~2 ms per test)
 
 
 class Judge:
     def __init__(self, config: pytest.Config, spec: JudgeSpec) -> None:
         self.config, self.spec = config, spec
         # each test's outcome as it ends, with what the worker printed and what the test reached
-        self.recorder = Recorder(spec.results, sections=(WORKER_OUTPUT, WORKER_TRACEBACK), extra=lambda nodeid: {"reached": self.tracer.take()})
+        self.recorder = Recorder(
+            spec.results,
+            sections=(WORKER_OUTPUT, WORKER_TRACEBACK),
+            extra=lambda nodeid: {"reached": self.tracer.take()},
+        )
         self.only = set(spec.only) if spec.only is not None else None
         limits = spec.limits
         judge_dir, worker_dir, _ = scratch_folders(spec.scratch)
         # the worker sees its own copy of the judge's folder at the judge's path: mounted there by
         # bubblewrap, swapped in around each call on the container tier (no mount namespace there);
         # without a sandbox it shares the judge's (and could change it: NOT SANDBOXED)
-        mirror = None if spec.insecure else Mirror(judge_dir, worker_dir, limits.output_file_bytes,
-                                                   limits.output_entries, exchange=spec.tier == "container")
-        self.remote = remote_mod.Remote(lambda: start_worker(spec, mirror), reply_limit=limits.reply_bytes,
-                                        value_limit=limits.value_bytes, message_chars=limits.message_chars,
-                                        mirror=mirror, tree_limit=limits.tree_bytes)
+        mirror = (
+            None
+            if spec.insecure
+            else Mirror(
+                judge_dir,
+                worker_dir,
+                limits.output_file_bytes,
+                limits.output_entries,
+                exchange=spec.tier == "container",
+            )
+        )
+        self.remote = remote_mod.Remote(
+            lambda: start_worker(spec, mirror),
+            reply_limit=limits.reply_bytes,
+            value_limit=limits.value_bytes,
+            message_chars=limits.message_chars,
+            mirror=mirror,
+            tree_limit=limits.tree_bytes,
+        )
         self.tracer = Tracer(self.remote)  # the adapters and scenarios each test calls
         self._first_hidden: str | None = None
 
     def install(self, staff_root: Path) -> None:
         sys.meta_path.insert(0, NoSubmissionImports())
-        sys.modules["adapters"] = AdaptersProxy(self.tracer, adapter_names(staff_root / "adapters.py"))
+        sys.modules["adapters"] = AdaptersProxy(
+            self.tracer, adapter_names(staff_root / "adapters.py")
+        )
         import tests.boundary
 
         tests.boundary.remote = self.tracer
@@ -204,7 +230,9 @@ class Judge:
 
     # -- collection ------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         if self.only is not None:
             keep = [i for i in items if i.nodeid in self.only]
             config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in self.only])
@@ -258,13 +286,19 @@ class Judge:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
         report = outcome.get_result()
-        if call.excinfo is not None:  # classify by the exception's type, never by text the worker chose
+        if (
+            call.excinfo is not None
+        ):  # classify by the exception's type, never by text the worker chose
             if call.excinfo.errisinstance((errors.WorkerCrashed, errors.WorkerUnavailable)):
                 report.user_properties.append(("judge_outcome", "crashed"))
-            elif call.excinfo.type is pytest.fail.Exception and str(call.excinfo.value).startswith("Timeout"):
+            elif call.excinfo.type is pytest.fail.Exception and str(call.excinfo.value).startswith(
+                "Timeout"
+            ):
                 report.user_properties.append(("judge_outcome", "timeout"))
             traceback = _submission_traceback(call.excinfo.value)
-            if traceback:  # the submission's frames, shown with the failure (never inside the exception)
+            if (
+                traceback
+            ):  # the submission's frames, shown with the failure (never inside the exception)
                 report.sections.append((f"{WORKER_TRACEBACK} ({call.when})", traceback))
         printed = self.remote.take_output()
         if printed:
@@ -273,22 +307,42 @@ class Judge:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
         fresh = sys.modules.get("tests.fresh")
-        if fresh is not None and fresh.run_seed.cache_info().currsize:  # a speed test drew its inputs
+        if (
+            fresh is not None and fresh.run_seed.cache_info().currsize
+        ):  # a speed test drew its inputs
             self._emit({"event": "note", "text": f"the speed tests' {fresh.replay_hint()}"})
-        self._emit({"event": "finish", "exitstatus": int(exitstatus), "isolation": self.remote.isolation,
-                    "worker_starts": self.remote.starts, "worker_crashes": self.remote.crashes,
-                    "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "console": clip("\n".join(self.remote.consoles), 64_000)})
+        self._emit(
+            {
+                "event": "finish",
+                "exitstatus": int(exitstatus),
+                "isolation": self.remote.isolation,
+                "worker_starts": self.remote.starts,
+                "worker_crashes": self.remote.crashes,
+                "judge_peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                "console": clip("\n".join(self.remote.consoles), 64_000),
+            }
+        )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("cs336 judge (staff)")
-    group.addoption("--judge", default=None, help="grade a submission: path of the judge's JSON spec")
-    group.addoption("--split", action="store_true", default=False,
-                    help="run the tests as grading does, split: this repository's reference in a sandboxed "
-                         "worker (on the tier cs336 grade would choose here: bubblewrap, else the container "
-                         "tier), the tests in this process (uv run pytest -p cs336_staff.grade.judge --split)")
-    group.addoption("--split-insecure", action="store_true", default=False,
-                    help="--split, with the worker run without bubblewrap (implies --split)")
+    group.addoption(
+        "--judge", default=None, help="grade a submission: path of the judge's JSON spec"
+    )
+    group.addoption(
+        "--split",
+        action="store_true",
+        default=False,
+        help="run the tests as grading does, split: this repository's reference in a sandboxed "
+        "worker (on the tier cs336 grade would choose here: bubblewrap, else the container "
+        "tier), the tests in this process (uv run pytest -p cs336_staff.grade.judge --split)",
+    )
+    group.addoption(
+        "--split-insecure",
+        action="store_true",
+        default=False,
+        help="--split, with the worker run without bubblewrap (implies --split)",
+    )
 
 
 def split_tier(staff: Path, insecure: bool) -> str:
@@ -299,8 +353,10 @@ def split_tier(staff: Path, insecure: bool) -> str:
         return "none"
     tier, why = choose_tier(staff, public_fixtures(staff), gpu=True)
     if tier is None:
-        raise pytest.UsageError(f"--split: no sandbox starts here ({why}). Fix that, or pass --split-insecure "
-                                "to run the reference's worker without one")
+        raise pytest.UsageError(
+            f"--split: no sandbox starts here ({why}). Fix that, or pass --split-insecure "
+            "to run the reference's worker without one"
+        )
     return tier
 
 
@@ -312,18 +368,32 @@ def split_spec(config: pytest.Config) -> JudgeSpec:
     ensure_compiled()  # each worker then imports torch from bytecode (bytecode.py)
     tier = split_tier(staff, insecure)
     base = Path(tempfile.mkdtemp(prefix="cs336-split-"))
-    base.chmod(0o711 if tier == "container" else 0o700)  # the container tier's worker (another uid) passes through
+    base.chmod(
+        0o711 if tier == "container" else 0o700
+    )  # the container tier's worker (another uid) passes through
     root, scratch = base / "root", base / "scratch"
     root.mkdir()
     scratch.mkdir()
-    files = {p.relative_to(staff).as_posix(): p.read_bytes()
-             for p in [staff / "adapters.py", *sorted((staff / "cs336_assignment").rglob("*.py"))]
-             if "__pycache__" not in p.parts}
+    files = {
+        p.relative_to(staff).as_posix(): p.read_bytes()
+        for p in [staff / "adapters.py", *sorted((staff / "cs336_assignment").rglob("*.py"))]
+        if "__pycache__" not in p.parts
+    }
     stage(root, staff, files)
-    config.option.basetemp = str(basetemp(scratch))  # inside the judge's folder, which the worker sees a copy of
-    return JudgeSpec(root=root, scratch=scratch, staff_root=staff, results=base / "results.jsonl",
-                     readonly=public_fixtures(staff), gpu=True, preload=worker_preload(staff),
-                     insecure=insecure, tier=tier)
+    config.option.basetemp = str(
+        basetemp(scratch)
+    )  # inside the judge's folder, which the worker sees a copy of
+    return JudgeSpec(
+        root=root,
+        scratch=scratch,
+        staff_root=staff,
+        results=base / "results.jsonl",
+        readonly=public_fixtures(staff),
+        gpu=True,
+        preload=worker_preload(staff),
+        insecure=insecure,
+        tier=tier,
+    )
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -67,10 +67,18 @@ class Limits:
     disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
     file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
     reply_bytes: int = 512 * MiB  # the largest reply frame the judge reads from the worker
-    tree_bytes: int = 64 * MiB  # the largest JSON part of a reply (strings, numbers, lists; blobs apart)
-    value_bytes: int = 512 * MiB  # the largest tensor/array the judge rebuilds (element count x element size)
-    message_chars: int = 16_000  # characters of a worker exception's message (and of its traceback) kept
-    output_file_bytes: int = 256 * MiB  # the largest file the worker writes that the judge copies back
+    tree_bytes: int = (
+        64 * MiB
+    )  # the largest JSON part of a reply (strings, numbers, lists; blobs apart)
+    value_bytes: int = (
+        512 * MiB
+    )  # the largest tensor/array the judge rebuilds (element count x element size)
+    message_chars: int = (
+        16_000  # characters of a worker exception's message (and of its traceback) kept
+    )
+    output_file_bytes: int = (
+        256 * MiB
+    )  # the largest file the worker writes that the judge copies back
     output_entries: int = 5_000  # files and folders the judge mirrors between itself and the worker
     threads: int | None = None  # OMP/MKL threads (default: cores / jobs)
     test_timeout: float = 120.0  # seconds per test (the judge's pytest-timeout)
@@ -94,8 +102,6 @@ def preexec(limits: Limits, gpu: bool, cgroup: Path | None):
             resource.setrlimit(resource.RLIMIT_AS, (space, space))
 
     return setup
-
-
 
 
 class Cgroup:
@@ -223,11 +229,20 @@ def _owned_bytes(uid: int) -> int:
 class Watchdog:
     """Polls the worker's tree; kills it (and says why) when it breaks a limit."""
 
-    def __init__(self, pid: int, limits: Limits, scratch: Path, cgroup: Path | None, uid: int | None = None,
-                 owner: int | None = None) -> None:
+    def __init__(
+        self,
+        pid: int,
+        limits: Limits,
+        scratch: Path,
+        cgroup: Path | None,
+        uid: int | None = None,
+        owner: int | None = None,
+    ) -> None:
         self.pid, self.limits, self.scratch, self.cgroup = pid, limits, scratch, cgroup
         self.uid = uid  # container tier: the tree is every process of this uid
-        self.owner = uid if owner is None else owner  # container tier: the disk used is the files of this uid
+        self.owner = (
+            uid if owner is None else owner
+        )  # container tier: the disk used is the files of this uid
         self.verdict: str | None = None
         self.disk_breach = False  # killed for what it wrote (the container tier then deletes it)
         self._stop = threading.Event()
@@ -257,7 +272,9 @@ class Watchdog:
             return []
         if self.uid is not None:
             return uid_pids(self.uid)
-        if self._ns is None:  # the pid namespace of the sandbox: that of bwrap's child (or the worker itself)
+        if (
+            self._ns is None
+        ):  # the pid namespace of the sandbox: that of bwrap's child (or the worker itself)
             kids = []
             with contextlib.suppress(psutil.Error):
                 kids = [str(c.pid) for c in psutil.Process(self.pid).children()]
@@ -305,10 +322,15 @@ class Watchdog:
         if self.verdict is None and self.cgroup is not None:
             lim = self.limits
             with contextlib.suppress(OSError, ValueError):
-                events = dict(line.split() for line in (self.cgroup / "memory.events").read_text().splitlines())
+                events = dict(
+                    line.split()
+                    for line in (self.cgroup / "memory.events").read_text().splitlines()
+                )
                 if int(events.get("oom_kill", 0)):
-                    self.verdict = (f"the sandbox was killed: its processes used more than "
-                                    f"{lim.memory_bytes / GiB:g} GiB of memory together")
+                    self.verdict = (
+                        f"the sandbox was killed: its processes used more than "
+                        f"{lim.memory_bytes / GiB:g} GiB of memory together"
+                    )
         return self.verdict
 
     def _run(self) -> None:
@@ -326,13 +348,19 @@ class Watchdog:
                 # the tree's real use from above: only past the limit is the exact, costly figure
                 # needed (PSS shares each page out; smaps_rollup of a torch process takes ~10 ms).
                 processes = [self._process(p) for p in members]
-                self._processes = {p: self._processes[p] for p in members if p in self._processes}  # forget the dead
+                self._processes = {
+                    p: self._processes[p] for p in members if p in self._processes
+                }  # forget the dead
                 used = sum(_memory_bytes(p, shared_out=False) for p in processes if p is not None)
                 if used > lim.memory_bytes:
-                    used = sum(_memory_bytes(p, shared_out=True) for p in processes if p is not None)
+                    used = sum(
+                        _memory_bytes(p, shared_out=True) for p in processes if p is not None
+                    )
                 if used > lim.memory_bytes:
-                    self._breach(f"its processes used {used / GiB:.2f} GiB of memory together, over the "
-                                 f"limit of {lim.memory_bytes / GiB:g} GiB")
+                    self._breach(
+                        f"its processes used {used / GiB:.2f} GiB of memory together, over the "
+                        f"limit of {lim.memory_bytes / GiB:g} GiB"
+                    )
                     continue
             if self._tick % 5 == 0:
                 self.check_disk()
@@ -348,11 +376,16 @@ class Watchdog:
         lim = self.limits
         # the container tier counts only this worker's uid's files: the scratch folder is shared
         # with the judge's next (spare) worker, which must not be killed for this one's
-        disk = (_dir_bytes(self.scratch) if self.owner is None
-                else _dir_bytes(self.scratch, owner=self.owner) + _owned_bytes(self.owner))
+        disk = (
+            _dir_bytes(self.scratch)
+            if self.owner is None
+            else _dir_bytes(self.scratch, owner=self.owner) + _owned_bytes(self.owner)
+        )
         if disk > lim.disk_bytes and self.verdict is None:
             self.disk_breach = True
-            self._breach(f"it wrote {disk / GiB:.2f} GiB to its scratch folder"
-                         f"{'' if self.owner is None else ' and the shared temporary folders'}, over the limit of "
-                         f"{lim.disk_bytes / GiB:g} GiB")
+            self._breach(
+                f"it wrote {disk / GiB:.2f} GiB to its scratch folder"
+                f"{'' if self.owner is None else ' and the shared temporary folders'}, over the limit of "
+                f"{lim.disk_bytes / GiB:g} GiB"
+            )
         return self.verdict

@@ -21,9 +21,18 @@ SEVERITY = ["ok", "crashed", "timeout", "rejected", "error"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("cpu", type=Path, help="output folder of the CPU run (cs336 grade --device cpu)")
-    parser.add_argument("gpu", type=Path, help="output folder of the GPU run (cs336 grade --device gpu)")
-    parser.add_argument("--out", type=Path, default=Path("grades/merged"), help="where to write (default grades/merged)")
+    parser.add_argument(
+        "cpu", type=Path, help="output folder of the CPU run (cs336 grade --device cpu)"
+    )
+    parser.add_argument(
+        "gpu", type=Path, help="output folder of the GPU run (cs336 grade --device gpu)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("grades/merged"),
+        help="where to write (default grades/merged)",
+    )
 
 
 def _pick(device: str, cpu: TestResult | None, gpu: TestResult | None) -> TestResult:
@@ -40,7 +49,10 @@ def merge_results(cpu: GradeResult | None, gpu: GradeResult | None) -> GradeResu
     if cpu is None or gpu is None:
         only = cpu or gpu
         assert only is not None
-        only.notes = [*only.notes, f"merge: no {'GPU' if gpu is None else 'CPU'} run of this submission"]
+        only.notes = [
+            *only.notes,
+            f"merge: no {'GPU' if gpu is None else 'CPU'} run of this submission",
+        ]
         return only
     if cpu.sha256 and gpu.sha256 and cpu.sha256 != gpu.sha256:
         note = ["merge: WARNING the CPU and GPU runs graded different versions of this submission"]
@@ -54,20 +66,36 @@ def merge_results(cpu: GradeResult | None, gpu: GradeResult | None) -> GradeResu
         tests.append(_pick((c or g).device, c, g))  # type: ignore[union-attr]
     status = max(cpu.status, gpu.status, key=lambda s: SEVERITY.index(s) if s in SEVERITY else 0)
     return GradeResult(
-        submission=cpu.submission, status=status, tests=tests, execution_time=cpu.execution_time + gpu.execution_time,
-        sha256=cpu.sha256, fingerprint=f"{cpu.fingerprint}+{gpu.fingerprint}", device="merged",
-        concepts={**gpu.concepts, **cpu.concepts}, ignored=cpu.ignored,
+        submission=cpu.submission,
+        status=status,
+        tests=tests,
+        execution_time=cpu.execution_time + gpu.execution_time,
+        sha256=cpu.sha256,
+        fingerprint=f"{cpu.fingerprint}+{gpu.fingerprint}",
+        device="merged",
+        concepts={**gpu.concepts, **cpu.concepts},
+        ignored=cpu.ignored,
         notes=[*note, *(f"cpu: {n}" for n in cpu.notes), *(f"gpu: {n}" for n in gpu.notes)],
-        isolation={"cpu": cpu.isolation, "gpu": gpu.isolation})
+        isolation={"cpu": cpu.isolation, "gpu": gpu.isolation},
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     for d in (args.cpu, args.gpu):
         if not d.is_dir():
-            print(f"cs336 merge: {d} is not a folder of results (the --out of a `cs336 grade` run)", file=sys.stderr)
+            print(
+                f"cs336 merge: {d} is not a folder of results (the --out of a `cs336 grade` run)",
+                file=sys.stderr,
+            )
             return 2
-    names = sorted({p.parent.name for d in (args.cpu, args.gpu) for p in d.glob("*/results.json")
-                    if not p.parent.name.startswith((".", "_"))})
+    names = sorted(
+        {
+            p.parent.name
+            for d in (args.cpu, args.gpu)
+            for p in d.glob("*/results.json")
+            if not p.parent.name.startswith((".", "_"))
+        }
+    )
     if not names:
         print(f"cs336 merge: no */results.json in {args.cpu} or {args.gpu}", file=sys.stderr)
         return 2
@@ -77,8 +105,10 @@ def run(args: argparse.Namespace) -> int:
         merged = merge_results(c, g)
         merged.write(args.out / name)
         pending = sum(t.outcome == "pending" for t in merged.tests)
-        print(f"{name}: {merged.score:g} / {merged.max_score:g} [{merged.status}]"
-              + (f", {pending} still pending" if pending else ""))
+        print(
+            f"{name}: {merged.score:g} / {merged.max_score:g} [{merged.status}]"
+            + (f", {pending} still pending" if pending else "")
+        )
     write_gradebook(args.out)
     print(f"merged results in {args.out}/ (gradebook: {args.out / 'gradebook.csv'})")
     return 0

@@ -98,7 +98,9 @@ def exchange_names(a: Path, b: Path) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     renameat2 = getattr(libc, "renameat2", None)
     if renameat2 is None:
-        raise OSError(errno.ENOSYS, f"this C library has no renameat2, so {a} and {b} cannot be swapped")
+        raise OSError(
+            errno.ENOSYS, f"this C library has no renameat2, so {a} and {b} cannot be swapped"
+        )
     if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"could not swap {a} and {b}: {os.strerror(err)}")
@@ -114,9 +116,14 @@ def file_kind(mode: int) -> str:
     >>> file_kind(stat.S_IFIFO), file_kind(stat.S_IFLNK)
     ('a fifo', 'a symlink')
     """
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISDIR, "a folder")):
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a fifo"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+    ):
         if test(mode):
             return name
     return "a special file"
@@ -149,7 +156,9 @@ def _copy(src_root: int, dst_root: int, rel: str, limit: int | None) -> Stamp:
             if not stat.S_ISREG(st.st_mode):
                 raise MirrorRefused(f"{rel} is {file_kind(st.st_mode)}, not a regular file")
             if limit is not None and st.st_size > limit:
-                raise MirrorRefused(f"{rel} has {st.st_size} bytes, over the limit of {limit} bytes per file")
+                raise MirrorRefused(
+                    f"{rel} has {st.st_size} bytes, over the limit of {limit} bytes per file"
+                )
             temp = f"{TEMP_PREFIX}{uuid.uuid4().hex[:12]}"
             dst = os.open(temp, WRITE_FLAGS, 0o644, dir_fd=ddir)
             try:
@@ -157,7 +166,9 @@ def _copy(src_root: int, dst_root: int, rel: str, limit: int | None) -> Stamp:
                 while chunk := os.read(src, CHUNK):
                     copied += len(chunk)
                     if limit is not None and copied > limit:  # it grew while being read
-                        raise MirrorRefused(f"{rel} grew past the limit of {limit} bytes per file while it was copied")
+                        raise MirrorRefused(
+                            f"{rel} grew past the limit of {limit} bytes per file while it was copied"
+                        )
                     os.write(dst, chunk)
             except BaseException:
                 os.close(dst)
@@ -232,7 +243,11 @@ def _path_text(value: Any) -> str | None:
         text = os.fspath(value)
         return text if isinstance(text, str) else None
     np = sys.modules.get("numpy")
-    if np is not None and isinstance(value, np.memmap) and isinstance(value.filename, (str, os.PathLike)):
+    if (
+        np is not None
+        and isinstance(value, np.memmap)
+        and isinstance(value.filename, (str, os.PathLike))
+    ):
         return os.fspath(value.filename)  # a str or a Path, depending on how it was opened
     return None
 
@@ -254,9 +269,15 @@ class Mirror:
     file_bytes: int
     entries: int
     exchange: bool = False
-    _judge_id: tuple[int, int] | None = field(default=None, init=False, repr=False)  # the judge's folder (dev, inode)
-    judge_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)  # rel -> (J stamp, W stamp) at push
-    worker_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)  # rel -> (W stamp, J stamp) at pull
+    _judge_id: tuple[int, int] | None = field(
+        default=None, init=False, repr=False
+    )  # the judge's folder (dev, inode)
+    judge_files: dict[str, tuple[Stamp, Stamp]] = field(
+        default_factory=dict
+    )  # rel -> (J stamp, W stamp) at push
+    worker_files: dict[str, tuple[Stamp, Stamp]] = field(
+        default_factory=dict
+    )  # rel -> (W stamp, J stamp) at pull
     refused: set[tuple[str, Stamp]] = field(default_factory=set)  # reported once each
 
     def scopes(self, values: Any) -> list[str]:
@@ -283,7 +304,9 @@ class Mirror:
             else:
                 text = _path_text(value)
                 if text is not None and prefix in text:
-                    rel = text[text.index(prefix) + len(prefix):]  # also "--checkpoint=/path/..." in a command line
+                    rel = text[
+                        text.index(prefix) + len(prefix) :
+                    ]  # also "--checkpoint=/path/..." in a command line
                     parts = [p for p in rel.split("/") if p and p not in (".", "..")][:2]
                     if parts:
                         found.add("/".join(parts))
@@ -305,7 +328,9 @@ class Mirror:
 
     def _roots(self) -> tuple[int, int]:
         if self.swapped:
-            raise RuntimeError("the judge's folder is not in place: a push or pull while a call holds the worker's copy there")
+            raise RuntimeError(
+                "the judge's folder is not in place: a push or pull while a call holds the worker's copy there"
+            )
         return os.open(self.judge, DIR_FLAGS), os.open(self.worker, DIR_FLAGS)
 
     def worker_now(self) -> Path:
@@ -349,18 +374,29 @@ class Mirror:
                     continue  # the worker's own file, unchanged by the judge
                 known = self.judge_files.get(rel)
                 wst = theirs.get(rel)
-                if known is not None and known[0] == jstamp and wst is not None and _stamp(wst) == known[1]:
+                if (
+                    known is not None
+                    and known[0] == jstamp
+                    and wst is not None
+                    and _stamp(wst) == known[1]
+                ):
                     continue  # both copies as they were
                 try:
                     _copy(j, w, rel, None)
-                except OSError as e:  # the worker filled its disk, or put a symlink where a folder was
+                except (
+                    OSError
+                ) as e:  # the worker filled its disk, or put a symlink where a folder was
                     problems.append(f"{rel}: {e.strerror}")
                     continue
                 wst = _lstat_at(w, rel)
                 if wst is not None:
                     self.judge_files[rel] = (jstamp, _stamp(wst))
                     self.worker_files.pop(rel, None)
-            for rel in [r for r in (*self.judge_files, *self.worker_files) if r not in files and _inside(r, scopes)]:
+            for rel in [
+                r
+                for r in (*self.judge_files, *self.worker_files)
+                if r not in files and _inside(r, scopes)
+            ]:
                 _remove(w, rel)  # deleted by the judge
                 self.judge_files.pop(rel, None)
                 self.worker_files.pop(rel, None)
@@ -368,8 +404,10 @@ class Mirror:
             os.close(j)
             os.close(w)
         if problems:
-            raise MirrorRefused("the judge could not copy the test's files into your scratch folder: "
-                                + "; ".join(problems[:10]))
+            raise MirrorRefused(
+                "the judge could not copy the test's files into your scratch folder: "
+                + "; ".join(problems[:10])
+            )
         self._swap(True)  # exchange: the call sees the worker's copy at the judge's path
 
     def pull(self, scopes: list[str]) -> None:
@@ -385,8 +423,10 @@ class Mirror:
                 entries.update(theirs[1])
                 seen += theirs[2]
             if seen > self.entries:
-                raise MirrorRefused(f"the scratch folder holds more than {self.entries} files and folders; "
-                                    "nothing was copied back")
+                raise MirrorRefused(
+                    f"the scratch folder holds more than {self.entries} files and folders; "
+                    "nothing was copied back"
+                )
             for rel in folders:
                 with contextlib.suppress(OSError), _open_dir(j, rel, create=True):
                     pass
@@ -399,7 +439,9 @@ class Mirror:
                         _remove(j, rel)  # its older copy must not look current
                     if (rel, wstamp) not in self.refused:
                         self.refused.add((rel, wstamp))
-                        problems.append(f"{rel} is {file_kind(st.st_mode)}; only regular files are copied back")
+                        problems.append(
+                            f"{rel} is {file_kind(st.st_mode)}; only regular files are copied back"
+                        )
                     continue
                 pulled = self.worker_files.get(rel)
                 if pulled is not None and pulled[0] == wstamp:
@@ -411,7 +453,9 @@ class Mirror:
                     self.worker_files.pop(rel, None)
                     if (rel, wstamp) not in self.refused:
                         self.refused.add((rel, wstamp))
-                        problems.append(str(e) if isinstance(e, MirrorRefused) else f"{rel}: {e.strerror}")
+                        problems.append(
+                            str(e) if isinstance(e, MirrorRefused) else f"{rel}: {e.strerror}"
+                        )
                     continue
                 jst = _lstat_at(j, rel)
                 if jst is not None:
@@ -423,5 +467,8 @@ class Mirror:
             os.close(j)
             os.close(w)
         if problems:
-            raise MirrorRefused("the judge did not copy back what your code left in its scratch folder: "
-                                + "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else ""))
+            raise MirrorRefused(
+                "the judge did not copy back what your code left in its scratch folder: "
+                + "; ".join(problems[:10])
+                + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+            )

@@ -11,7 +11,9 @@ import threading
 from typing import Any
 
 OUTPUT_PER_TEST = 8000  # characters of worker output shown per test (head and tail)
-PRINTED_CHARS = 1 << 20  # characters of worker output kept between two takes (head and tail): a test reads them
+PRINTED_CHARS = (
+    1 << 20
+)  # characters of worker output kept between two takes (head and tail): a test reads them
 CONSOLE_LIMIT = 64 << 10  # characters of worker output kept for the whole run (head and tail)
 
 
@@ -19,7 +21,9 @@ class OutputTap:
     """Reads the worker's stderr (its stdout too) in a thread; keeps a bounded copy per test and per run."""
 
     def __init__(self, stream: Any) -> None:
-        self._lock = threading.Condition()  # notified whenever output arrives (``take_through`` waits on it)
+        self._lock = (
+            threading.Condition()
+        )  # notified whenever output arrives (``take_through`` waits on it)
         self._test: list[str] = []
         self._test_size = 0
         self._test_dropped = 0
@@ -53,7 +57,9 @@ class OutputTap:
                 self.dropped += len(self.tail) - half
                 self.tail = self.tail[-half:]
 
-    def take(self, through: str | None = None, timeout: float = 0.0, limit: int = OUTPUT_PER_TEST) -> str:
+    def take(
+        self, through: str | None = None, timeout: float = 0.0, limit: int = OUTPUT_PER_TEST
+    ) -> str:
         """What the worker printed since the last ``take``, cut to about ``limit`` characters.
 
         With ``through`` (a mark the worker wrote after everything a call printed), wait up to

@@ -43,7 +43,9 @@ from cs336_staff.worker import channel, codec
 REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the judge past this
 NOT_PLAIN_CHARS = 2000  # characters of the worker's explanation of a result that is not plain data
 MARK_WAIT = 10.0  # seconds the judge waits for the worker's output mark to come through its reader
-KILL_POLL = 0.01  # seconds between the judge's looks for the moment to kill a worker (``call_killed``)
+KILL_POLL = (
+    0.01  # seconds between the judge's looks for the moment to kill a worker (``call_killed``)
+)
 
 
 @dataclass
@@ -57,7 +59,9 @@ class WorkerProcess:
     isolation: dict[str, str] = field(default_factory=dict)
     cleanup: Callable[[], None] | None = None  # e.g. stop a resource watchdog
     verdict: Callable[[], str | None] | None = None  # why it was killed, if a watchdog did it
-    before_request: Callable[[], None] | None = None  # e.g. hand the scratch folder to the worker's uid
+    before_request: Callable[[], None] | None = (
+        None  # e.g. hand the scratch folder to the worker's uid
+    )
     #: After each test: check now a limit that a poll may miss (the container tier's disk); why it was killed, if it was.
     settle: Callable[[], str | None] | None = None
 
@@ -85,7 +89,9 @@ def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
         return verdict
     if code is None:
         return "it stopped answering"
-    signum = -code if code < 0 else code - 128 if 128 < code < 160 else None  # bwrap reports 128 + signal
+    signum = (
+        -code if code < 0 else code - 128 if 128 < code < 160 else None
+    )  # bwrap reports 128 + signal
     if signum is not None:
         try:
             name = signal.Signals(signum).name
@@ -98,16 +104,32 @@ def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
 class Remote:
     """One worker at a time; ``call`` and ``drive`` are what ``tests.boundary`` and the adapters proxy use."""
 
-    def __init__(self, launch: Launcher, *, max_starts: int = 12, startup_timeout: float = 300.0,
-                 reply_limit: int = REPLY_LIMIT, value_limit: int | None = Limits.value_bytes,
-                 message_chars: int = MESSAGE_CHARS, mirror: Mirror | None = None,
-                 tree_limit: int | None = Limits.tree_bytes) -> None:
+    def __init__(
+        self,
+        launch: Launcher,
+        *,
+        max_starts: int = 12,
+        startup_timeout: float = 300.0,
+        reply_limit: int = REPLY_LIMIT,
+        value_limit: int | None = Limits.value_bytes,
+        message_chars: int = MESSAGE_CHARS,
+        mirror: Mirror | None = None,
+        tree_limit: int | None = Limits.tree_bytes,
+    ) -> None:
         self._launch = launch
-        self.max_starts, self.startup_timeout, self.reply_limit = max_starts, startup_timeout, reply_limit
-        self.value_limit = value_limit  # the largest tensor/array a reply may claim (codec.check_value_size)
+        self.max_starts, self.startup_timeout, self.reply_limit = (
+            max_starts,
+            startup_timeout,
+            reply_limit,
+        )
+        self.value_limit = (
+            value_limit  # the largest tensor/array a reply may claim (codec.check_value_size)
+        )
         self.message_chars = message_chars
         self.tree_limit = tree_limit  # the largest JSON part of a reply (channel.tree_size_problem)
-        self.mirror: Mirror | None = mirror  # the judge's scratch and the worker's copy of it, synced per call
+        self.mirror: Mirror | None = (
+            mirror  # the judge's scratch and the worker's copy of it, synced per call
+        )
         self.worker: WorkerProcess | None = None
         self.starts = 0
         self.crashes = 0  # workers that ended badly (crash, timeout, unusable reply)
@@ -125,12 +147,16 @@ class Remote:
 
     def _wait_ready(self, worker: WorkerProcess) -> WorkerProcess:
         try:
-            msg, _ = channel.receive(worker.replies, 1 << 16, time.monotonic() + self.startup_timeout)
+            msg, _ = channel.receive(
+                worker.replies, 1 << 16, time.monotonic() + self.startup_timeout
+            )
         except (channel.ChannelClosed, channel.ChannelError, channel.ChannelTimeout) as e:
             why = describe_exit(worker.proc) if isinstance(e, channel.ChannelClosed) else str(e)
             worker.kill()
             self._keep_console(worker)
-            raise WorkerUnavailable(f"the worker did not start ({why}):\n{worker.output.console()[-3000:]}") from None
+            raise WorkerUnavailable(
+                f"the worker did not start ({why}):\n{worker.output.console()[-3000:]}"
+            ) from None
         if "ready" not in msg:
             worker.kill()
             raise WorkerUnavailable(f"the worker's first message was not 'ready': {str(msg)[:200]}")
@@ -212,7 +238,11 @@ class Remote:
         self._marks += 1
         mark = f"\n[cs336 judge: output mark {self._marks}]\n"
         self._request({"op": "mark"}, [mark], {})
-        return self.worker.output.take(through=mark, timeout=MARK_WAIT, limit=PRINTED_CHARS) if self.worker is not None else ""
+        return (
+            self.worker.output.take(through=mark, timeout=MARK_WAIT, limit=PRINTED_CHARS)
+            if self.worker is not None
+            else ""
+        )
 
     def worker_path_stamp(self, path: str | os.PathLike) -> tuple[int, int, int] | None:
         """``(inode, mtime_ns, size)`` of the worker's copy of ``path`` (a path in the judge's folder)
@@ -222,7 +252,9 @@ class Remote:
         where = os.path.abspath(path)
         if self.mirror is not None:
             root = str(self.mirror.judge)
-            if where.startswith(root + os.sep):  # container tier: mid-call the worker's copy is at the judge's path
+            if where.startswith(
+                root + os.sep
+            ):  # container tier: mid-call the worker's copy is at the judge's path
                 where = os.path.join(self.mirror.worker_now(), where[len(root) + 1 :])
         try:
             st = os.lstat(where)
@@ -230,8 +262,15 @@ class Remote:
             return None
         return st.st_ino, st.st_mtime_ns, st.st_size
 
-    def call_killed(self, target: str, args: tuple | list, kwargs: dict, *, once: Callable[[], bool],
-                    after: float) -> tuple[Any, bool, str]:
+    def call_killed(
+        self,
+        target: str,
+        args: tuple | list,
+        kwargs: dict,
+        *,
+        once: Callable[[], bool],
+        after: float,
+    ) -> tuple[Any, bool, str]:
         """Make one call, and SIGKILL the worker running it ``after`` seconds once ``once()`` holds.
 
         Returns ``(value, killed, printed)``: the call's value (None if killed), whether the judge
@@ -316,10 +355,14 @@ class Remote:
             raise WorkerOutputRefused(f"before {head.get('target') or head['op']}: {e}") from None
         try:
             value = self._exchange(head, args, kwargs)
-        except FromWorker:  # the submission's own error: what it left behind is copied back all the same
+        except (
+            FromWorker
+        ):  # the submission's own error: what it left behind is copied back all the same
             self._pull(head, scopes)
             raise
-        except BaseException:  # a crash or a timeout: copy back what can be, and report the first failure
+        except (
+            BaseException
+        ):  # a crash or a timeout: copy back what can be, and report the first failure
             with contextlib.suppress(Exception):
                 self._pull(head, scopes)
             raise
@@ -339,12 +382,18 @@ class Remote:
         if worker.before_request is not None:
             worker.before_request()
         encoder = codec.Encoder()
-        message = {**head, "args": encoder.encode(list(args)), "kwargs": encoder.encode(dict(kwargs))}
+        message = {
+            **head,
+            "args": encoder.encode(list(args)),
+            "kwargs": encoder.encode(dict(kwargs)),
+        }
         message["storages"] = encoder.storages
         what = head.get("target") or head["op"]
         try:
             channel.send(worker.requests, message, encoder.blobs)
-            reply, blobs = channel.receive(worker.replies, self.reply_limit, tree_limit=self.tree_limit)
+            reply, blobs = channel.receive(
+                worker.replies, self.reply_limit, tree_limit=self.tree_limit
+            )
         except (channel.ChannelClosed, BrokenPipeError):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 worker.proc.wait(timeout=5)
@@ -368,20 +417,34 @@ class Remote:
         if "not_plain" in reply:
             raise NotPlainData(str(reply["not_plain"])[:NOT_PLAIN_CHARS])
         if "error" in reply:
-            exc = rebuild_exception(reply["error"] if isinstance(reply["error"], dict) else {}, self.message_chars)
-            del reply, blobs  # the raised exception keeps this frame: it must not keep the reply's megabytes
+            exc = rebuild_exception(
+                reply["error"] if isinstance(reply["error"], dict) else {}, self.message_chars
+            )
+            del (
+                reply,
+                blobs,
+            )  # the raised exception keeps this frame: it must not keep the reply's megabytes
             raise exc
         try:
-            decoder = codec.Decoder(reply.get("storages", []), blobs, known=encoder.storage_objects,
-                                    allow_memmap=False, max_value_bytes=self.value_limit)
+            decoder = codec.Decoder(
+                reply.get("storages", []),
+                blobs,
+                known=encoder.storage_objects,
+                allow_memmap=False,
+                max_value_bytes=self.value_limit,
+            )
             value = decoder.decode(reply.get("ok"))
             for index, data in reply.get("mutated", []):  # an argument tensor the call wrote into
                 target = encoder.storage_objects[index]
                 flat = codec.storage_as_bytes_tensor(target)
                 flat.copy_(codec.bytes_tensor(decoder.blobs[data]).to(flat.device))
-            for index, data in reply.get("generators", []):  # an argument generator the call drew from
+            for index, data in reply.get(
+                "generators", []
+            ):  # an argument generator the call drew from
                 encoder.generators[index].set_state(codec.bytes_tensor(decoder.blobs[data]))
         except Exception as e:  # a malformed reply is the worker's failure, never the judge's
             self.restart()
-            raise WorkerProtocolError(f"the worker's reply to {what} could not be decoded: {type(e).__name__}: {e}") from None
+            raise WorkerProtocolError(
+                f"the worker's reply to {what} could not be decoded: {type(e).__name__}: {e}"
+            ) from None
         return value

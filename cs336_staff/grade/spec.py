@@ -61,22 +61,35 @@ class JudgeSpec:
         try:
             data = json.loads(text)
         except ValueError as e:
-            raise SpecError(f"the judge spec is not JSON ({e}); it is written by `grader.run_judge`") from None
+            raise SpecError(
+                f"the judge spec is not JSON ({e}); it is written by `grader.run_judge`"
+            ) from None
         version = data.get("version") if isinstance(data, dict) else None
         if version != SPEC_VERSION:
-            raise SpecError(f"the judge spec has version {version!r}, this judge reads version {SPEC_VERSION}: "
-                            "grade with the grader of the same checkout as the judge")
+            raise SpecError(
+                f"the judge spec has version {version!r}, this judge reads version {SPEC_VERSION}: "
+                "grade with the grader of the same checkout as the judge"
+            )
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise SpecError(f"the judge spec has fields this judge does not know: {', '.join(unknown)}")
+            raise SpecError(
+                f"the judge spec has fields this judge does not know: {', '.join(unknown)}"
+            )
         return cls(
-            root=Path(data["root"]), scratch=Path(data["scratch"]), staff_root=Path(data["staff_root"]),
-            results=Path(data["results"]), readonly=tuple(Path(p) for p in data.get("readonly", ())),
-            limits=Limits(**data.get("limits", {})), gpu=bool(data.get("gpu", False)), jobs=int(data.get("jobs", 1)),
-            insecure=bool(data.get("insecure", False)), tier=str(data.get("tier", "bubblewrap")),
+            root=Path(data["root"]),
+            scratch=Path(data["scratch"]),
+            staff_root=Path(data["staff_root"]),
+            results=Path(data["results"]),
+            readonly=tuple(Path(p) for p in data.get("readonly", ())),
+            limits=Limits(**data.get("limits", {})),
+            gpu=bool(data.get("gpu", False)),
+            jobs=int(data.get("jobs", 1)),
+            insecure=bool(data.get("insecure", False)),
+            tier=str(data.get("tier", "bubblewrap")),
             only=None if data.get("only") is None else tuple(data["only"]),
-            preload=tuple(data.get("preload", ())), version=version,
+            preload=tuple(data.get("preload", ())),
+            version=version,
         )
 
     def write(self, path: Path) -> Path:
@@ -91,7 +104,11 @@ class JudgeSpec:
 def public_fixtures(staff_root: Path) -> tuple[Path, ...]:
     """The fixtures a worker may read: every entry of fixtures/ but fixtures/hidden."""
     fixtures = staff_root / "fixtures"
-    return tuple(sorted(p for p in fixtures.iterdir() if p.name != "hidden")) if fixtures.is_dir() else ()
+    return (
+        tuple(sorted(p for p in fixtures.iterdir() if p.name != "hidden"))
+        if fixtures.is_dir()
+        else ()
+    )
 
 
 def worker_preload(staff_root: Path) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 
 MAP = ("--map-users=0,0,65536", "--map-groups=0,0,65536")
-SCRIPT = r'''
+SCRIPT = r"""
 set -eu
 echo 0 > /proc/sys/user/max_user_namespaces
 if [ -n "$CS336_STANDIN_HIDDEN_DIR" ]; then
@@ -37,7 +37,7 @@ if [ -n "$CS336_STANDIN_HIDDEN_DIR" ]; then
     mount --bind "$keep" "$CS336_STANDIN_HIDDEN_DIR/$CS336_STANDIN_KEEP"
 fi
 exec "$@"
-'''
+"""
 
 
 def _closed_ancestor(python: str) -> tuple[str, str] | None:
@@ -62,8 +62,12 @@ def unavailable() -> str | None:
         if not any(line.startswith(("root:0:65536", "0:0:65536")) for line in lines):
             return f"{f} needs the line root:0:65536"
     try:
-        proc = subprocess.run(command(["sh", "-c", "unshare --user true 2>/dev/null && exit 7; exit 0"]),
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            command(["sh", "-c", "unshare --user true 2>/dev/null && exit 7; exit 0"]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"the stand-in did not start: {e}"
     if proc.returncode != 0:
@@ -74,6 +78,22 @@ def unavailable() -> str | None:
 def command(argv: list[str], python: str = sys.executable) -> list[str]:
     """``argv`` wrapped so that it runs as root in the stand-in (``env`` passes the Python fix-up)."""
     closed = _closed_ancestor(python)
-    fix = [f"CS336_STANDIN_HIDDEN_DIR={closed[0] if closed else ''}", f"CS336_STANDIN_KEEP={closed[1] if closed else ''}"]
-    return ["unshare", "--user", *MAP, "--mount", "--propagation", "private", "env", *fix,
-            "sh", "-c", SCRIPT, "standin", *argv]
+    fix = [
+        f"CS336_STANDIN_HIDDEN_DIR={closed[0] if closed else ''}",
+        f"CS336_STANDIN_KEEP={closed[1] if closed else ''}",
+    ]
+    return [
+        "unshare",
+        "--user",
+        *MAP,
+        "--mount",
+        "--propagation",
+        "private",
+        "env",
+        *fix,
+        "sh",
+        "-c",
+        SCRIPT,
+        "standin",
+        *argv,
+    ]

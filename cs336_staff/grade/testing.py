@@ -64,7 +64,7 @@ class RunningMean:
         return self.total / self.count
 '''
 
-ADAPTERS = '''\
+ADAPTERS = """\
 from cs336_assignment import calc
 
 
@@ -94,9 +94,9 @@ def run_feed(tally, xs):
 
 def get_running_mean_cls():
     return calc.RunningMean
-'''
+"""
 
-PYPROJECT = '''\
+PYPROJECT = """\
 [project]
 name = "tiny"
 version = "0"
@@ -107,9 +107,9 @@ pythonpath = ["."]
 addopts = "-ra --strict-markers"
 timeout = 60
 markers = ["gpu: needs CUDA", "fp8: fp8", "h100: h100", "slow: slow", "staff: staff"]
-'''
+"""
 
-CONFTEST = '''\
+CONFTEST = """\
 import pytest
 
 
@@ -117,7 +117,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; none on this machine"))
-'''
+"""
 
 PUBLIC_TESTS = '''\
 import random
@@ -295,7 +295,7 @@ def test_feed_adds_every_value_to_the_tests_tally():
     assert second == [2, 7, 1, 3] and failure is not None and "counts numbers" in failure
 '''
 
-LOOP_RUBRIC = '''
+LOOP_RUBRIC = """
 [concepts.means]
 title = "Running means"
 points = 2
@@ -303,9 +303,9 @@ points = 2
 [[rules]]
 match = "tests/test_mean.py::*"
 concept = "means"
-'''
+"""
 
-RULES = '''\
+RULES = """\
 [parts.calc]
 may_use = "Python's arithmetic"
 
@@ -325,9 +325,9 @@ short = "the operator module"
 part = "calc"
 forbidden = ["operator", "math.prod"]
 says = "operator and math.prod may not be used: multiply yourself"
-'''
+"""
 
-STAFF_TESTS = '''\
+STAFF_TESTS = """\
 import pytest
 
 pytestmark = pytest.mark.staff
@@ -335,9 +335,9 @@ pytestmark = pytest.mark.staff
 
 def test_staff_only():
     assert True
-'''
+"""
 
-RUBRIC = '''\
+RUBRIC = """\
 [concepts.addition]
 title = "Addition"
 points = 6
@@ -361,7 +361,7 @@ visibility = "after_due_date"
 [[rules]]
 match = "tests/test_calc.py::test_mul_matches_python"
 weight = 2
-'''
+"""
 
 
 def make_staff_repo(root: Path, loops: bool = False) -> Path:
@@ -370,17 +370,33 @@ def make_staff_repo(root: Path, loops: bool = False) -> Path:
     ``loops``: also tests whose drivers (a scenario module) run ``RunningMean`` and ``feed`` over many calls.
     """
     files = {
-        "pyproject.toml": PYPROJECT, "adapters.py": ADAPTERS, "rubric.toml": RUBRIC,
-        "cs336_assignment/__init__.py": "", "cs336_assignment/calc.py": GOOD_CALC,
-        "tests/__init__.py": "", "tests/conftest.py": CONFTEST, "tests/test_calc.py": PUBLIC_TESTS,
-        "tests/boundary.py": BOUNDARY.read_text(), "tests/fresh.py": FRESH.read_text(), "tests/rules.toml": RULES,
-        "tests/hidden/__init__.py": "", "tests/hidden/test_calc.py": HIDDEN_TESTS,
-        "tests/staff/__init__.py": "", "tests/staff/test_tooling.py": STAFF_TESTS,
-        "fixtures/numbers.txt": "1 2 3\n", "fixtures/hidden/products.txt": "6 7 42\n-3 5 -15\n",
+        "pyproject.toml": PYPROJECT,
+        "adapters.py": ADAPTERS,
+        "rubric.toml": RUBRIC,
+        "cs336_assignment/__init__.py": "",
+        "cs336_assignment/calc.py": GOOD_CALC,
+        "tests/__init__.py": "",
+        "tests/conftest.py": CONFTEST,
+        "tests/test_calc.py": PUBLIC_TESTS,
+        "tests/boundary.py": BOUNDARY.read_text(),
+        "tests/fresh.py": FRESH.read_text(),
+        "tests/rules.toml": RULES,
+        "tests/hidden/__init__.py": "",
+        "tests/hidden/test_calc.py": HIDDEN_TESTS,
+        "tests/staff/__init__.py": "",
+        "tests/staff/test_tooling.py": STAFF_TESTS,
+        "fixtures/numbers.txt": "1 2 3\n",
+        "fixtures/hidden/products.txt": "6 7 42\n-3 5 -15\n",
     }
     if loops:
-        files.update({"tests/scenarios/__init__.py": "", "tests/scenarios/mean.py": LOOP_SCENARIO,
-                      "tests/test_mean.py": LOOP_TESTS, "rubric.toml": RUBRIC + LOOP_RUBRIC})
+        files.update(
+            {
+                "tests/scenarios/__init__.py": "",
+                "tests/scenarios/mean.py": LOOP_SCENARIO,
+                "tests/test_mean.py": LOOP_TESTS,
+                "rubric.toml": RUBRIC + LOOP_RUBRIC,
+            }
+        )
     for rel, text in files.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -388,8 +404,14 @@ def make_staff_repo(root: Path, loops: bool = False) -> Path:
     return root
 
 
-def make_zip(path: Path, files: dict[str, str | bytes], *, symlinks: dict[str, str] | None = None,
-             calc: str | None = GOOD_CALC, adapters: str | None = ADAPTERS) -> Path:
+def make_zip(
+    path: Path,
+    files: dict[str, str | bytes],
+    *,
+    symlinks: dict[str, str] | None = None,
+    calc: str | None = GOOD_CALC,
+    adapters: str | None = ADAPTERS,
+) -> Path:
     """A submission zip: the good package (``calc``/``adapters`` overridable) plus ``files``."""
     entries: dict[str, str | bytes] = {}
     if calc is not None:
@@ -423,7 +445,9 @@ def calc_with(prefix: str = "", **bodies: str) -> str:
     return src
 
 
-def grade_batch(root: Path, paths: list[Path], out: Path, limits, *, jobs: int, insecure: bool) -> dict:
+def grade_batch(
+    root: Path, paths: list[Path], out: Path, limits, *, jobs: int, insecure: bool
+) -> dict:
     """Grade ``paths`` against the staff repo ``root`` with the strongest tier here (``run_batch``):
     the rows by name, the tier, and the peak memory of any judge or worker process (KiB)."""
     import resource
@@ -431,10 +455,15 @@ def grade_batch(root: Path, paths: list[Path], out: Path, limits, *, jobs: int, 
     from cs336_staff.grade.batch import run_batch
     from cs336_staff.grade.grader import make_plan
 
-    plan = make_plan(root, device="cpu", limits=limits, jobs=jobs, cache_dir=out / ".cache", insecure=insecure)
+    plan = make_plan(
+        root, device="cpu", limits=limits, jobs=jobs, cache_dir=out / ".cache", insecure=insecure
+    )
     rows = run_batch(paths, out, plan, jobs=jobs, progress=False)
-    return {"rows": {r["name"]: r for r in rows}, "tier": plan.tier,
-            "judge_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}
+    return {
+        "rows": {r["name"]: r for r in rows},
+        "tier": plan.tier,
+        "judge_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -447,8 +476,14 @@ def main(argv: list[str] | None = None) -> int:
     from cs336_staff.grade.limits import Limits
 
     spec = json.loads(Path((argv or sys.argv[1:])[0]).read_text())
-    result = grade_batch(Path(spec["root"]), [Path(p) for p in spec["paths"]], Path(spec["out"]),
-                         Limits(**spec["limits"]), jobs=spec["jobs"], insecure=spec["insecure"])
+    result = grade_batch(
+        Path(spec["root"]),
+        [Path(p) for p in spec["paths"]],
+        Path(spec["out"]),
+        Limits(**spec["limits"]),
+        jobs=spec["jobs"],
+        insecure=spec["insecure"],
+    )
     Path(spec["result"]).write_text(json.dumps(result))
     return 0
 

@@ -21,8 +21,20 @@ from pathlib import Path
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # Expressions that bind tighter than any operator: spliced in without parentheses.
-_ATOMS = (ast.Name, ast.Constant, ast.Attribute, ast.Call, ast.Subscript, ast.List, ast.Dict, ast.Set,
-          ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)
+_ATOMS = (
+    ast.Name,
+    ast.Constant,
+    ast.Attribute,
+    ast.Call,
+    ast.Subscript,
+    ast.List,
+    ast.Dict,
+    ast.Set,
+    ast.ListComp,
+    ast.DictComp,
+    ast.SetComp,
+    ast.GeneratorExp,
+)
 
 
 @dataclass(frozen=True)
@@ -67,13 +79,17 @@ class Mutant:
             )
         (match,) = matches
         if isinstance(match[0], ast.stmt):
-            mutated = _replace_statements(source, scope, match, textwrap.dedent(self.new).strip("\n"))
+            mutated = _replace_statements(
+                source, scope, match, textwrap.dedent(self.new).strip("\n")
+            )
         else:
             mutated = _replace_span(source, match[0], _expression_text(self.new, new, self.name))
         try:
             compile(mutated, self.file, "exec")
         except SyntaxError as e:
-            raise ValueError(f"mutant {self.name!r}: the mutated {self.file} does not compile: {e.msg} at line {e.lineno}") from None
+            raise ValueError(
+                f"mutant {self.name!r}: the mutated {self.file} does not compile: {e.msg} at line {e.lineno}"
+            ) from None
         return mutated
 
     def apply(self, root: Path) -> None:
@@ -103,7 +119,9 @@ def _find_scope(tree: ast.Module, qualname: str, where: str) -> ast.AST:
 
     walk(tree, "")
     if len(found) != 1:
-        raise ValueError(f"mutant scope {where}: {len(found)} definitions of that name (must be exactly 1)")
+        raise ValueError(
+            f"mutant scope {where}: {len(found)} definitions of that name (must be exactly 1)"
+        )
     return found[0]
 
 
@@ -120,8 +138,12 @@ def _dump(node: ast.AST) -> str:
 
 def _blocks(scope: ast.AST) -> list[list[ast.stmt]]:
     """Every list of statements in ``scope`` (bodies, ``else`` and ``finally`` blocks, handlers' bodies)."""
-    return [value for node in ast.walk(scope) for _, value in ast.iter_fields(node)
-            if isinstance(value, list) and value and isinstance(value[0], ast.stmt)]
+    return [
+        value
+        for node in ast.walk(scope)
+        for _, value in ast.iter_fields(node)
+        if isinstance(value, list) and value and isinstance(value[0], ast.stmt)
+    ]
 
 
 def _statement_runs(scope: ast.AST, old: list[ast.stmt]) -> list[list[ast.stmt]]:
@@ -129,8 +151,12 @@ def _statement_runs(scope: ast.AST, old: list[ast.stmt]) -> list[list[ast.stmt]]
     if not old:
         return []
     want = [_dump(s) for s in old]
-    return [block[i : i + len(old)] for block in _blocks(scope) for i in range(len(block) - len(old) + 1)
-            if type(block[i]) is type(old[0]) and [_dump(s) for s in block[i : i + len(old)]] == want]
+    return [
+        block[i : i + len(old)]
+        for block in _blocks(scope)
+        for i in range(len(block) - len(old) + 1)
+        if type(block[i]) is type(old[0]) and [_dump(s) for s in block[i : i + len(old)]] == want
+    ]
 
 
 def _whole_block(scope: ast.AST, run: list[ast.stmt]) -> bool:
@@ -150,7 +176,9 @@ def _expressions(scope: ast.AST, expression: ast.expr) -> list[ast.expr]:
 def _expression_text(code: str, new: list[ast.stmt], name: str) -> str:
     expression = _lone_expression(new)
     if expression is None:
-        raise ValueError(f"mutant {name!r}: its `old` is an expression, so its `new` must be one too")
+        raise ValueError(
+            f"mutant {name!r}: its `old` is an expression, so its `new` must be one too"
+        )
     text = textwrap.dedent(code).strip()
     return text if isinstance(expression, _ATOMS) else f"({text})"
 
@@ -161,9 +189,14 @@ def _replace_statements(source: str, scope: ast.AST, run: list[ast.stmt], code: 
     An empty ``code`` deletes them, with their lines when they have them to themselves (or leaves
     ``pass`` when they are the whole block)."""
     if code or _whole_block(scope, run):
-        return _replace_span(source, run[0], (code or "pass").replace("\n", "\n" + " " * run[0].col_offset), run[-1])
+        return _replace_span(
+            source, run[0], (code or "pass").replace("\n", "\n" + " " * run[0].col_offset), run[-1]
+        )
     lines = source.splitlines(keepends=True)
-    start, end = _offset(lines, run[0].lineno, run[0].col_offset), _offset(lines, run[-1].end_lineno, run[-1].end_col_offset)
+    start, end = (
+        _offset(lines, run[0].lineno, run[0].col_offset),
+        _offset(lines, run[-1].end_lineno, run[-1].end_col_offset),
+    )
     line_start = source.rfind("\n", 0, start) + 1
     line_end = source.find("\n", end) + 1 or len(source)
     rest = source[end:line_end].strip()
@@ -176,7 +209,10 @@ def _replace_span(source: str, first: ast.AST, text: str, last: ast.AST | None =
     """``source`` with the text from the start of ``first`` to the end of ``last`` (or of ``first``) replaced."""
     last = first if last is None else last
     lines = source.splitlines(keepends=True)
-    start, end = _offset(lines, first.lineno, first.col_offset), _offset(lines, last.end_lineno, last.end_col_offset)
+    start, end = (
+        _offset(lines, first.lineno, first.col_offset),
+        _offset(lines, last.end_lineno, last.end_col_offset),
+    )
     return source[:start] + text + source[end:]
 
 

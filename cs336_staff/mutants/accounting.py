@@ -223,8 +223,10 @@ MUTANTS = [
         file=FLOPS,
         function="matmul_flops",
         old="    check_count(m=m, k=k, n=n)\n",
-        new=("    if min(m, k, n) < 0:\n"
-             "        raise ValueError(f\"sizes must be non-negative, got {(m, k, n)}\")\n"),
+        new=(
+            "    if min(m, k, n) < 0:\n"
+            '        raise ValueError(f"sizes must be non-negative, got {(m, k, n)}")\n'
+        ),
         why="checks only the sign, so a float size (4.0, 2.5) gives a float FLOP count instead of the documented ValueError",
         tests=TESTS,
     ),
@@ -232,8 +234,10 @@ MUTANTS = [
         name="accounting-unknown-optimizer-key-error",
         file=MEMORY,
         function="optimizer_state_tensors",
-        old=("    if optimizer not in states:\n"
-             "        raise ValueError(f\"unknown optimizer {optimizer!r}; use one of {list(OPTIMIZERS)}\")\n"),
+        old=(
+            "    if optimizer not in states:\n"
+            '        raise ValueError(f"unknown optimizer {optimizer!r}; use one of {list(OPTIMIZERS)}")\n'
+        ),
         new="",
         why="lets the table lookup fail: an unknown optimizer is a KeyError, not the documented ValueError a caller catches",
         tests=TESTS,
@@ -242,16 +246,20 @@ MUTANTS = [
         name="accounting-count-flops-torch-error-without-gradient",
         file=FLOP_COUNTER,
         function="count_flops",
-        old=("            if not (isinstance(out, Tensor) and out.requires_grad):\n"
-             "                raise ValueError(\n"
-             "                    \"backward=True needs fn(*args) to return a tensor that requires grad; \"\n"
-             "                    \"pass backward=False to count the forward only\"\n"
-             "                )\n"),
-        new=("            if not isinstance(out, Tensor):\n"
-             "                raise ValueError(\n"
-             "                    \"backward=True needs fn(*args) to return a tensor that requires grad; \"\n"
-             "                    \"pass backward=False to count the forward only\"\n"
-             "                )\n"),
+        old=(
+            "            if not (isinstance(out, Tensor) and out.requires_grad):\n"
+            "                raise ValueError(\n"
+            '                    "backward=True needs fn(*args) to return a tensor that requires grad; "\n'
+            '                    "pass backward=False to count the forward only"\n'
+            "                )\n"
+        ),
+        new=(
+            "            if not isinstance(out, Tensor):\n"
+            "                raise ValueError(\n"
+            '                    "backward=True needs fn(*args) to return a tensor that requires grad; "\n'
+            '                    "pass backward=False to count the forward only"\n'
+            "                )\n"
+        ),
         why="leaves an output without a gradient to torch, whose backward raises a RuntimeError, not the documented ValueError",
         tests=TESTS,
     ),

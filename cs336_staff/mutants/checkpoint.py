@@ -154,9 +154,9 @@ MUTANTS = [
 
 
 # Error types (issue 21): the message names the file, but a caller catching the documented type misses it.
-MISSING_FILE_CHECK = '''    if is_path and not Path(src).exists():
+MISSING_FILE_CHECK = """    if is_path and not Path(src).exists():
         raise FileNotFoundError(f"no checkpoint at {name}")
-'''
+"""
 MUTANTS += [
     Mutant(
         name="checkpoint-missing-file-wrapped-in-value-error",
@@ -173,9 +173,9 @@ MUTANTS += [
         file=FILE,
         function="load_checkpoint",
         old=MISSING_FILE_CHECK,
-        new='''    if is_path and not Path(src).exists():
+        new="""    if is_path and not Path(src).exists():
         raise ValueError(f"no checkpoint at {name}")
-''',
+""",
         why="reports a missing file as a bad value: the message is right, the type a caller catches is not",
         tests=TESTS,
     ),
@@ -183,12 +183,12 @@ MUTANTS += [
         name="checkpoint-not-a-checkpoint-raises-key-error",
         file=FILE,
         function="load_checkpoint",
-        old='''        raise ValueError(
+        old="""        raise ValueError(
             f"{name} is not a checkpoint written by save_checkpoint: it lacks {missing}"
-        )''',
-        new='''        raise KeyError(
+        )""",
+        new="""        raise KeyError(
             f"{name} is not a checkpoint written by save_checkpoint: it lacks {missing}"
-        )''',
+        )""",
         why="a torch file without the checkpoint's entries raises KeyError (the entry it lacks) instead of "
         "the documented ValueError",
         tests=TESTS,
@@ -197,16 +197,16 @@ MUTANTS += [
         name="checkpoint-unreadable-file-raises-runtime-error",
         file=FILE,
         function="load_checkpoint",
-        old='''
+        old="""
             raise ValueError(
                 f"cannot read checkpoint {name}: it is truncated, corrupt or not a torch checkpoint "
                 f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
-            ) from err''',
-        new='''
+            ) from err""",
+        new="""
             raise RuntimeError(
                 f"cannot read checkpoint {name}: it is truncated, corrupt or not a torch checkpoint "
                 f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
-            ) from err''',
+            ) from err""",
         why="re-raises torch's unpickling failure as a RuntimeError naming the file (the type torch uses), "
         "not the documented ValueError",
         tests=TESTS,
@@ -215,16 +215,16 @@ MUTANTS += [
         name="checkpoint-mismatch-raises-runtime-error",
         file=FILE,
         function="load_checkpoint",
-        old='''
+        old="""
             raise ValueError(
                 f"checkpoint {name} does not fit this model/optimizer; build them exactly as the run "
                 f"that saved it did ({err})"
-            ) from err''',
-        new='''
+            ) from err""",
+        new="""
             raise RuntimeError(
                 f"checkpoint {name} does not fit this model/optimizer; build them exactly as the run "
                 f"that saved it did ({err})"
-            ) from err''',
+            ) from err""",
         why="keeps load_state_dict's RuntimeError type when adding the file's name to a key mismatch, not "
         "the documented ValueError",
         tests=TESTS,

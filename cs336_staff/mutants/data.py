@@ -106,7 +106,8 @@ MUTANTS = [
         function="get_batch",
         old=DRAW,
         new=DRAW.replace(
-            "generator=generator)", "generator=generator if generator is not None else torch.Generator())"
+            "generator=generator)",
+            "generator=generator if generator is not None else torch.Generator())",
         ),
         why="with generator=None builds a new torch.Generator(), which always starts from the same default seed: "
         "every call without a generator returns the same batch, and torch.manual_seed changes nothing",
@@ -159,7 +160,7 @@ MUTANTS = [
         function="get_batch",
         old="device = torch.device(device)",
         new="device = torch.device(device.strip().lower())",
-        why="tidies the device name as a string (\"CUDA:0 \" from a config file): a torch.device, such as "
+        why='tidies the device name as a string ("CUDA:0 " from a config file): a torch.device, such as '
         "model.weight.device, has no .strip() and fails with an AttributeError, though the docstring accepts one",
         tests=TESTS,
     ),
@@ -187,8 +188,8 @@ MUTANTS = [
         file=FILE,
         function="get_batch",
         old=DTYPE_CHECK,
-        new='''if not np.issubdtype(dataset.dtype, np.integer):
-    raise TypeError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")''',
+        new="""if not np.issubdtype(dataset.dtype, np.integer):
+    raise TypeError(f"dataset must hold integer token ids, got dtype {dataset.dtype}")""",
         why="raises TypeError for a float dataset (a wrong type of data, it seems) where the contract says "
         "ValueError: a caller catching ValueError misses it",
         tests=TESTS,
@@ -197,10 +198,10 @@ MUTANTS = [
         name="data-asserts-a-flat-dataset",
         file=FILE,
         function="get_batch",
-        old='''if dataset.ndim != 1:
+        old="""if dataset.ndim != 1:
     raise ValueError(
         f"dataset must be a 1-D array of token ids, got shape {dataset.shape}; flatten it first"
-    )''',
+    )""",
         new='assert dataset.ndim == 1, "dataset must be a 1-D array of token ids"',
         why="checks the shape with assert: an AssertionError where the contract says ValueError (and no check "
         "at all under python -O)",
@@ -225,7 +226,8 @@ MUTANTS = [
     s = int(starts[0])
     whole = torch.as_tensor(dataset).to(torch.int64)  # no copy when the tokens are int64 already
     return whole[s : s + context_length].unsqueeze(0).to(device), whole[s + 1 : s + context_length + 1].unsqueeze(0).to(device)
-""" + READ,
+"""
+        + READ,
         why="special-cases a batch of one with slices of the dataset: on an int64 dataset x is a view of it, "
         "so masking a token of x in place rewrites the corpus",
         tests=TESTS,

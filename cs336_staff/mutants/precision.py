@@ -243,9 +243,11 @@ MUTANTS = [
         name="precision-scaler-update-without-step",
         file=f"{PKG}/loss_scaling.py",
         function="DynamicLossScaler.update",
-        old=("        if not self._per_optimizer:\n            raise RuntimeError(\n"
-             "                \"No inf checks were recorded prior to update(); call step(optimizer) first\"\n"
-             "            )\n"),
+        old=(
+            "        if not self._per_optimizer:\n            raise RuntimeError(\n"
+            '                "No inf checks were recorded prior to update(); call step(optimizer) first"\n'
+            "            )\n"
+        ),
         new="",
         why="treats update() before any step as a clean step instead of the misuse GradScaler reports (RuntimeError)",
         tests=_TESTS,
@@ -254,8 +256,10 @@ MUTANTS = [
         name="precision-scaler-steps-twice",
         file=f"{PKG}/loss_scaling.py",
         function="DynamicLossScaler.step",
-        old=("        if state is not None and state[\"stepped\"]:\n"
-             "            raise RuntimeError(\"step() has already been called since the last update()\")\n"),
+        old=(
+            '        if state is not None and state["stepped"]:\n'
+            '            raise RuntimeError("step() has already been called since the last update()")\n'
+        ),
         new="",
         why="lets step() run twice before update(), stepping the optimizer twice on one batch",
         tests=_TESTS,
@@ -311,8 +315,8 @@ MUTANTS = [
         function="to_fp8",
         old=(
             "        if scale.numel() != (1 if granularity == 'tensor' else x.shape[0]):\n"
-            "            raise ValueError(f\"to_fp8(granularity={granularity!r}) needs a scale of shape {expected}, \"\n"
-            "                             f\"got {tuple(scale.shape)}\")"
+            '            raise ValueError(f"to_fp8(granularity={granularity!r}) needs a scale of shape {expected}, "\n'
+            '                             f"got {tuple(scale.shape)}")'
         ),
         new="",
         why="lets reshape reject a scale of the wrong size: torch's RuntimeError where the docstring promises a ValueError naming both shapes",
@@ -324,8 +328,8 @@ MUTANTS = [
         function="from_fp8",
         old=(
             "    if not broadcasts:\n"
-            "        raise ValueError(f\"from_fp8: a scale of shape {tuple(scale.shape)} does not broadcast against x_fp8 of \"\n"
-            "                         f\"shape {tuple(x_fp8.shape)}; pass the scale to_fp8 returned with it\")"
+            '        raise ValueError(f"from_fp8: a scale of shape {tuple(scale.shape)} does not broadcast against x_fp8 of "\n'
+            '                         f"shape {tuple(x_fp8.shape)}; pass the scale to_fp8 returned with it")'
         ),
         new="",
         why="leaves a scale that does not fit to the multiplication: torch's RuntimeError about broadcasting, not the documented ValueError",
@@ -337,7 +341,7 @@ MUTANTS = [
         function="fp8_matmul",
         old=(
             "    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):\n"
-            "        raise ValueError(f\"fp8_matmul: out_dtype must be bfloat16, float16 or float32, got {out_dtype!r}\")"
+            '        raise ValueError(f"fp8_matmul: out_dtype must be bfloat16, float16 or float32, got {out_dtype!r}")'
         ),
         new="",
         why="passes out_dtype straight to torch._scaled_mm, which decides on its own what it accepts (its own error, or an fp64 result on some builds)",

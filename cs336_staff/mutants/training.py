@@ -34,7 +34,7 @@ MUTANTS = [
         old="x = torch.randn(batch_size, dim, generator=step_generator(seed, step))",
         new="x = torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(seed + step))",
         why="seeds the batch of step t with seed + t: the run with --seed 4 draws the batches of --seed 3 "
-        "one step later, so two \"independent\" runs share almost all their data",
+        'one step later, so two "independent" runs share almost all their data',
         tests=TESTS,
     ),
     Mutant(

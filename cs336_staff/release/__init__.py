@@ -28,11 +28,28 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out_dir", nargs="?", type=Path, help="where to write the handout (with --check: optional)")
-    parser.add_argument("--check", action="store_true", help="build the handout (in a scratch dir unless OUT_DIR is given) and check it")
-    parser.add_argument("--force", action="store_true", help="replace OUT_DIR if it exists and is not empty (its contents are deleted)")
-    parser.add_argument("--no-lock", dest="lock", action="store_false", help="leave uv.lock out instead of pruning it offline with uv")
-    parser.add_argument("--keep", action="store_true", help="with --check: keep the scratch trees the tests ran in")
+    parser.add_argument(
+        "out_dir", nargs="?", type=Path, help="where to write the handout (with --check: optional)"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="build the handout (in a scratch dir unless OUT_DIR is given) and check it",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace OUT_DIR if it exists and is not empty (its contents are deleted)",
+    )
+    parser.add_argument(
+        "--no-lock",
+        dest="lock",
+        action="store_false",
+        help="leave uv.lock out instead of pruning it offline with uv",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="with --check: keep the scratch trees the tests ran in"
+    )
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
@@ -54,7 +71,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             out = args.out_dir
         handout = build(args.repo, out, force=args.force, lock=args.lock)
-        print(f"release: wrote {out if scratch is None else 'a scratch handout'} ({_summary(handout)})")
+        print(
+            f"release: wrote {out if scratch is None else 'a scratch handout'} ({_summary(handout)})"
+        )
         for w in handout.warnings:
             print(f"release: warning: {w}")
         if not args.check:

@@ -45,7 +45,9 @@ def numbers(text: str) -> list[tuple[float, int, str]]:
     out = []
     for m in _NUMBER.finditer(text):
         digits, suffix = m.group(1), m.group(2)
-        if "," in digits and not re.fullmatch(r"\d{1,3}(,\d{3})+(\.\d+)?", digits.split("e")[0].split("E")[0]):
+        if "," in digits and not re.fullmatch(
+            r"\d{1,3}(,\d{3})+(\.\d+)?", digits.split("e")[0].split("E")[0]
+        ):
             digits = digits.split(",")[0]  # "3,4": a list, not a thousands separator
         plain = digits.replace("_", "").replace(",", "")
         try:
@@ -54,7 +56,9 @@ def numbers(text: str) -> list[tuple[float, int, str]]:
             continue
         mantissa = re.split(r"[eE]", plain)[0].replace(".", "").lstrip("0")
         if "." not in plain.split("e")[0].split("E")[0]:
-            mantissa = mantissa.rstrip("0")  # 140 or 40B: trailing zeros of a whole number are not digits
+            mantissa = mantissa.rstrip(
+                "0"
+            )  # 140 or 40B: trailing zeros of a whole number are not digits
         out.append((value, max(1, len(mantissa)), m.group(0)))
     return out
 
@@ -91,7 +95,11 @@ def distinctive(answers: dict[str, dict], given: list[float]) -> dict[str, float
             continue
         if float(v).is_integer() and abs(v) < MIN_WHOLE:
             continue
-        if not float(v).is_integer() and len(f"{float(v)!r}".split("e")[0].replace(".", "").replace("-", "").strip("0")) < MIN_DIGITS:
+        if (
+            not float(v).is_integer()
+            and len(f"{float(v)!r}".split("e")[0].replace(".", "").replace("-", "").strip("0"))
+            < MIN_DIGITS
+        ):
             continue
         if any(math.isclose(v, g, rel_tol=1e-9) for g in given):
             continue
@@ -104,7 +112,13 @@ def _given_numbers() -> list[float]:
 
     out: list[float] = []
     for value, _ in GIVEN.values():
-        todo = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(value, list) else [value]
+        todo = (
+            list(value.values())
+            if isinstance(value, dict)
+            else list(value)
+            if isinstance(value, list)
+            else [value]
+        )
         out += [float(v) for v in todo if isinstance(v, int | float) and not isinstance(v, bool)]
     return out
 
@@ -115,12 +129,16 @@ def leaks(root: Path, files: list[str], answers: dict[str, float]) -> list[str]:
     for rel in files:
         if not rel.endswith((".py", ".md")):
             continue
-        for lineno, line in enumerate((root / rel).read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        for lineno, line in enumerate(
+            (root / rel).read_text(encoding="utf-8", errors="replace").splitlines(), 1
+        ):
             for value, digits, text in numbers(line):
                 for name, answer in answers.items():
                     if matches(value, digits, answer):
-                        found.append(f"{rel}:{lineno}: {text!r} is the answer key's {name} ({answer:g}); "
-                                     "change the writeup's inputs (GIVEN in cs336_staff/writeup/answers.py) or the example")
+                        found.append(
+                            f"{rel}:{lineno}: {text!r} is the answer key's {name} ({answer:g}); "
+                            "change the writeup's inputs (GIVEN in cs336_staff/writeup/answers.py) or the example"
+                        )
     return found
 
 
@@ -132,6 +150,15 @@ def check_answer_leaks(repo: Path, handout: Handout):  # noqa: ANN201 - a releas
     answers = distinctive(compute(repo), _given_numbers())
     found = leaks(handout.root, handout.files, answers)
     if found:
-        return Check("answers", False, f"{len(found)} numbers of the answer key appear in the handout", found[:50])
-    return Check("answers", True, f"none of the {len(answers)} distinctive numbers of the answer key appears in the "
-                 "handout's code, docstrings or README, in any spelling")
+        return Check(
+            "answers",
+            False,
+            f"{len(found)} numbers of the answer key appear in the handout",
+            found[:50],
+        )
+    return Check(
+        "answers",
+        True,
+        f"none of the {len(answers)} distinctive numbers of the answer key appears in the "
+        "handout's code, docstrings or README, in any spelling",
+    )

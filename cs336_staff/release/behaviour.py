@@ -38,7 +38,7 @@ IO_RECORDER = Path(__file__).with_name("io_recorder.py")
 RECORDER_MODULE = "cs336_io_recorder"
 CALL_SECONDS = 5
 
-REPLAY = r'''
+REPLAY = r"""
 import importlib, importlib.util, inspect, json, math, pickle, signal, sys, warnings
 from pathlib import Path
 
@@ -174,7 +174,7 @@ for cand, fn in candidates:
         if matched and not missed and (len(results) >= 2 or max(size(r) for r in results) >= 8):
             findings.append({"candidate": cand, "adapter": adapter, "matched": matched, "of": len(items)})
 print(json.dumps({"findings": findings, "candidates": len(candidates), "adapters": sorted(calls)}))
-'''.replace("CALL_SECONDS", str(CALL_SECONDS))
+""".replace("CALL_SECONDS", str(CALL_SECONDS))
 
 
 def data_adapters(tree: Path) -> dict[str, str]:
@@ -190,11 +190,17 @@ def prepare_reference_tree(tree: Path) -> dict[str, str]:
     return {"CS336_IO_ADAPTERS": ",".join(data_adapters(tree))}
 
 
-def replay_args(recordings: list[Path], files: list[str], graded: list[str], tree: Path) -> list[str]:
+def replay_args(
+    recordings: list[Path], files: list[str], graded: list[str], tree: Path
+) -> list[str]:
     """argv for ``REPLAY``: the recording files, the handout's .py files in ``tree``, the graded function
     names, and what each of the tree's data adapters calls."""
-    return [json.dumps([str(p) for p in recordings]), json.dumps(files), json.dumps(sorted(graded)),
-            json.dumps(data_adapters(tree))]
+    return [
+        json.dumps([str(p) for p in recordings]),
+        json.dumps(files),
+        json.dumps(sorted(graded)),
+        json.dumps(data_adapters(tree)),
+    ]
 
 
 def replay_check(run: PytestRun) -> Check:
@@ -202,16 +208,34 @@ def replay_check(run: PytestRun) -> Check:
 
     lines = run.output.strip().splitlines()
     try:
-        verdict = json.loads(next(line for line in reversed(lines) if line.startswith('{"findings"')))
+        verdict = json.loads(
+            next(line for line in reversed(lines) if line.startswith('{"findings"'))
+        )
     except (StopIteration, json.JSONDecodeError):
-        return Check("behaviour", False, "the replay of the recorded adapter calls did not finish", lines[-8:])
-    found = [f"{f['candidate']} reproduces {f['adapter']} ({f['matched']} of {f['of']} recorded calls): a working "
-             "solution ships with the handout; move it to tests/hidden/ or a STAFF-ONLY file" for f in verdict["findings"]]
+        return Check(
+            "behaviour",
+            False,
+            "the replay of the recorded adapter calls did not finish",
+            lines[-8:],
+        )
+    found = [
+        f"{f['candidate']} reproduces {f['adapter']} ({f['matched']} of {f['of']} recorded calls): a working "
+        "solution ships with the handout; move it to tests/hidden/ or a STAFF-ONLY file"
+        for f in verdict["findings"]
+    ]
     if not verdict["adapters"]:
-        return Check("behaviour", False, "no adapter call was recorded in the reference run; is the io recorder loaded?")
+        return Check(
+            "behaviour",
+            False,
+            "no adapter call was recorded in the reference run; is the io recorder loaded?",
+        )
     if found:
-        return Check("behaviour", False, f"{len(found)} shipped functions compute a graded function", found)
+        return Check(
+            "behaviour", False, f"{len(found)} shipped functions compute a graded function", found
+        )
     return Check(
-        "behaviour", True, f"none of the {verdict['candidates']} functions the handout ships reproduces the recorded calls "
-        f"of the {len(verdict['adapters'])} graded run_* adapters"
+        "behaviour",
+        True,
+        f"none of the {verdict['candidates']} functions the handout ships reproduces the recorded calls "
+        f"of the {len(verdict['adapters'])} graded run_* adapters",
     )

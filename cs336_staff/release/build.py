@@ -77,7 +77,9 @@ def _write(path: Path, data: bytes | str, mode: int = 0o644) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def _staff_only_entries(doc: Container, text: str, path: str = "") -> Iterator[tuple[str, str, list[Comment]]]:
+def _staff_only_entries(
+    doc: Container, text: str, path: str = ""
+) -> Iterator[tuple[str, str, list[Comment]]]:
     """(dotted table, key, marker comments) of each ``# STAFF-ONLY`` marked entry of a parsed TOML document.
 
     The marker is a comment line starting with ``# STAFF-ONLY``; the comment lines right after it
@@ -92,9 +94,17 @@ def _staff_only_entries(doc: Container, text: str, path: str = "") -> Iterator[t
             elif marker is not None:
                 marker.append(item)
             continue
-        if marker is not None and (key is None or isinstance(item, Table)):  # a blank line or a table header
-            line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.strip() == marker[0].as_string().strip())
-            raise ReleaseError(f"pyproject.toml:{line}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
+        if marker is not None and (
+            key is None or isinstance(item, Table)
+        ):  # a blank line or a table header
+            line = next(
+                i
+                for i, ln in enumerate(text.splitlines(), 1)
+                if ln.strip() == marker[0].as_string().strip()
+            )
+            raise ReleaseError(
+                f"pyproject.toml:{line}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks"
+            )
         if key is None:
             continue
         if marker is not None:
@@ -103,8 +113,14 @@ def _staff_only_entries(doc: Container, text: str, path: str = "") -> Iterator[t
         if isinstance(item, Table):
             yield from _staff_only_entries(item.value, text, f"{path}.{key.key}".lstrip("."))
     if marker is not None:
-        line = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.strip() == marker[0].as_string().strip())
-        raise ReleaseError(f"pyproject.toml:{line}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks")
+        line = next(
+            i
+            for i, ln in enumerate(text.splitlines(), 1)
+            if ln.strip() == marker[0].as_string().strip()
+        )
+        raise ReleaseError(
+            f"pyproject.toml:{line}: '# STAFF-ONLY' must be followed by the `key = value` entry it marks"
+        )
 
 
 def _table(doc: tomlkit.TOMLDocument, dotted: str):
@@ -137,7 +153,9 @@ def handout_pyproject(text: str) -> str:
         kept = [g for g in uv["default-groups"] if g not in groups]
         uv["default-groups"].clear()
         uv["default-groups"].extend(kept)
-    wheel = doc.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {})
+    wheel = (
+        doc.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {}).get("wheel", {})
+    )
     if "packages" in wheel:
         kept = [p for p in wheel["packages"] if p == PACKAGE or not p.startswith("cs336_staff")]
         wheel["packages"].clear()
@@ -148,9 +166,13 @@ def handout_pyproject(text: str) -> str:
             del _table(doc, parent)[name]
     result = tomlkit.dumps(doc)
     data = tomllib.loads(result)
-    left = set(data.get("tool", {}).get("uv", {}).get("default-groups", [])) - set(data.get("dependency-groups", {}))
+    left = set(data.get("tool", {}).get("uv", {}).get("default-groups", [])) - set(
+        data.get("dependency-groups", {})
+    )
     if left:
-        raise ReleaseError(f"handout pyproject.toml: default-groups names {sorted(left)}, which it does not define")
+        raise ReleaseError(
+            f"handout pyproject.toml: default-groups names {sorted(left)}, which it does not define"
+        )
     return result
 
 
@@ -168,7 +190,9 @@ def submit_text(script: Path) -> str:
     for line in lines[1:] if lines and lines[0].startswith("#!") else lines:
         if not line.startswith("#"):
             break
-        body.append(line[2:] if line.startswith("# ") else line[1:])  # keep indentation: code stays code
+        body.append(
+            line[2:] if line.startswith("# ") else line[1:]
+        )  # keep indentation: code stays code
     text = "\n".join(body).strip()
     usage = "```bash\nbash make_submission.sh\n```"
     return f"{usage}\n\n{text}" if text else f"{usage}\n\nThen upload the archive it creates."
@@ -187,7 +211,9 @@ def run_block(tests: list[str]) -> str:
 
 def render_readme(repo: Path, regions: dict[str, list[Region]], tests: list[str]) -> str:
     project = tomllib.loads((repo / "pyproject.toml").read_text()).get("project", {})
-    first = next((f"{r.message(f)}" for f in sorted(regions) for r in regions[f]), "Implement ... in ...")
+    first = next(
+        (f"{r.message(f)}" for f in sorted(regions) for r in regions[f]), "Implement ... in ..."
+    )
     public = [t for t in tests if Path(t).name.startswith("test_")]
     values = {
         "title": project.get("name", "assignment"),
@@ -203,7 +229,9 @@ def render_readme(repo: Path, regions: dict[str, list[Region]], tests: list[str]
 
 def changelog(repo: Path) -> str:
     text = (TEMPLATES / "CHANGELOG.md").read_text()
-    version = tomllib.loads((repo / "pyproject.toml").read_text()).get("project", {}).get("version", "")
+    version = (
+        tomllib.loads((repo / "pyproject.toml").read_text()).get("project", {}).get("version", "")
+    )
     if version and not re.search(rf"^##\s+\[?v?{re.escape(version)}\]?(\s|$)", text, re.MULTILINE):
         raise ReleaseError(
             f"cs336_staff/templates/CHANGELOG.md has no '## {version}' entry for the version in pyproject.toml; "
@@ -220,24 +248,44 @@ def changelog(repo: Path) -> str:
 def _check_out_dir(repo: Path, out: Path, force: bool) -> None:
     repo, out = repo.resolve(), out.resolve()
     if out == repo or out in repo.parents:
-        raise ReleaseError(f"refusing to write the handout to {out}: it holds the repository; pick a new directory")
+        raise ReleaseError(
+            f"refusing to write the handout to {out}: it holds the repository; pick a new directory"
+        )
     for top in [*SHIPPED_DIRS, ".git", "cs336_staff"]:
         if out == repo / top or (repo / top) in out.parents:
-            raise ReleaseError(f"refusing to write the handout inside {repo / top}; pick a directory such as {repo / 'handout'}")
+            raise ReleaseError(
+                f"refusing to write the handout inside {repo / top}; pick a directory such as {repo / 'handout'}"
+            )
     if out.exists() and not out.is_dir():
         raise ReleaseError(f"{out} exists and is not a directory; pick another OUT_DIR")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise ReleaseError(f"{out} exists and is not empty; pass --force to replace it (its contents will be deleted)")
+        raise ReleaseError(
+            f"{out} exists and is not empty; pass --force to replace it (its contents will be deleted)"
+        )
 
 
 def _ruff_drop_unused_imports(root: Path, files: list[str]) -> None:
     if not files:
         return
-    cmd = [sys.executable, "-m", "ruff", "check", "--select", "F401", "--fix", "--no-cache", "--quiet", "--exit-zero", *files]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ruff",
+        "check",
+        "--select",
+        "F401",
+        "--fix",
+        "--no-cache",
+        "--quiet",
+        "--exit-zero",
+        *files,
+    ]
     try:
         proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
     except FileNotFoundError as e:  # pragma: no cover - ruff is a staff dependency
-        raise ReleaseError("ruff is needed to drop imports left unused by stripping; `uv sync` the staff group") from e
+        raise ReleaseError(
+            "ruff is needed to drop imports left unused by stripping; `uv sync` the staff group"
+        ) from e
     if proc.returncode != 0:
         raise ReleaseError(f"ruff failed on the stripped files:\n{proc.stdout}{proc.stderr}")
 
@@ -253,14 +301,27 @@ def _prune_lock(repo: Path, root: Path) -> None:
     try:
         pruned = prune_lock((repo / "uv.lock").read_text(), groups)
     except ValueError as e:
-        raise ReleaseError(f"cannot prune uv.lock for the handout: {e}; run `uv lock` in the repository") from e
+        raise ReleaseError(
+            f"cannot prune uv.lock for the handout: {e}; run `uv lock` in the repository"
+        ) from e
     (root / "uv.lock").write_text(pruned)
     (root / "uv.lock").chmod(0o644)
     uv = shutil.which("uv")
     if uv is None:
         return
-    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV" and not (k.startswith("UV_") and k != "UV_CACHE_DIR")}
-    proc = subprocess.run([uv, "lock", "--check", "--offline", "--quiet"], cwd=root, capture_output=True, text=True, env=env, timeout=300)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "VIRTUAL_ENV" and not (k.startswith("UV_") and k != "UV_CACHE_DIR")
+    }
+    proc = subprocess.run(
+        [uv, "lock", "--check", "--offline", "--quiet"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     if proc.returncode != 0:
         raise ReleaseError(
             "the pruned uv.lock does not match the handout's pyproject.toml (`uv lock --check --offline`); "
@@ -285,7 +346,9 @@ def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
             text = None
         if text is not None:
             in_package = rel.endswith(".py") and rel.startswith(PACKAGE + "/")
-            shipped, regions = handout_text(text, rel, staff_blocks=rel.endswith(STAFF_BLOCK_SUFFIXES), stub=in_package)
+            shipped, regions = handout_text(
+                text, rel, staff_blocks=rel.endswith(STAFF_BLOCK_SUFFIXES), stub=in_package
+            )
             if shipped is None:
                 handout.left_out.append(rel)
                 continue
@@ -293,12 +356,18 @@ def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
                 handout.regions[rel] = regions
                 stripped.append(rel)
             elif rel.endswith(".py") and not in_package and has_markers(shipped, rel):
-                raise MarkerError(rel, 1, f"solution markers outside {PACKAGE}/ are never stripped; move the code into {PACKAGE}/")
+                raise MarkerError(
+                    rel,
+                    1,
+                    f"solution markers outside {PACKAGE}/ are never stripped; move the code into {PACKAGE}/",
+                )
             data = shipped.encode("utf-8")
         _write(root / rel, data, _mode(src))
         handout.files.append(rel)
     if not (repo / "make_submission.sh").is_file():
-        handout.warnings.append("make_submission.sh is missing from the repository; the handout has no submission script")
+        handout.warnings.append(
+            "make_submission.sh is missing from the repository; the handout has no submission script"
+        )
     tests = [f for f in handout.files if f.startswith("tests/") and f.endswith(".py")]
     _write(root / "pyproject.toml", handout_pyproject((repo / "pyproject.toml").read_text()))
     _write(root / "README.md", render_readme(repo, handout.regions, tests))

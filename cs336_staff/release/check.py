@@ -63,7 +63,14 @@ from cs336_staff.session.runner import PytestRun, copy_tree, hide_installed, mer
 from cs336_staff.session.warm import WarmPool
 
 MIN_LEAK_NODES = 8
-REQUIRED_IN_HANDOUT = ("adapters.py", "pyproject.toml", "README.md", "CHANGELOG.md", "make_submission.sh", f"{PACKAGE}/__init__.py")
+REQUIRED_IN_HANDOUT = (
+    "adapters.py",
+    "pyproject.toml",
+    "README.md",
+    "CHANGELOG.md",
+    "make_submission.sh",
+    f"{PACKAGE}/__init__.py",
+)
 
 
 def _first(text: str) -> str:
@@ -79,7 +86,11 @@ def check_contents(handout: Handout) -> Check:
     missing = [f for f in REQUIRED_IN_HANDOUT if not (handout.root / f).is_file()]
     if missing:
         return Check("contents", False, f"the handout lacks {', '.join(missing)}")
-    return Check("contents", True, f"{len(handout.files)} files; left out as staff-only: {', '.join(handout.left_out) or 'none'}")
+    return Check(
+        "contents",
+        True,
+        f"{len(handout.files)} files; left out as staff-only: {', '.join(handout.left_out) or 'none'}",
+    )
 
 
 _IMPORT_SCRIPT = """
@@ -101,16 +112,37 @@ print(len(names))
 def check_imports(run: PytestRun) -> Check:
     """Judge the run of ``_IMPORT_SCRIPT`` (in a child of the warm pool, from the stub tree)."""
     if run.returncode != 0 or run.foreign_modules:
-        lines = run.output.strip().splitlines()[-8:] + [f"imported from outside the handout: {m}" for m in run.foreign_modules]
+        lines = run.output.strip().splitlines()[-8:] + [
+            f"imported from outside the handout: {m}" for m in run.foreign_modules
+        ]
         return Check("imports", False, "the handout's package does not import", lines)
-    return Check("imports", True, f"{PACKAGE} and its {run.output.strip().splitlines()[-1]} modules, and adapters, import from the handout")
+    return Check(
+        "imports",
+        True,
+        f"{PACKAGE} and its {run.output.strip().splitlines()[-1]} modules, and adapters, import from the handout",
+    )
 
 
 def _ruff(cwd: Path, paths: list[str]) -> list[dict]:
     """Pyflakes findings (``F`` codes) of ``paths``, minus the codes the project's ruff config ignores."""
-    config = tomllib.loads((cwd / "pyproject.toml").read_text()) if (cwd / "pyproject.toml").is_file() else {}
+    config = (
+        tomllib.loads((cwd / "pyproject.toml").read_text())
+        if (cwd / "pyproject.toml").is_file()
+        else {}
+    )
     ignore = config.get("tool", {}).get("ruff", {}).get("lint", {}).get("ignore", [])
-    cmd = [sys.executable, "-m", "ruff", "check", "--select", "F", "--output-format", "json", "--no-cache", "--exit-zero"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ruff",
+        "check",
+        "--select",
+        "F",
+        "--output-format",
+        "json",
+        "--no-cache",
+        "--exit-zero",
+    ]
     cmd += [f"--ignore={','.join(ignore)}"] if ignore else []
     cmd += paths
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300)
@@ -125,14 +157,23 @@ def _ruff(cwd: Path, paths: list[str]) -> list[dict]:
 def check_ruff(repo: Path, handout: Handout) -> Check:
     py = [f for f in handout.files if f.endswith(".py")]
     ours = _ruff(handout.root, py)
-    theirs = {(v["file"], v["code"], v["message"]) for v in _ruff(repo, [f for f in py if (repo / f).is_file()])}
+    theirs = {
+        (v["file"], v["code"], v["message"])
+        for v in _ruff(repo, [f for f in py if (repo / f).is_file()])
+    }
     new = [v for v in ours if (v["file"], v["code"], v["message"]) not in theirs]
     old = [v for v in ours if (v["file"], v["code"], v["message"]) in theirs]
-    note = f" ({len(old)} already in the reference: {', '.join(sorted({v['code'] + ' ' + v['file'] for v in old}))})" if old else ""
+    note = (
+        f" ({len(old)} already in the reference: {', '.join(sorted({v['code'] + ' ' + v['file'] for v in old}))})"
+        if old
+        else ""
+    )
     if new:
         details = [f"{v['file']}:{v['location']['row']}: {v['code']} {v['message']}" for v in new]
         return Check("ruff", False, f"{len(new)} name problems left by stripping{note}", details)
-    return Check("ruff", True, f"no unused or undefined names left by stripping in {len(py)} files{note}")
+    return Check(
+        "ruff", True, f"no unused or undefined names left by stripping in {len(py)} files{note}"
+    )
 
 
 def _statements(tree: ast.AST):
@@ -198,7 +239,9 @@ def check_leaks(repo: Path, handout: Handout) -> Check:
     for rel, regions in handout.regions.items():
         tree = ast.parse((repo / rel).read_text(), filename=rel)
         imported = _imported_names(tree)
-        functions = [s for s in _statements(tree) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        functions = [
+            s for s in _statements(tree) if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
         for r in regions:
             for f in functions:
                 block = [s for s in f.body if r.begin < s.lineno and s.end_lineno < r.end]
@@ -212,12 +255,20 @@ def check_leaks(repo: Path, handout: Handout) -> Check:
         if rel.endswith(".py"):
             for key, s, _ in _units(ast.parse((handout.root / rel).read_text(), filename=rel).body):
                 if key in solution:
-                    leaks.append(f"{rel}:{s.lineno}: `{_first(ast.unparse(s))}` repeats solution code from {solution[key]}")
+                    leaks.append(
+                        f"{rel}:{s.lineno}: `{_first(ast.unparse(s))}` repeats solution code from {solution[key]}"
+                    )
     n = sum(len(r) for r in handout.regions.values())
     if leaks:
-        return Check("leaks", False, f"{len(leaks)} pieces of stripped regions survive in the handout", leaks)
-    return Check("leaks", True, f"no piece of the {n} stripped regions ({len(solution)} pieces; {boilerplate} of library "
-                 "boilerplate not counted) survives in the handout")
+        return Check(
+            "leaks", False, f"{len(leaks)} pieces of stripped regions survive in the handout", leaks
+        )
+    return Check(
+        "leaks",
+        True,
+        f"no piece of the {n} stripped regions ({len(solution)} pieces; {boilerplate} of library "
+        "boilerplate not counted) survives in the handout",
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -226,8 +277,14 @@ def check_leaks(repo: Path, handout: Handout) -> Check:
 
 
 def check_collect(stub: PytestRun, ref: PytestRun) -> Check:
-    details = [f"stubs: cannot collect {e['nodeid']}: {_first(e['message'].splitlines()[-1] if e['message'] else '')}" for e in stub.collect_errors]
-    details += [f"reference: cannot collect {e['nodeid']}: {_first(e['message'].splitlines()[-1] if e['message'] else '')}" for e in ref.collect_errors]
+    details = [
+        f"stubs: cannot collect {e['nodeid']}: {_first(e['message'].splitlines()[-1] if e['message'] else '')}"
+        for e in stub.collect_errors
+    ]
+    details += [
+        f"reference: cannot collect {e['nodeid']}: {_first(e['message'].splitlines()[-1] if e['message'] else '')}"
+        for e in ref.collect_errors
+    ]
     details += [f"stubs: imported from outside the handout: {m}" for m in stub.foreign_modules]
     details += [f"reference: imported from outside the handout: {m}" for m in ref.foreign_modules]
     only_ref = sorted(set(ref.collected) - set(stub.collected))
@@ -237,8 +294,14 @@ def check_collect(stub: PytestRun, ref: PytestRun) -> Check:
     if not ref.collected and not details:
         details.append("no test collected:\n" + ref.tail())
     if details:
-        return Check("collect", False, "collection differs between stubs and reference, or fails", details)
-    return Check("collect", True, f"{len(stub.collected)} tests collected in the handout, the same with the reference")
+        return Check(
+            "collect", False, "collection differs between stubs and reference, or fails", details
+        )
+    return Check(
+        "collect",
+        True,
+        f"{len(stub.collected)} tests collected in the handout, the same with the reference",
+    )
 
 
 def check_stubs(stub: PytestRun, ref: PytestRun) -> Check:
@@ -249,21 +312,38 @@ def check_stubs(stub: PytestRun, ref: PytestRun) -> Check:
             bad.append(f"{nodeid}: did not run")
         elif t.not_implemented:
             ok_ni += 1
-        elif t.outcome == "skipped" and (t.needs_device or (nodeid in ref.tests and ref.tests[nodeid].outcome == "skipped")):
+        elif t.outcome == "skipped" and (
+            t.needs_device or (nodeid in ref.tests and ref.tests[nodeid].outcome == "skipped")
+        ):
             skipped += 1
         elif t.outcome == "passed":
             bad.append(f"{nodeid}: PASSES against the stubs, so it grades nothing a student writes")
         elif t.outcome == "skipped":
-            bad.append(f"{nodeid}: skipped against the stubs ({t.message}) but runs with the reference")
+            bad.append(
+                f"{nodeid}: skipped against the stubs ({t.message}) but runs with the reference"
+            )
         else:
-            bad.append(f"{nodeid}: {t.outcome} in {t.when} with {t.message or t.outcome} (not NotImplementedError)")
+            bad.append(
+                f"{nodeid}: {t.outcome} in {t.when} with {t.message or t.outcome} (not NotImplementedError)"
+            )
     if bad:
-        return Check("stubs", False, f"{len(bad)} of {len(stub.collected)} tests do not fail with NotImplementedError", bad)
+        return Check(
+            "stubs",
+            False,
+            f"{len(bad)} of {len(stub.collected)} tests do not fail with NotImplementedError",
+            bad,
+        )
     if ok_ni == 0:
-        return Check("stubs", False, f"no test fails with NotImplementedError: all {skipped} skipped, so nothing is graded")
+        return Check(
+            "stubs",
+            False,
+            f"no test fails with NotImplementedError: all {skipped} skipped, so nothing is graded",
+        )
     return Check(
-        "stubs", True, f"all {ok_ni} graded tests fail with NotImplementedError, none passes"
-        + (f" ({skipped} skipped: need a GPU or skip with the reference too)" if skipped else "")
+        "stubs",
+        True,
+        f"all {ok_ni} graded tests fail with NotImplementedError, none passes"
+        + (f" ({skipped} skipped: need a GPU or skip with the reference too)" if skipped else ""),
     )
 
 
@@ -280,15 +360,26 @@ def check_reference(ref: PytestRun) -> Check:
         else:
             bad.append(f"{nodeid}: {t.outcome} in {t.when}: {t.message}")
     if bad:
-        return Check("reference", False, f"{len(bad)} of {len(ref.collected)} tests fail with the reference dropped in", bad)
+        return Check(
+            "reference",
+            False,
+            f"{len(bad)} of {len(ref.collected)} tests fail with the reference dropped in",
+            bad,
+        )
     if passed == 0:
-        return Check("reference", False, f"no test passes with the reference: all {len(skipped)} skipped ({'; '.join(sorted({t.message for t in skipped}))})")
+        return Check(
+            "reference",
+            False,
+            f"no test passes with the reference: all {len(skipped)} skipped ({'; '.join(sorted({t.message for t in skipped}))})",
+        )
     reasons = sorted({t.message for t in skipped})
     extra = f", {len(skipped)} skipped ({'; '.join(reasons)})" if skipped else ""
     return Check("reference", True, f"{passed} tests pass with the reference dropped in{extra}")
 
 
-def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | None = None) -> list[Check]:
+def check(
+    repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | None = None
+) -> list[Check]:
     """Run every check on the built ``handout`` of ``repo``; returns one ``Check`` per line of the report.
 
     The import check and both test runs are children of a warm fork-server (``warm.py``): ``pool``
@@ -300,7 +391,9 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
         stub_tree, ref_tree = scratch / "stubs", scratch / "reference"
         copy_tree(handout.root, stub_tree)
         copy_tree(handout.root, ref_tree)
-        recording_env = behaviour.prepare_reference_tree(ref_tree)  # records the adapters' calls for the behaviour check
+        recording_env = behaviour.prepare_reference_tree(
+            ref_tree
+        )  # records the adapters' calls for the behaviour check
         # Drop the reference modules in, file by file, with the staff-only ones the handout left out
         # (the reference may use them, e.g. its numpy fast path for BPE encoding).
         for rel in [*handout.files, *handout.left_out]:
@@ -310,14 +403,33 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
         shards = max(1, min(4, os.cpu_count() or 1))
         threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // (shards + 1)))}
         with WarmPool() if pool is None else nullcontext(pool) as warm:
-            stub_job = warm.submit(stub_tree, [], hide=hide, env=threads)  # as students run it: its output is checked
+            stub_job = warm.submit(
+                stub_tree, [], hide=hide, env=threads
+            )  # as students run it: its output is checked
             # the reference run is the long one: split it across the cores (every child collects
             # everything, then keeps every n-th test), so it does not run on one core at the end
             recordings = [scratch / f"io-{k}.pt" for k in range(shards)]
-            ref_jobs = [warm.submit(ref_tree, ["-q", "-p", behaviour.RECORDER_MODULE], hide=hide,
-                                    env={**threads, **recording_env, "CS336_PROBE_SHARD": f"{k}/{shards}", "CS336_IO_OUT": str(recordings[k])})
-                        for k in range(shards)]
-            imports_job = warm.submit(stub_tree, [str(stub_tree)], hide=hide, code=_IMPORT_SCRIPT.format(package=PACKAGE), timeout=300)
+            ref_jobs = [
+                warm.submit(
+                    ref_tree,
+                    ["-q", "-p", behaviour.RECORDER_MODULE],
+                    hide=hide,
+                    env={
+                        **threads,
+                        **recording_env,
+                        "CS336_PROBE_SHARD": f"{k}/{shards}",
+                        "CS336_IO_OUT": str(recordings[k]),
+                    },
+                )
+                for k in range(shards)
+            ]
+            imports_job = warm.submit(
+                stub_tree,
+                [str(stub_tree)],
+                hide=hide,
+                code=_IMPORT_SCRIPT.format(package=PACKAGE),
+                timeout=300,
+            )
             checks.append(check_ruff(repo, handout))
             checks.append(check_leaks(repo, handout))
             checks.append(check_parts(repo, handout))
@@ -325,10 +437,17 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             checks.append(check_answer_leaks(repo, handout))
             checks.append(check_imports(imports_job.result()))
             stub, ref = stub_job.result(), merge_runs([j.result() for j in ref_jobs])
-            graded = {r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions}
+            graded = {
+                r.qualname.split(".")[0] for regions in handout.regions.values() for r in regions
+            }
             py = [f for f in handout.files if f.endswith(".py")]
-            replay_job = warm.submit(stub_tree, behaviour.replay_args([r for r in recordings if r.exists()], py, graded, stub_tree),
-                                    hide=hide, code=behaviour.REPLAY, timeout=600)
+            replay_job = warm.submit(
+                stub_tree,
+                behaviour.replay_args([r for r in recordings if r.exists()], py, graded, stub_tree),
+                hide=hide,
+                code=behaviour.REPLAY,
+                timeout=600,
+            )
             checks.append(behaviour.replay_check(replay_job.result()))
         checks.append(check_collect(stub, ref))
         checks.append(check_stubs(stub, ref))
@@ -339,5 +458,18 @@ def check(repo: Path, handout: Handout, *, keep: bool = False, pool: WarmPool | 
             print(f"kept the scratch trees in {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    order = ["contents", "imports", "ruff", "collect", "stubs", "output", "reference", "leaks", "behaviour", "leftovers", "answers", "parts"]
+    order = [
+        "contents",
+        "imports",
+        "ruff",
+        "collect",
+        "stubs",
+        "output",
+        "reference",
+        "leaks",
+        "behaviour",
+        "leftovers",
+        "answers",
+        "parts",
+    ]
     return sorted(checks, key=lambda c: order.index(c.name))

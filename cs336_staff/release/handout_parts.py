@@ -43,7 +43,9 @@ _STAFF_REPO = Path(__file__).resolve().parents[2]
 
 def _progress_module():
     """The staff repository's ``tests/progress.py`` (the plugin the handout ships), loaded by path."""
-    spec = importlib.util.spec_from_file_location("_cs336_progress", _STAFF_REPO / "tests" / "progress.py")
+    spec = importlib.util.spec_from_file_location(
+        "_cs336_progress", _STAFF_REPO / "tests" / "progress.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -113,11 +115,25 @@ def check_parts(repo: Path, handout: Handout) -> Check:
         return Check("parts", False, "the parts cannot be read", details)
     root = handout.root
     if (repo / "rubric.toml").is_file():
-        shipped = (root / POINTS_FILE).read_text(encoding="utf-8") if (root / POINTS_FILE).is_file() else None
+        shipped = (
+            (root / POINTS_FILE).read_text(encoding="utf-8")
+            if (root / POINTS_FILE).is_file()
+            else None
+        )
         if shipped != points_json(repo):
-            details.append(f"{POINTS_FILE} is {'missing' if shipped is None else 'stale'}; it must be generated from rubric.toml")
-    staff_files = [f for f in handout.files if f.startswith(SOURCE_DIR + "/") or Path(f).name == KEY_NAME or "answer" in Path(f).name.lower()]
-    details += [f"{f}: the writeup's sources and its answer key are staff-only" for f in staff_files]
+            details.append(
+                f"{POINTS_FILE} is {'missing' if shipped is None else 'stale'}; it must be generated from rubric.toml"
+            )
+    staff_files = [
+        f
+        for f in handout.files
+        if f.startswith(SOURCE_DIR + "/")
+        or Path(f).name == KEY_NAME
+        or "answer" in Path(f).name.lower()
+    ]
+    details += [
+        f"{f}: the writeup's sources and its answer key are staff-only" for f in staff_files
+    ]
     summary = f"{len(parts)} parts, {sum(p.points for p in parts):g} code points"
     if has_writeup(repo):
         details += check(repo, parts)
@@ -126,10 +142,14 @@ def check_parts(repo: Path, handout: Handout) -> Check:
             if not pdf.is_file():
                 details.append(f"{PDF_NAME} is missing from the handout")
             elif pdf.read_bytes() != build_pdf(repo, parts=parts):
-                details.append(f"{PDF_NAME} differs from a fresh build (stale, or the build is not deterministic)")
+                details.append(
+                    f"{PDF_NAME} differs from a fresh build (stale, or the build is not deterministic)"
+                )
             leaked = query(repo, "answer", parts=parts) + query(repo, "value", parts=parts)
             if leaked:
-                details.append(f"{PDF_NAME} holds {len(leaked)} answer elements; it must be built without key=yes")
+                details.append(
+                    f"{PDF_NAME} holds {len(leaked)} answer elements; it must be built without key=yes"
+                )
             written = sum(written_points(repo, parts).values())
         except WriteupError as e:
             details.append(str(e))

@@ -30,8 +30,19 @@ from pathlib import Path
 
 from cs336_staff.release.results import Check, Handout
 
-STAFF_PATHS = ("tests/hidden", "tests/staff", "fixtures/hidden", "benchmarks/", "cs336_staff", ".ci/", ".github/")
-STAFF_OUTPUTS = ("/grades/", "/handout/")  # what `cs336 grade` and `cs336 release` write (.gitignore entries)
+STAFF_PATHS = (
+    "tests/hidden",
+    "tests/staff",
+    "fixtures/hidden",
+    "benchmarks/",
+    "cs336_staff",
+    ".ci/",
+    ".github/",
+)
+STAFF_OUTPUTS = (
+    "/grades/",
+    "/handout/",
+)  # what `cs336 grade` and `cs336 release` write (.gitignore entries)
 SKIP = ("uv.lock",)
 
 
@@ -40,7 +51,11 @@ def _commands(cli: Path) -> set[str]:
         return set()
     for node in ast.walk(ast.parse(cli.read_text())):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
-            names = [t.id for t in ([node.target] if isinstance(node, ast.AnnAssign) else node.targets) if isinstance(t, ast.Name)]
+            names = [
+                t.id
+                for t in ([node.target] if isinstance(node, ast.AnnAssign) else node.targets)
+                if isinstance(t, ast.Name)
+            ]
             if "COMMANDS" in names:
                 return {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
     return set()
@@ -56,7 +71,9 @@ def _requirement_names(data: dict) -> set[str]:
     reqs = list(data.get("project", {}).get("dependencies", []))
     for group in data.get("dependency-groups", {}).values():
         reqs += [r for r in group if isinstance(r, str)]
-    return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].strip().lower().replace("-", "_") for r in reqs}
+    return {
+        re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].strip().lower().replace("-", "_") for r in reqs
+    }
 
 
 def staff_only_packages(repo: Path, root: Path) -> set[str]:
@@ -72,7 +89,11 @@ def _guarded(node: ast.AST, parents: dict) -> bool:
         node = parents[node]
         if isinstance(node, ast.Try):
             for h in node.handlers:
-                names = {n.id for n in ast.walk(h.type) if isinstance(n, ast.Name)} if h.type else {"ImportError"}
+                names = (
+                    {n.id for n in ast.walk(h.type) if isinstance(n, ast.Name)}
+                    if h.type
+                    else {"ImportError"}
+                )
                 if names & {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}:
                     return True
     return False
@@ -81,13 +102,26 @@ def _guarded(node: ast.AST, parents: dict) -> bool:
 def find_leftovers(repo: Path, handout: Handout) -> list[str]:
     """Every leftover in the handout, as ``file:line: what`` (see the module docstring)."""
     root = handout.root
-    commands = _commands(repo / "cs336_assignment" / "cli.py") - _commands(root / "cs336_assignment" / "cli.py")
+    commands = _commands(repo / "cs336_assignment" / "cli.py") - _commands(
+        root / "cs336_assignment" / "cli.py"
+    )
     options = _options(repo / "tests" / "conftest.py") - _options(root / "tests" / "conftest.py")
     packages = staff_only_packages(repo, root)
     patterns = [(re.escape(p), f"names the staff-only path {p!r}") for p in STAFF_PATHS]
-    patterns += [(rf"^{re.escape(p)}$", f"ignores {p!r}, which only staff tools write") for p in STAFF_OUTPUTS]
-    patterns += [(rf"cs336 {re.escape(c)}\b", f"names the staff command `cs336 {c}`, which the handout lacks") for c in sorted(commands)]
-    patterns += [(rf"{re.escape(o)}\b", f"names the staff-only pytest option {o}") for o in sorted(options)]
+    patterns += [
+        (rf"^{re.escape(p)}$", f"ignores {p!r}, which only staff tools write")
+        for p in STAFF_OUTPUTS
+    ]
+    patterns += [
+        (
+            rf"cs336 {re.escape(c)}\b",
+            f"names the staff command `cs336 {c}`, which the handout lacks",
+        )
+        for c in sorted(commands)
+    ]
+    patterns += [
+        (rf"{re.escape(o)}\b", f"names the staff-only pytest option {o}") for o in sorted(options)
+    ]
     found = []
     for rel in handout.files:
         if rel in SKIP:
@@ -104,11 +138,20 @@ def find_leftovers(repo: Path, handout: Handout) -> list[str]:
             tree = ast.parse(text)
             parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
             for node in ast.walk(tree):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                    [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else (
+                        [node.module]
+                        if isinstance(node, ast.ImportFrom) and node.module and not node.level
+                        else []
+                    )
+                )
                 for name in names:
                     if name.split(".")[0] in packages and not _guarded(node, parents):
-                        found.append(f"{rel}:{node.lineno}: imports {name.split('.')[0]}, a staff-only dependency the handout does not install")
+                        found.append(
+                            f"{rel}:{node.lineno}: imports {name.split('.')[0]}, a staff-only dependency the handout does not install"
+                        )
     return found
 
 
@@ -117,4 +160,8 @@ def check_leftovers(repo: Path, handout: Handout):
     found = find_leftovers(Path(repo), handout)
     if found:
         return Check("leftovers", False, f"{len(found)} references to what only staff have", found)
-    return Check("leftovers", True, "no staff path, staff command, staff pytest option or staff-only import in the handout")
+    return Check(
+        "leftovers",
+        True,
+        "no staff path, staff command, staff pytest option or staff-only import in the handout",
+    )

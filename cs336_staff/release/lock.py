@@ -24,7 +24,9 @@ from collections.abc import Iterable
 
 import tomlkit
 
-Key = tuple[str, str | None]  # (name, version): version only where the lock needs it to disambiguate
+Key = tuple[
+    str, str | None
+]  # (name, version): version only where the lock needs it to disambiguate
 
 
 def _ref(dep: dict) -> Key:
@@ -37,7 +39,9 @@ def _resolve(ref: Key, by_name: dict[str, list[dict]]) -> list[dict]:
     if version is not None:
         candidates = [p for p in candidates if str(p["version"]) == version]
     if not candidates:
-        raise ValueError(f"uv.lock names {name}{'==' + version if version else ''} but locks no such package")
+        raise ValueError(
+            f"uv.lock names {name}{'==' + version if version else ''} but locks no such package"
+        )
     return candidates
 
 
@@ -54,7 +58,9 @@ def prune_lock(lock_text: str, keep_groups: Iterable[str]) -> str:
     by_name: dict[str, list[dict]] = {}
     for pkg in packages:
         by_name.setdefault(str(pkg["name"]), []).append(pkg)
-    roots = [p for p in packages if "editable" in p.get("source", {}) or "virtual" in p.get("source", {})]
+    roots = [
+        p for p in packages if "editable" in p.get("source", {}) or "virtual" in p.get("source", {})
+    ]
     if not roots:
         raise ValueError("uv.lock has no editable or virtual project entry to start from")
 
@@ -63,7 +69,11 @@ def prune_lock(lock_text: str, keep_groups: Iterable[str]) -> str:
     for root in roots:
         for group, deps in root.get("dev-dependencies", {}).items():
             if group in keep:
-                todo += [(pkg, tuple(d.get("extra", ()))) for d in deps for pkg in _resolve(_ref(d), by_name)]
+                todo += [
+                    (pkg, tuple(d.get("extra", ())))
+                    for d in deps
+                    for pkg in _resolve(_ref(d), by_name)
+                ]
     seen_extras: set[tuple[int, str]] = set()
     while todo:
         pkg, extras = todo.pop()

@@ -42,7 +42,9 @@ class Check:
     details: list[str] = field(default_factory=list)
 
     def render(self) -> str:
-        lines = [f"  [{'ok' if self.ok else 'FAIL'}]{' ' * (5 - (2 if self.ok else 4))}{self.name:<10} {self.summary}"]
+        lines = [
+            f"  [{'ok' if self.ok else 'FAIL'}]{' ' * (5 - (2 if self.ok else 4))}{self.name:<10} {self.summary}"
+        ]
         shown = self.details[:SHOW]
         lines += [f"           {d}" for d in shown]
         if len(self.details) > SHOW:

@@ -23,7 +23,9 @@ from tests.not_written import NOT_WRITTEN
 MAX_LINES = 5000
 
 TABLE_TITLE = "public progress by part (points)"
-_SECTION = re.compile(r"^_+ (.*[^_ ].*?) _+$")  # "____ test_a ____", or "_ test_a _" when its name is long
+_SECTION = re.compile(
+    r"^_+ (.*[^_ ].*?) _+$"
+)  # "____ test_a ____", or "_ test_a _" when its name is long
 _BANNER = re.compile(r"^={3,} (.+?) ={3,}$")
 
 
@@ -64,20 +66,28 @@ def problems(output: str, *, table: bool = True, not_written: bool = True) -> li
     out = []
     lines = output.rstrip().splitlines()
     if len(lines) > MAX_LINES:
-        out.append(f"the stubs' output has {len(lines)} lines, more than {MAX_LINES}: shorten what a stub's failure prints")
+        out.append(
+            f"the stubs' output has {len(lines)} lines, more than {MAX_LINES}: shorten what a stub's failure prints"
+        )
     for title, body in sections(output) if not_written else []:
-        report = body.split("\n-", 1)[0].strip()  # what the test reported, before any "--- Captured ..." output
+        report = body.split("\n-", 1)[
+            0
+        ].strip()  # what the test reported, before any "--- Captured ..." output
         if not report.startswith(NOT_WRITTEN) or "\n" in report:
             first = report.splitlines()[0] if report else "(empty)"
-            out.append(f"{title}: reported as {first!r}, not as a function not written yet (tests/not_written.py)")
+            out.append(
+                f"{title}: reported as {first!r}, not as a function not written yet (tests/not_written.py)"
+            )
     tables = [i for i, line in enumerate(lines) if TABLE_TITLE in line]
     if table and not tables:
         out.append(f"no per-part table ({TABLE_TITLE!r}) in the stubs' output")
     elif table:
-        after = lines[tables[-1] + 1:]
+        after = lines[tables[-1] + 1 :]
         banners = [line for line in after if _BANNER.match(line) or _SECTION.match(line)]
         if banners:
-            out.append(f"the per-part table is not the last thing printed: {banners[0]!r} comes after it")
+            out.append(
+                f"the per-part table is not the last thing printed: {banners[0]!r} comes after it"
+            )
     return out
 
 
@@ -87,9 +97,20 @@ PROGRESS_PLUGIN, NOT_WRITTEN_PLUGIN = "tests/progress.py", "tests/not_written.py
 
 def check_output(output: str, shipped: list[str]):  # noqa: ANN201 - a release Check (imported late: check.py imports this module)
 
-    found = problems(output, table=PROGRESS_PLUGIN in shipped, not_written=NOT_WRITTEN_PLUGIN in shipped)
+    found = problems(
+        output, table=PROGRESS_PLUGIN in shipped, not_written=NOT_WRITTEN_PLUGIN in shipped
+    )
     if found:
-        return Check("output", False, f"{len(found)} problems with what a student reads on the stubs", found[:50])
+        return Check(
+            "output",
+            False,
+            f"{len(found)} problems with what a student reads on the stubs",
+            found[:50],
+        )
     n = len(output.rstrip().splitlines())
-    return Check("output", True, f"the stubs print {n} lines (at most {MAX_LINES}), each failure as a function not "
-                 "written yet, the per-part table last")
+    return Check(
+        "output",
+        True,
+        f"the stubs print {n} lines (at most {MAX_LINES}), each failure as a function not "
+        "written yet, the per-part table last",
+    )

@@ -40,7 +40,11 @@ if _HIDE:
 
 
 def clip(text: str, limit: int = OUTPUT_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
+    return (
+        text
+        if len(text) <= limit
+        else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
+    )
 
 
 def _chain(exc: BaseException | None) -> list[str]:
@@ -74,9 +78,22 @@ class Recorder:
     (the judge's ``worker output``); ``extra(nodeid)`` adds fields to a test's result (the judge's
     ``reached``); ``only_fixture`` and ``shard`` deselect tests."""
 
-    def __init__(self, path: str | os.PathLike, *, sections: tuple[str, ...] = (), only_fixture: str | None = None,
-                 shard: str | None = None, extra: Callable[[str], dict] | None = None) -> None:
-        self.path, self.sections, self.only_fixture, self.shard, self.extra = path, sections, only_fixture, shard, extra
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        sections: tuple[str, ...] = (),
+        only_fixture: str | None = None,
+        shard: str | None = None,
+        extra: Callable[[str], dict] | None = None,
+    ) -> None:
+        self.path, self.sections, self.only_fixture, self.shard, self.extra = (
+            path,
+            sections,
+            only_fixture,
+            shard,
+            extra,
+        )
         self._phases: dict[str, list[dict]] = {}
 
     def emit(self, event: dict) -> None:
@@ -84,8 +101,14 @@ class Recorder:
             f.write(json.dumps(event) + "\n")
 
     @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        keep = [i for i in items if not self.only_fixture or self.only_fixture in getattr(i, "fixturenames", ())]
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        keep = [
+            i
+            for i in items
+            if not self.only_fixture or self.only_fixture in getattr(i, "fixturenames", ())
+        ]
         if self.shard:
             k, n = (int(x) for x in self.shard.split("/"))
             keep = keep[k::n]
@@ -98,11 +121,24 @@ class Recorder:
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            self.emit({"event": "collect_error", "nodeid": report.nodeid, "longrepr": clip(str(report.longrepr))})
+            self.emit(
+                {
+                    "event": "collect_error",
+                    "nodeid": report.nodeid,
+                    "longrepr": clip(str(report.longrepr)),
+                }
+            )
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.emit({"event": "collected", "items": [
-            {"nodeid": i.nodeid, "markers": sorted({m.name for m in i.iter_markers()})} for i in session.items]})
+        self.emit(
+            {
+                "event": "collected",
+                "items": [
+                    {"nodeid": i.nodeid, "markers": sorted({m.name for m in i.iter_markers()})}
+                    for i in session.items
+                ],
+            }
+        )
 
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
         self._phases[nodeid] = []
@@ -110,35 +146,70 @@ class Recorder:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        exc = call.excinfo.value if call.excinfo is not None else None  # the exception itself: only here
+        exc = (
+            call.excinfo.value if call.excinfo is not None else None
+        )  # the exception itself: only here
         self._phases.setdefault(report.nodeid, []).append(
-            {"report": report, "exc": exc, "markers": sorted({m.name for m in item.iter_markers()})})
+            {"report": report, "exc": exc, "markers": sorted({m.name for m in item.iter_markers()})}
+        )
         return report
 
     def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
         phases, markers, duration = [], [], 0.0
-        for seen in self._phases.pop(nodeid, []):  # complete now: other plugins' report hooks have run
+        for seen in self._phases.pop(
+            nodeid, []
+        ):  # complete now: other plugins' report hooks have run
             report, exc = seen["report"], seen["exc"]
             markers = markers or seen["markers"]
             duration += getattr(report, "duration", 0.0) or 0.0
-            phase = {"when": report.when, "outcome": report.outcome, "wasxfail": getattr(report, "wasxfail", None),
-                     "exc": [], "message": "", "text": "",
-                     "properties": {k: v for k, v in report.user_properties if isinstance(v, (str, int, float, bool))},
-                     "sections": [[t, c] for t, c in report.sections if self.sections and t.startswith(self.sections)]}
+            phase = {
+                "when": report.when,
+                "outcome": report.outcome,
+                "wasxfail": getattr(report, "wasxfail", None),
+                "exc": [],
+                "message": "",
+                "text": "",
+                "properties": {
+                    k: v
+                    for k, v in report.user_properties
+                    if isinstance(v, (str, int, float, bool))
+                },
+                "sections": [
+                    [t, c]
+                    for t, c in report.sections
+                    if self.sections and t.startswith(self.sections)
+                ],
+            }
             if report.failed:
                 phase["exc"] = _chain(exc)
-                phase["message"] = _first_line(exc) if exc is not None else str(report.longrepr).splitlines()[-1]
+                phase["message"] = (
+                    _first_line(exc) if exc is not None else str(report.longrepr).splitlines()[-1]
+                )
                 phase["text"] = clip(report.longreprtext or "")
             elif report.skipped:
                 phase["text"] = _skip_reason(report)
             phases.append(phase)
-        self.emit({"event": "result", "nodeid": nodeid, "markers": markers, "phases": phases, "duration": round(duration, 4),
-                   **(self.extra(nodeid) if self.extra is not None else {})})
+        self.emit(
+            {
+                "event": "result",
+                "nodeid": nodeid,
+                "markers": markers,
+                "phases": phases,
+                "duration": round(duration, 4),
+                **(self.extra(nodeid) if self.extra is not None else {}),
+            }
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """As ``-p cs336_outcomes`` or a warm child's plugin: a ``Recorder`` on ``CS336_PROBE_OUT``."""
     out = os.environ.get("CS336_PROBE_OUT")
     if out:
-        config.pluginmanager.register(Recorder(out, only_fixture=os.environ.get("CS336_PROBE_ONLY_FIXTURE"),
-                                               shard=os.environ.get("CS336_PROBE_SHARD")), "cs336-outcomes")
+        config.pluginmanager.register(
+            Recorder(
+                out,
+                only_fixture=os.environ.get("CS336_PROBE_ONLY_FIXTURE"),
+                shard=os.environ.get("CS336_PROBE_SHARD"),
+            ),
+            "cs336-outcomes",
+        )

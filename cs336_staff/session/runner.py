@@ -68,7 +68,9 @@ class PytestRun:
     deselected: list[str]
     tests: dict[str, Outcome]
     output: str
-    foreign_modules: list[str] = field(default_factory=list)  # tested modules imported from outside the tree
+    foreign_modules: list[str] = field(
+        default_factory=list
+    )  # tested modules imported from outside the tree
     seconds: float = 0.0
     timed_out: bool = False  # stopped at its timeout (its return code is then KILLED)
 
@@ -101,7 +103,9 @@ class PytestJob:
         self.cwd, self.timeout = Path(cwd), timeout
         self._scratch = Path(tempfile.mkdtemp(prefix="cs336-session-"))
         self._out = self._scratch / "results.jsonl"
-        child_env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED} if inherit_env else {}
+        child_env = (
+            {k: v for k, v in os.environ.items() if k not in NOT_INHERITED} if inherit_env else {}
+        )
         plugin: list[str] = []
         if outcomes:
             shutil.copyfile(OUTCOME_PLUGIN, self._scratch / "cs336_outcomes.py")
@@ -115,12 +119,30 @@ class PytestJob:
             if only_fixture:
                 child_env["CS336_PROBE_ONLY_FIXTURE"] = only_fixture
         elif hide or only_fixture:
-            raise ValueError("hide and only_fixture are done by the outcome plugin: they need outcomes=True")
+            raise ValueError(
+                "hide and only_fixture are done by the outcome plugin: they need outcomes=True"
+            )
         child_env.update(env or {})
-        cmd = [*prefix, sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", f"--rootdir={self.cwd}", *args]
+        cmd = [
+            *prefix,
+            sys.executable,
+            "-m",
+            "pytest",
+            *plugin,
+            "-p",
+            "no:cacheprovider",
+            f"--rootdir={self.cwd}",
+            *args,
+        ]
         self._log = open(self._scratch / "output.txt", "w+", errors="replace")  # noqa: SIM115 (closed in result())
-        self._proc = subprocess.Popen(cmd, cwd=self.cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=self._log,
-                                      stderr=subprocess.STDOUT)
+        self._proc = subprocess.Popen(
+            cmd,
+            cwd=self.cwd,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
 
     def result(self) -> PytestRun:
         timed_out = False
@@ -144,7 +166,9 @@ class PytestJob:
 def events(results: Path | None) -> list[dict]:
     """The outcome plugin's events, in order (a line cut short by a killed child is dropped)."""
     out = []
-    for line in (Path(results).read_text(errors="replace").splitlines() if results is not None else []):
+    for line in (
+        Path(results).read_text(errors="replace").splitlines() if results is not None else []
+    ):
         try:
             out.append(json.loads(line))
         except ValueError:
@@ -175,7 +199,14 @@ def outcome_of(nodeid: str, markers: list[str], phases: list[dict]) -> Outcome:
 
 def read_run(returncode: int, results: Path | None, output: str) -> PytestRun:
     """A ``PytestRun`` from the outcome plugin's events (None if the child never wrote them) and the output."""
-    run = PytestRun(returncode=returncode, collected=[], collect_errors=[], deselected=[], tests={}, output=output)
+    run = PytestRun(
+        returncode=returncode,
+        collected=[],
+        collect_errors=[],
+        deselected=[],
+        tests={},
+        output=output,
+    )
     for event in events(results):
         kind = event.get("event")
         if kind == "collected":
@@ -185,7 +216,9 @@ def read_run(returncode: int, results: Path | None, output: str) -> PytestRun:
         elif kind == "deselected":
             run.deselected.extend(event["items"])
         elif kind == "result":
-            run.tests[event["nodeid"]] = outcome_of(event["nodeid"], event["markers"], event["phases"])
+            run.tests[event["nodeid"]] = outcome_of(
+                event["nodeid"], event["markers"], event["phases"]
+            )
     return run
 
 
@@ -198,14 +231,18 @@ def merge_runs(runs: list[PytestRun]) -> PytestRun:
         return runs[0]
     ran = {n for r in runs for n in r.collected}
     collected = [n for r in runs for n in r.collected]
-    errors = {e["nodeid"]: e for r in runs for e in r.collect_errors}  # each shard collects everything
+    errors = {
+        e["nodeid"]: e for r in runs for e in r.collect_errors
+    }  # each shard collects everything
     return PytestRun(
         returncode=next((r.returncode for r in runs if r.returncode not in (0,)), 0),
         collected=collected,
         collect_errors=list(errors.values()),
         deselected=sorted({n for r in runs for n in r.deselected} - ran),
         tests={k: v for r in runs for k, v in r.tests.items()},
-        output="\n".join(f"--- shard {i + 1} of {len(runs)} ---\n{r.output}" for i, r in enumerate(runs)),
+        output="\n".join(
+            f"--- shard {i + 1} of {len(runs)} ---\n{r.output}" for i, r in enumerate(runs)
+        ),
         foreign_modules=sorted({m for r in runs for m in r.foreign_modules}),
         seconds=max(r.seconds for r in runs),
     )
@@ -224,7 +261,9 @@ def run_pytest(cwd: Path, args: list[str], **kwargs) -> PytestRun:
 def copy_tree(src: Path, dst: Path, *, skip: tuple[str, ...] = ()) -> None:
     """Copy ``src`` to ``dst`` without caches and bytecode, or the paths (relative to ``src``) in ``skip``."""
     src = Path(src).resolve()
-    junk = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".ruff_cache")
+    junk = shutil.ignore_patterns(
+        "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", ".ruff_cache"
+    )
 
     def ignore(directory: str, names: list[str]) -> set[str]:
         rel = Path(directory).resolve().relative_to(src)

@@ -56,11 +56,29 @@ from cs336_staff.session.runner import KILLED, NOT_INHERITED, PytestRun, read_ru
 
 # Imported and warmed up by the server (whatever of these is installed); never the code under test.
 WARM_MODULES = (
-    "numpy", "torch", "pytest", "hypothesis", "einops", "jaxtyping", "regex", "tiktoken", "tokenizers",
-    "tqdm", "pytest_timeout", "_pytest.pytester", "hypothesis.extra.numpy",
-    "torch.testing", "torch.utils.flop_counter", "torch.utils._python_dispatch",
+    "numpy",
+    "torch",
+    "pytest",
+    "hypothesis",
+    "einops",
+    "jaxtyping",
+    "regex",
+    "tiktoken",
+    "tokenizers",
+    "tqdm",
+    "pytest_timeout",
+    "_pytest.pytester",
+    "hypothesis.extra.numpy",
+    "torch.testing",
+    "torch.utils.flop_counter",
+    "torch.utils._python_dispatch",
 )
-TESTED_PACKAGES = ("cs336_assignment", "adapters", "tests", "conftest")  # never imported by the server
+TESTED_PACKAGES = (
+    "cs336_assignment",
+    "adapters",
+    "tests",
+    "conftest",
+)  # never imported by the server
 
 
 # ------------------------------------------------------------------------------------------------
@@ -81,7 +99,9 @@ def warm_up() -> list[str]:
         except Exception as e:  # noqa: BLE001 (an optional library may be missing or broken)
             failed.append(f"{name}: {type(e).__name__}: {e}")
     try:
-        for ep in importlib.metadata.entry_points(group="pytest11"):  # pytest's plugins (hypothesis, timeout, ...)
+        for ep in importlib.metadata.entry_points(
+            group="pytest11"
+        ):  # pytest's plugins (hypothesis, timeout, ...)
             try:
                 ep.load()
             except Exception as e:  # noqa: BLE001
@@ -96,7 +116,9 @@ def warm_up() -> list[str]:
     # region hangs in its first one. So the server stays single-threaded, and each child sets its own.
     os.environ.setdefault("CS336_WARM_THREADS", str(torch.get_num_threads()))
     torch.set_num_threads(1)
-    rng = torch.random.get_rng_state()  # restored below: a child starts where a fresh process starts
+    rng = (
+        torch.random.get_rng_state()
+    )  # restored below: a child starts where a fresh process starts
 
     steps = [
         lambda: importlib.import_module("torch._dynamo"),
@@ -104,7 +126,11 @@ def warm_up() -> list[str]:
         _warm_dispatch,
         lambda: torch.testing.assert_close(torch.ones(2), torch.ones(2)),
         lambda: torch.broadcast_shapes((2, 1), (1, 3)),
-        lambda: importlib.import_module("torch.distributed.tensor") if torch.distributed.is_available() else None,
+        lambda: (
+            importlib.import_module("torch.distributed.tensor")
+            if torch.distributed.is_available()
+            else None
+        ),
     ]
     for step in steps:
         try:
@@ -119,11 +145,17 @@ def _warm_optimizers() -> None:
     import torch
 
     p = torch.nn.Parameter(torch.zeros(3))
-    for opt in (torch.optim.AdamW([p], lr=1e-3), torch.optim.SGD([p], lr=1e-3), torch.optim.Adagrad([p], lr=1e-3)):
+    for opt in (
+        torch.optim.AdamW([p], lr=1e-3),
+        torch.optim.SGD([p], lr=1e-3),
+        torch.optim.Adagrad([p], lr=1e-3),
+    ):
         p.grad = torch.ones(3)
         opt.step()
         opt.zero_grad()
-    loss = torch.nn.functional.cross_entropy(torch.randn(2, 4, requires_grad=True), torch.tensor([0, 1]))
+    loss = torch.nn.functional.cross_entropy(
+        torch.randn(2, 4, requires_grad=True), torch.tensor([0, 1])
+    )
     loss.backward()
 
 
@@ -160,11 +192,15 @@ def _child(job: dict) -> int:
     os.chdir(cwd)
     # the hidden directories leave sys.path (exactly those: the venv inside the repository stays) and so
     # does every module imported from them and from no directory still on the path (cs336_staff, ...)
-    sys.path[:] = [cwd] + [p for p in sys.path if p not in ("", ".") and os.path.realpath(p) not in hide]
+    sys.path[:] = [cwd] + [
+        p for p in sys.path if p not in ("", ".") and os.path.realpath(p) not in hide
+    ]
     kept = [os.path.realpath(p) for p in sys.path]
     for name, module in list(sys.modules.items()):
         file = os.path.realpath(getattr(module, "__file__", None) or "/")
-        hidden = any(inside(file, h) for h in hide) and not any(inside(file, k) for k in kept if k != cwd)
+        hidden = any(inside(file, h) for h in hide) and not any(
+            inside(file, k) for k in kept if k != cwd
+        )
         if name.split(".")[0] in TESTED_PACKAGES or hidden:
             del sys.modules[name]
     importlib.invalidate_caches()
@@ -182,7 +218,11 @@ def _child(job: dict) -> int:
             exec(compile(job["code"], "<warm script>", "exec"), {"__name__": "__main__"})
             code = 0
         except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else (print(e.code, file=sys.stderr) or 1))
+            code = (
+                e.code
+                if isinstance(e.code, int)
+                else (0 if e.code is None else (print(e.code, file=sys.stderr) or 1))
+            )
         except BaseException:  # noqa: BLE001
             traceback.print_exc()
             code = 1
@@ -195,13 +235,22 @@ def _child(job: dict) -> int:
         sys.argv = ["pytest"]
         # the server imported pytest's plugins (hypothesis, pytest_timeout, ...) before pytest could
         # rewrite their asserts; pytest says so once per plugin, which is no news about the tree
-        quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
-        code = int(pytest.main(["-p", "no:cacheprovider", *quiet, f"--rootdir={cwd}", *job["args"]], plugins=[outcomes]))
+        quiet = [
+            "-W",
+            "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning",
+        ]
+        code = int(
+            pytest.main(
+                ["-p", "no:cacheprovider", *quiet, f"--rootdir={cwd}", *job["args"]],
+                plugins=[outcomes],
+            )
+        )
 
     foreign = sorted(
         f"{name} from {module.__file__}"
         for name, module in list(sys.modules.items())
-        if name.split(".")[0] in ("cs336_assignment", "adapters") and getattr(module, "__file__", None)
+        if name.split(".")[0] in ("cs336_assignment", "adapters")
+        and getattr(module, "__file__", None)
         and not inside(os.path.realpath(module.__file__), cwd)
     )
     with open(job["foreign"], "w") as f:
@@ -213,7 +262,9 @@ def _start(job: dict) -> int:
     pid = os.fork()
     if pid:
         try:
-            os.setpgid(pid, pid)  # the child does it too; whichever runs first, a kill finds the group
+            os.setpgid(
+                pid, pid
+            )  # the child does it too; whichever runs first, a kill finds the group
         except OSError:
             pass
         return pid
@@ -257,7 +308,11 @@ def serve(fd_in: int = 0, fd_out: int = 1) -> None:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
                         job = json.loads(line)
-                        running[_start(job)] = (job, time.monotonic(), time.monotonic() + job["timeout"])
+                        running[_start(job)] = (
+                            job,
+                            time.monotonic(),
+                            time.monotonic() + job["timeout"],
+                        )
             now = time.monotonic()
             for pid, (job, _, deadline) in list(running.items()):
                 if now > deadline:
@@ -275,7 +330,11 @@ def serve(fd_in: int = 0, fd_out: int = 1) -> None:
                 job, started, _ = running.pop(pid)
                 code = KILLED if job.get("killed") else os.waitstatus_to_exitcode(status)
                 _kill(pid, group_only=True)  # anything the child left running in its group
-                reply = {"id": job["id"], "returncode": code, "seconds": round(time.monotonic() - started, 3)}
+                reply = {
+                    "id": job["id"],
+                    "returncode": code,
+                    "seconds": round(time.monotonic() - started, 3),
+                }
                 os.write(fd_out, (json.dumps(reply) + "\n").encode())
     finally:
         for pid in running:
@@ -324,14 +383,24 @@ class WarmPool:
         tests do not import torch, such as the staff tools' own sample repositories."""
         self._dir = Path(tempfile.mkdtemp(prefix="cs336-warm-"))
         # the server may cache the libraries' bytecode; its children never write any (see _child)
-        env = {k: v for k, v in os.environ.items() if k not in (*NOT_INHERITED, "PYTHONDONTWRITEBYTECODE")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in (*NOT_INHERITED, "PYTHONDONTWRITEBYTECODE")
+        }
         if light:
             env["CS336_WARM_LIGHT"] = "1"
-        self._err = self._dir / "server-stderr.txt"  # a file, not a pipe: a chatty import cannot block the server
+        self._err = (
+            self._dir / "server-stderr.txt"
+        )  # a file, not a pipe: a chatty import cannot block the server
         with open(self._err, "wb") as err:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "cs336_staff.session.warm"],
-                cwd=self._dir, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                cwd=self._dir,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
             )
         self._lock = threading.Lock()
         self._pending: dict[int, tuple[Future, dict]] = {}
@@ -364,7 +433,9 @@ class WarmPool:
                 future.set_exception(e)
         # the server is gone: fail whatever still waits
         err = self._err.read_text(errors="replace") if self._err.exists() else ""
-        error = RuntimeError(f"the warm pytest server exited ({self._proc.wait()}): {err.strip()[-2000:]}")
+        error = RuntimeError(
+            f"the warm pytest server exited ({self._proc.wait()}): {err.strip()[-2000:]}"
+        )
         if not self._ready.done():
             self._ready.set_exception(error)
         with self._lock:
@@ -374,11 +445,15 @@ class WarmPool:
                 future.set_exception(error)
 
     def _collect(self, job: dict, msg: dict) -> PytestRun:
-        output = Path(job["output"]).read_text(errors="replace") if Path(job["output"]).exists() else ""
+        output = (
+            Path(job["output"]).read_text(errors="replace") if Path(job["output"]).exists() else ""
+        )
         if msg["returncode"] == KILLED:
             output += f"\n[killed: ran longer than {job['timeout']:.0f} s]"
         results = Path(job["results"])
-        foreign = json.loads(Path(job["foreign"]).read_text()) if Path(job["foreign"]).exists() else []
+        foreign = (
+            json.loads(Path(job["foreign"]).read_text()) if Path(job["foreign"]).exists() else []
+        )
         run = read_run(msg["returncode"], results if results.exists() else None, output)
         run.foreign_modules = foreign
         run.seconds = msg.get("seconds", 0.0)
@@ -405,10 +480,18 @@ class WarmPool:
         d = self._dir / f"job{i}"
         d.mkdir()
         job = {
-            "id": i, "kind": "script" if code is not None else "pytest", "code": code, "cwd": str(Path(cwd).resolve()),
-            "args": [str(a) for a in args], "hide": [str(Path(h).resolve()) for h in hide], "only_fixture": only_fixture,
-            "env": dict(env or {}), "timeout": timeout,
-            "output": str(d / "output.txt"), "results": str(d / "results.jsonl"), "foreign": str(d / "foreign.json"),
+            "id": i,
+            "kind": "script" if code is not None else "pytest",
+            "code": code,
+            "cwd": str(Path(cwd).resolve()),
+            "args": [str(a) for a in args],
+            "hide": [str(Path(h).resolve()) for h in hide],
+            "only_fixture": only_fixture,
+            "env": dict(env or {}),
+            "timeout": timeout,
+            "output": str(d / "output.txt"),
+            "results": str(d / "results.jsonl"),
+            "foreign": str(d / "foreign.json"),
         }
         future: Future = Future()
         with self._lock:
@@ -442,6 +525,8 @@ class WarmPool:
 
 
 if __name__ == "__main__":
-    here = os.path.realpath(os.getcwd())  # ``-m`` put the server's scratch cwd first on the path: no use to anyone
+    here = os.path.realpath(
+        os.getcwd()
+    )  # ``-m`` put the server's scratch cwd first on the path: no use to anyone
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != here]
     serve()

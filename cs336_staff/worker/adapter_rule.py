@@ -46,13 +46,23 @@ def read_adapters(source: str) -> dict[str, Adapter]:
     whose body uses no ``<module>.<name>`` of a ``cs336_assignment`` submodule that ``adapters.py``
     imports gets an empty module and target."""
     tree = ast.parse(source)
-    parts = {alias.asname or alias.name: alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
-             and node.module == PACKAGE and node.level == 0 for alias in node.names}  # local name -> module
+    parts = {
+        alias.asname or alias.name: alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module == PACKAGE and node.level == 0
+        for alias in node.names
+    }  # local name -> module
     found = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and is_adapter(node.name):
-            uses = [(parts[n.value.id], n.attr) for statement in node.body for n in ast.walk(statement)
-                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in parts]
+            uses = [
+                (parts[n.value.id], n.attr)
+                for statement in node.body
+                for n in ast.walk(statement)
+                if isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name)
+                and n.value.id in parts
+            ]
             module, target = uses[0] if uses else ("", "")
             found[node.name] = Adapter(node.name, module, target)
     return found

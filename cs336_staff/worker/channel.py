@@ -53,7 +53,9 @@ def encode_frame(message: dict, blobs: list[Blob]) -> bytes:
     """One frame: the 8-byte length, the part count and sizes, the JSON tree, the blobs."""
     parts = [json.dumps(message, allow_nan=True, separators=(",", ":")).encode(), *blobs]
     sizes = [part.nbytes if isinstance(part, memoryview) else len(part) for part in parts]
-    head = struct.pack(f"<QI{len(sizes)}Q", COUNT.size + SIZE.size * len(sizes) + sum(sizes), len(sizes), *sizes)
+    head = struct.pack(
+        f"<QI{len(sizes)}Q", COUNT.size + SIZE.size * len(sizes) + sum(sizes), len(sizes), *sizes
+    )
     return b"".join([head, *parts])
 
 
@@ -87,12 +89,15 @@ def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes:
 
 
 def tree_size_problem(size: int, limit: int) -> str:
-    return (f"the message's values take {size} bytes of JSON, over the limit of {limit} bytes "
-            "(long strings, such as exception messages, or long lists)")
+    return (
+        f"the message's values take {size} bytes of JSON, over the limit of {limit} bytes "
+        "(long strings, such as exception messages, or long lists)"
+    )
 
 
-def receive(fd: int, limit: int, deadline: float | None = None,
-            tree_limit: int | None = None) -> tuple[dict, list[memoryview]]:
+def receive(
+    fd: int, limit: int, deadline: float | None = None, tree_limit: int | None = None
+) -> tuple[dict, list[memoryview]]:
     """One message and its blobs; ChannelError if it is larger than ``limit`` bytes or malformed.
 
     ``deadline`` (a ``time.monotonic()`` value): ChannelTimeout if the message is not complete by then.
@@ -104,7 +109,9 @@ def receive(fd: int, limit: int, deadline: float | None = None,
     if length > limit:
         raise ChannelError(f"a message of {length} bytes exceeds the limit of {limit} bytes")
     message, blobs, problem = _parse(_read_exactly(fd, length, deadline), tree_limit)
-    if problem is not None:  # raised here, where no local holds the frame: a kept exception keeps no megabytes
+    if (
+        problem is not None
+    ):  # raised here, where no local holds the frame: a kept exception keeps no megabytes
         raise ChannelError(problem)
     return message, blobs
 
@@ -116,10 +123,18 @@ def _parse(payload: bytes, tree_limit: int | None) -> tuple[dict, list[memoryvie
     (count,) = COUNT.unpack_from(payload)
     start = COUNT.size + SIZE.size * count
     if count < 1 or start > len(payload):
-        return {}, [], f"malformed message: {count} parts do not fit a payload of {len(payload)} bytes"
+        return (
+            {},
+            [],
+            f"malformed message: {count} parts do not fit a payload of {len(payload)} bytes",
+        )
     sizes = struct.unpack_from(f"<{count}Q", payload, COUNT.size)
     if start + sum(sizes) != len(payload):
-        return {}, [], f"malformed message: parts of {sum(sizes)} bytes in a payload of {len(payload) - start}"
+        return (
+            {},
+            [],
+            f"malformed message: parts of {sum(sizes)} bytes in a payload of {len(payload) - start}",
+        )
     if tree_limit is not None and sizes[0] > tree_limit:
         return {}, [], tree_size_problem(sizes[0], tree_limit)
     view = memoryview(payload)
@@ -128,7 +143,9 @@ def _parse(payload: bytes, tree_limit: int | None) -> tuple[dict, list[memoryvie
         parts.append(view[start : start + size])
         start += size
     try:
-        message = json.loads(str(parts[0], "utf-8"))  # the writer's json.dumps is ASCII: no encoding to detect
+        message = json.loads(
+            str(parts[0], "utf-8")
+        )  # the writer's json.dumps is ASCII: no encoding to detect
     except Exception as e:  # not UTF-8, not JSON, nested too deep
         return {}, [], f"malformed message: {type(e).__name__}: {str(e)[:200]}"
     if not isinstance(message, dict):

@@ -65,7 +65,9 @@ class _Lazy:
         real = importlib.import_module(self._name)
         globals()[self._name if self._name != "numpy" else "np"] = real
         value = getattr(real, attr)
-        self.__dict__[attr] = value  # modules that imported this stand-in (bound.py) find it directly next time
+        self.__dict__[attr] = (
+            value  # modules that imported this stand-in (bound.py) find it directly next time
+        )
         return value
 
 
@@ -111,7 +113,9 @@ class Record:
         fields = self.__dict__.get("fields", {})
         if name in fields:
             return fields[name]
-        raise AttributeError(f"{self.type_name} has no field {name!r} (fields: {', '.join(fields)})")
+        raise AttributeError(
+            f"{self.type_name} has no field {name!r} (fields: {', '.join(fields)})"
+        )
 
     def __repr__(self) -> str:
         return f"{self.type_name}({', '.join(f'{k}={v!r}' for k, v in self.fields.items())})"
@@ -136,13 +140,19 @@ def digest(storage: torch.UntypedStorage) -> bytes:
     a CPU storage's read where they lie, without the copy ``storage_bytes`` makes."""
     size = storage.nbytes()
     if storage.device.type == "cpu" and size and type(storage) is torch.UntypedStorage:
-        return hashlib.blake2b((ctypes.c_char * size).from_address(storage.data_ptr()), digest_size=16).digest()
+        return hashlib.blake2b(
+            (ctypes.c_char * size).from_address(storage.data_ptr()), digest_size=16
+        ).digest()
     return hashlib.blake2b(storage_bytes(storage), digest_size=16).digest()
 
 
 def bytes_tensor(blob: bytes | bytearray) -> torch.Tensor:
     """A fresh, writable uint8 CPU tensor holding ``blob``."""
-    return torch.frombuffer(bytearray(blob), dtype=torch.uint8) if len(blob) else torch.empty(0, dtype=torch.uint8)
+    return (
+        torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+        if len(blob)
+        else torch.empty(0, dtype=torch.uint8)
+    )
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -169,7 +179,11 @@ class Encoder:
 
     def blob(self, data: Any) -> int:
         """Add raw bytes (or a numpy array's C-order bytes) to the message; returns its index."""
-        self.blobs.append(bytes(data) if isinstance(data, (bytes, bytearray, memoryview)) else np.ascontiguousarray(data).tobytes())
+        self.blobs.append(
+            bytes(data)
+            if isinstance(data, (bytes, bytearray, memoryview))
+            else np.ascontiguousarray(data).tobytes()
+        )
         return len(self.blobs) - 1
 
     def _storage(self, storage: torch.UntypedStorage) -> int:
@@ -181,7 +195,9 @@ class Encoder:
             if key in self._known:
                 self.storages.append({"known": self._known[key]})
             else:
-                self.storages.append({"device": str(storage.device), "blob": self.blob(storage_bytes(storage))})
+                self.storages.append(
+                    {"device": str(storage.device), "blob": self.blob(storage_bytes(storage))}
+                )
             self.storage_objects.append(storage)
         return self._keys[key]
 
@@ -199,7 +215,10 @@ class Encoder:
         if kind is list:
             return [self.encode(v, d) for v in value]
         if kind is dict:
-            return {"$": "dict", "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()]}
+            return {
+                "$": "dict",
+                "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()],
+            }
         if kind is tuple:
             return {"$": "tuple", "v": [self.encode(v, d) for v in value]}
         if isinstance(value, str):  # a str subclass: itself, as before
@@ -214,18 +233,31 @@ class Encoder:
                 return {"$": "device", "v": str(value)}
             if isinstance(value, t.Generator):
                 self.generators.append(value)
-                return {"$": "generator", "device": str(value.device),
-                        "state": self.blob(value.get_state().numpy()), "index": len(self.generators) - 1}
+                return {
+                    "$": "generator",
+                    "device": str(value.device),
+                    "state": self.blob(value.get_state().numpy()),
+                    "index": len(self.generators) - 1,
+                }
         n = sys.modules.get("numpy")  # no numpy imported: no value can be an array
         if n is not None and isinstance(value, n.memmap) and getattr(value, "filename", None):
-            return {"$": "memmap", "path": str(value.filename), "dtype": value.dtype.str,
-                    "shape": list(value.shape), "offset": int(value.offset),
-                    "order": "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C"}
+            return {
+                "$": "memmap",
+                "path": str(value.filename),
+                "dtype": value.dtype.str,
+                "shape": list(value.shape),
+                "offset": int(value.offset),
+                "order": "F" if value.flags.f_contiguous and not value.flags.c_contiguous else "C",
+            }
         if n is not None and isinstance(value, n.ndarray):
             if value.dtype.hasobject:
                 raise CodecError("numpy arrays of Python objects cannot cross; use a list")
-            return {"$": "ndarray", "dtype": value.dtype.str, "shape": list(value.shape),
-                    "blob": self.blob(np.ascontiguousarray(value))}
+            return {
+                "$": "ndarray",
+                "dtype": value.dtype.str,
+                "shape": list(value.shape),
+                "blob": self.blob(np.ascontiguousarray(value)),
+            }
         if n is not None and isinstance(value, n.generic):
             return {"$": "npscalar", "dtype": value.dtype.str, "blob": self.blob(np.asarray(value))}
         if isinstance(value, int):  # bool/int subclasses such as IntEnum: as plain ints
@@ -237,12 +269,21 @@ class Encoder:
         if isinstance(value, tuple) and not hasattr(value, "_fields"):
             return {"$": "tuple", "v": [self.encode(v, d) for v in value]}
         if isinstance(value, tuple):  # a NamedTuple: its fields, rebuilt as a Record or a tuple
-            return {"$": "record", "type": type(value).__qualname__, "tuple": True,
-                    "fields": [[k, self.encode(v, d)] for k, v in zip(value._fields, value, strict=True)]}
+            return {
+                "$": "record",
+                "type": type(value).__qualname__,
+                "tuple": True,
+                "fields": [
+                    [k, self.encode(v, d)] for k, v in zip(value._fields, value, strict=True)
+                ],
+            }
         if isinstance(value, (set, frozenset)):
             return {"$": type(value).__name__, "v": [self.encode(v, d) for v in value]}
         if isinstance(value, dict):
-            node = {"$": "dict", "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()]}
+            node = {
+                "$": "dict",
+                "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()],
+            }
             factory = getattr(value, "default_factory", None)
             if isinstance(value, collections.defaultdict) and factory in DEFAULT_FACTORIES.values():
                 node["default"] = factory.__name__
@@ -252,20 +293,32 @@ class Encoder:
         if isinstance(value, pathlib.PurePath):
             return {"$": "path", "v": str(value)}
         if isinstance(value, slice):
-            return {"$": "slice", "v": [self.encode(value.start, d), self.encode(value.stop, d), self.encode(value.step, d)]}
+            return {
+                "$": "slice",
+                "v": [
+                    self.encode(value.start, d),
+                    self.encode(value.stop, d),
+                    self.encode(value.step, d),
+                ],
+            }
         if value is Ellipsis:
             return {"$": "ellipsis"}
         if isinstance(value, complex):
             return {"$": "complex", "v": [repr(value.real), repr(value.imag)]}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             name = f"{type(value).__module__}:{type(value).__qualname__}"
-            fields = [[f.name, self.encode(getattr(value, f.name), d)] for f in dataclasses.fields(value)]
+            fields = [
+                [f.name, self.encode(getattr(value, f.name), d)] for f in dataclasses.fields(value)
+            ]
             if DATA_TYPES.get(name) is type(value):
                 return {"$": "data", "type": name, "fields": fields}
             return {"$": "record", "type": type(value).__qualname__, "fields": fields}
         if isinstance(value, Record):
-            return {"$": "record", "type": value.type_name,
-                    "fields": [[k, self.encode(v, d)] for k, v in value.fields.items()]}
+            return {
+                "$": "record",
+                "type": value.type_name,
+                "fields": [[k, self.encode(v, d)] for k, v in value.fields.items()],
+            }
         raise CodecError(
             f"a {_type_name(value)}, which is not plain data: only numbers, strings, containers, tensors, arrays and "
             "@plain_data dataclasses cross; observe an object inside a driver and return what the test checks "
@@ -276,9 +329,14 @@ class Encoder:
         if t.layout != torch.strided or t.is_quantized or t.is_nested:
             raise CodecError(f"only dense strided tensors cross, got layout {t.layout}")
         node: dict[str, Any] = {
-            "$": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
-            "stride": list(t.stride()), "offset": int(t.storage_offset()), "device": str(t.device),
-            "requires_grad": bool(t.requires_grad), "parameter": isinstance(t, torch.nn.Parameter),
+            "$": "tensor",
+            "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape),
+            "stride": list(t.stride()),
+            "offset": int(t.storage_offset()),
+            "device": str(t.device),
+            "requires_grad": bool(t.requires_grad),
+            "parameter": isinstance(t, torch.nn.Parameter),
         }
         if t.device.type != "meta":
             node["storage"] = self._storage(t.untyped_storage())
@@ -292,9 +350,28 @@ def _type_name(value: Any) -> str:
 
 #: Bytes per element of each torch dtype, by name: a claimed size is checked without importing torch.
 DTYPE_BYTES = {
-    "bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
-    "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "float32": 4, "complex32": 4,
-    "int64": 8, "uint64": 8, "float64": 8, "complex64": 8, "complex128": 16, "float8_e8m0fnu": 1, "float4_e2m1fn_x2": 1,
+    "bool": 1,
+    "uint8": 1,
+    "int8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "float8_e4m3fnuz": 1,
+    "float8_e5m2fnuz": 1,
+    "int16": 2,
+    "uint16": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "float32": 4,
+    "complex32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "complex64": 8,
+    "complex128": 16,
+    "float8_e8m0fnu": 1,
+    "float4_e2m1fn_x2": 1,
 }
 
 
@@ -319,11 +396,15 @@ def check_value_size(shape: Any, itemsize: int, limit: int | None) -> int:
     ...     print(e)
     a tensor or array of shape [2147483648] (8589934592 bytes) exceeds the limit of 1048576 bytes per value
     """
-    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+    if not isinstance(shape, list) or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape
+    ):
         raise CodecError(f"bad shape {str(shape)[:80]}")
     size = itemsize * math.prod(shape)
     if limit is not None and size > limit:
-        raise CodecError(f"a tensor or array of shape {shape} ({size} bytes) exceeds the limit of {limit} bytes per value")
+        raise CodecError(
+            f"a tensor or array of shape {shape} ({size} bytes) exceeds the limit of {limit} bytes per value"
+        )
     return size
 
 
@@ -370,7 +451,9 @@ class Decoder:
             else:
                 data = bytes_tensor(self._blob(spec["blob"]))
                 device = torch.device(spec["device"])
-                self.storages[index] = (data if device.type == "cpu" else data.to(device)).untyped_storage()
+                self.storages[index] = (
+                    data if device.type == "cpu" else data.to(device)
+                ).untyped_storage()
         return self.storages[index]
 
     def decode(self, tree: Tree, depth: int = 0) -> Any:
@@ -408,14 +491,24 @@ class Decoder:
             return self._tensor(tree)
         if tag == "ndarray":
             check_value_size(tree["shape"], np.dtype(tree["dtype"]).itemsize, self.max_value_bytes)
-            return np.frombuffer(self._blob(tree["blob"]), dtype=np.dtype(tree["dtype"])).reshape(tree["shape"]).copy()
+            return (
+                np.frombuffer(self._blob(tree["blob"]), dtype=np.dtype(tree["dtype"]))
+                .reshape(tree["shape"])
+                .copy()
+            )
         if tag == "npscalar":
             return np.frombuffer(self._blob(tree["blob"]), dtype=np.dtype(tree["dtype"]))[0]
         if tag == "memmap":
             if not self._allow_memmap:
                 raise CodecError("memmaps do not cross in this direction")
-            return np.memmap(tree["path"], dtype=np.dtype(tree["dtype"]), mode="r", offset=int(tree["offset"]),
-                             shape=tuple(tree["shape"]), order=tree["order"])
+            return np.memmap(
+                tree["path"],
+                dtype=np.dtype(tree["dtype"]),
+                mode="r",
+                offset=int(tree["offset"]),
+                shape=tuple(tree["shape"]),
+                order=tree["order"],
+            )
         if tag == "dtype":
             return _dtype(tree["v"])
         if tag == "device":
@@ -438,21 +531,35 @@ class Decoder:
             return cls(**{k: self.decode(v, d) for k, v in tree["fields"]})
         if tag == "record":
             fields = {str(k): self.decode(v, d) for k, v in tree["fields"]}
-            return tuple(fields.values()) if tree.get("tuple") else Record(str(tree["type"]), fields)
+            return (
+                tuple(fields.values()) if tree.get("tuple") else Record(str(tree["type"]), fields)
+            )
         raise CodecError(f"unknown tag {tag!r}")
 
     def _tensor(self, tree: dict) -> torch.Tensor:
-        check_value_size(tree["shape"], dtype_size(tree["dtype"]), self.max_value_bytes)  # before torch is imported
+        check_value_size(
+            tree["shape"], dtype_size(tree["dtype"]), self.max_value_bytes
+        )  # before torch is imported
         dtype = _dtype(tree["dtype"])
         shape, stride, offset = tuple(tree["shape"]), tuple(tree["stride"]), int(tree["offset"])
         if tree["device"] == "meta":
             t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         else:
             storage = self.storage(tree["storage"])
-            needed = offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) + 1 if all(shape) else 0
-            if min(stride, default=0) < 0 or offset < 0 or needed * dtype.itemsize > storage.nbytes():
+            needed = (
+                offset + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) + 1
+                if all(shape)
+                else 0
+            )
+            if (
+                min(stride, default=0) < 0
+                or offset < 0
+                or needed * dtype.itemsize > storage.nbytes()
+            ):
                 raise CodecError(f"tensor view {shape}/{stride}+{offset} does not fit its storage")
-            t = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, shape, stride)
+            t = torch.empty(0, dtype=dtype, device=storage.device).set_(
+                storage, offset, shape, stride
+            )
         if tree.get("parameter"):
             return torch.nn.Parameter(t, requires_grad=bool(tree["requires_grad"]))
         if tree.get("requires_grad") and (t.is_floating_point() or t.is_complex()):

@@ -47,7 +47,11 @@ MARK_BYTES = 200  # bytes of an output mark written
 
 
 def _clip(text: str, limit: int = TEXT_LIMIT) -> str:
-    return text if len(text) <= limit else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
+    return (
+        text
+        if len(text) <= limit
+        else text[: limit // 2] + "\n[... cut ...]\n" + text[-limit // 2 :]
+    )
 
 
 class Worker:
@@ -70,8 +74,15 @@ class Worker:
         from tests.boundary import seed_global_rngs
 
         seed_global_rngs()
-        np, torch = sys.modules.get("numpy"), sys.modules.get("torch")  # where preloaded (a torch-free repo has neither)
-        self._rngs = (random.getstate(), np.random.get_state() if np else None, torch.get_rng_state() if torch else None)
+        np, torch = (
+            sys.modules.get("numpy"),
+            sys.modules.get("torch"),
+        )  # where preloaded (a torch-free repo has neither)
+        self._rngs = (
+            random.getstate(),
+            np.random.get_state() if np else None,
+            torch.get_rng_state() if torch else None,
+        )
 
     def restore_rngs(self) -> None:
         import random
@@ -94,7 +105,11 @@ class Worker:
 
         names = ["adapters"] + sorted(
             "tests.scenarios." + os.path.basename(p)[:-3]
-            for p in glob.glob(os.path.join(os.path.dirname(sys.modules["tests.boundary"].__file__), "scenarios", "*.py"))
+            for p in glob.glob(
+                os.path.join(
+                    os.path.dirname(sys.modules["tests.boundary"].__file__), "scenarios", "*.py"
+                )
+            )
             if not os.path.basename(p).startswith("_")
         )
         for name in names:
@@ -127,7 +142,9 @@ class Worker:
             return self.resolve(str(msg["target"]))(*args, **kwargs)
         if op == "ping":
             return "pong"
-        if op == "mark":  # everything printed so far, then the judge's mark: its reader waits for the mark
+        if (
+            op == "mark"
+        ):  # everything printed so far, then the judge's mark: its reader waits for the mark
             for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
                 with contextlib.suppress(Exception):
                     stream.flush()
@@ -151,7 +168,9 @@ class Worker:
         """Run one request and send its reply."""
         decoder = self.codec.Decoder(msg.get("storages", []), blobs)
         try:
-            if msg.get("op") == "call":  # import a driver's module first: it registers its @plain_data classes
+            if (
+                msg.get("op") == "call"
+            ):  # import a driver's module first: it registers its @plain_data classes
                 self.resolve(str(msg["target"]))
             args = decoder.decode(msg.get("args", []))
             kwargs = decoder.decode(msg.get("kwargs", {"$": "dict", "items": []}))
@@ -168,11 +187,20 @@ class Worker:
         enc = self.codec.Encoder(known=known)
         try:
             reply: dict[str, Any] = {"ok": enc.encode(result)}
-        except self.codec.CodecError as e:  # not data: the test's mistake or the submission's, never an exception it raised
-            self.channel.send(self.replies, {"not_plain": _clip(f"{msg.get('target', msg.get('op'))} returned {e}")}, [])
+        except (
+            self.codec.CodecError
+        ) as e:  # not data: the test's mistake or the submission's, never an exception it raised
+            self.channel.send(
+                self.replies,
+                {"not_plain": _clip(f"{msg.get('target', msg.get('op'))} returned {e}")},
+                [],
+            )
             return
-        mutated = [[i, enc.blob(self.codec.storage_bytes(s))] for i, s in decoder.storages.items()
-                   if self.codec.digest(s) != before[i]]
+        mutated = [
+            [i, enc.blob(self.codec.storage_bytes(s))]
+            for i, s in decoder.storages.items()
+            if self.codec.digest(s) != before[i]
+        ]
         gens = [[i, enc.blob(g.get_state().numpy())] for i, g in decoder.generators.items()]
         reply.update(storages=enc.storages, mutated=mutated, generators=gens)
         self.channel.send(self.replies, reply, enc.blobs)
@@ -186,7 +214,8 @@ class Worker:
         try:  # the submission's frames only: this loop's own frames say nothing to a student
             te = traceback.TracebackException.from_exception(e)
             te.stack = traceback.StackSummary.from_list(
-                [f for f in te.stack if not os.path.abspath(f.filename).startswith(HERE)])
+                [f for f in te.stack if not os.path.abspath(f.filename).startswith(HERE)]
+            )
             tb = _clip("".join(te.format()), 3 * TEXT_LIMIT)
         except BaseException:  # noqa: BLE001
             tb = ""
@@ -204,8 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="the sandboxed worker (started by the judge)")
     parser.add_argument("--requests", type=int, required=True)
     parser.add_argument("--replies", type=int, required=True)
-    parser.add_argument("--preload", action="append", default=[],
-                        help="modules to import before saying ready (their import time is not charged to a test)")
+    parser.add_argument(
+        "--preload",
+        action="append",
+        default=[],
+        help="modules to import before saying ready (their import time is not charged to a test)",
+    )
     args = parser.parse_args(argv)
     os.dup2(2, 1)  # stdout -> stderr: a stray print can never reach the reply pipe
     sys.stdout = sys.stderr
@@ -217,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     worker.codec.use_data_types(tests.boundary.DATA_TYPES)
     worker.save_rngs()
 
-    worker.channel.send(worker.replies, {"ready": {"python": sys.version.split()[0], "pid": os.getpid()}}, [])
+    worker.channel.send(
+        worker.replies, {"ready": {"python": sys.version.split()[0], "pid": os.getpid()}}, []
+    )
     worker.import_submission()
     while worker.serve_one():
         pass

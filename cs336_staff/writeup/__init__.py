@@ -44,7 +44,9 @@ def has_writeup(repo: Path) -> bool:
     return (Path(repo) / SOURCE_DIR / MAIN).is_file()
 
 
-def _inputs(repo: Path, parts: list[Part] | None, key: bool, answers: dict | None) -> dict[str, str]:
+def _inputs(
+    repo: Path, parts: list[Part] | None, key: bool, answers: dict | None
+) -> dict[str, str]:
     from cs336_staff.writeup.answers import compute, given_texts
 
     repo = Path(repo)
@@ -55,7 +57,9 @@ def _inputs(repo: Path, parts: list[Part] | None, key: bool, answers: dict | Non
         "key": "yes" if key else "no",
     }
     if key:
-        inputs["answers"] = json.dumps(compute(repo) if answers is None else answers, sort_keys=True)
+        inputs["answers"] = json.dumps(
+            compute(repo) if answers is None else answers, sort_keys=True
+        )
     return inputs
 
 
@@ -66,29 +70,50 @@ def _typst_error(e: Exception) -> WriteupError:
     return WriteupError(f"typst: {message}\n{diagnostic}{hints}".rstrip())
 
 
-def build_pdf(repo: Path = REPO, *, key: bool = False, parts: list[Part] | None = None, answers: dict | None = None) -> bytes:
+def build_pdf(
+    repo: Path = REPO,
+    *,
+    key: bool = False,
+    parts: list[Part] | None = None,
+    answers: dict | None = None,
+) -> bytes:
     """The assignment (or with ``key``, the answer key) as PDF bytes."""
     import typst
 
     repo = Path(repo)
     try:
         return typst.compile(
-            str(repo / SOURCE_DIR / MAIN), root=str(repo / SOURCE_DIR), sys_inputs=_inputs(repo, parts, key, answers),
-            ignore_system_fonts=True, format="pdf",
+            str(repo / SOURCE_DIR / MAIN),
+            root=str(repo / SOURCE_DIR),
+            sys_inputs=_inputs(repo, parts, key, answers),
+            ignore_system_fonts=True,
+            format="pdf",
         )
     except (typst.TypstError, RuntimeError) as e:  # query reports compile errors as RuntimeError
         raise _typst_error(e) from None
 
 
-def query(repo: Path, label: str, *, key: bool = False, parts: list[Part] | None = None, answers: dict | None = None) -> list:
+def query(
+    repo: Path,
+    label: str,
+    *,
+    key: bool = False,
+    parts: list[Part] | None = None,
+    answers: dict | None = None,
+) -> list:
     """The values of the metadata elements labelled ``label`` (e.g. ``"problem"``) in the document."""
     import typst
 
     repo = Path(repo)
     try:
         out = typst.query(
-            str(repo / SOURCE_DIR / MAIN), f"<{label}>", field="value", root=str(repo / SOURCE_DIR),
-            sys_inputs=_inputs(repo, parts, key, answers), ignore_system_fonts=True, format="json",
+            str(repo / SOURCE_DIR / MAIN),
+            f"<{label}>",
+            field="value",
+            root=str(repo / SOURCE_DIR),
+            sys_inputs=_inputs(repo, parts, key, answers),
+            ignore_system_fonts=True,
+            format="json",
         )
     except (typst.TypstError, RuntimeError) as e:  # query reports compile errors as RuntimeError
         raise _typst_error(e) from None
@@ -110,7 +135,9 @@ def written_points(repo: Path = REPO, parts: list[Part] | None = None) -> dict[s
     return out
 
 
-def check(repo: Path = REPO, parts: list[Part] | None = None, key_answers: list[dict] | None = None) -> list[str]:
+def check(
+    repo: Path = REPO, parts: list[Part] | None = None, key_answers: list[dict] | None = None
+) -> list[str]:
     """Every disagreement between the writeup's problems and the rubric; empty when they agree.
 
     ``key_answers``: the ``<answer>`` metadata of the key, if the caller compiled it already."""
@@ -126,7 +153,9 @@ def check(repo: Path = REPO, parts: list[Part] | None = None, key_answers: list[
     out = []
     keys = [p.key for p in parts]
     if part_order != keys:
-        out.append(f"writeup/assignment.typ has the parts {part_order}; rubric.toml has {keys} (same order, each once)")
+        out.append(
+            f"writeup/assignment.typ has the parts {part_order}; rubric.toml has {keys} (same order, each once)"
+        )
     by_part: dict[str, list[dict]] = {}
     for prob in probs:
         by_part.setdefault(prob["part"], []).append(prob)
@@ -134,9 +163,13 @@ def check(repo: Path = REPO, parts: list[Part] | None = None, key_answers: list[
         mine = by_part.get(p.key, [])
         code = [q for q in mine if q["kind"] == "code"]
         if len(code) != 1:
-            out.append(f"part {p.heading}: {len(code)} code problems in the writeup; it needs exactly one (#code-problem)")
+            out.append(
+                f"part {p.heading}: {len(code)} code problems in the writeup; it needs exactly one (#code-problem)"
+            )
         elif code[0]["points"] != p.points:
-            out.append(f"part {p.heading}: the code problem says {code[0]['points']} points, rubric.toml {p.points:g}")
+            out.append(
+                f"part {p.heading}: the code problem says {code[0]['points']} points, rubric.toml {p.points:g}"
+            )
         numbers = [q["number"] for q in mine]
         expected = [f"{p.number}.{i}" for i in range(1, len(mine) + 1)]
         if numbers != expected:
@@ -146,24 +179,45 @@ def check(repo: Path = REPO, parts: list[Part] | None = None, key_answers: list[
         out.append(f"written problem ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}")
     for q in probs:
         if q["kind"] == "written" and not (isinstance(q["points"], int) and q["points"] > 0):
-            out.append(f"problem {q['number']} ({q['id']}): points must be a positive integer, got {q['points']!r}")
+            out.append(
+                f"problem {q['number']} ({q['id']}): points must be a positive integer, got {q['points']!r}"
+            )
     answered = [a["id"] for a in key_answers]
     if sorted(answered) != sorted(ids):
-        out.append(f"the answer key answers {sorted(answered)}, the written problems are {sorted(ids)}")
+        out.append(
+            f"the answer key answers {sorted(answered)}, the written problems are {sorted(ids)}"
+        )
     return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("out_dir", nargs="?", type=Path, help=f"where to write {PDF_NAME} (and with --key {KEY_NAME})")
-    parser.add_argument("--key", action="store_true", help=f"also write the staff-only answer key, {KEY_NAME}")
-    parser.add_argument("--answers", action="store_true", help="print the reference answers, computed by the reference code")
-    parser.add_argument("--check", action="store_true", help="check the problem list against rubric.toml and the key")
+    parser.add_argument(
+        "out_dir",
+        nargs="?",
+        type=Path,
+        help=f"where to write {PDF_NAME} (and with --key {KEY_NAME})",
+    )
+    parser.add_argument(
+        "--key", action="store_true", help=f"also write the staff-only answer key, {KEY_NAME}"
+    )
+    parser.add_argument(
+        "--answers",
+        action="store_true",
+        help="print the reference answers, computed by the reference code",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the problem list against rubric.toml and the key",
+    )
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.out_dir is None and not (args.answers or args.check):
-        print("cs336 writeup: give OUT_DIR (e.g. `uv run cs336 writeup out/`), or --answers, or --check")
+        print(
+            "cs336 writeup: give OUT_DIR (e.g. `uv run cs336 writeup out/`), or --answers, or --check"
+        )
         return 2
     try:
         if args.answers:
@@ -179,14 +233,18 @@ def run(args: argparse.Namespace) -> int:
             written = sum(q["points"] for q in probs if q["kind"] == "written")
             if found:
                 return 1
-            print(f"writeup: {len(probs)} problems agree with rubric.toml ({written} written points); every written problem is answered in the key")
+            print(
+                f"writeup: {len(probs)} problems agree with rubric.toml ({written} written points); every written problem is answered in the key"
+            )
         if args.out_dir is not None:
             args.out_dir.mkdir(parents=True, exist_ok=True)
             (args.out_dir / PDF_NAME).write_bytes(build_pdf(args.repo))
             print(f"writeup: wrote {args.out_dir / PDF_NAME}")
             if args.key:
                 (args.out_dir / KEY_NAME).write_bytes(build_pdf(args.repo, key=True))
-                print(f"writeup: wrote {args.out_dir / KEY_NAME} (staff only: never put it in the handout)")
+                print(
+                    f"writeup: wrote {args.out_dir / KEY_NAME} (staff only: never put it in the handout)"
+                )
     except (WriteupError, PartsError) as e:
         print(f"writeup: error: {e}")
         return 1

@@ -161,7 +161,10 @@ def _accounting() -> dict[str, dict]:
         "total_flops": _entry(total),
         "peak_bf16": _entry(peak, f"{peak / 1e12:g} TFLOP/s"),
         "days": _entry(days, f"{days:.1f}"),
-        "days_mfu_035": _entry(accounting.training_days(params, tokens, gpus, peak, 0.35), f"{accounting.training_days(params, tokens, gpus, peak, 0.35):.1f}"),
+        "days_mfu_035": _entry(
+            accounting.training_days(params, tokens, gpus, peak, 0.35),
+            f"{accounting.training_days(params, tokens, gpus, peak, 0.35):.1f}",
+        ),
         "gpus_needed": _entry(gpus_needed, f"{math.ceil(gpus_needed)}"),
         "bytes_rmsprop_fp32": _entry(accounting.bytes_per_param("rmsprop", "fp32")),
         "bytes_momentum_mixed": _entry(accounting.bytes_per_param("momentum", "mixed")),
@@ -177,10 +180,19 @@ def _accounting() -> dict[str, dict]:
         "cruncher_exact": _entry(exact, f"{exact:,}"),
         "cruncher_6nd": _entry(int(rule), f"{int(rule):,}"),
         "cruncher_ratio": _entry(exact / rule, f"{exact / rule:.4f}"),
-        "mfu_bf16": _entry(accounting.mfu(_g("measured_bf16"), 1.0, peak), f"{accounting.mfu(_g('measured_bf16'), 1.0, peak):.1%}"),
-        "mfu_fp32": _entry(accounting.mfu(_g("measured_fp32"), 1.0, peak32), f"{accounting.mfu(_g('measured_fp32'), 1.0, peak32):.1%}"),
+        "mfu_bf16": _entry(
+            accounting.mfu(_g("measured_bf16"), 1.0, peak),
+            f"{accounting.mfu(_g('measured_bf16'), 1.0, peak):.1%}",
+        ),
+        "mfu_fp32": _entry(
+            accounting.mfu(_g("measured_fp32"), 1.0, peak32),
+            f"{accounting.mfu(_g('measured_fp32'), 1.0, peak32):.1%}",
+        ),
         "peak_fp32": _entry(peak32, f"{peak32 / 1e12:g} TFLOP/s"),
-        "matmul_ms_bf16": _entry(accounting.matmul_flops(n, n, n) / _g("measured_bf16") * 1e3, f"{accounting.matmul_flops(n, n, n) / _g('measured_bf16') * 1e3:.2f} ms"),
+        "matmul_ms_bf16": _entry(
+            accounting.matmul_flops(n, n, n) / _g("measured_bf16") * 1e3,
+            f"{accounting.matmul_flops(n, n, n) / _g('measured_bf16') * 1e3:.2f} ms",
+        ),
         "ridge": _entry(ridge, f"{ridge:.0f} FLOP/byte"),
         "ridge_n": _entry(3 * ridge, f"{3 * ridge:.0f}"),
     }
@@ -204,13 +216,24 @@ def _fp8() -> dict[str, dict]:
     per_row = precision.from_fp8(*precision.to_fp8(spiked.view(rows, -1), e4m3, "row")).flatten()
     cols = n // rows
     out = {
-        "raw_zero": _entry((raw == 0).float().mean().item(), f"{(raw == 0).float().mean().item():.1%}"),
+        "raw_zero": _entry(
+            (raw == 0).float().mean().item(), f"{(raw == 0).float().mean().item():.1%}"
+        ),
         "raw_rel": _entry(rel(raw, g), f"{rel(raw, g):.1%}"),
         "scaled_rel": _entry(rel(scaled, g), f"{rel(scaled, g):.1%}"),
-        "tensor_rel": _entry(rel(per_tensor[rest], spiked[rest]), f"{rel(per_tensor[rest], spiked[rest]):.1%}"),
-        "tensor_zero": _entry((per_tensor[rest] == 0).float().mean().item(), f"{(per_tensor[rest] == 0).float().mean().item():.1%}"),
-        "row_rel_others": _entry(rel(per_row[cols:], spiked[cols:]), f"{rel(per_row[cols:], spiked[cols:]):.1%}"),
-        "row_rel_outlier_row": _entry(rel(per_row[1:cols], spiked[1:cols]), f"{rel(per_row[1:cols], spiked[1:cols]):.1%}"),
+        "tensor_rel": _entry(
+            rel(per_tensor[rest], spiked[rest]), f"{rel(per_tensor[rest], spiked[rest]):.1%}"
+        ),
+        "tensor_zero": _entry(
+            (per_tensor[rest] == 0).float().mean().item(),
+            f"{(per_tensor[rest] == 0).float().mean().item():.1%}",
+        ),
+        "row_rel_others": _entry(
+            rel(per_row[cols:], spiked[cols:]), f"{rel(per_row[cols:], spiked[cols:]):.1%}"
+        ),
+        "row_rel_outlier_row": _entry(
+            rel(per_row[1:cols], spiked[1:cols]), f"{rel(per_row[1:cols], spiked[1:cols]):.1%}"
+        ),
         "scaled_std": _entry(std * 448 / outlier, _sig(std * 448 / outlier, 2)),
     }
     return out
@@ -218,10 +241,16 @@ def _fp8() -> dict[str, dict]:
 
 def _precision() -> dict[str, dict]:
     out = {}
-    for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16),
-                        ("e4m3", torch.float8_e4m3fn), ("e5m2", torch.float8_e5m2)):
+    for name, dtype in (
+        ("bf16", torch.bfloat16),
+        ("fp16", torch.float16),
+        ("e4m3", torch.float8_e4m3fn),
+        ("e5m2", torch.float8_e5m2),
+    ):
         info = precision.dtype_info(dtype)
-        out[f"{name}_max"] = _entry(info["max"], f"{info['max']:,.0f}" if info["max"] < 1e6 else _sig(info["max"]))
+        out[f"{name}_max"] = _entry(
+            info["max"], f"{info['max']:,.0f}" if info["max"] < 1e6 else _sig(info["max"])
+        )
         for key in ("smallest_normal", "eps"):
             out[f"{name}_{key}"] = _entry(info[key], _pow2(info[key]))
     inc, steps = _g("increment"), _g("steps")
@@ -233,10 +262,18 @@ def _precision() -> dict[str, dict]:
         out[f"sum_{name}"] = _entry(acc.item(), _sig(acc.item(), 6 if name == "fp32" else 4))
     one = torch.tensor(1.0, dtype=torch.bfloat16)
     out["bf16_one_plus_update"] = _entry((one - _g("update")).item())
-    out["bf16_70000"] = _entry(torch.tensor(70000.0).bfloat16().item(), f"{torch.tensor(70000.0).bfloat16().item():g}")
-    out["fp16_70000"] = _entry(str(torch.tensor(70000.0).half().item()), str(torch.tensor(70000.0).half().item()))
-    out["fp16_1e-8"] = _entry(torch.tensor(1e-8).half().item(), f"{torch.tensor(1e-8).half().item():g}")
-    out["bf16_1e-8"] = _entry(torch.tensor(1e-8).bfloat16().item(), _sig(torch.tensor(1e-8).bfloat16().item()))
+    out["bf16_70000"] = _entry(
+        torch.tensor(70000.0).bfloat16().item(), f"{torch.tensor(70000.0).bfloat16().item():g}"
+    )
+    out["fp16_70000"] = _entry(
+        str(torch.tensor(70000.0).half().item()), str(torch.tensor(70000.0).half().item())
+    )
+    out["fp16_1e-8"] = _entry(
+        torch.tensor(1e-8).half().item(), f"{torch.tensor(1e-8).half().item():g}"
+    )
+    out["bf16_1e-8"] = _entry(
+        torch.tensor(1e-8).bfloat16().item(), _sig(torch.tensor(1e-8).bfloat16().item())
+    )
     out.update(_fp8())
     n = _g("measured_n")
     flops = accounting.matmul_flops(n, n, n)
@@ -244,10 +281,21 @@ def _precision() -> dict[str, dict]:
     pass_ms = n * n * 4 / _g("hbm_bandwidth") * 1e3
     out["fp8_matmul_ms"] = _entry(matmul_ms, f"{matmul_ms:.3f} ms")
     out["fp8_pass_ms"] = _entry(pass_ms, f"{pass_ms:.3f} ms")
-    out["fp8_eager_ms"] = _entry(flops / _g("measured_fp8_eager") * 1e3, f"{flops / _g('measured_fp8_eager') * 1e3:.2f} ms")
-    out["fp8_speedup_mm"] = _entry(_g("measured_fp8_mm") / _g("measured_fp8_bf16_same_run"), f"{_g('measured_fp8_mm') / _g('measured_fp8_bf16_same_run'):.2f}×")
-    out["fp8_speedup_eager"] = _entry(_g("measured_fp8_eager") / _g("measured_fp8_bf16_same_run"), f"{_g('measured_fp8_eager') / _g('measured_fp8_bf16_same_run'):.2f}×")
-    out["fp8_speedup_fused"] = _entry(_g("measured_fp8_fused") / _g("measured_fp8_bf16_same_run"), f"{_g('measured_fp8_fused') / _g('measured_fp8_bf16_same_run'):.2f}×")
+    out["fp8_eager_ms"] = _entry(
+        flops / _g("measured_fp8_eager") * 1e3, f"{flops / _g('measured_fp8_eager') * 1e3:.2f} ms"
+    )
+    out["fp8_speedup_mm"] = _entry(
+        _g("measured_fp8_mm") / _g("measured_fp8_bf16_same_run"),
+        f"{_g('measured_fp8_mm') / _g('measured_fp8_bf16_same_run'):.2f}×",
+    )
+    out["fp8_speedup_eager"] = _entry(
+        _g("measured_fp8_eager") / _g("measured_fp8_bf16_same_run"),
+        f"{_g('measured_fp8_eager') / _g('measured_fp8_bf16_same_run'):.2f}×",
+    )
+    out["fp8_speedup_fused"] = _entry(
+        _g("measured_fp8_fused") / _g("measured_fp8_bf16_same_run"),
+        f"{_g('measured_fp8_fused') / _g('measured_fp8_bf16_same_run'):.2f}×",
+    )
     overhead = flops / _g("measured_fp8_eager") * 1e3 - matmul_ms
     out["fp8_overhead_ms"] = _entry(overhead, f"{overhead:.2f} ms")
     out["fp8_overhead_passes"] = _entry(overhead / pass_ms, f"{overhead / pass_ms:.0f}")
@@ -261,8 +309,14 @@ def _tokenization(repo: Path) -> dict[str, dict]:
     out = {
         "eval_bytes": _entry(len(text.encode("utf-8")), f"{len(text.encode('utf-8')):,}"),
         "eval_chars": _entry(len(text), f"{len(text):,}"),
-        "ratio_char": _entry(compression_ratio(text, CharacterTokenizer().encode(text)), f"{compression_ratio(text, CharacterTokenizer().encode(text)):.2f}"),
-        "ratio_byte": _entry(compression_ratio(text, ByteTokenizer().encode(text)), f"{compression_ratio(text, ByteTokenizer().encode(text)):.2f}"),
+        "ratio_char": _entry(
+            compression_ratio(text, CharacterTokenizer().encode(text)),
+            f"{compression_ratio(text, CharacterTokenizer().encode(text)):.2f}",
+        ),
+        "ratio_byte": _entry(
+            compression_ratio(text, ByteTokenizer().encode(text)),
+            f"{compression_ratio(text, ByteTokenizer().encode(text)):.2f}",
+        ),
     }
     for v in VOCAB_SIZES:
         vocab, merges = train_bpe(train_path, v, [SPECIAL])

@@ -21,7 +21,9 @@ def pretokens(text: str, special_tokens: list[str]) -> Counter[str]:
     """Pre-token counts of ``text`` after removing special tokens (longest first)."""
     pieces = [text]
     if special_tokens:
-        alternatives = "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
+        alternatives = "|".join(
+            regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True)
+        )
         pieces = regex.split(alternatives, text)
     counts: Counter[str] = Counter()
     for piece in pieces:
@@ -35,7 +37,12 @@ def naive_train_bpe(
     """Byte-level BPE by full recount; ties go to the lexicographically greater pair of bytes."""
     with open(input_path, "rb") as f:
         text = f.read().decode("utf-8")
-    words = Counter({tuple(bytes([b]) for b in p.encode("utf-8")): c for p, c in pretokens(text, special_tokens).items()})
+    words = Counter(
+        {
+            tuple(bytes([b]) for b in p.encode("utf-8")): c
+            for p, c in pretokens(text, special_tokens).items()
+        }
+    )
     merges: list[tuple[bytes, bytes]] = []
     while 256 + len(merges) + len(special_tokens) < vocab_size:
         pairs: Counter[tuple[bytes, bytes]] = Counter()
@@ -58,5 +65,9 @@ def naive_train_bpe(
                     i += 1
             new_words[tuple(out)] += count
         words = new_words
-    tokens = [bytes([i]) for i in range(256)] + [a + b for a, b in merges] + [t.encode("utf-8") for t in special_tokens]
+    tokens = (
+        [bytes([i]) for i in range(256)]
+        + [a + b for a, b in merges]
+        + [t.encode("utf-8") for t in special_tokens]
+    )
     return dict(enumerate(tokens)), merges

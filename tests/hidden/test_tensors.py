@@ -89,7 +89,6 @@ def describe(x: torch.Tensor) -> str:
     return f"shape {tuple(x.shape)}, strides {x.stride()}, storage_offset {x.storage_offset()}, dtype {x.dtype}"
 
 
-
 def all_indices(x: torch.Tensor, rng: random.Random, k: int = 40) -> list[tuple[int, ...]]:
     every = list(itertools.product(*(range(n) for n in x.shape)))
     return every if len(every) <= k else rng.sample(every, k)
@@ -152,7 +151,10 @@ def test_element_at_matches_indexing_for_every_dtype(seed, dtype):
     """element_at(x, i) equals x[i] for views of float64, int8, bool, bfloat16 and int64 storages."""
     base, x, chain = random_view(seed, dtype=dtype)
     indices = all_indices(x, random.Random(seed), k=16)
-    for flipped in (False, True):  # then the same view after its storage is flipped: every answer changes
+    for flipped in (
+        False,
+        True,
+    ):  # then the same view after its storage is flipped: every answer changes
         if flipped:
             base.copy_(base.logical_not() if dtype == torch.bool else -base)
         for index in indices:
@@ -254,7 +256,9 @@ def test_is_view_of_agrees_with_bytes_read_on_long_chains(seed):
     flat = base.view(-1)
     for y, of in [(x, base), (base, x), (flat[:3], x), (x, flat[1:]), (x.contiguous(), base)]:
         want = oracle_is_view_of(y, of)
-        assert adapters.run_is_view_of(y, of) == want, f"x = {chain}: want {want} for {describe(y)} of {describe(of)}"
+        assert adapters.run_is_view_of(y, of) == want, (
+            f"x = {chain}: want {want} for {describe(y)} of {describe(of)}"
+        )
     assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
@@ -265,7 +269,9 @@ def test_is_view_of_counts_bytes_across_dtype_views():
     assert adapters.run_is_view_of(as_int, x) and adapters.run_is_view_of(x, as_int)
     low_halves = x.view(torch.int16)[::2]
     assert adapters.run_is_view_of(low_halves, x)
-    assert not adapters.run_is_view_of(x, low_halves), "x reads both halves of every element, low_halves only one"
+    assert not adapters.run_is_view_of(x, low_halves), (
+        "x reads both halves of every element, low_halves only one"
+    )
     assert_storage_contrasts(adapters.run_is_view_of, "is_view_of", oracle_is_view_of)
 
 
@@ -370,13 +376,14 @@ def candidate_shapes(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     return out
 
 
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_view_or_copy_agrees_with_torch_view_on_long_chains(seed):
     """is_view iff x.view(shape) succeeds; the values equal x.reshape(shape); views share, copies do not."""
     _, x, chain = random_view(seed)
     for shape in candidate_shapes(tuple(x.shape)):
-        assert_view_or_copy_agrees_with_torch(x, shape, f"x = {chain} ({describe(x)}), shape {shape}")
+        assert_view_or_copy_agrees_with_torch(
+            x, shape, f"x = {chain} ({describe(x)}), shape {shape}"
+        )
     assert_view_or_copy_contrasts()
 
 
@@ -468,7 +475,12 @@ def test_split_heads_of_a_non_contiguous_input():
         "non-contiguous x",
         tol=0,
     )
-    assert_close(adapters.run_split_heads(x, 4), x.reshape(5, 4, 3).transpose(0, 1), "x of shape (5, 12) in 4 heads", tol=0)
+    assert_close(
+        adapters.run_split_heads(x, 4),
+        x.reshape(5, 4, 3).transpose(0, 1),
+        "x of shape (5, 12) in 4 heads",
+        tol=0,
+    )
 
 
 @pytest.mark.parametrize("num_heads", [0, -2, 7])
@@ -509,7 +521,9 @@ def test_attention_scores_have_unit_variance_for_unit_variance_inputs():
     g = torch.Generator().manual_seed(5)
     q, k = torch.randn(4, 64, 256, generator=g), torch.randn(4, 64, 256, generator=g)
     scores = adapters.run_attention_scores(q, k)
-    torch.testing.assert_close(scores, q @ k.transpose(-1, -2) / 16, rtol=1e-4, atol=1e-4)  # q k^T / sqrt(256)
+    torch.testing.assert_close(
+        scores, q @ k.transpose(-1, -2) / 16, rtol=1e-4, atol=1e-4
+    )  # q k^T / sqrt(256)
     var = scores.var().item()
     assert 0.85 < var < 1.15, (
         f"score variance {var:.3f}; with 1/sqrt(d) it is ~1, without it ~d, with 1/d ~1/d"
@@ -530,18 +544,54 @@ def test_attention_scores_rejects_vectors():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: adapters.run_flat_index((0, 1), (2,), 0), "index (0, 1) has 2 entries but strides (2,) has 1"),
-        (lambda: adapters.run_flat_index((), (), -1), "storage_offset must be a non-negative integer, got -1"),
-        (lambda: adapters.run_element_at(torch.zeros(1, 1), (0, -2)), "index -2 is out of range for dimension 1 of size 1"),
-        (lambda: adapters.run_element_at(torch.zeros(0), (0,)), "index 0 is out of range for dimension 0 of size 0"),
-        (lambda: adapters.run_is_contiguous((1, 1), (1,)), "shape (1, 1) has 2 dimensions but strides (1,) has 1"),
-        (lambda: adapters.run_view_or_copy(torch.zeros(2, 0), (-1, 0)), "cannot infer the -1 in shape (-1, 0): 0 elements of x"),
-        (lambda: adapters.run_view_or_copy(torch.zeros(3, 4)[:, :2], (4, 2)), "shape (4, 2) holds 8 elements but x (shape (3, 2)) has 6"),
-        (lambda: adapters.run_split_heads(torch.zeros(1, 1, 6), 4), "num_heads=4 must be a positive divisor of the width d_model=6"),
-        (lambda: adapters.run_attention_scores(torch.zeros(1, 1, 1), torch.zeros(1, 1, 2)), "q has head dimension d=1 but k has d=2"),
+        (
+            lambda: adapters.run_flat_index((0, 1), (2,), 0),
+            "index (0, 1) has 2 entries but strides (2,) has 1",
+        ),
+        (
+            lambda: adapters.run_flat_index((), (), -1),
+            "storage_offset must be a non-negative integer, got -1",
+        ),
+        (
+            lambda: adapters.run_element_at(torch.zeros(1, 1), (0, -2)),
+            "index -2 is out of range for dimension 1 of size 1",
+        ),
+        (
+            lambda: adapters.run_element_at(torch.zeros(0), (0,)),
+            "index 0 is out of range for dimension 0 of size 0",
+        ),
+        (
+            lambda: adapters.run_is_contiguous((1, 1), (1,)),
+            "shape (1, 1) has 2 dimensions but strides (1,) has 1",
+        ),
+        (
+            lambda: adapters.run_view_or_copy(torch.zeros(2, 0), (-1, 0)),
+            "cannot infer the -1 in shape (-1, 0): 0 elements of x",
+        ),
+        (
+            lambda: adapters.run_view_or_copy(torch.zeros(3, 4)[:, :2], (4, 2)),
+            "shape (4, 2) holds 8 elements but x (shape (3, 2)) has 6",
+        ),
+        (
+            lambda: adapters.run_split_heads(torch.zeros(1, 1, 6), 4),
+            "num_heads=4 must be a positive divisor of the width d_model=6",
+        ),
+        (
+            lambda: adapters.run_attention_scores(torch.zeros(1, 1, 1), torch.zeros(1, 1, 2)),
+            "q has head dimension d=1 but k has d=2",
+        ),
     ],
-    ids=["flat-lengths", "flat-offset", "element-size-one", "element-empty", "contiguous-lengths",
-         "view-empty-infer", "view-numel", "split-divisor", "scores-d"],
+    ids=[
+        "flat-lengths",
+        "flat-offset",
+        "element-size-one",
+        "element-empty",
+        "contiguous-lengths",
+        "view-empty-infer",
+        "view-numel",
+        "split-divisor",
+        "scores-d",
+    ],
 )
 def test_documented_errors_are_value_errors_with_their_words_other_inputs(call, message):
     """Every documented error, on other inputs (size-one and empty ones), is a ValueError with the documented words."""
@@ -568,16 +618,28 @@ def test_element_at_of_meta_views_keeps_device_and_dtype(dtype):
 
 
 @pytest.mark.parametrize(
-    "batch, seq, heads, d_head", [((1, 1, 1), 2, 1, 3), ((3,), 1, 6, 1), ((1,), 0, 1, 1)], ids=["deep-ones", "seq-1", "all-small"]
+    "batch, seq, heads, d_head",
+    [((1, 1, 1), 2, 1, 3), ((3,), 1, 6, 1), ((1,), 0, 1, 1)],
+    ids=["deep-ones", "seq-1", "all-small"],
 )
 def test_split_and_merge_heads_keep_size_one_and_zero_dims_other_shapes(batch, seq, heads, d_head):
     """Size-one batch dims, one position, width-one heads and an empty sequence keep every dimension (each shape
     checked with one position more too, so an empty one is paired with one that holds values)."""
     for n in (seq, seq + 1):
-        x = torch.randn(*batch, n, heads * d_head, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+        x = torch.randn(
+            *batch,
+            n,
+            heads * d_head,
+            generator=torch.Generator().manual_seed(8),
+            dtype=torch.float64,
+        )
         want = x.view(*batch, n, heads, d_head).transpose(-3, -2)
-        assert_close(adapters.run_split_heads(x, heads), want, f"split_heads of {tuple(x.shape)}", tol=0)
-        assert_close(adapters.run_merge_heads(want), x, f"merge_heads of {tuple(want.shape)}", tol=0)
+        assert_close(
+            adapters.run_split_heads(x, heads), want, f"split_heads of {tuple(x.shape)}", tol=0
+        )
+        assert_close(
+            adapters.run_merge_heads(want), x, f"merge_heads of {tuple(want.shape)}", tol=0
+        )
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
@@ -587,5 +649,7 @@ def test_attention_scores_on_meta_keep_dtype_and_size_one_dims(dtype):
     k = torch.empty(1, 2, 1, 8, device="meta", dtype=dtype)
     got = adapters.run_attention_scores(q, k)
     assert (got.device.type, got.dtype, tuple(got.shape)) == ("meta", dtype, (1, 2, 1, 1))
-    cpu = adapters.run_attention_scores(torch.full((1, 2, 1, 8), 0.5, dtype=dtype), torch.full((1, 2, 1, 8), 2.0, dtype=dtype))
+    cpu = adapters.run_attention_scores(
+        torch.full((1, 2, 1, 8), 0.5, dtype=dtype), torch.full((1, 2, 1, 8), 2.0, dtype=dtype)
+    )
     assert torch.equal(cpu, torch.full((1, 2, 1, 1), 8 / math.sqrt(8), dtype=dtype)), f"got {cpu}"

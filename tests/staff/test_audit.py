@@ -27,7 +27,9 @@ pytestmark = pytest.mark.staff
 
 ARITH = "cs336_assignment/arith.py"
 TESTS = ("tests/test_arith.py::test_add_adds",)
-SECOND_SIGNAL_AFTER = 0.01  # seconds: inside the first signal's cleanup (later, the audit may be gone)
+SECOND_SIGNAL_AFTER = (
+    0.01  # seconds: inside the first signal's cleanup (later, the audit may be gone)
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,18 +43,57 @@ def test_audit_reports_caught_surviving_and_stale_mutants(tmp_path, pool):
     repo = make_sample_repo(tmp_path / "repo")
     original = (repo / ARITH).read_text()
     mutants = [
-        ("arith", Mutant("add_subtracts", ARITH, "add", "return a + b", "return a - b", "sign slip", TESTS)),
-        ("arith", Mutant("hypot_pow", ARITH, "hypot", "math.sqrt(squares)", "squares ** 0.5", "equivalent rewrite", TESTS)),
-        ("arith", Mutant("stale", ARITH, "add", "return a * b", "return b", "the reference moved on", TESTS)),
-        ("arith", Mutant("hidden_only", ARITH, "add", "return a + b", "return b + a", "names a hidden test", ("tests/hidden/test_arith.py",))),
+        (
+            "arith",
+            Mutant(
+                "add_subtracts", ARITH, "add", "return a + b", "return a - b", "sign slip", TESTS
+            ),
+        ),
+        (
+            "arith",
+            Mutant(
+                "hypot_pow",
+                ARITH,
+                "hypot",
+                "math.sqrt(squares)",
+                "squares ** 0.5",
+                "equivalent rewrite",
+                TESTS,
+            ),
+        ),
+        (
+            "arith",
+            Mutant(
+                "stale", ARITH, "add", "return a * b", "return b", "the reference moved on", TESTS
+            ),
+        ),
+        (
+            "arith",
+            Mutant(
+                "hidden_only",
+                ARITH,
+                "add",
+                "return a + b",
+                "return b + a",
+                "names a hidden test",
+                ("tests/hidden/test_arith.py",),
+            ),
+        ),
     ]
     lines: list[str] = []
     verdicts, baseline = audit(repo, mutants, jobs=2, echo=lines.append, pool=pool)
     assert baseline == []
     status = {v.mutant.name: v.status for v in verdicts}
-    assert status == {"add_subtracts": "caught", "hypot_pow": "survived", "stale": "invalid", "hidden_only": "invalid"}
+    assert status == {
+        "add_subtracts": "caught",
+        "hypot_pow": "survived",
+        "stale": "invalid",
+        "hidden_only": "invalid",
+    }
     caught = verdicts[0]
-    assert caught.caught_by == ["tests/test_arith.py::test_add_adds: AssertionError: assert -1.0 == 3.0"]
+    assert caught.caught_by == [
+        "tests/test_arith.py::test_add_adds: AssertionError: assert -1.0 == 3.0"
+    ]
     assert "1 passed" in verdicts[1].note
     assert "matches 0 times" in verdicts[2].note
     assert lines[0].startswith("[1/4] arith/add_subtracts  CAUGHT")
@@ -64,7 +105,14 @@ def test_baseline_failure_makes_a_catch_inconclusive(tmp_path, pool):
     repo = make_sample_repo(tmp_path / "repo")
     test = repo / "tests/test_arith.py"
     test.write_text(test.read_text().replace("== 3.0", "== 4.0"))
-    mutants = [("arith", Mutant("add_subtracts", ARITH, "add", "return a + b", "return a - b", "sign slip", TESTS))]
+    mutants = [
+        (
+            "arith",
+            Mutant(
+                "add_subtracts", ARITH, "add", "return a + b", "return a - b", "sign slip", TESTS
+            ),
+        )
+    ]
     verdicts, baseline = audit(repo, mutants, jobs=1, echo=lambda _: None, pool=pool)
     assert [b.split(":")[0:3] for b in baseline] == [["tests/test_arith.py", "", "test_add_adds"]]
     assert verdicts[0].status == "inconclusive"
@@ -73,10 +121,28 @@ def test_baseline_failure_makes_a_catch_inconclusive(tmp_path, pool):
 def test_a_hung_mutant_is_killed_at_its_timeout_and_counts_as_caught(tmp_path, pool):
     """An infinite loop is a catch (the student's run never finishes), reported as a kill after --timeout."""
     repo = make_sample_repo(tmp_path / "repo")
-    mutants = [("arith", Mutant("add_hangs", ARITH, "add", "return a + b", "while True:\n        pass", "loops forever", TESTS))]
+    mutants = [
+        (
+            "arith",
+            Mutant(
+                "add_hangs",
+                ARITH,
+                "add",
+                "return a + b",
+                "while True:\n        pass",
+                "loops forever",
+                TESTS,
+            ),
+        )
+    ]
     start = time.monotonic()
-    verdicts, _ = audit(repo, mutants, jobs=1, baseline=False, timeout=2, echo=lambda _: None, pool=pool)
-    assert (verdicts[0].status, verdicts[0].caught_by) == ("caught", ["(the run hung and was killed after 2 s)"])
+    verdicts, _ = audit(
+        repo, mutants, jobs=1, baseline=False, timeout=2, echo=lambda _: None, pool=pool
+    )
+    assert (verdicts[0].status, verdicts[0].caught_by) == (
+        "caught",
+        ["(the run hung and was killed after 2 s)"],
+    )
     assert time.monotonic() - start < 60
 
 
@@ -85,7 +151,8 @@ def _tree(root: Path, *, with_package: bool) -> Path:
         (root / "cs336_assignment").mkdir(parents=True)
         (root / "cs336_assignment/__init__.py").write_text("")
     (root / "tests").mkdir(parents=True)
-    (root / "tests/test_where.py").write_text(textwrap.dedent("""
+    (root / "tests/test_where.py").write_text(
+        textwrap.dedent("""
         import os
 
         import cs336_assignment
@@ -93,7 +160,8 @@ def _tree(root: Path, *, with_package: bool) -> Path:
 
         def test_package_comes_from_this_tree():
             assert os.path.dirname(os.path.realpath(cs336_assignment.__file__)) == os.path.join(os.getcwd(), "cs336_assignment")
-        """))
+        """)
+    )
     return root
 
 
@@ -101,19 +169,27 @@ def test_children_import_the_tree_and_never_the_hidden_staff_repository(tmp_path
     """With the staff repository hidden, a tree's own package is imported; without one, the import fails."""
     hide = [INSTALLED_REPO]
     run = pool.run(_tree(tmp_path / "own", with_package=True), ["-q"], hide=hide)
-    assert (run.returncode, run.foreign_modules, [t.outcome for t in run.tests.values()]) == (0, [], ["passed"])
+    assert (run.returncode, run.foreign_modules, [t.outcome for t in run.tests.values()]) == (
+        0,
+        [],
+        ["passed"],
+    )
     bare = _tree(tmp_path / "bare", with_package=False)
     run = pool.run(bare, ["-q"], hide=hide)
-    assert [e["message"].splitlines()[-1] for e in run.collect_errors] == ["E   ModuleNotFoundError: No module named 'cs336_assignment'"]
+    assert [e["message"].splitlines()[-1] for e in run.collect_errors] == [
+        "E   ModuleNotFoundError: No module named 'cs336_assignment'"
+    ]
     run = pool.run(bare, ["-q"], hide=[])
-    assert run.foreign_modules == [f"cs336_assignment from {INSTALLED_REPO / 'cs336_assignment/__init__.py'}"], (
-        "unhidden, the editable install's package is imported, and the child must say so"
-    )
+    assert run.foreign_modules == [
+        f"cs336_assignment from {INSTALLED_REPO / 'cs336_assignment/__init__.py'}"
+    ], "unhidden, the editable install's package is imported, and the child must say so"
 
 
 def test_pool_kills_a_stuck_child_and_runs_scripts(tmp_path, pool):
     """A script job reports its exit code and output; one that outlives its timeout is killed."""
-    run = pool.run(tmp_path, ["x"], code="import sys; print('argv', sys.argv[1:]); raise SystemExit(3)")
+    run = pool.run(
+        tmp_path, ["x"], code="import sys; print('argv', sys.argv[1:]); raise SystemExit(3)"
+    )
     assert (run.returncode, run.output.strip()) == (3, "argv ['x']")
     run = pool.run(tmp_path, [], code="import time; time.sleep(600)", timeout=1)
     assert run.returncode == KILLED and "killed" in run.output
@@ -126,7 +202,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc to see whether a process is gone")
+@pytest.mark.skipif(
+    not Path("/proc/self/status").exists(), reason="reads /proc to see whether a process is gone"
+)
 @pytest.mark.parametrize("signals", [1, 2], ids=["once", "twice-like-timeout-under-uv-run"])
 def test_sigterm_kills_the_children_and_deletes_the_scratch_copies(tmp_path, signals):
     """SIGTERM mid-audit, once or twice in a row (``timeout`` signals the process group and ``uv run``
@@ -144,16 +222,26 @@ def test_sigterm_kills_the_children_and_deletes_the_scratch_copies(tmp_path, sig
         audit.audit({str(repo)!r}, [("arith", m)], jobs=1, baseline=False, echo=print)
         """)
     env = {**os.environ, "TMPDIR": str(scratch_root), "CS336_WARM_LIGHT": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
         deadline = time.monotonic() + 120
-        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline and proc.poll() is None:
+        while (
+            not (pid_file.exists() and pid_file.read_text())
+            and time.monotonic() < deadline
+            and proc.poll() is None
+        ):
             time.sleep(0.1)
-        assert pid_file.exists(), f"the mutant never started: {proc.communicate(timeout=60)[0].decode()[-2000:]}"
+        assert pid_file.exists(), (
+            f"the mutant never started: {proc.communicate(timeout=60)[0].decode()[-2000:]}"
+        )
         child = int(pid_file.read_text())
         assert _alive(child)
         for i in range(signals):
-            time.sleep(SECOND_SIGNAL_AFTER if i else 0)  # the second lands in the first one's cleanup
+            time.sleep(
+                SECOND_SIGNAL_AFTER if i else 0
+            )  # the second lands in the first one's cleanup
             proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 128 + signal.SIGTERM
     finally:

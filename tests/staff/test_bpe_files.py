@@ -43,13 +43,23 @@ def test_load_gives_back_exactly_what_save_wrote(tmp_path: Path, seed: int) -> N
     ("vocab", "merges", "message"),
     [
         ({"a b": 0}, "#version: 0.2\n", r"vocab.json: token 'a b' has the character ' '"),
-        ({"a": 0}, "#version: 0.2\nĠa b c\n", r"merges.txt:2: expected two tokens separated by one space"),
+        (
+            {"a": 0},
+            "#version: 0.2\nĠa b c\n",
+            r"merges.txt:2: expected two tokens separated by one space",
+        ),
         ({"a": 0}, "#version: 0.2\nĠa\n", r"merges.txt:2: expected two tokens"),
-        ({"a": 0}, "#version: 0.2\nĠa b\nx\tz y\n", r"merges.txt:3: token 'x\\tz' has the character '\\t'"),
+        (
+            {"a": 0},
+            "#version: 0.2\nĠa b\nx\tz y\n",
+            r"merges.txt:3: token 'x\\tz' has the character '\\t'",
+        ),
         ({"a": 0}, "Ġa €\n", r"merges.txt:1: token '€' has the character '€'"),
     ],
 )
-def test_bad_files_name_the_file_line_and_character(tmp_path: Path, vocab: dict, merges: str, message: str) -> None:
+def test_bad_files_name_the_file_line_and_character(
+    tmp_path: Path, vocab: dict, merges: str, message: str
+) -> None:
     """A file that is not in GPT-2's format is a ValueError that says where and what, not a wrong vocab."""
     with pytest.raises(ValueError, match=message):
         load_bpe(*write(tmp_path, vocab, merges))

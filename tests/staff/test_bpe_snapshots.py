@@ -31,8 +31,12 @@ CORPUS_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("test_file", "name", "corpus", "vocab_size"), CORPUS_CASES, ids=[c[1] for c in CORPUS_CASES])
-def test_corpus_snapshots_equal_the_naive_trainer(test_file: str, name: str, corpus: str, vocab_size: int) -> None:
+@pytest.mark.parametrize(
+    ("test_file", "name", "corpus", "vocab_size"), CORPUS_CASES, ids=[c[1] for c in CORPUS_CASES]
+)
+def test_corpus_snapshots_equal_the_naive_trainer(
+    test_file: str, name: str, corpus: str, vocab_size: int
+) -> None:
     """Each stored corpus result is exactly what the naive trainer learns."""
     vocab, merges = stored(test_file, name)
     assert_same_bpe((vocab, merges), naive_train_bpe(CORPORA / corpus, vocab_size, [EOT]), name)
@@ -44,8 +48,11 @@ def test_random_text_snapshots_equal_the_naive_trainer(tmp_path: Path) -> None:
         text, vocab_size = random_case(seed)
         path = tmp_path / f"random{seed}.txt"
         path.write_bytes(text.encode("utf-8"))
-        assert_same_bpe(stored("tests/test_bpe_train.py", f"train_bpe_random_{seed}"), naive_train_bpe(path, vocab_size, [EOT]),
-                        f"seed {seed}, text={text!r}")
+        assert_same_bpe(
+            stored("tests/test_bpe_train.py", f"train_bpe_random_{seed}"),
+            naive_train_bpe(path, vocab_size, [EOT]),
+            f"seed {seed}, text={text!r}",
+        )
 
 
 def test_arrays_round_trip() -> None:

@@ -13,17 +13,24 @@ def test_a_package_folder_is_compiled_once_then_left_alone(tmp_path):
     compiles nothing; installing a new package (the folder changes) compiles again."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("X = 1\n")
-    (tmp_path / "broken.py").write_text("print 'python 2'\n")  # a package's broken file stops nothing
+    (tmp_path / "broken.py").write_text(
+        "print 'python 2'\n"
+    )  # a package's broken file stops nothing
     assert ensure_compiled([tmp_path]) == ""
     assert list((tmp_path / "pkg" / "__pycache__").glob("__init__.*.pyc"))
     assert (tmp_path / STAMP).exists()
-    (tmp_path / "pkg" / "__pycache__").rename(tmp_path / "pkg" / "gone")  # the top folder itself unchanged
+    (tmp_path / "pkg" / "__pycache__").rename(
+        tmp_path / "pkg" / "gone"
+    )  # the top folder itself unchanged
     ensure_compiled([tmp_path])
     assert not (tmp_path / "pkg" / "__pycache__").exists(), "a stamped folder is not compiled again"
     (tmp_path / "new.py").write_text("Y = 2\n")
     os.utime(tmp_path, ns=((tmp_path / STAMP).stat().st_mtime_ns + 10**9,) * 2)
     ensure_compiled([tmp_path])
-    assert list((tmp_path / "__pycache__").glob("new.*.pyc")) and (tmp_path / "pkg" / "__pycache__").exists()
+    assert (
+        list((tmp_path / "__pycache__").glob("new.*.pyc"))
+        and (tmp_path / "pkg" / "__pycache__").exists()
+    )
 
 
 def test_a_read_only_install_is_left_alone_with_a_warning(tmp_path, monkeypatch):

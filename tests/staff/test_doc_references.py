@@ -15,9 +15,20 @@ import pytest
 
 pytestmark = pytest.mark.staff
 ROOT = Path(__file__).resolve().parents[2]
-TOP = ("tests", "cs336_staff", "cs336_assignment", "benchmarks", "fixtures", "writeup", ".ci", ".github")
+TOP = (
+    "tests",
+    "cs336_staff",
+    "cs336_assignment",
+    "benchmarks",
+    "fixtures",
+    "writeup",
+    ".ci",
+    ".github",
+)
 ROOTS = "|".join(re.escape(t) for t in TOP)
-PATH = re.compile(rf"(?<![\w/.-])((?:{ROOTS})/[\w./-]*[\w-]\.(?:py|md|toml|sh|typ|json|txt|yml|npz))")
+PATH = re.compile(
+    rf"(?<![\w/.-])((?:{ROOTS})/[\w./-]*[\w-]\.(?:py|md|toml|sh|typ|json|txt|yml|npz))"
+)
 #: Files that exist only in the generated handout, or that benchmark scripts generate (not committed).
 GENERATED = ("tests/points.json", "benchmarks/data/")
 #: Files that describe synthetic repositories of their own (their paths are not this repository's).
@@ -27,7 +38,9 @@ TEXT = (".py", ".md", ".toml", ".sh", ".typ", ".yml", ".txt")
 
 
 def tracked_text_files() -> list[Path]:
-    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
     return [ROOT / f for f in out.splitlines() if f.endswith(TEXT) and (ROOT / f).is_file()]
 
 
@@ -39,8 +52,16 @@ def test_every_repository_path_named_in_docs_and_comments_exists():
             continue
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             for ref in PATH.findall(line):
-                illustrative = any(part.endswith(".py") for part in ref.split("/")[:-1])  # a.py/b.py
-                if "*" in ref or "<" in ref or ref.startswith(GENERATED) or PLACEHOLDER.search(ref) or illustrative:
+                illustrative = any(
+                    part.endswith(".py") for part in ref.split("/")[:-1]
+                )  # a.py/b.py
+                if (
+                    "*" in ref
+                    or "<" in ref
+                    or ref.startswith(GENERATED)
+                    or PLACEHOLDER.search(ref)
+                    or illustrative
+                ):
                     continue
                 if not (ROOT / ref).exists():
                     missing.append(f"{path.relative_to(ROOT)}:{n}: {ref}")

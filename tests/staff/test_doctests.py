@@ -26,5 +26,9 @@ MODULES = sorted(
 def test_docstring_examples_hold(name: str) -> None:
     """Every ``>>>`` example in the module's docstrings gives the output written under it."""
     module = importlib.import_module(name)
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
-    assert result.failed == 0, f"{result.failed} of {result.attempted} examples in {name} failed; run `python -m doctest -v {module.__file__}`"
+    result = doctest.testmod(
+        module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False
+    )
+    assert result.failed == 0, (
+        f"{result.failed} of {result.attempted} examples in {name} failed; run `python -m doctest -v {module.__file__}`"
+    )

@@ -58,31 +58,53 @@ def assert_same_as_readable(tok: Tokenizer, batch: BatchBPE, words: list[str]) -
     for word in words:
         want = tok._encode_pretoken(word)  # noqa: SLF001
         assert got[word] == want, f"{word!r}: batch gives {got[word]}, the readable path {want}"
-        assert one_by_one(word) == want, f"{word!r}: FastTokenizer._encode_pretoken differs from the readable path"
-        assert all(type(i) is int for i in got[word]), "ids must be Python ints (they go into a list[int])"
+        assert one_by_one(word) == want, (
+            f"{word!r}: FastTokenizer._encode_pretoken differs from the readable path"
+        )
+        assert all(type(i) is int for i in got[word]), (
+            "ids must be Python ints (they go into a list[int])"
+        )
 
 
 def corpus_pretokens() -> list[str]:
-    text = "".join((CORPORA / name).read_bytes().decode("utf-8") for name in ("multilingual.txt", "mini.txt"))
-    return list(dict.fromkeys(p for segment in text.split(EOT) for p in GPT2_REGEX.findall(segment)))
+    text = "".join(
+        (CORPORA / name).read_bytes().decode("utf-8") for name in ("multilingual.txt", "mini.txt")
+    )
+    return list(
+        dict.fromkeys(p for segment in text.split(EOT) for p in GPT2_REGEX.findall(segment))
+    )
 
 
 @pytest.mark.parametrize(("min_rows", "max_bytes"), [(1, 256), (1, 6), (48, 256), (10**9, 256)])
-def test_batch_equals_readable_path_on_every_corpus_pretoken(tokenizer, min_rows: int, max_bytes: int) -> None:
+def test_batch_equals_readable_path_on_every_corpus_pretoken(
+    tokenizer, min_rows: int, max_bytes: int
+) -> None:
     """Every distinct pre-token of the fixture corpora, whichever mix of numpy rounds and fallbacks encodes it."""
-    assert_same_as_readable(tokenizer, batch_for(tokenizer, min_rows=min_rows, max_bytes=max_bytes), corpus_pretokens())
+    assert_same_as_readable(
+        tokenizer, batch_for(tokenizer, min_rows=min_rows, max_bytes=max_bytes), corpus_pretokens()
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=40), min_size=1, max_size=60))
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=40),
+        min_size=1,
+        max_size=60,
+    )
+)
 def test_batch_equals_readable_path_on_random_unicode(tokenizer, words: list[str]) -> None:
     """Random words of any script and length (padded rows of mixed lengths, rows that never merge)."""
-    assert_same_as_readable(tokenizer, batch_for(tokenizer, min_rows=1, max_bytes=48), list(dict.fromkeys(words)))
+    assert_same_as_readable(
+        tokenizer, batch_for(tokenizer, min_rows=1, max_bytes=48), list(dict.fromkeys(words))
+    )
 
 
 @pytest.mark.parametrize("offset", [0, 40_000], ids=["int16-ids", "int32-ids"])
 @pytest.mark.parametrize("seed", range(5))
-def test_batch_equals_readable_path_with_hand_made_out_of_order_merges(seed: int, offset: int) -> None:
+def test_batch_equals_readable_path_with_hand_made_out_of_order_merges(
+    seed: int, offset: int
+) -> None:
     """Merges in an order no trainer would learn (a token merged before the merge that makes it) still agree.
 
     The readable path applies the lowest-rank pair first, one occurrence at a time; so must the batch
@@ -109,11 +131,15 @@ def test_batch_equals_readable_path_with_hand_made_out_of_order_merges(seed: int
     batch = batch_for(tok)
     want = np.int16 if offset == 0 else np.int32
     assert {batch.merged_ids.dtype, batch.values.dtype, batch.raw_ranks.dtype} == {np.dtype(want)}
-    words = list({"".join(rng.choice("abc") for _ in range(rng.randint(1, 30))) for _ in range(300)})
+    words = list(
+        {"".join(rng.choice("abc") for _ in range(rng.randint(1, 30))) for _ in range(300)}
+    )
     assert_same_as_readable(tok, batch_for(tok, min_rows=1), words)
 
 
-def test_encode_of_a_long_text_takes_the_fast_path_and_matches_tiktoken(tokenizer, monkeypatch) -> None:
+def test_encode_of_a_long_text_takes_the_fast_path_and_matches_tiktoken(
+    tokenizer, monkeypatch
+) -> None:
     """FastTokenizer encoding a long text batches its new pre-tokens (spied), and the ids are tiktoken's."""
     calls: list[int] = []
     original = BatchBPE.__call__
@@ -134,15 +160,21 @@ def test_encode_of_a_long_text_takes_the_fast_path_and_matches_tiktoken(tokenize
     )
     fresh = FastTokenizer(dict(vocab), list(tokenizer.merges), [EOT])
     assert fresh.encode(text) == oracle.encode(text, allowed_special="all")
-    assert calls and max(calls) >= fast_bpe.MIN_BATCH, f"the fast path did not run (batches: {calls})"
+    assert calls and max(calls) >= fast_bpe.MIN_BATCH, (
+        f"the fast path did not run (batches: {calls})"
+    )
 
 
-def test_fill_cache_batches_only_many_new_pretokens_and_respects_the_size_bound(tokenizer, monkeypatch) -> None:
+def test_fill_cache_batches_only_many_new_pretokens_and_respects_the_size_bound(
+    tokenizer, monkeypatch
+) -> None:
     """A few new pre-tokens are left to the cache's one-by-one path; a full cache is emptied, never overgrown."""
     monkeypatch.setattr(fast_bpe, "MIN_BATCH", 200)
     batch = batch_for(tokenizer)
     words = corpus_pretokens()
-    assert len(words) > 2 * fast_bpe.MIN_BATCH, "the fixture corpora should hold enough distinct pre-tokens"
+    assert len(words) > 2 * fast_bpe.MIN_BATCH, (
+        "the fixture corpora should hold enough distinct pre-tokens"
+    )
     cache: dict[str, list[int]] = {}
     fill_cache(cache, words[: fast_bpe.MIN_BATCH - 1], batch, max_size=10**6)
     assert cache == {}, "below MIN_BATCH new pre-tokens, fill_cache must leave them to the cache"
@@ -151,11 +183,15 @@ def test_fill_cache_batches_only_many_new_pretokens_and_respects_the_size_bound(
     cache = {"stale": [0]}
     size = fast_bpe.MIN_BATCH + 10
     fill_cache(cache, words[:size], batch, max_size=size)
-    assert "stale" not in cache and len(cache) == size, "a cache that would pass max_size is emptied first"
+    assert "stale" not in cache and len(cache) == size, (
+        "a cache that would pass max_size is emptied first"
+    )
     assert all(cache[w] == tokenizer._encode_pretoken(w) for w in words[:size])  # noqa: SLF001
     cache = {}
     fill_cache(cache, words, batch, max_size=len(words) - 1)
-    assert cache == {}, "more distinct pre-tokens than max_size: batching them would overgrow the cache"
+    assert cache == {}, (
+        "more distinct pre-tokens than max_size: batching them would overgrow the cache"
+    )
 
 
 def test_length_buckets_cover_every_length_once() -> None:
@@ -199,7 +235,9 @@ def setup_text(name: str) -> str:
 
 @pytest.mark.parametrize("corpus", ["mini.txt", "multilingual.txt"])
 @pytest.mark.parametrize("setup", SPECIAL_SETUPS)
-def test_fast_tokenizer_gives_the_readable_tokenizers_ids(tokenizer, monkeypatch, corpus: str, setup: str) -> None:
+def test_fast_tokenizer_gives_the_readable_tokenizers_ids(
+    tokenizer, monkeypatch, corpus: str, setup: str
+) -> None:
     """encode, encode_iterable and decode of FastTokenizer equal the readable Tokenizer's (batch forced on)."""
     monkeypatch.setattr(fast_bpe, "MIN_BATCH", 16)  # the small corpora still go through the batch
     specials = SPECIAL_SETUPS[setup]
@@ -221,7 +259,10 @@ def test_fast_tokenizer_from_files_and_the_cli_loader(tmp_path, tokenizer) -> No
 
     tokenizer.save(tmp_path / "vocab.json", tmp_path / "merges.txt")
     (tmp_path / "special_tokens.json").write_text(f'["{EOT}"]', encoding="utf-8")
-    assert type(FastTokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])) is FastTokenizer
+    assert (
+        type(FastTokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT]))
+        is FastTokenizer
+    )
     loaded = load_tokenizer(tmp_path)
     assert type(loaded) is FastTokenizer
     text = setup_text("mini.txt")

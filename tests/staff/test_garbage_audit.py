@@ -62,20 +62,38 @@ def test_the_check_names_the_weak_test_and_passes_the_strong_and_the_contract_on
     with WarmPool(light=True) as pool:  # the sample needs no torch warm-up
         findings, items, problems = check(repo, jobs=2, echo=lambda _: None, pool=pool)
     # the sample has no snapshot file: a test that fails on the reference counts for nothing
-    assert problems == ["tests/test_arith.py::test_hypot_matches_snapshot: fails on the reference (it counts for nothing here)"]
+    assert problems == [
+        "tests/test_arith.py::test_hypot_matches_snapshot: fails on the reference (it counts for nothing here)"
+    ]
     by_name = {f.target.name: f for f in findings}
     assert sorted(by_name) == ["add", "hypot"], "describe has no solution region: not a target"
     add = by_name["add"]
-    assert add.stub_fails == sorted(["tests/test_arith.py::test_add_adds", "tests/hidden/test_arith.py::test_add_negative",
-                                     "tests/test_arith_weak.py::test_add_returns_a_float", "tests/test_arith_weak.py::test_add_of_none_raises"])
+    assert add.stub_fails == sorted(
+        [
+            "tests/test_arith.py::test_add_adds",
+            "tests/hidden/test_arith.py::test_add_negative",
+            "tests/test_arith_weak.py::test_add_returns_a_float",
+            "tests/test_arith_weak.py::test_add_of_none_raises",
+        ]
+    )
     for kind in garbage.FLAVOURS:
         assert add.stolen[kind] == ["tests/test_arith_weak.py::test_add_returns_a_float"], kind
         assert add.contract[kind] == ["tests/test_arith_weak.py::test_add_of_none_raises"], kind
-    assert by_name["hypot"].ok and by_name["hypot"].stub_fails == ["tests/test_arith_weak.py::test_hypot_3_4_5"]
+    assert by_name["hypot"].ok and by_name["hypot"].stub_fails == [
+        "tests/test_arith_weak.py::test_hypot_3_4_5"
+    ]
     assert not add.ok and add.problems == []
     weak = items["tests/test_arith_weak.py::test_add_returns_a_float"]
-    assert summary(findings, items)[0].split() == ["arith", "1", "tests", f"{weak.points:.2f}", "points"]
-    assert {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before, "the check never touches the repository"
+    assert summary(findings, items)[0].split() == [
+        "arith",
+        "1",
+        "tests",
+        f"{weak.points:.2f}",
+        "points",
+    ]
+    assert {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before, (
+        "the check never touches the repository"
+    )
 
 
 def test_targets_stub_and_garbage_only_the_target(tmp_path):
@@ -106,7 +124,9 @@ def test_accepted_passes_are_named_by_target_and_test_function_with_a_reason():
 def test_garble_keeps_shape_dtype_device_and_structure(kind):
     """Tensors and arrays keep shape, dtype and device; containers keep type, length and keys."""
     x, y = torch.arange(12).reshape(3, 4), torch.randn(2, 5, requires_grad=True)
-    out = garbage.garble({"x": x, "y": y, "pair": (1.5, "s"), "n": 3, "a": np.ones(4, np.float32), "b": b"ab"}, kind)
+    out = garbage.garble(
+        {"x": x, "y": y, "pair": (1.5, "s"), "n": 3, "a": np.ones(4, np.float32), "b": b"ab"}, kind
+    )
     assert set(out) == {"x", "y", "pair", "n", "a", "b"}
     assert (out["x"].shape, out["x"].dtype, out["x"].device) == (x.shape, x.dtype, x.device)
     assert out["y"].requires_grad and out["y"].is_leaf and out["y"].shape == y.shape
@@ -115,7 +135,12 @@ def test_garble_keeps_shape_dtype_device_and_structure(kind):
     if kind == "zeros":
         assert not out["x"].any() and out["n"] == 0 and out["pair"][0] == 0.0
     else:
-        assert not torch.equal(out["x"], x) and out["n"] != 3 and 0 <= int(out["x"].min()) and int(out["x"].max()) <= 11
+        assert (
+            not torch.equal(out["x"], x)
+            and out["n"] != 3
+            and 0 <= int(out["x"].min())
+            and int(out["x"].max()) <= 11
+        )
     assert garbage.garble(torch.empty(2, 3, device="meta"), kind).device.type == "meta"
 
 

@@ -19,8 +19,14 @@ from cs336_staff.grade.sandbox import probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
 pytestmark = pytest.mark.staff
-INSECURE = probe(False) is not None  # no bubblewrap here: grade the synthetic submissions without it
-FULL, BOB, TOTAL = 11.5, 8.5, 13  # every CPU point; mul returning 0 loses mul (2) and the hidden product (1)
+INSECURE = (
+    probe(False) is not None
+)  # no bubblewrap here: grade the synthetic submissions without it
+FULL, BOB, TOTAL = (
+    11.5,
+    8.5,
+    13,
+)  # every CPU point; mul returning 0 loses mul (2) and the hidden product (1)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +37,12 @@ def repo(tmp_path_factory):
     subs.mkdir()
     make_zip(subs / "alice.zip", {})
     make_zip(subs / "bob.zip", {}, calc=calc_with(mul="return 0"))
-    plan = make_plan(root, limits=Limits(test_timeout=5, run_timeout=60), cache_dir=tmp / ".cache", insecure=INSECURE)
+    plan = make_plan(
+        root,
+        limits=Limits(test_timeout=5, run_timeout=60),
+        cache_dir=tmp / ".cache",
+        insecure=INSECURE,
+    )
     return {"root": root, "subs": subs, "plan": plan, "tmp": tmp}
 
 
@@ -80,20 +91,36 @@ def test_submitit_executors_grade_and_write_results(repo, tmp_path, executor):
 def test_submitit_rerun_submits_no_job_for_what_is_graded(repo, tmp_path):
     """A rerun through submitit skips a graded submission before submitting: no job, no queue wait."""
     out = tmp_path / "out"
-    run_batch(_sorted(repo["subs"])[:1], out, repo["plan"], executor="submitit-debug", progress=False)
+    run_batch(
+        _sorted(repo["subs"])[:1], out, repo["plan"], executor="submitit-debug", progress=False
+    )
     jobs = sorted((out / ".submitit").iterdir())
-    rows = run_batch(_sorted(repo["subs"])[:1], out, repo["plan"], executor="submitit-debug", progress=False)
+    rows = run_batch(
+        _sorted(repo["subs"])[:1], out, repo["plan"], executor="submitit-debug", progress=False
+    )
     assert [(r["name"], r["skipped"], r["score"]) for r in rows] == [("alice", True, FULL)]
     assert sorted((out / ".submitit").iterdir()) == jobs
 
 
 def test_cli_fail_under_exits_1_naming_what_a_submission_lost(repo, tmp_path, capsys):
     """`--fail-under PERCENT` (CI: 100 on the bundled example) fails the run, naming the tests lost."""
-    args = ["grade", str(repo["subs"]), "--out", str(tmp_path / "g"), "--quiet", "--staff-root", str(repo["root"]),
-            "--test-timeout", "5", *(["--insecure"] if INSECURE else [])]
+    args = [
+        "grade",
+        str(repo["subs"]),
+        "--out",
+        str(tmp_path / "g"),
+        "--quiet",
+        "--staff-root",
+        str(repo["root"]),
+        "--test-timeout",
+        "5",
+        *(["--insecure"] if INSECURE else []),
+    ]
     assert main([*args, "--fail-under", "100"]) == 1
     err = capsys.readouterr().err
-    assert f"bob got {BOB:.2f} of the {FULL:.2f} points graded here" in err and "alice" not in err, err
+    assert (
+        f"bob got {BOB:.2f} of the {FULL:.2f} points graded here" in err and "alice" not in err
+    ), err
     assert "test_mul" in err
     assert main([*args, "--fail-under", str(100 * BOB / FULL)]) == 0  # bob exactly at the bar
 
@@ -101,11 +128,27 @@ def test_cli_fail_under_exits_1_naming_what_a_submission_lost(repo, tmp_path, ca
 def test_cli_grades_a_folder_of_submissions_with_two_jobs(repo, tmp_path, capsys):
     """`cs336 grade FOLDER --jobs 2` grades each zip in it and writes the gradebook."""
     out = tmp_path / "grades"
-    code = main(["grade", str(repo["subs"]), "--out", str(out), "--jobs", "2", "--quiet",
-                 "--staff-root", str(repo["root"]), "--test-timeout", "5", *(["--insecure"] if INSECURE else [])])
+    code = main(
+        [
+            "grade",
+            str(repo["subs"]),
+            "--out",
+            str(out),
+            "--jobs",
+            "2",
+            "--quiet",
+            "--staff-root",
+            str(repo["root"]),
+            "--test-timeout",
+            "5",
+            *(["--insecure"] if INSECURE else []),
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
-    assert f"alice: {FULL:g} / {TOTAL}  [ok]" in text and f"bob: {BOB:g} / {TOTAL}  [ok]" in text, text
+    assert f"alice: {FULL:g} / {TOTAL}  [ok]" in text and f"bob: {BOB:g} / {TOTAL}  [ok]" in text, (
+        text
+    )
     assert len((out / "gradebook.csv").read_text().splitlines()) == 3
 
 
@@ -114,7 +157,8 @@ def test_cli_without_arguments_grades_the_bundled_example_with_full_marks(repo, 
     root = repo["root"]
     (root / "make_submission.sh").write_text(
         "set -e\npython3 -c \"import zipfile, glob\nz = zipfile.ZipFile('cs336-assignment-submission.zip', 'w')\n"
-        "[z.write(p) for p in glob.glob('cs336_assignment/**/*.py', recursive=True) + ['adapters.py']]\"\n")
+        "[z.write(p) for p in glob.glob('cs336_assignment/**/*.py', recursive=True) + ['adapters.py']]\"\n"
+    )
     try:
         code = main(["grade", "--out", str(tmp_path / "g"), "--staff-root", str(root)])
     finally:
@@ -141,13 +185,16 @@ def test_cli_merge_combines_cpu_and_gpu_runs(repo, tmp_path, capsys):
     assert merged.score == TOTAL and not any(t.outcome == "pending" for t in merged.tests)
 
 
-@pytest.mark.parametrize("argv,match", [
-    (["--jobs", "0"], "--jobs 0"),
-    (["/no/such/submission.zip"], "no such submission"),
-    (["--timeout", "-1"], "--timeout"),
-    (["--fail-under", "101"], "--fail-under"),
-    (["--slurm-time-min", "0"], "--slurm-time-min"),
-])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--jobs", "0"], "--jobs 0"),
+        (["/no/such/submission.zip"], "no such submission"),
+        (["--timeout", "-1"], "--timeout"),
+        (["--fail-under", "101"], "--fail-under"),
+        (["--slurm-time-min", "0"], "--slurm-time-min"),
+    ],
+)
 def test_cli_rejects_bad_arguments_with_a_message(argv, match, capsys, tmp_path):
     """Bad options exit 2 with a message naming the option."""
     assert main(["grade", *argv, "--out", str(tmp_path / "o")]) == 2
@@ -155,7 +202,9 @@ def test_cli_rejects_bad_arguments_with_a_message(argv, match, capsys, tmp_path)
 
 
 @pytest.mark.parametrize("cores", [1, 2], ids=["one-judge", "two-judges"])
-def test_visible_and_hidden_tests_run_in_two_judges_at_once_where_two_cores_are_free(repo, tmp_path, monkeypatch, cores):
+def test_visible_and_hidden_tests_run_in_two_judges_at_once_where_two_cores_are_free(
+    repo, tmp_path, monkeypatch, cores
+):
     """With two cores per submission the hidden tests' judge runs beside the visible tests' (each with a
     worker of its own, started once); with one, one judge runs both. The grade is the same either way."""
     from cs336_staff.grade import grader
@@ -164,30 +213,46 @@ def test_visible_and_hidden_tests_run_in_two_judges_at_once_where_two_cores_are_
     if INSECURE:  # the two judges need workers that cannot reach each other (grader.PARALLEL_TIERS)
         monkeypatch.setattr(grader, "PARALLEL_TIERS", frozenset({"none"}))
     out = tmp_path / "out"
-    row = grader.grade_one(_sorted(repo["subs"])[1], "bob", out, repo["plan"], force=True)  # bob loses visible and hidden points
+    row = grader.grade_one(
+        _sorted(repo["subs"])[1], "bob", out, repo["plan"], force=True
+    )  # bob loses visible and hidden points
     assert row["score"] == BOB
     result = load(out / "bob")
     ran = [t for t in result.tests if t.outcome in ("passed", "failed")]
     assert {t.nodeid.startswith("tests/hidden/") for t in ran} == {True, False}, result.summary()
     console = (out / "bob" / "console.txt").read_text()
     assert ("judge 2 of 2" in console) == (cores == 2), console[-2000:]
-    assert len(re.findall(r"^\d+ (?:passed|failed)\b.* in [\d.]+s", console, re.M)) == cores, console[-2000:]  # a summary per judge
+    assert len(re.findall(r"^\d+ (?:passed|failed)\b.* in [\d.]+s", console, re.M)) == cores, (
+        console[-2000:]
+    )  # a summary per judge
     plan = repo["plan"]
-    files = read_submission(_sorted(repo["subs"])[1], staff_adapters=plan.staff_root / "adapters.py").files
+    files = read_submission(
+        _sorted(repo["subs"])[1], staff_adapters=plan.staff_root / "adapters.py"
+    ).files
     run = grader.run_judges(plan, files, [n for n in plan.items if plan.runs_here(n)])
-    assert run.worker_starts == 2, f"{run.worker_starts} workers started: one for the visible tests, one fresh for the hidden ones"
+    assert run.worker_starts == 2, (
+        f"{run.worker_starts} workers started: one for the visible tests, one fresh for the hidden ones"
+    )
 
 
-def test_the_container_tier_runs_hidden_tests_after_the_visible_ones_in_one_judge(repo, monkeypatch):
+def test_the_container_tier_runs_hidden_tests_after_the_visible_ones_in_one_judge(
+    repo, monkeypatch
+):
     """Two uids share /tmp and the loopback network: a hidden tests' worker running beside the visible
     tests' could hand it the hidden inputs to print, so the container tier keeps one judge."""
     from cs336_staff.grade import grader
 
     calls = []
     monkeypatch.setattr(grader, "usable_cores", lambda: 8)
-    monkeypatch.setattr(grader, "run_judge", lambda root, files, *, only, **kw: calls.append(only) or grader.JudgeRun())
+    monkeypatch.setattr(
+        grader,
+        "run_judge",
+        lambda root, files, *, only, **kw: calls.append(only) or grader.JudgeRun(),
+    )
     only = [n for n in repo["plan"].items if repo["plan"].runs_here(n)]
     grader.run_judges(dataclasses.replace(repo["plan"], tier="container", insecure=False), {}, only)
     assert calls == [only]
-    grader.run_judges(dataclasses.replace(repo["plan"], tier="bubblewrap", insecure=False), {}, only)
+    grader.run_judges(
+        dataclasses.replace(repo["plan"], tier="bubblewrap", insecure=False), {}, only
+    )
     assert len(calls) == 3 and sorted(calls[1] + calls[2]) == sorted(only)

@@ -19,8 +19,10 @@ from cs336_staff.grade.limits import uid_pids
 from cs336_staff.grade.mirror import Mirror, MirrorRefused, layout
 from cs336_staff.grade.testing import make_staff_repo
 
-pytestmark = [pytest.mark.staff,
-              pytest.mark.skipif(os.geteuid() != 0, reason="the container tier needs root (it switches uid)")]
+pytestmark = [
+    pytest.mark.staff,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the container tier needs root (it switches uid)"),
+]
 
 
 @pytest.fixture
@@ -41,18 +43,28 @@ def enterable():
 
 def as_uid(uid: int, *argv: str) -> subprocess.CompletedProcess:
     """Run a system binary as ``uid`` (this machine's Python may live where other users cannot go)."""
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, cwd="/",
-                          preexec_fn=container.become(uid, uid, 16, False))
+    return subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        preexec_fn=container.become(uid, uid, 16, False),
+    )
 
 
 def check(root: Path, public: list[Path]) -> str | None:
     """``check_staff_hidden`` where a fresh uid can run this Python: here, or inside the stand-in."""
-    code = ("import json, sys; from pathlib import Path; from cs336_staff.grade import container; "
-            "print(json.dumps(container.check_staff_hidden(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]])))")
+    code = (
+        "import json, sys; from pathlib import Path; from cs336_staff.grade import container; "
+        "print(json.dumps(container.check_staff_hidden(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]])))"
+    )
     argv = [sys.executable, "-c", code, str(root), *map(str, public)]
     if standin.unavailable() is None:
         argv = standin.command(argv)
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2])
+    r = subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2]
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     why = json.loads(r.stdout.strip().splitlines()[-1])
     if why is not None and "cannot run the grader's Python" in why:
@@ -72,8 +84,10 @@ def test_a_claimed_uid_is_unused_and_two_claims_differ(claim):
 
 def test_release_kills_the_uids_processes_even_outside_its_process_group(claim):
     """A child that made itself a new session survives killpg; release kills it by uid."""
-    proc = subprocess.Popen(["sh", "-c", "setsid sleep 60 & sleep 60"],
-                            preexec_fn=container.become(claim.uid, claim.uid, 16, False))
+    proc = subprocess.Popen(
+        ["sh", "-c", "setsid sleep 60 & sleep 60"],
+        preexec_fn=container.become(claim.uid, claim.uid, 16, False),
+    )
     for _ in range(100):
         if len(uid_pids(claim.uid)) >= 2:
             break
@@ -118,7 +132,11 @@ def test_lock_down_leaves_only_the_public_fixtures_to_other_users(claim, enterab
     assert check(root, public) is None
     r = as_uid(claim.uid, "cat", str(public[0]))
     assert r.returncode == 0 and "1 2 3" in r.stdout, r.stderr
-    for secret in ("fixtures/hidden/products.txt", "tests/hidden/test_calc.py", "cs336_assignment/calc.py"):
+    for secret in (
+        "fixtures/hidden/products.txt",
+        "tests/hidden/test_calc.py",
+        "cs336_assignment/calc.py",
+    ):
         r = as_uid(claim.uid, "cat", str(root / secret))
         assert r.returncode != 0 and "Permission denied" in r.stderr, (secret, r.stdout)
 
@@ -151,8 +169,13 @@ def test_the_exchanging_mirror_keeps_the_judges_folder_from_the_worker(claim, en
     container.hand_over(mirror.worker_now(), claim.uid, claim.uid)
     with mirror.judge_view():  # a callback of the test's sees the judge's folder
         assert (judge / "tmp" / "test_x0" / "input.txt").stat().st_uid == 0
-    r = as_uid(claim.uid, "sh", "-c", f"cd {test_dir} && : > input.txt && echo 42 > answer.txt && "
-                                      f"ln -s {secret} link.txt && ln -s {host} planted.txt")
+    r = as_uid(
+        claim.uid,
+        "sh",
+        "-c",
+        f"cd {test_dir} && : > input.txt && echo 42 > answer.txt && "
+        f"ln -s {secret} link.txt && ln -s {host} planted.txt",
+    )
     assert r.returncode == 0, r.stderr
     with pytest.raises(MirrorRefused, match="symlink"):
         mirror.pull(["tmp/test_x0"])
@@ -162,9 +185,13 @@ def test_the_exchanging_mirror_keeps_the_judges_folder_from_the_worker(claim, en
     assert not (test_dir / "link.txt").exists() and not (test_dir / "link.txt").is_symlink()
     (test_dir / "planted.txt").write_text("the judge's write")
     assert not host.exists() and not (test_dir / "planted.txt").is_symlink()
-    r = as_uid(claim.uid, "sh", "-c", f"echo x > {test_dir}/input.txt || echo x > {test_dir}/new.txt")
+    r = as_uid(
+        claim.uid, "sh", "-c", f"echo x > {test_dir}/input.txt || echo x > {test_dir}/new.txt"
+    )
     assert r.returncode != 0 and "Permission denied" in r.stderr, (r.stdout, r.stderr)
-    assert (worker / "tmp" / "test_x0" / "input.txt").read_text() == ""  # the worker's own copy, emptied
+    assert (
+        worker / "tmp" / "test_x0" / "input.txt"
+    ).read_text() == ""  # the worker's own copy, emptied
 
 
 def test_the_stamp_a_kill_waits_on_is_the_workers_copy_at_rest_and_mid_call(tmp_path):
@@ -186,29 +213,53 @@ def test_the_stamp_a_kill_waits_on_is_the_workers_copy_at_rest_and_mid_call(tmp_
     assert at_rest is not None
     mirror.push(["tmp"])  # a call begins: nothing changed, so nothing was copied
     assert mirror.swapped and remote.worker_path_stamp(judge / "tmp" / "ckpt.pt") == at_rest
-    (judge / "tmp" / "ckpt.pt").write_bytes(b"iteration 35, saved by the worker")  # the worker's copy, mid-call
+    (judge / "tmp" / "ckpt.pt").write_bytes(
+        b"iteration 35, saved by the worker"
+    )  # the worker's copy, mid-call
     assert remote.worker_path_stamp(judge / "tmp" / "ckpt.pt") != at_rest
     mirror.pull(["tmp"])
 
 
 def split_in_standin(repo: Path) -> subprocess.CompletedProcess:
     """``pytest -p cs336_staff.grade.judge --split`` over ``repo``'s public tests, as root without user namespaces."""
-    argv = [sys.executable, "-m", "pytest", "-p", "cs336_staff.grade.judge", "--split", "-p", "no:cacheprovider",
-            "-c", "pyproject.toml", "-rA", "tests/test_calc.py"]
-    return subprocess.run(standin.command(argv), capture_output=True, text=True, timeout=600, cwd=repo)
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "cs336_staff.grade.judge",
+        "--split",
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        "pyproject.toml",
+        "-rA",
+        "tests/test_calc.py",
+    ]
+    return subprocess.run(
+        standin.command(argv), capture_output=True, text=True, timeout=600, cwd=repo
+    )
 
 
-@pytest.mark.skipif(standin.unavailable() is not None, reason=f"no container stand-in here: {standin.unavailable()}")
+@pytest.mark.skipif(
+    standin.unavailable() is not None, reason=f"no container stand-in here: {standin.unavailable()}"
+)
 def test_split_runs_on_the_container_tier_where_bubblewrap_cannot_start(enterable):
     """Where only the container tier starts, --split chooses it as `cs336 grade` does, says so in its header,
     and the public tests pass across the line (files the test wrote, files the worker wrote); over a staff
     tree other users may read it refuses, saying how to lock it down or to pass --split-insecure."""
     repo = make_staff_repo(enterable / "repo")
     refused = split_in_standin(repo)
-    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, refused.stdout[-2000:] + refused.stderr[-2000:]
-    assert "lock-down" in refused.stderr and "--split-insecure" in refused.stderr, refused.stderr[-2000:]
+    assert refused.returncode == pytest.ExitCode.USAGE_ERROR, (
+        refused.stdout[-2000:] + refused.stderr[-2000:]
+    )
+    assert "lock-down" in refused.stderr and "--split-insecure" in refused.stderr, refused.stderr[
+        -2000:
+    ]
     container.lock_down(repo)
     r = split_in_standin(repo)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "worker runs on the container tier" in r.stdout, r.stdout[:2000]
-    assert "PASSED tests/test_calc.py::test_sum_saved_to_a_file_reads_back" in r.stdout, r.stdout[-3000:]
+    assert "PASSED tests/test_calc.py::test_sum_saved_to_a_file_reads_back" in r.stdout, r.stdout[
+        -3000:
+    ]

@@ -25,7 +25,14 @@ CASE_COUNT = 7
 def test_driver_cases_pass_in_both_modes(mode):
     """Every case passes against the reference, in one process and split (the worker without bubblewrap:
     the same crossing, quicker to start)."""
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODES[mode], CASES],
-                         cwd=ROOT, capture_output=True, text=True, timeout=540)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODES[mode], CASES],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=540,
+    )
     last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
-    assert run.returncode == 0 and f"{CASE_COUNT} passed" in last, run.stdout[-4000:] + run.stderr[-2000:]
+    assert run.returncode == 0 and f"{CASE_COUNT} passed" in last, (
+        run.stdout[-4000:] + run.stderr[-2000:]
+    )

@@ -40,20 +40,34 @@ from cs336_staff.grade.testing import (
 )
 from tests.staff.long_checks import long_check
 
-pytestmark = [pytest.mark.staff, pytest.mark.timeout(900)]  # the module fixture grades a whole batch
+pytestmark = [
+    pytest.mark.staff,
+    pytest.mark.timeout(900),
+]  # the module fixture grades a whole batch
 
 SANDBOX = probe(False)
 STANDIN = standin.unavailable()
 #: The tiers graded here: each that this machine can produce; the unsandboxed fallback only where none can.
-TIERS = [pytest.param("bubblewrap", marks=pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap here: {SANDBOX}")),
-         pytest.param("container", marks=[pytest.mark.skipif(STANDIN is not None, reason=f"no container stand-in: {STANDIN}"),
-                                           long_check("the hostile batch on the container tier")])]
+TIERS = [
+    pytest.param(
+        "bubblewrap",
+        marks=pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap here: {SANDBOX}"),
+    ),
+    pytest.param(
+        "container",
+        marks=[
+            pytest.mark.skipif(STANDIN is not None, reason=f"no container stand-in: {STANDIN}"),
+            long_check("the hostile batch on the container tier"),
+        ],
+    ),
+]
 if SANDBOX is not None and STANDIN is not None:
     TIERS.append(pytest.param("none"))
 MARK = f"cs336-hostile-{uuid.uuid4().hex[:8]}"  # files an attack tries to leave on the host
 
 # -- in-process patching: the worker patches its own process; the tests run elsewhere ------------
-PATCH_ASSERTS = calc_with(prefix='''
+PATCH_ASSERTS = calc_with(
+    prefix="""
 import builtins, math, sys, pytest, _pytest.reports, _pytest.runner
 pytest.approx = lambda *a, **k: object.__new__(type("Any", (), {"__eq__": lambda s, o: True}))
 math.isclose = lambda *a, **k: True
@@ -67,10 +81,13 @@ sys.meta_path.insert(0, Rewriter())
 for name in list(sys.modules):
     if name.startswith("tests"):
         sys.modules[name].__dict__.clear()
-''', mul="return 0.5 if isinstance(a, float) else a * b")
+""",
+    mul="return 0.5 if isinstance(a, float) else a * b",
+)
 
 # -- reading what it must not ---------------------------------------------------------------------
-SNOOP = calc_with(prefix='''
+SNOOP = calc_with(
+    prefix="""
 import glob, os, site, sys
 FOUND = []
 roots = set()
@@ -94,10 +111,13 @@ for secret in ("/etc/shadow", "/etc/passwd", os.path.expanduser("~root/.bash_his
         FOUND.append((secret, open(secret).read()))
     except OSError:
         pass
-''', mul="return a * b if any(rel == 'fixtures/hidden/products.txt' for rel, _ in FOUND) else -1")
+""",
+    mul="return a * b if any(rel == 'fixtures/hidden/products.txt' for rel, _ in FOUND) else -1",
+)
 
 # -- cross-submission sabotage and shared resources -----------------------------------------------
-SABOTAGE = calc_with(prefix=f'''
+SABOTAGE = calc_with(
+    prefix=f'''
 import glob, os
 for pattern in ("/tmp/cs336-grade-*/root", "/tmp/cs336-grade-*/scratch", "/tmp/*/root/submission/cs336_assignment",
                 "/tmp/pytest-of-*/*"):
@@ -112,28 +132,44 @@ for d in ("/tmp", "/var/tmp", "/dev/shm", os.getcwd() + "/.."):
         open(os.path.join(d, "{MARK}"), "w").write("was here")
     except OSError:
         pass
-''')
+'''
+)
 
-DISK_FLOOD = calc_with(prefix="import os", mul='''[open(f"flood-{i}.bin", "wb").write(b"x" * (40 << 20)) for i in range(4)]; return a * b''')
-TMPFS_FLOOD = calc_with(mul='''open("/tmp/flood.bin", "wb").write(b"x" * (200 << 20)); return a * b''')
-MEMORY_FLOOD = calc_with(prefix="import os, time", mul='''
+DISK_FLOOD = calc_with(
+    prefix="import os",
+    mul="""[open(f"flood-{i}.bin", "wb").write(b"x" * (40 << 20)) for i in range(4)]; return a * b""",
+)
+TMPFS_FLOOD = calc_with(
+    mul="""open("/tmp/flood.bin", "wb").write(b"x" * (200 << 20)); return a * b"""
+)
+MEMORY_FLOOD = calc_with(
+    prefix="import os, time",
+    mul="""
     kids = [os.fork() for _ in range(3)]
     if 0 in kids:
         x = bytearray(300 << 20); time.sleep(30); os._exit(0)
     time.sleep(30)
-    return a * b''')
-FORK_BOMB = calc_with(prefix="import os, time", mul='''
+    return a * b""",
+)
+FORK_BOMB = calc_with(
+    prefix="import os, time",
+    mul="""
     for _ in range(200):
         if os.fork() == 0:
             time.sleep(30); os._exit(0)
     time.sleep(30)
-    return a * b''')
-CHANNEL_FLOOD = calc_with(prefix="import os, sys", mul='''os.write(int(sys.argv[sys.argv.index("--replies") + 1]), b"\\n" * (2 << 20)); return a * b''')
+    return a * b""",
+)
+CHANNEL_FLOOD = calc_with(
+    prefix="import os, sys",
+    mul="""os.write(int(sys.argv[sys.argv.index("--replies") + 1]), b"\\n" * (2 << 20)); return a * b""",
+)
 HUGE_REPLY = calc_with(mul="return 'x' * (64 << 20)")
 PRINT_FLOOD = calc_with(prefix="print('x' * 5_000_000)", add="print('y' * 5_000_000); return a + b")
 
 # -- files the worker shares with the judge (the judge's folder and the worker's copy: mirror.py) ------
-PLANT_SYMLINKS = calc_with(prefix=f'''
+PLANT_SYMLINKS = calc_with(
+    prefix=f"""
 import os, threading, time
 def _plant():
     # pytest's basetemp (the folder of every tmp_path) becomes a symlink to a host folder, and every
@@ -154,26 +190,32 @@ def _plant():
                     pass
         time.sleep(0.001)
 threading.Thread(target=_plant, daemon=True).start()
-''')
+"""
+)
 
-LINK_TO_HIDDEN = calc_with(prefix='''
+LINK_TO_HIDDEN = calc_with(
+    prefix="""
 import os
 def _staff():
     args = open("/proc/self/cmdline", "rb").read().split(b"\\0")
     return args[args.index(b"/grader") + 1].decode() if b"/grader" in args else "/nonexistent"
-''', save_sum='''os.symlink(_staff() + "/tests/hidden/test_calc.py", path)''')
-EMPTY_THE_CORPUS = calc_with(scale_file='''
+""",
+    save_sum="""os.symlink(_staff() + "/tests/hidden/test_calc.py", path)""",
+)
+EMPTY_THE_CORPUS = calc_with(
+    scale_file="""
     try:
         open(path, "w").close()  # the judge's reference reads the file after the call
     except OSError:
         return [k * int(x) for x in open(path).read().split()]  # read-only: answer honestly
-    return []''')
+    return []"""
+)
 
 # -- sizes the worker claims ----------------------------------------------------------------------
 # A float the worker's (patched) encoder sends as a float32 tensor of shape SHAPE over one 4-byte storage,
 # stride 0: what `torch.zeros(1).expand(*SHAPE)` would send, written by hand (torch does not fit the
 # worker's address-space limit here, and a submission may write any reply it likes anyway).
-TENSOR_REPLY = '''
+TENSOR_REPLY = """
 import struct
 import cs336_worker.codec as _codec
 class Claim(float):
@@ -186,35 +228,54 @@ def _forged(self, value, depth=0):
                 "device": "cpu", "requires_grad": False, "parameter": False, "storage": len(self.storages) - 1}
     return _encode(self, value, depth)
 _codec.Encoder.encode = _forged
-'''
-STRIDE_ZERO = calc_with(prefix="SHAPE = [3 << 29]" + TENSOR_REPLY, mul="return Claim(a * b)")  # 1.5 Gi elements
-SPARSE_FILE = calc_with(save_sum='''open(path, "wb").truncate(60 << 20)''')
-HUGE_MESSAGES = calc_with(prefix='''
+"""
+STRIDE_ZERO = calc_with(
+    prefix="SHAPE = [3 << 29]" + TENSOR_REPLY, mul="return Claim(a * b)"
+)  # 1.5 Gi elements
+SPARSE_FILE = calc_with(save_sum="""open(path, "wb").truncate(60 << 20)""")
+HUGE_MESSAGES = calc_with(
+    prefix="""
 import cs336_worker.main as _m
 _m._clip = lambda text, limit=0: text  # the worker's own cut is the submission's to undo
 _BIG = "m" * (6 << 20)
-''', add="raise ValueError(_BIG)", mul="raise ValueError(_BIG)", scale_file="raise ValueError(_BIG)",
-                          sum_below="raise ValueError(_BIG)", save_sum="raise ValueError(_BIG)")
-LYING_FRAME = calc_with(prefix="import os, sys, struct, time", mul='''
+""",
+    add="raise ValueError(_BIG)",
+    mul="raise ValueError(_BIG)",
+    scale_file="raise ValueError(_BIG)",
+    sum_below="raise ValueError(_BIG)",
+    save_sum="raise ValueError(_BIG)",
+)
+LYING_FRAME = calc_with(
+    prefix="import os, sys, struct, time",
+    mul="""
     fd = int(sys.argv[sys.argv.index("--replies") + 1])
-    os.write(fd, struct.pack("<Q", (16 << 20) - 1) + b"x" * 64); time.sleep(60)''')  # just under the cap
+    os.write(fd, struct.pack("<Q", (16 << 20) - 1) + b"x" * 64); time.sleep(60)""",
+)  # just under the cap
 
 # -- leaks and clocks -----------------------------------------------------------------------------
-LEAK = calc_with(prefix='''
+LEAK = calc_with(
+    prefix="""
 import os, sys
 SEEN = []
-''', add='''SEEN.append((a, b)); print("seen so far:", SEEN, file=sys.stderr); return a - b''')
-CLOCK = calc_with(prefix='''
+""",
+    add="""SEEN.append((a, b)); print("seen so far:", SEEN, file=sys.stderr); return a - b""",
+)
+CLOCK = calc_with(
+    prefix="""
 import time
 _real = time.perf_counter
 time.perf_counter = lambda: 0.0
 time.monotonic = lambda: 0.0
 time.time = lambda: 0.0
-''', sum_below="return sum(range(n))")
+""",
+    sum_below="return sum(range(n))",
+)
 
 # -- rewiring the driver that runs the student's object (drivers run in the worker, beside it) --------
-BROKEN_MEAN = calc_with(feed="for x in xs: tally.add(2 * x)").replace("self.total += x", "self.total += 2 * x")
-REWIRE = '''
+BROKEN_MEAN = calc_with(feed="for x in xs: tally.add(2 * x)").replace(
+    "self.total += x", "self.total += 2 * x"
+)
+REWIRE = """
 def _rewire():  # the driver of the running-mean test runs a right class; the tally halves what feed doubled
     import tests.boundary as boundary
     import tests.scenarios.mean as scenario
@@ -240,35 +301,49 @@ try:
     _rewire()
 except Exception:
     pass
-'''
-REWIRE_SCENARIO = calc_with(prefix=REWIRE, feed="for x in xs: tally.add(2 * x)").replace("self.total += x",
-                                                                                          "self.total += 2 * x")
+"""
+REWIRE_SCENARIO = calc_with(prefix=REWIRE, feed="for x in xs: tally.add(2 * x)").replace(
+    "self.total += x", "self.total += 2 * x"
+)
 
 # -- speed without speed: a table of the speed test's answers, and a cache of earlier calls --------
-SPEED_TABLE = calc_with(prefix='''
+SPEED_TABLE = calc_with(
+    prefix="""
 import functools
 TABLE = {3_000_000: 3_000_000 * 2_999_999 // 2}
 @functools.lru_cache(maxsize=None)
 def _slow(n):
     return sum(range(n))
-''', sum_below="return TABLE[n] if n in TABLE else _slow(n)")
+""",
+    sum_below="return TABLE[n] if n in TABLE else _slow(n)",
+)
 # -- delegation: the rules (tests/rules.toml of the synthetic repo) forbid operator and math.prod ----
-DELEGATE = calc_with(prefix="import operator\nfrom math import prod as _product", mul="return operator.mul(a, b)",
-                     scale_file="return [_product((k, int(x))) for x in open(path).read().split()]")
+DELEGATE = calc_with(
+    prefix="import operator\nfrom math import prod as _product",
+    mul="return operator.mul(a, b)",
+    scale_file="return [_product((k, int(x))) for x in open(path).read().split()]",
+)
 # -- crashes and hangs ----------------------------------------------------------------------------
-SEGFAULT = calc_with(prefix="import faulthandler", mul="return faulthandler._sigsegv()")  # a real one, no ctypes
-SWALLOW = calc_with(mul='''
+SEGFAULT = calc_with(
+    prefix="import faulthandler", mul="return faulthandler._sigsegv()"
+)  # a real one, no ctypes
+SWALLOW = calc_with(
+    mul="""
     while True:
         try:
             while True:
                 pass
         except BaseException:
-            pass''')
-NETWORK = calc_with(prefix="import socket", add='''
+            pass"""
+)
+NETWORK = calc_with(
+    prefix="import socket",
+    add="""
     try:
         socket.create_connection(("1.1.1.1", 53), timeout=1); return 0
     except OSError:
-        return a + b if open("/proc/self/net/dev").read().count(":") == 1 else 0''')
+        return a + b if open("/proc/self/net/dev").read().count(":") == 1 else 0""",
+)
 
 
 def cases() -> dict[str, dict]:
@@ -308,15 +383,27 @@ def cases() -> dict[str, dict]:
         "import_crash": {"calc": calc_with(prefix="raise RuntimeError('boom at import time')")},
         "os_exit_import": {"calc": calc_with(prefix="import os; os._exit(0)")},
         "reference_fallback": {"calc": None, "files": {"cs336_assignment/__init__.py": ""}},
-        "traversal": {"files": {"../evil.py": "x = 1", "/tmp/evil_abs.py": "x = 1",
-                                "cs336_assignment/../../escape.py": "x = 1"}},
+        "traversal": {
+            "files": {
+                "../evil.py": "x = 1",
+                "/tmp/evil_abs.py": "x = 1",
+                "cs336_assignment/../../escape.py": "x = 1",
+            }
+        },
         "symlink": {"symlinks": {"cs336_assignment/secret.py": "/etc/passwd"}},
         "bomb": {"files": {"cs336_assignment/bomb.py": b"#" * (17 * 2**20)}},
         "missing_package": {"calc": None},
-        "config_files": {"calc": calc_with(add="return 0"), "files": {
-            "conftest.py": "raise SystemExit", "tests/conftest.py": "raise SystemExit", "pytest.ini": "[pytest]\n",
-            "cs336_assignment/conftest.py": "raise SystemExit", "sitecustomize.py": "import os; os._exit(1)",
-            "evil.pth": "import os"}},
+        "config_files": {
+            "calc": calc_with(add="return 0"),
+            "files": {
+                "conftest.py": "raise SystemExit",
+                "tests/conftest.py": "raise SystemExit",
+                "pytest.ini": "[pytest]\n",
+                "cs336_assignment/conftest.py": "raise SystemExit",
+                "sitecustomize.py": "import os; os._exit(1)",
+                "evil.pth": "import os",
+            },
+        },
         "file_and_folder": {"files": {"cs336_assignment/calc.py/inner.py": "x = 1"}},
         "gradebook.csv": {},
         "_hidden_name": {},
@@ -341,19 +428,32 @@ def odd_directory_upload(folder: Path) -> Path:
 # A hanging case costs test_timeout; 3 s lost races under load (a judge-side sum(range(3M)) timed out,
 # a memory flood hit the clock before its kill), so the clock is far from every case's normal work.
 HANG_SECONDS = 10
-LIMITS = Limits(test_timeout=HANG_SECONDS, run_timeout=120, memory_bytes=768 * MiB, processes=32, disk_bytes=96 * MiB,
-                file_bytes=64 * MiB, reply_bytes=16 * MiB, tree_bytes=1 * MiB, value_bytes=16 * MiB,
-                output_file_bytes=8 * MiB)
+LIMITS = Limits(
+    test_timeout=HANG_SECONDS,
+    run_timeout=120,
+    memory_bytes=768 * MiB,
+    processes=32,
+    disk_bytes=96 * MiB,
+    file_bytes=64 * MiB,
+    reply_bytes=16 * MiB,
+    tree_bytes=1 * MiB,
+    value_bytes=16 * MiB,
+    output_file_bytes=8 * MiB,
+)
 
 
 @pytest.fixture(scope="module", params=TIERS)
 def graded(request, tmp_path_factory) -> Iterator[dict]:
     tier = request.param
     tmp = tmp_path_factory.mktemp(f"hostile-{tier}")
-    host_dir = Path(f"/tmp/{MARK}-host-{tier}")  # a host folder an attack points the judge's basetemp at
+    host_dir = Path(
+        f"/tmp/{MARK}-host-{tier}"
+    )  # a host folder an attack points the judge's basetemp at
     host_dir.mkdir()
     request.addfinalizer(lambda: shutil.rmtree(host_dir, ignore_errors=True))
-    if tier == "container":  # as run_autograder lays it out: enterable folders, the tree locked down
+    if (
+        tier == "container"
+    ):  # as run_autograder lays it out: enterable folders, the tree locked down
         outside = Path(tempfile.mkdtemp(prefix="cs336-hostile-"))
         request.addfinalizer(lambda: shutil.rmtree(outside, ignore_errors=True))
         outside.chmod(0o711)
@@ -371,19 +471,37 @@ def graded(request, tmp_path_factory) -> Iterator[dict]:
     paths.append(subs / "corrupt.zip")
     paths.append(odd_directory_upload(subs / "odd_names_dir"))
     out = tmp / "out"
-    if tier == "container":  # graded by a process of its own, as root in a container without user namespaces
-        spec = {"root": str(root), "paths": [str(p) for p in paths], "out": str(out), "limits": asdict(LIMITS),
-                "jobs": 4, "insecure": False, "result": str(tmp / "batch.json")}
+    if (
+        tier == "container"
+    ):  # graded by a process of its own, as root in a container without user namespaces
+        spec = {
+            "root": str(root),
+            "paths": [str(p) for p in paths],
+            "out": str(out),
+            "limits": asdict(LIMITS),
+            "jobs": 4,
+            "insecure": False,
+            "result": str(tmp / "batch.json"),
+        }
         (tmp / "spec.json").write_text(json.dumps(spec))
-        cmd = standin.command([sys.executable, "-m", "cs336_staff.grade.testing", str(tmp / "spec.json")])
+        cmd = standin.command(
+            [sys.executable, "-m", "cs336_staff.grade.testing", str(tmp / "spec.json")]
+        )
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=800)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         batch = json.loads((tmp / "batch.json").read_text())
     else:  # most cases wait (timeouts, kills), so four at a time
         batch = grade_batch(root, paths, out, LIMITS, jobs=4, insecure=tier == "none")
     assert batch["tier"] == tier, batch["tier"]
-    yield {"out": out, "rows": batch["rows"], "tmp": tmp, "root": root, "host_dir": host_dir,
-           "judge_rss": batch["judge_rss"], "tier": tier}
+    yield {
+        "out": out,
+        "rows": batch["rows"],
+        "tmp": tmp,
+        "root": root,
+        "host_dir": host_dir,
+        "judge_rss": batch["judge_rss"],
+        "tier": tier,
+    }
 
 
 def isolated(graded) -> None:
@@ -397,7 +515,9 @@ def mirrored(graded) -> None:
     mounts the worker's own copy at the judge's path, the container tier swaps it in around each call
     (mirror.py)."""
     if graded["tier"] == "none":
-        pytest.skip("the unsandboxed fallback (--insecure) shares the judge's scratch folder with the worker")
+        pytest.skip(
+            "the unsandboxed fallback (--insecure) shares the judge's scratch folder with the worker"
+        )
 
 
 def result(graded, name) -> GradeResult:
@@ -447,8 +567,14 @@ def test_patching_pytest_asserts_and_test_modules_in_the_worker_changes_nothing(
     (the broken mul fails on its own assertion, not on a remark), and reaching the tests costs every test."""
     r = result(graded, "patch_asserts")
     mul = one(r, "test_mul_matches_python")
-    assert mul.outcome == "failed" and not passed_but_for_the_rules(mul) and "assert 0.5 == 6.0" in mul.output, explain(r)
-    assert any(passed_but_for_the_rules(t) and "no-reaching-the-tests" in t.output for t in r.tests), explain(r)
+    assert (
+        mul.outcome == "failed"
+        and not passed_but_for_the_rules(mul)
+        and "assert 0.5 == 6.0" in mul.output
+    ), explain(r)
+    assert any(
+        passed_but_for_the_rules(t) and "no-reaching-the-tests" in t.output for t in r.tests
+    ), explain(r)
     assert r.score == 0 and all(t.outcome in ("failed", "pending") for t in r.tests), explain(r)
 
 
@@ -475,8 +601,12 @@ def test_a_submission_cannot_touch_another_sandbox_or_leave_files_on_the_host(gr
     assert victim.status == "ok" and victim.score == full(victim), victim.summary()
     attacker = result(graded, "sabotage")
     assert attacker.score == full(attacker)  # its own code is correct
-    leftovers = [os.path.join(here, MARK) for d in ("/tmp", "/var/tmp", "/dev/shm")  # os.walk skips folders that
-                 for here, _, names in os.walk(d) if MARK in names]  # vanish meanwhile (other runs' scratch)
+    leftovers = [
+        os.path.join(here, MARK)
+        for d in ("/tmp", "/var/tmp", "/dev/shm")  # os.walk skips folders that
+        for here, _, names in os.walk(d)
+        if MARK in names
+    ]  # vanish meanwhile (other runs' scratch)
     assert not leftovers, leftovers
 
 
@@ -490,7 +620,9 @@ def test_writing_past_the_disk_limit_fails_that_test_only(graded):
     else:
         assert t.outcome == "crashed" and "scratch folder" in t.output, t.output[-800:]
     lost = ["test_mul_matches_python", "test_mul_matches_the_hidden_fixture"]
-    if graded["tier"] == "bubblewrap":  # its flood stays in its own (full) copy of the scratch folder; the judge's has its own tmpfs
+    if (
+        graded["tier"] == "bubblewrap"
+    ):  # its flood stays in its own (full) copy of the scratch folder; the judge's has its own tmpfs
         lost += ["test_scale_file_of_a_file_the_test_wrote", "test_sum_saved_to_a_file_reads_back"]
         assert "No space left" in one(r, "test_sum_saved_to_a_file_reads_back").output, explain(r)
     assert r.score == full(r) - points(r, *lost), explain(r)
@@ -520,7 +652,9 @@ def test_fork_bomb_is_stopped_at_the_process_limit(graded):
     is killed (watchdog); either way that test fails and the rest of the run goes on."""
     r = result(graded, "fork_bomb")
     t = one(r, "test_mul_matches_python")
-    stopped = "Resource temporarily unavailable" in t.output or (t.outcome == "crashed" and "processes" in t.output)
+    stopped = "Resource temporarily unavailable" in t.output or (
+        t.outcome == "crashed" and "processes" in t.output
+    )
     assert t.outcome != "passed" and stopped, t.output[-800:]
     assert one(r, "test_scale_file_reads_fixture").outcome == "passed"
 
@@ -538,7 +672,9 @@ def test_an_oversized_reply_is_refused_before_it_is_read(graded):
     r = result(graded, "huge_reply")
     t = one(r, "test_mul_matches_python")
     assert "exceeds the limit" in t.output, t.output[-800:]
-    assert graded["judge_rss"] < 1_500_000, f"a judge or worker process peaked at {graded['judge_rss']} KiB"
+    assert graded["judge_rss"] < 1_500_000, (
+        f"a judge or worker process peaked at {graded['judge_rss']} KiB"
+    )
 
 
 def test_megabytes_of_printing_are_cut_and_every_file_stays_small(graded):
@@ -561,8 +697,12 @@ def test_symlinks_planted_in_each_new_folder_never_redirect_a_judge_write(graded
     attack.)"""
     mirrored(graded)
     r = result(graded, "plant_symlinks")
-    assert not list(Path("/tmp").glob(f"{MARK}-planted-*")), "a judge write followed a planted symlink"
-    assert not list(graded["host_dir"].iterdir()), "the judge's tmp_path followed a symlinked basetemp to the host"
+    assert not list(Path("/tmp").glob(f"{MARK}-planted-*")), (
+        "a judge write followed a planted symlink"
+    )
+    assert not list(graded["host_dir"].iterdir()), (
+        "the judge's tmp_path followed a symlinked basetemp to the host"
+    )
     # its own links break its own saves (refused, or not found once it swapped its basetemp): no point gained
     assert one(r, "test_sum_saved_to_a_file_reads_back").outcome == "failed", explain(r)
     assert r.score <= full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
@@ -574,7 +714,9 @@ def test_a_file_written_as_a_symlink_to_a_hidden_test_is_refused_unread(graded):
     r = result(graded, "link_to_hidden")
     t = one(r, "test_sum_saved_to_a_file_reads_back")
     assert t.outcome == "failed" and "is a symlink" in t.output, t.output[-800:]
-    assert not any("SECRET_OPERAND" in x.output or "918273645" in x.output for x in r.tests), explain(r)
+    assert not any("SECRET_OPERAND" in x.output or "918273645" in x.output for x in r.tests), (
+        explain(r)
+    )
     assert r.score == full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
 
 
@@ -597,7 +739,9 @@ def judge_peak_bytes(graded, name: str) -> int:
 JUDGE_SLACK = 64 * MiB
 
 
-@pytest.mark.parametrize("case", ["stride_zero", "sparse_file", "huge_messages", "lying_frame", "huge_reply"])
+@pytest.mark.parametrize(
+    "case", ["stride_zero", "sparse_file", "huge_messages", "lying_frame", "huge_reply"]
+)
 def test_the_judge_stays_within_its_stated_memory_bound_whatever_the_worker_sends(graded, case):
     """Hostile replies grow the judge by no more than ``judge_growth_bound`` over the correct submission graded
     in the same batch (each size is refused before torch is even imported)."""
@@ -606,7 +750,9 @@ def test_the_judge_stays_within_its_stated_memory_bound_whatever_the_worker_send
     baseline = judge_peak_bytes(graded, "good")
     peak = judge_peak_bytes(graded, case)
     bound = baseline + judge_growth_bound(LIMITS) + JUDGE_SLACK
-    assert peak <= bound, f"{case}: the judge peaked at {peak / MiB:.0f} MiB, over {bound / MiB:.0f} MiB"
+    assert peak <= bound, (
+        f"{case}: the judge peaked at {peak / MiB:.0f} MiB, over {bound / MiB:.0f} MiB"
+    )
 
 
 def test_a_stride_zero_tensor_claiming_gigabytes_fails_that_call_only(graded):
@@ -616,8 +762,14 @@ def test_a_stride_zero_tensor_claiming_gigabytes_fails_that_call_only(graded):
     assert t.outcome == "failed" and "exceeds the limit" in t.output, t.output[-800:]
     # the forged encoder is the worker's own code patched, which the rules screen takes every point for; the
     # other tests passed (the refusal cost that call only) and lost their points to the screen alone
-    others = [o for o in r.tests if o.outcome != "pending" and not o.nodeid.endswith(("test_mul_matches_python",
-                                                                                      "test_mul_matches_the_hidden_fixture"))]
+    others = [
+        o
+        for o in r.tests
+        if o.outcome != "pending"
+        and not o.nodeid.endswith(
+            ("test_mul_matches_python", "test_mul_matches_the_hidden_fixture")
+        )
+    ]
     assert others and all(passed_but_for_the_rules(o) for o in others), explain(r)
     assert r.score == 0, explain(r)
 
@@ -627,7 +779,9 @@ def test_a_sparse_file_past_the_cap_is_refused_unread(graded):
     mirrored(graded)  # without a sandbox the worker shares the judge's folder (THREAT_MODEL.md)
     r = result(graded, "sparse_file")
     t = one(r, "test_sum_saved_to_a_file_reads_back")
-    assert t.outcome == "failed" and "over the limit of 8388608 bytes per file" in t.output, t.output[-800:]
+    assert t.outcome == "failed" and "over the limit of 8388608 bytes per file" in t.output, (
+        t.output[-800:]
+    )
     assert r.score == full(r) - points(r, "test_sum_saved_to_a_file_reads_back"), explain(r)
 
 
@@ -635,13 +789,17 @@ def test_megabyte_exception_messages_on_every_call_are_refused_unparsed(graded):
     """6 MB messages from every call (the worker's own cut undone), against a 1 MiB cap on a reply's JSON part:
     each call fails saying so, before the judge parses the text; each test's output stays small."""
     r = result(graded, "huge_messages")
-    correct = [t for t in r.tests if t.nodeid.startswith("tests/test_mean.py")]  # RunningMean and feed raise nothing
+    correct = [
+        t for t in r.tests if t.nodeid.startswith("tests/test_mean.py")
+    ]  # RunningMean and feed raise nothing
     ran = [t for t in r.tests if t.outcome != "pending" and t not in correct]
     # undoing the worker's own cut patches its code: the rules screen takes every point; the two tests that
     # raise nothing passed all the same, and lost their points to the screen alone
     assert len(correct) == 2 and all(passed_but_for_the_rules(t) for t in correct), explain(r)
     assert r.score == 0, explain(r)
-    assert all(t.outcome == "failed" and "over the limit of 1048576 bytes" in t.output for t in ran), explain(r)
+    assert all(
+        t.outcome == "failed" and "over the limit of 1048576 bytes" in t.output for t in ran
+    ), explain(r)
     assert (graded["out"] / "huge_messages" / "results.json").stat().st_size < 400_000
 
 
@@ -679,11 +837,20 @@ def test_rewiring_the_driver_that_runs_a_class_earns_nothing_over_the_broken_cla
     the rewiring works there; the rules screen reads the source, finds it reaching the tests, and no test
     of the submission earns a point, the rule named in each."""
     broken, rewired = result(graded, "broken_mean"), result(graded, "rewire_scenario")
-    assert one(result(graded, "good"), "test_feed_adds_every_value_to_the_tests_tally").outcome == "passed"
-    lost = points(broken, "test_running_mean_follows_every_update", "test_feed_adds_every_value_to_the_tests_tally")
+    assert (
+        one(result(graded, "good"), "test_feed_adds_every_value_to_the_tests_tally").outcome
+        == "passed"
+    )
+    lost = points(
+        broken,
+        "test_running_mean_follows_every_update",
+        "test_feed_adds_every_value_to_the_tests_tally",
+    )
     assert lost > 0 and broken.score == full(broken) - lost, explain(broken)
     assert all(t.outcome in ("failed", "pending") for t in rewired.tests), explain(rewired)
-    assert one(rewired, "test_running_mean_follows_every_update").output.startswith(RULES_REMARK), explain(rewired)
+    assert one(rewired, "test_running_mean_follows_every_update").output.startswith(RULES_REMARK), (
+        explain(rewired)
+    )
     assert rewired.score == 0 < broken.score, explain(rewired)
 
 
@@ -693,7 +860,9 @@ def test_a_crash_in_a_call_charges_that_test_and_the_rest_run_in_a_fresh_worker(
     r = result(graded, case)
     t = one(r, "test_mul_matches_python")
     assert t.outcome == "crashed" and "ended during" in t.output, t.output[-800:]
-    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"), explain(r)
+    assert r.score == full(r) - points(
+        r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"
+    ), explain(r)
     assert r.status == "crashed"
 
 
@@ -701,7 +870,9 @@ def test_sys_exit_in_a_call_fails_only_that_test(graded):
     """SystemExit raised by the submission comes back as SystemExit: that test failed, nothing else."""
     r = result(graded, "sys_exit_test")
     assert one(r, "test_mul_matches_python").outcome == "failed"
-    assert r.score == full(r) - points(r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture")
+    assert r.score == full(r) - points(
+        r, "test_mul_matches_python", "test_mul_matches_the_hidden_fixture"
+    )
 
 
 def test_a_loop_that_swallows_every_exception_times_out_and_the_run_goes_on(graded):
@@ -725,7 +896,9 @@ def test_syntax_error_fails_every_test_showing_the_error(graded):
     """A syntax error in the package: every CPU test fails, and its output shows the SyntaxError."""
     r = result(graded, "syntax_error")
     ran = [t for t in r.tests if t.outcome != "pending"]
-    assert r.score == 0 and all("SyntaxError" in t.output for t in ran), [(t.outcome, t.output[-200:]) for t in ran]
+    assert r.score == 0 and all("SyntaxError" in t.output for t in ran), [
+        (t.outcome, t.output[-200:]) for t in ran
+    ]
 
 
 def test_import_time_exception_shows_the_students_own_message(graded):
@@ -789,11 +962,18 @@ def test_missing_package_is_rejected(graded):
 def test_conftest_pytest_ini_sitecustomize_and_pth_files_are_ignored(graded):
     """Configuration files in a submission never reach the judge or the worker; a wrong add still fails."""
     r = result(graded, "config_files")
-    assert r.score == full(r) - points(r, "test_add_matches_python[1-2]", "test_add_matches_python[3-4]",
-                                       "test_add_negative"), explain(r)
+    assert r.score == full(r) - points(
+        r, "test_add_matches_python[1-2]", "test_add_matches_python[3-4]", "test_add_negative"
+    ), explain(r)
     ignored = "\n".join(r.ignored)
-    for name in ("conftest.py", "tests/conftest.py", "cs336_assignment/conftest.py", "pytest.ini",
-                 "sitecustomize.py", "evil.pth"):
+    for name in (
+        "conftest.py",
+        "tests/conftest.py",
+        "cs336_assignment/conftest.py",
+        "pytest.ini",
+        "sitecustomize.py",
+        "evil.pth",
+    ):
         assert f"{name}:" in ignored, ignored
 
 
@@ -809,7 +989,9 @@ def test_a_submission_named_like_a_batch_output_gets_its_own_folder(graded):
     assert result(graded, "submission-gradebook.csv").score > 0
     assert result(graded, "submission-hidden_name").score > 0
     lines = (graded["out"] / "gradebook.csv").read_text().splitlines()
-    assert len(lines) == 1 + len(cases()) + 2, lines  # header, every case, corrupt.zip, the odd directory
+    assert len(lines) == 1 + len(cases()) + 2, (
+        lines
+    )  # header, every case, corrupt.zip, the odd directory
 
 
 def test_a_directory_upload_with_odd_names_and_special_files_gets_a_result(graded):
@@ -817,10 +999,18 @@ def test_a_directory_upload_with_odd_names_and_special_files_gets_a_result(grade
     r = result(graded, "odd_names_dir")
     assert r.status == "ok" and r.score == full(r), explain(r)
     ignored = "\n".join(r.ignored)
-    for shown in ("notes-\\xff.txt: name is not", "m\\xe9t\\xe9o.py: name is not", "two\\nlines.txt: name is not",
-                  "pipe.py: not a regular file (a fifo)", "sock.py: not a regular file (a socket)"):
+    for shown in (
+        "notes-\\xff.txt: name is not",
+        "m\\xe9t\\xe9o.py: name is not",
+        "two\\nlines.txt: name is not",
+        "pipe.py: not a regular file (a fifo)",
+        "sock.py: not a regular file (a socket)",
+    ):
         assert shown in ignored, ignored
-    assert any(line.startswith("odd_names_dir,") for line in (graded["out"] / "gradebook.csv").read_text().splitlines())
+    assert any(
+        line.startswith("odd_names_dir,")
+        for line in (graded["out"] / "gradebook.csv").read_text().splitlines()
+    )
 
 
 def test_every_result_names_its_isolation(graded):
@@ -844,18 +1034,26 @@ def test_a_table_of_answers_or_a_cache_of_earlier_calls_does_not_pass_a_speed_te
     t = one(r, "test_sum_below_is_faster_than_a_python_loop")
     assert t.outcome == "failed" and "CS336_SPEED_SEED=" in t.output, explain(r)
     assert r.score == full(r) - points(r, "test_sum_below_is_faster_than_a_python_loop"), explain(r)
-    assert any("CS336_SPEED_SEED=" in n for n in r.notes), r.notes  # a regrade can replay the inputs
+    assert any("CS336_SPEED_SEED=" in n for n in r.notes), (
+        r.notes
+    )  # a regrade can replay the inputs
 
 
 def test_a_function_that_delegates_to_a_forbidden_api_earns_nothing_for_its_tests(graded):
     """mul calls operator.mul and scale_file math.prod (forbidden by the repo's rules): the tests that
     reach them pass but earn nothing, with a remark naming the rule; add's tests keep their points."""
     r = result(graded, "delegate")
-    lost = ("test_mul_matches_python", "test_mul_matches_the_hidden_fixture", "test_scale_file_reads_fixture",
-            "test_scale_file_of_a_file_the_test_wrote")
+    lost = (
+        "test_mul_matches_python",
+        "test_mul_matches_the_hidden_fixture",
+        "test_scale_file_reads_fixture",
+        "test_scale_file_of_a_file_the_test_wrote",
+    )
     for name in lost:
         t = one(r, name)
-        assert t.outcome == "failed" and "no-operator-module" in t.output and t.points == 0, explain(r)
+        assert t.outcome == "failed" and "no-operator-module" in t.output and t.points == 0, (
+            explain(r)
+        )
     assert r.score == full(r) - points(r, *lost), explain(r)
     assert any("operator.mul" in n and "no-operator-module" in n for n in r.notes), r.notes
     good = result(graded, "good")

@@ -33,7 +33,9 @@ def test_every_graded_test_of_the_repo_is_covered_by_the_rubric(graded_tests):
     assert not missing, f"add rules to rubric.toml for {len(missing)} test(s), e.g. {missing[:5]}"
     items = rubric.resolve(collected)
     assert abs(sum(i.points for i in items.values()) - 100) < 1e-2
-    assert all(i.visibility == "after_due_date" for n, i in items.items() if n.startswith("tests/hidden/"))
+    assert all(
+        i.visibility == "after_due_date" for n, i in items.items() if n.startswith("tests/hidden/")
+    )
 
 
 def test_graded_tests_collect_against_the_reference(graded_tests):
@@ -56,8 +58,12 @@ def test_workflow_is_valid_for_github_actions(workflow):
     """check-jsonschema's vendored GitHub-workflow schema accepts the file (works offline)."""
     exe = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
     assert exe, "check-jsonschema is a staff dependency (uv sync)"
-    p = subprocess.run([exe, "--builtin-schema", "vendor.github-workflows", str(workflow)],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [exe, "--builtin-schema", "vendor.github-workflows", str(workflow)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -77,6 +83,8 @@ def test_workflows_start_the_sandbox_under_apparmor_and_are_linted():
     ci = (ROOT / ".github/workflows/ci.yml").read_text()
     grade = (ROOT / ".github/workflows/grade.yml").read_text()
     for text in (ci, grade):
-        assert text.index(".ci/allow-bwrap.sh") < text.index("uv run " + ("pytest" if text is ci else "cs336 grade"))
+        assert text.index(".ci/allow-bwrap.sh") < text.index(
+            "uv run " + ("pytest" if text is ci else "cs336 grade")
+        )
     assert "--only-group lint actionlint" in ci and (ROOT / ".github/actionlint.yaml").is_file()
     assert (ROOT / ".ci/allow-bwrap.sh").stat().st_mode & 0o111

@@ -32,7 +32,9 @@ from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 def _cluster_missing() -> str | None:
     if shutil.which("sbatch") is None:
         return "no sbatch on PATH, so no Slurm cluster to grade on (sudo .ci/slurm-up.sh stands one up)"
-    p = subprocess.run(["sinfo", "--noheader", "--Node", "--format=%T"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        ["sinfo", "--noheader", "--Node", "--format=%T"], capture_output=True, text=True, timeout=60
+    )
     if p.returncode != 0 or not {"idle", "mixed", "allocated"} & set(p.stdout.split()):
         return f"sinfo shows no node up (is slurmctld running? sudo .ci/slurm-up.sh): {p.stdout}{p.stderr}".strip()
     return None
@@ -46,8 +48,12 @@ needs_slurm = pytest.mark.skipif(MISSING is not None and not REQUIRED, reason=MI
 INSECURE = probe(False) is not None
 FULL, BOB = 11.5, 8.5  # as in test_grade_batch.py: every CPU point; mul returning 0 loses 3 of them
 SLURM_TIME_MIN = 1  # Slurm's smallest time limit: the hanging job is killed 60-90 s after it starts
-LIMITS = Limits(test_timeout=600, run_timeout=600)  # far past the Slurm time limit: Slurm kills first
-SLURM_TEST_TIMEOUT_S = 600  # the whole flow is ~2 min on an idle 2-core machine; leave room for load
+LIMITS = Limits(
+    test_timeout=600, run_timeout=600
+)  # far past the Slurm time limit: Slurm kills first
+SLURM_TEST_TIMEOUT_S = (
+    600  # the whole flow is ~2 min on an idle 2-core machine; leave room for load
+)
 
 
 @pytest.fixture
@@ -68,8 +74,13 @@ def _job_folders(out) -> int:
 
 
 def _ours_still_queued(job_name: str) -> list[str]:
-    p = subprocess.run(["squeue", "--noheader", "--name", job_name, "--format=%i %T"],
-                       capture_output=True, text=True, timeout=60, check=True)
+    p = subprocess.run(
+        ["squeue", "--noheader", "--name", job_name, "--format=%i %T"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return p.stdout.split("\n") if p.stdout.strip() else []
 
 
@@ -81,7 +92,9 @@ def test_slurm_grades_like_local_reports_its_time_limit_and_resumes(batch, capsy
     root, subs, tmp = batch["root"], batch["subs"], batch["tmp"]
     plan = make_plan(root, limits=LIMITS, cache_dir=tmp / ".cache", insecure=INSECURE)
     graded = sorted(subs.glob("*.zip"))
-    local = {r["name"]: r["score"] for r in run_batch(graded[:2], tmp / "local", plan, progress=False)}
+    local = {
+        r["name"]: r["score"] for r in run_batch(graded[:2], tmp / "local", plan, progress=False)
+    }
     assert local == {"alice": FULL, "bob": BOB}
 
     # 1. Ctrl-C once the first submission is graded: its result stays, every other job is cancelled.
@@ -91,8 +104,15 @@ def test_slurm_grades_like_local_reports_its_time_limit_and_resumes(batch, capsy
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_batch(graded, out, plan, executor="slurm", progress=False, on_result=interrupt,
-                  slurm={"timeout_min": SLURM_TIME_MIN, "slurm_job_name": job_name})
+        run_batch(
+            graded,
+            out,
+            plan,
+            executor="slurm",
+            progress=False,
+            on_result=interrupt,
+            slurm={"timeout_min": SLURM_TIME_MIN, "slurm_job_name": job_name},
+        )
     finished = {p.parent.name for p in out.glob("*/results.json")}
     assert finished and "hang" not in finished, finished
     deadline = time.monotonic() + 60  # a cancelled running job passes through COMPLETING
@@ -103,17 +123,35 @@ def test_slurm_grades_like_local_reports_its_time_limit_and_resumes(batch, capsy
     # 2. The same batch through `cs336 grade --executor slurm`: a job for each missing one only,
     #    the local executor's scores; the hanging one is killed at the time limit and says so.
     jobs_before = _job_folders(out)
-    code = main(["grade", str(subs), "--out", str(out), "--executor", "slurm", "--quiet",
-                 "--slurm-time-min", str(SLURM_TIME_MIN), "--staff-root", str(root),
-                 "--test-timeout", str(LIMITS.test_timeout), "--timeout", str(LIMITS.run_timeout),
-                 *(["--insecure"] if INSECURE else [])])
+    code = main(
+        [
+            "grade",
+            str(subs),
+            "--out",
+            str(out),
+            "--executor",
+            "slurm",
+            "--quiet",
+            "--slurm-time-min",
+            str(SLURM_TIME_MIN),
+            "--staff-root",
+            str(root),
+            "--test-timeout",
+            str(LIMITS.test_timeout),
+            "--timeout",
+            str(LIMITS.run_timeout),
+            *(["--insecure"] if INSECURE else []),
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 1, text  # a submission without a grade is an error of the run
     lines = {line.split(":", 1)[0]: line for line in text.splitlines() if ": " in line}
     for name, score in local.items():
         assert lines[name].startswith(f"{name}: {score:g} / "), text
         assert ("already graded" in lines[name]) == (name in finished), text
-    assert "killed by Slurm at the job's time limit" in lines["hang"] and "TIMEOUT" in lines["hang"], text
+    assert (
+        "killed by Slurm at the job's time limit" in lines["hang"] and "TIMEOUT" in lines["hang"]
+    ), text
     assert _job_folders(out) - jobs_before == 3 - len(finished)  # no job for what was graded
     assert not (out / "hang" / "results.json").exists()
     assert {p.parent.name for p in out.glob("*/results.json")} == {"alice", "bob"}
@@ -124,19 +162,28 @@ def _job(tmp_path, job_id, *, result=False):
     folder.mkdir()
     if result:
         (folder / "result.pkl").write_bytes(b"")
-    return SimpleNamespace(job_id=job_id, paths=SimpleNamespace(result_pickle=folder / "result.pkl",
-                                                                stderr=folder / "log.err"))
+    return SimpleNamespace(
+        job_id=job_id,
+        paths=SimpleNamespace(result_pickle=folder / "result.pkl", stderr=folder / "log.err"),
+    )
 
 
 def test_job_watch_reads_squeue_not_sacct(tmp_path, monkeypatch):
     """Runs anywhere (a fake squeue): a result file ends a job; else squeue's end state, or its absence."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "squeue").write_text("#!/bin/sh\necho '7|TIMEOUT'\necho '8|RUNNING'\necho '9|COMPLETED'\n")
+    (fake / "squeue").write_text(
+        "#!/bin/sh\necho '7|TIMEOUT'\necho '8|RUNNING'\necho '9|COMPLETED'\n"
+    )
     (fake / "squeue").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(slurm, "RESULT_GRACE_S", 0.0)
-    jobs = [_job(tmp_path, "7"), _job(tmp_path, "8"), _job(tmp_path, "9", result=True), _job(tmp_path, "10")]
+    jobs = [
+        _job(tmp_path, "7"),
+        _job(tmp_path, "8"),
+        _job(tmp_path, "9", result=True),
+        _job(tmp_path, "10"),
+    ]
     assert slurm.JobWatch().over(jobs) == {"7": "TIMEOUT", "9": None, "10": slurm.GONE}
     message = str(slurm.SlurmJobEnded.of(jobs[0], "TIMEOUT"))
     assert "killed by Slurm at the job's time limit" in message and "--slurm-time-min" in message

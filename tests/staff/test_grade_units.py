@@ -25,7 +25,10 @@ from cs336_staff.worker.adapter_rule import is_adapter, read_adapters
 pytestmark = pytest.mark.staff
 
 
-@pytest.mark.parametrize("name", ["../x.py", "a/../../x.py", "/etc/passwd", "C:/x.py", "C:\\x.py", "..\\x.py", "a\x00.py"])
+@pytest.mark.parametrize(
+    "name",
+    ["../x.py", "a/../../x.py", "/etc/passwd", "C:/x.py", "C:\\x.py", "..\\x.py", "a\x00.py"],
+)
 def test_unsafe_paths_are_refused(name):
     """Anything that could land outside the sandbox maps to None."""
     assert safe_relpath(name) is None
@@ -44,13 +47,23 @@ def test_directory_submission_skips_symlinks_and_config(tmp_path):
     os.mkfifo(sub / "cs336_assignment" / "pipe.py")
     intake = read_submission(sub)
     assert intake.error is None
-    assert sorted(intake.files) == ["adapters.py", "cs336_assignment/__init__.py", "cs336_assignment/calc.py"]
+    assert sorted(intake.files) == [
+        "adapters.py",
+        "cs336_assignment/__init__.py",
+        "cs336_assignment/calc.py",
+    ]
     text = "\n".join(intake.ignored)
-    assert "leak.py: symlink" in text and "etcdir/: symlink" in text and "pipe.py: not a regular file" in text
+    assert (
+        "leak.py: symlink" in text
+        and "etcdir/: symlink" in text
+        and "pipe.py: not a regular file" in text
+    )
     assert "conftest.py: pytest/Python configuration" in text
 
 
-def test_directory_submission_with_odd_names_and_special_files_is_read_and_reported_escaped(tmp_path):
+def test_directory_submission_with_odd_names_and_special_files_is_read_and_reported_escaped(
+    tmp_path,
+):
     """Names that are not UTF-8 or hold a newline, a socket, a fifo named like a module: reported escaped, never read."""
     import socket
 
@@ -65,11 +78,20 @@ def test_directory_submission_with_odd_names_and_special_files_is_read_and_repor
     with socket.socket(socket.AF_UNIX) as s:
         s.bind(str(sub / "cs336_assignment" / "sock.py"))
         intake = read_submission(sub)
-    assert intake.error is None and sorted(intake.files) == ["cs336_assignment/__init__.py", "cs336_assignment/calc.py"]
+    assert intake.error is None and sorted(intake.files) == [
+        "cs336_assignment/__init__.py",
+        "cs336_assignment/calc.py",
+    ]
     text = "\n".join(intake.ignored)
-    assert "notes-\\xff.txt: name is not printable UTF-8" in text and "mod\\xfe.py: name is not" in text, text
+    assert (
+        "notes-\\xff.txt: name is not printable UTF-8" in text
+        and "mod\\xfe.py: name is not" in text
+    ), text
     assert "two\\nlines.py: name is not" in text, text
-    assert "model.py: not a regular file (a fifo)" in text and "sock.py: not a regular file (a socket)" in text, text
+    assert (
+        "model.py: not a regular file (a fifo)" in text
+        and "sock.py: not a regular file (a socket)" in text
+    ), text
     json.dumps(intake.ignored).encode("utf-8")  # every remark is valid UTF-8 text
 
 
@@ -81,7 +103,9 @@ def test_wrapping_folder_is_unwrapped_and_missing_init_is_supplied(tmp_path):
         zf.writestr("bob-hw/adapters.py", ADAPTERS)
     intake = read_submission(z)
     assert intake.error is None and "cs336_assignment/calc.py" in intake.files
-    assert any("unwrapped" in n for n in intake.notes) and any("__init__.py" in n for n in intake.notes)
+    assert any("unwrapped" in n for n in intake.notes) and any(
+        "__init__.py" in n for n in intake.notes
+    )
 
 
 def test_missing_adapters_falls_back_to_the_staff_copy(tmp_path):
@@ -114,21 +138,39 @@ RUBRIC = {
 
 def test_rubric_splits_concept_points_by_weight():
     """A concept's points are shared by weight; concepts without points give 1 per test."""
-    items = Rubric.from_dict(RUBRIC).resolve(["t/test_a.py::test_x", "t/test_a.py::test_heavy", "t/test_b.py::test_y",
-                                              "t/hidden/test_b.py::test_z"])
-    assert items["t/test_a.py::test_x"].points == 2.5 and items["t/test_a.py::test_heavy"].points == 7.5
+    items = Rubric.from_dict(RUBRIC).resolve(
+        [
+            "t/test_a.py::test_x",
+            "t/test_a.py::test_heavy",
+            "t/test_b.py::test_y",
+            "t/hidden/test_b.py::test_z",
+        ]
+    )
+    assert (
+        items["t/test_a.py::test_x"].points == 2.5
+        and items["t/test_a.py::test_heavy"].points == 7.5
+    )
     assert items["t/test_b.py::test_y"].points == 1.0
     assert items["t/hidden/test_b.py::test_z"].visibility == "hidden"
 
 
-@pytest.mark.parametrize("bad,match", [
-    ({"rules": [{"match": "x", "concept": "nope"}]}, "not declared"),
-    ({"concepts": {"a": {}}, "rules": [{"match": "x", "concept": "a", "visibility": "public"}]}, "visibility"),
-    ({"concepts": {"a": {"points": -1}}}, "points"),
-    ({"concepts": {"a": {}}, "rules": [{"match": "x", "concpt": "a"}]}, "unknown keys"),
-    ({"rules": [{"concept": "a"}]}, "match"),
-    ({"rubric": 1}, "unknown top-level"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"rules": [{"match": "x", "concept": "nope"}]}, "not declared"),
+        (
+            {
+                "concepts": {"a": {}},
+                "rules": [{"match": "x", "concept": "a", "visibility": "public"}],
+            },
+            "visibility",
+        ),
+        ({"concepts": {"a": {"points": -1}}}, "points"),
+        ({"concepts": {"a": {}}, "rules": [{"match": "x", "concpt": "a"}]}, "unknown keys"),
+        ({"rules": [{"concept": "a"}]}, "match"),
+        ({"rubric": 1}, "unknown top-level"),
+    ],
+)
 def test_rubric_mistakes_are_value_errors_that_name_the_key(bad, match):
     """Every rubric mistake says which key is wrong and what is allowed."""
     with pytest.raises(ValueError, match=match):
@@ -142,9 +184,22 @@ def test_uncovered_tests_are_an_error():
 
 
 def _result(outcomes: dict[str, tuple[str, str]], status="ok", device="cpu") -> GradeResult:
-    tests = [TestResult(n, o, 1.0 if o == "passed" else 0.0, 1.0, "c", "visible", d, "boom\n" * 3 if o == "failed" else "")
-             for n, (o, d) in outcomes.items()]
-    return GradeResult("alice", status, tests, 3.0, sha256="abc", device=device, concepts={"c": "Concept"})
+    tests = [
+        TestResult(
+            n,
+            o,
+            1.0 if o == "passed" else 0.0,
+            1.0,
+            "c",
+            "visible",
+            d,
+            "boom\n" * 3 if o == "failed" else "",
+        )
+        for n, (o, d) in outcomes.items()
+    ]
+    return GradeResult(
+        "alice", status, tests, 3.0, sha256="abc", device=device, concepts={"c": "Concept"}
+    )
 
 
 def test_results_json_follows_gradescope_and_round_trips(tmp_path):
@@ -153,7 +208,9 @@ def test_results_json_follows_gradescope_and_round_trips(tmp_path):
     r.write(tmp_path / "alice")
     data = json.loads((tmp_path / "alice" / "results.json").read_text())
     assert data["score"] == 1.0 and data["execution_time"] == 3
-    assert {"name", "score", "max_score", "status", "output", "visibility", "tags"} <= set(data["tests"][0])
+    assert {"name", "score", "max_score", "status", "output", "visibility", "tags"} <= set(
+        data["tests"][0]
+    )
     assert [t["status"] for t in data["tests"]] == ["passed", "failed", "pending"]
     suite = ET.parse(tmp_path / "alice" / "junit.xml").getroot().find("testsuite")
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "1", "1")
@@ -175,26 +232,51 @@ def test_merge_takes_gpu_tests_from_the_gpu_run_and_the_rest_from_the_cpu_run():
 
 def test_judge_spec_round_trips_through_its_json_file(tmp_path):
     """What the grader writes is exactly what the judge and the worker launcher read back, every field."""
-    spec = JudgeSpec(root=tmp_path / "root", scratch=tmp_path / "scratch", staff_root=tmp_path, results=tmp_path / "r.jsonl",
-                     readonly=(tmp_path / "fixtures" / "a",), limits=Limits(memory_bytes=3, threads=2, test_timeout=1.5),
-                     gpu=True, jobs=3, insecure=True, tier="container", only=("tests/test_a.py::test_x",),
-                     preload=("torch",))
+    spec = JudgeSpec(
+        root=tmp_path / "root",
+        scratch=tmp_path / "scratch",
+        staff_root=tmp_path,
+        results=tmp_path / "r.jsonl",
+        readonly=(tmp_path / "fixtures" / "a",),
+        limits=Limits(memory_bytes=3, threads=2, test_timeout=1.5),
+        gpu=True,
+        jobs=3,
+        insecure=True,
+        tier="container",
+        only=("tests/test_a.py::test_x",),
+        preload=("torch",),
+    )
     defaults = JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x"))
-    kept_default = [f.name for f in dataclasses.fields(JudgeSpec)
-                    if f.name != "version" and getattr(spec, f.name) == getattr(defaults, f.name)]
-    assert not kept_default, f"give {kept_default} a value other than the default here, so a field read back wrong shows"
+    kept_default = [
+        f.name
+        for f in dataclasses.fields(JudgeSpec)
+        if f.name != "version" and getattr(spec, f.name) == getattr(defaults, f.name)
+    ]
+    assert not kept_default, (
+        f"give {kept_default} a value other than the default here, so a field read back wrong shows"
+    )
     assert JudgeSpec.read(spec.write(tmp_path / "spec.json")) == spec
-    everything = JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x"))
+    everything = JudgeSpec(
+        root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x")
+    )
     assert JudgeSpec.from_json(everything.to_json()) == everything
 
 
-@pytest.mark.parametrize(("change", "match"), [
-    ({"version": SPEC_VERSION + 1}, "has version"), ({"version": None}, "has version"),
-    ({"surprise": 1}, "does not know: surprise"),
-])
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"version": SPEC_VERSION + 1}, "has version"),
+        ({"version": None}, "has version"),
+        ({"surprise": 1}, "does not know: surprise"),
+    ],
+)
 def test_judge_spec_from_another_checkout_is_refused_by_name(change, match):
     """A grader and a judge of different versions never half-understand each other."""
-    data = json.loads(JudgeSpec(root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x")).to_json())
+    data = json.loads(
+        JudgeSpec(
+            root=Path("r"), scratch=Path("s"), staff_root=Path("t"), results=Path("x")
+        ).to_json()
+    )
     data.update(change)
     with pytest.raises(SpecError, match=match):
         JudgeSpec.from_json(json.dumps(data))
@@ -222,27 +304,68 @@ def helper():
 '''
     adapters = read_adapters(source)
     assert list(adapters) == ["run_a", "get_b", "run_c"]
-    assert (adapters["run_a"].module, adapters["run_a"].target, adapters["run_a"].takes_data) == ("tensors", "flat_index", True)
+    assert (adapters["run_a"].module, adapters["run_a"].target, adapters["run_a"].takes_data) == (
+        "tensors",
+        "flat_index",
+        True,
+    )
     assert (adapters["get_b"].target, adapters["get_b"].takes_data) == ("Linear", False)
-    assert (adapters["run_c"].module, adapters["run_c"].target) == ("", "")  # not `from cs336_assignment import`
-    assert is_adapter("run_x") and is_adapter("get_y") and not is_adapter("helper") and not is_adapter("_run_x")
+    assert (adapters["run_c"].module, adapters["run_c"].target) == (
+        "",
+        "",
+    )  # not `from cs336_assignment import`
+    assert (
+        is_adapter("run_x")
+        and is_adapter("get_y")
+        and not is_adapter("helper")
+        and not is_adapter("_run_x")
+    )
 
 
 def _phase(when, outcome, *, text="", wasxfail=None, verdict=None, sections=()):
-    return {"when": when, "outcome": outcome, "wasxfail": wasxfail, "exc": [], "message": "", "text": text,
-            "properties": {"judge_outcome": verdict} if verdict else {}, "sections": [list(s) for s in sections]}
+    return {
+        "when": when,
+        "outcome": outcome,
+        "wasxfail": wasxfail,
+        "exc": [],
+        "message": "",
+        "text": text,
+        "properties": {"judge_outcome": verdict} if verdict else {},
+        "sections": [list(s) for s in sections],
+    }
 
 
-@pytest.mark.parametrize(("phases", "expected"), [
-    ([_phase("setup", "passed"), _phase("call", "passed"), _phase("teardown", "passed")], ("passed", "")),
-    ([_phase("setup", "passed"), _phase("call", "failed", text="E boom", sections=[("worker output (call)", "hi")]),
-      _phase("teardown", "passed")], ("failed", "E boom\n----- worker output (call) -----\nhi")),
-    ([_phase("setup", "failed", text="fixture")], ("error", "fixture")),
-    ([_phase("setup", "passed"), _phase("call", "failed", text="T", verdict="timeout")], ("timeout", "T")),
-    ([_phase("setup", "skipped", text="needs a GPU")], ("skipped", "needs a GPU")),
-    ([_phase("setup", "passed"), _phase("call", "skipped", wasxfail="known")], ("skipped", "xfail: known")),
-    ([_phase("setup", "skipped", text="s"), _phase("teardown", "failed", text="t")], ("error", "t")),  # a failure wins
-])
+@pytest.mark.parametrize(
+    ("phases", "expected"),
+    [
+        (
+            [_phase("setup", "passed"), _phase("call", "passed"), _phase("teardown", "passed")],
+            ("passed", ""),
+        ),
+        (
+            [
+                _phase("setup", "passed"),
+                _phase("call", "failed", text="E boom", sections=[("worker output (call)", "hi")]),
+                _phase("teardown", "passed"),
+            ],
+            ("failed", "E boom\n----- worker output (call) -----\nhi"),
+        ),
+        ([_phase("setup", "failed", text="fixture")], ("error", "fixture")),
+        (
+            [_phase("setup", "passed"), _phase("call", "failed", text="T", verdict="timeout")],
+            ("timeout", "T"),
+        ),
+        ([_phase("setup", "skipped", text="needs a GPU")], ("skipped", "needs a GPU")),
+        (
+            [_phase("setup", "passed"), _phase("call", "skipped", wasxfail="known")],
+            ("skipped", "xfail: known"),
+        ),
+        (
+            [_phase("setup", "skipped", text="s"), _phase("teardown", "failed", text="t")],
+            ("error", "t"),
+        ),  # a failure wins
+    ],
+)
 def test_a_tests_graded_outcome_comes_from_its_recorded_phases(phases, expected):
     """The grader's reading of the outcome recorder: failure first (the judge's verdict if it gave one), then a skip."""
     assert graded_outcome(phases) == expected
@@ -250,8 +373,15 @@ def test_a_tests_graded_outcome_comes_from_its_recorded_phases(phases, expected)
 
 def test_a_long_failure_report_is_clipped_with_the_worker_output_at_its_end():
     text, printed = "x" * 10_000, "the worker's last words"
-    outcome, output = graded_outcome([_phase("call", "failed", text=text, sections=[("worker output (call)", printed)])])
-    assert outcome == "failed" and len(output) < 4100 and output.startswith("x" * 100) and output.endswith(printed)
+    outcome, output = graded_outcome(
+        [_phase("call", "failed", text=text, sections=[("worker output (call)", printed)])]
+    )
+    assert (
+        outcome == "failed"
+        and len(output) < 4100
+        and output.startswith("x" * 100)
+        and output.endswith(printed)
+    )
 
 
 def test_run_autograder_prints_the_start_of_the_workers_output_and_the_end_of_the_console():
@@ -262,7 +392,11 @@ def test_run_autograder_prints_the_start_of_the_workers_output_and_the_end_of_th
 
     judge, first, last = "j" * 150_000, "printed at import\n" + "a" * 30_000, "b" * 30_000
     shown = staff_console(judge + WORKER_OUTPUT + first + "\n" + last)
-    assert "printed at import" in shown and shown.endswith("b" * STDOUT_TAIL) and "j" * 100 not in shown
+    assert (
+        "printed at import" in shown
+        and shown.endswith("b" * STDOUT_TAIL)
+        and "j" * 100 not in shown
+    )
     assert len(shown) < STDOUT_HEAD + STDOUT_TAIL + 100
     assert staff_console("short") == "short"
 

@@ -14,8 +14,8 @@ import time
 import pytest
 import torch
 
-from cs336_staff.grade.mirror import Mirror, MirrorRefused
 from cs336_staff.grade.errors import bounded_error, rebuild_exception, worker_traceback
+from cs336_staff.grade.mirror import Mirror, MirrorRefused
 from cs336_staff.worker import channel, codec
 
 pytestmark = pytest.mark.staff
@@ -56,7 +56,10 @@ def test_the_worker_cannot_change_a_file_the_judge_wrote(folders):
     (worker / "corpus.txt").unlink()
     os.symlink("/etc/passwd", worker / "corpus.txt")
     mirror.push(SCOPE)
-    assert not (worker / "corpus.txt").is_symlink() and (worker / "corpus.txt").read_text() == "ab ab ab"
+    assert (
+        not (worker / "corpus.txt").is_symlink()
+        and (worker / "corpus.txt").read_text() == "ab ab ab"
+    )
 
 
 def test_a_symlink_the_worker_leaves_is_never_followed_and_fails_the_call(folders, tmp_path):
@@ -82,10 +85,14 @@ def test_symlinks_planted_where_the_judge_writes_are_never_followed(folders, tmp
     (judge / "t2" / "corpus.txt").write_text("judge's")
     (judge / "t3").mkdir()
     (judge / "t3" / "x.txt").write_text("judge's")
-    with pytest.raises(MirrorRefused, match="t3/x.txt"):  # a folder replaced by a link: that input cannot be given
+    with pytest.raises(
+        MirrorRefused, match="t3/x.txt"
+    ):  # a folder replaced by a link: that input cannot be given
         mirror.push(SCOPE)
     assert not outside.exists() and not (tmp_path / "x.txt").exists()
-    assert (worker / "t2" / "corpus.txt").read_text() == "judge's"  # the link was replaced, not followed
+    assert (
+        worker / "t2" / "corpus.txt"
+    ).read_text() == "judge's"  # the link was replaced, not followed
 
 
 def test_fifos_sockets_and_oversize_files_are_refused_without_reading(folders):
@@ -96,7 +103,9 @@ def test_fifos_sockets_and_oversize_files_are_refused_without_reading(folders):
         f.truncate(1 << 30)
     with pytest.raises(MirrorRefused) as e:
         mirror.pull(SCOPE)
-    assert "pipe.bin is a fifo" in str(e.value) and "sparse.bin has 1073741824 bytes, over the limit" in str(e.value)
+    assert "pipe.bin is a fifo" in str(
+        e.value
+    ) and "sparse.bin has 1073741824 bytes, over the limit" in str(e.value)
     assert not (judge / "pipe.bin").exists() and not (judge / "sparse.bin").exists()
 
 
@@ -150,7 +159,12 @@ def test_a_call_mirrors_only_the_test_folders_its_arguments_name(folders):
     class Where:
         path: object
 
-    args = [judge / "tmp" / "t1" / "a.pt", {"k": f"--out={judge}/tmp/t2/x"}, (Where(str(judge / "tmp" / "t3")),), memmap]
+    args = [
+        judge / "tmp" / "t1" / "a.pt",
+        {"k": f"--out={judge}/tmp/t2/x"},
+        (Where(str(judge / "tmp" / "t3")),),
+        memmap,
+    ]
     assert mirror.scopes([args, {}]) == ["tmp/t0", "tmp/t1", "tmp/t2", "tmp/t3"]
     assert mirror.scopes([[1, "x", torch.zeros(2), "/elsewhere/a.pt"], {}]) == []
 
@@ -195,9 +209,12 @@ def test_a_frame_whose_parts_do_not_add_up_is_refused_before_anything_is_sliced_
     assert [bytes(b) for b in _frame(sizes + tree + b"abc")[1]] == [b"abc"]
     lies = {
         "no part count": b"\x01",
-        "do not fit": struct.pack("<I", 0xFFFFFFFF) + b"\0" * 64,  # four billion sizes: not read, not allocated
+        "do not fit": struct.pack("<I", 0xFFFFFFFF)
+        + b"\0" * 64,  # four billion sizes: not read, not allocated
         "parts of": struct.pack("<IQQ", 2, len(tree), 1 << 40) + tree + b"abc",
-        "parts of 10 bytes in a payload of 12": struct.pack("<IQQ", 2, len(tree), 2) + tree + b"abcd",
+        "parts of 10 bytes in a payload of 12": struct.pack("<IQQ", 2, len(tree), 2)
+        + tree
+        + b"abcd",
         "0 parts": struct.pack("<I", 0),
         "over the limit of 64 bytes": struct.pack("<IQ", 1, 100) + b"[" * 100,
         "not a JSON object": struct.pack("<IQ", 1, 2) + b"[]",
@@ -216,14 +233,23 @@ def test_a_stride_zero_tensor_claiming_a_huge_shape_is_refused_before_it_is_buil
     dec = codec.Decoder(enc.storages, enc.blobs, max_value_bytes=16 << 20)
     with pytest.raises(codec.CodecError, match="exceeds the limit of 16777216 bytes per value"):
         dec.decode(tree)
-    assert codec.Decoder(enc.storages, enc.blobs).decode(tree).shape == big.shape  # uncapped: a cheap view
+    assert (
+        codec.Decoder(enc.storages, enc.blobs).decode(tree).shape == big.shape
+    )  # uncapped: a cheap view
 
 
 def test_megabyte_exception_messages_are_cut_in_the_judge():
     """A reply whose message and traceback are megabytes: the rebuilt exception keeps a few thousand characters."""
-    error = {"types": ["builtins.ValueError"] * 1000, "args": ["m" * (4 << 20)], "message": "m" * (4 << 20),
-             "traceback": "t" * (4 << 20)}
+    error = {
+        "types": ["builtins.ValueError"] * 1000,
+        "args": ["m" * (4 << 20)],
+        "message": "m" * (4 << 20),
+        "traceback": "t" * (4 << 20),
+    }
     exc = rebuild_exception(error, chars=4000)
     assert isinstance(exc, ValueError)
     assert len(str(exc)) < 5000 and len(worker_traceback(exc)) < 5000
-    assert bounded_error(error, 4000)["args"] is None and len(bounded_error(error, 4000)["types"]) == 64
+    assert (
+        bounded_error(error, 4000)["args"] is None
+        and len(bounded_error(error, 4000)["types"]) == 64
+    )

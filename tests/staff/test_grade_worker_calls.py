@@ -54,7 +54,9 @@ def serve(worker: Worker, message: dict, encoder: codec.Encoder):
         raise rebuild_exception(reply["error"])
     if "not_plain" in reply:
         raise NotPlainData(reply["not_plain"])
-    return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects).decode(reply["ok"])
+    return codec.Decoder(reply["storages"], blobs, known=encoder.storage_objects).decode(
+        reply["ok"]
+    )
 
 
 def test_a_driver_argument_of_a_class_its_own_module_defines_decodes_on_the_first_call(monkeypatch):
@@ -66,7 +68,9 @@ def test_a_driver_argument_of_a_class_its_own_module_defines_decodes_on_the_firs
 
     monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
     net, x = accounting.Net("mlp", (4, 8, 1)), torch.ones(3, 4)
-    target = "tests.scenarios.accounting:student_count_flops"  # a driver whose first argument is a Net
+    target = (
+        "tests.scenarios.accounting:student_count_flops"  # a driver whose first argument is a Net
+    )
     message = request({"op": "call", "target": target}, [net, x], {"backward": False})
     # a fresh worker has imported neither the driver's module nor, so, its classes
     monkeypatch.setattr(tests.scenarios, "accounting", accounting)
@@ -75,7 +79,9 @@ def test_a_driver_argument_of_a_class_its_own_module_defines_decodes_on_the_firs
         for name in [n for n in registry if n.startswith("tests.scenarios.accounting:")]:
             monkeypatch.delitem(registry, name)
     flops = serve(Worker(-1, -1), *message)
-    assert flops == 2 * 3 * (4 * 8 + 8 * 1), flops  # count_flops of the mlp the Net describes, forward only
+    assert flops == 2 * 3 * (4 * 8 + 8 * 1), (
+        flops
+    )  # count_flops of the mlp the Net describes, forward only
 
 
 def describe(e: BaseException) -> dict:
@@ -117,9 +123,15 @@ class OwnError(Exception):
     """A submission's own exception class: its nearest builtin base is Exception itself."""
 
 
-@pytest.mark.parametrize("error", [OwnError("bad checkpoint"), pickle.UnpicklingError("not a checkpoint"),
-                                   UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")],
-                         ids=["own-class", "unpickling", "five-arg-init"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        OwnError("bad checkpoint"),
+        pickle.UnpicklingError("not a checkpoint"),
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+    ],
+    ids=["own-class", "unpickling", "five-arg-init"],
+)
 def test_any_exception_class_is_rebuilt_as_what_a_student_run_raises(error):
     """Every class comes back without an error of its own (a class whose base is Exception once gave
     'Cannot create a consistent method resolution order'), with its name and message, as an instance of
@@ -135,6 +147,7 @@ def test_any_exception_class_is_rebuilt_as_what_a_student_run_raises(error):
 def test_a_rebuilt_error_carries_no_traceback_a_match_could_find():
     """The worker's traceback (the adapter's own line among it) is kept for the test's output, never as a
     note: pytest.raises(match=) searches notes, and a student's own run has none."""
+
     def failing_adapter():
         raise ValueError("high <= 0")
 
@@ -144,7 +157,9 @@ def test_a_rebuilt_error_carries_no_traceback_a_match_could_find():
         rebuilt = rebuild_exception(describe(e))
     assert not getattr(rebuilt, "__notes__", None)
     assert "failing_adapter" in worker_traceback(rebuilt)
-    with pytest.raises(AssertionError):  # "failing_adapter" is in the traceback only, not in what match reads
+    with pytest.raises(
+        AssertionError
+    ):  # "failing_adapter" is in the traceback only, not in what match reads
         with pytest.raises(ValueError, match="failing_adapter"):
             raise rebuilt
 
@@ -172,7 +187,9 @@ def _sleeping_worker(requests: int = -1, replies: int = -1) -> tuple[Remote, Wor
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
     read_end, write_end = os.pipe()
     os.close(write_end)
-    worker = WorkerProcess(proc, requests=requests, replies=replies, output=OutputTap(os.fdopen(read_end, "rb")))
+    worker = WorkerProcess(
+        proc, requests=requests, replies=replies, output=OutputTap(os.fdopen(read_end, "rb"))
+    )
     remote = Remote(lambda: worker)
     remote.worker = worker
     return remote, worker
@@ -183,14 +200,21 @@ def test_a_call_killed_by_the_judge_reports_the_kill_and_is_not_counted_as_a_cra
     call's crash comes back as (None, killed, printed) and the worker's crash count is unchanged."""
     remote, worker = _sleeping_worker()
 
-    def call(target, args, kwargs):  # a call in flight ends when its worker dies, as _exchange reports it
+    def call(
+        target, args, kwargs
+    ):  # a call in flight ends when its worker dies, as _exchange reports it
         worker.proc.wait()
         remote.crashes += 1
         raise WorkerCrashed("the worker running your code ended")
 
     monkeypatch.setattr(remote, "call", call)
     value, killed, _ = remote.call_killed("adapters:run", (), {}, once=lambda: True, after=0.05)
-    assert (value, killed, remote.crashes, worker.proc.returncode) == (None, True, 0, -signal.SIGKILL)
+    assert (value, killed, remote.crashes, worker.proc.returncode) == (
+        None,
+        True,
+        0,
+        -signal.SIGKILL,
+    )
 
 
 def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch):
@@ -199,7 +223,11 @@ def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch
     monkeypatch.setattr(remote, "call", lambda target, args, kwargs: 3)
     monkeypatch.setattr(remote, "printed", lambda: "printed")
     try:
-        assert remote.call_killed("adapters:run", (), {}, once=lambda: False, after=0.0) == (3, False, "printed")
+        assert remote.call_killed("adapters:run", (), {}, once=lambda: False, after=0.0) == (
+            3,
+            False,
+            "printed",
+        )
         assert worker.proc.poll() is None
     finally:
         worker.kill()
@@ -213,7 +241,9 @@ def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
     subprocess, no sandbox): a whole request, both sides' code as in grading."""
     requests, replies = os.pipe(), os.pipe()
     worker = Worker(requests[0], replies[1])
-    thread = threading.Thread(target=lambda: [None for _ in iter(worker.serve_one, False)], daemon=True)
+    thread = threading.Thread(
+        target=lambda: [None for _ in iter(worker.serve_one, False)], daemon=True
+    )
     thread.start()
     remote, process = _sleeping_worker(requests=requests[1], replies=replies[0])
     return remote, thread, process
@@ -222,7 +252,11 @@ def _worker_in_a_thread() -> tuple[Remote, threading.Thread, WorkerProcess]:
 def _drive_in_a_thread(monkeypatch, target: str, fn, *args, call: str = "drive"):
     """``fn`` registered as the driver ``target`` and run by a real Worker in a thread through a Remote
     (``call="call"``: as a plain call, without ``run_driver``'s checks, as an adapter runs)."""
-    monkeypatch.setitem(boundary.DRIVERS, target, (lambda *a, **k: boundary.run_driver(fn, a, k)) if call == "drive" else fn)
+    monkeypatch.setitem(
+        boundary.DRIVERS,
+        target,
+        (lambda *a, **k: boundary.run_driver(fn, a, k)) if call == "drive" else fn,
+    )
     remote, thread, process = _worker_in_a_thread()
     try:
         return getattr(remote, call)(target, args, {})
@@ -245,17 +279,23 @@ def test_a_driver_starts_from_the_seeded_rngs_and_leaves_the_callers_alone(monke
     expected_next = torch.get_rng_state()
     graded = _drive_in_a_thread(monkeypatch, "tests.scenarios.models:draws", draws)
     local = boundary.run_driver(draws, (), {})
-    assert torch.equal(torch.get_rng_state(), expected_next), "a driver changed its caller's RNG state"
+    assert torch.equal(torch.get_rng_state(), expected_next), (
+        "a driver changed its caller's RNG state"
+    )
     torch.manual_seed(boundary.RNG_SEED)
     assert torch.equal(graded, local) and torch.equal(local, torch.rand(3))
 
 
-@pytest.mark.parametrize(("answer", "says"), [
-    (lambda: object(), "object"),
-    (lambda: {"model": __import__("torch").nn.Linear(2, 2)}, "Linear"),
-    (lambda: __import__("torch").ones(2, requires_grad=True) * 2, "autograd history"),
-    (lambda: OwnRecord(1), "not marked @plain_data"),
-], ids=["object", "module-in-a-dict", "graph", "unregistered-dataclass"])
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (lambda: object(), "object"),
+        (lambda: {"model": __import__("torch").nn.Linear(2, 2)}, "Linear"),
+        (lambda: __import__("torch").ones(2, requires_grad=True) * 2, "autograd history"),
+        (lambda: OwnRecord(1), "not marked @plain_data"),
+    ],
+    ids=["object", "module-in-a-dict", "graph", "unregistered-dataclass"],
+)
 def test_an_answer_that_is_not_plain_data_fails_alike_in_both_modes(monkeypatch, answer, says):
     """check_plain refuses it in the driver's own process (the student's, or the worker): a TypeError that
     names what was returned, the same whether the driver ran locally or across the line."""
@@ -274,5 +314,10 @@ def test_an_adapter_returning_an_object_is_not_an_exception_of_the_submission(mo
     """An object in a plain call's result cannot cross: the judge raises NotPlainData (a WorkerError),
     never an exception a test could mistake for one the submission raised (CodecError is a ValueError)."""
     with pytest.raises(NotPlainData, match="not plain data") as caught:
-        _drive_in_a_thread(monkeypatch, "tests.scenarios.models:cls", lambda: type("Tokenizer", (), {}), call="call")
+        _drive_in_a_thread(
+            monkeypatch,
+            "tests.scenarios.models:cls",
+            lambda: type("Tokenizer", (), {}),
+            call="call",
+        )
     assert not isinstance(caught.value, ValueError)

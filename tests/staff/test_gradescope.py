@@ -38,15 +38,19 @@ from cs336_staff.grade.autograder import build
 from cs336_staff.grade.example import build_example
 from tests.staff.long_checks import long_check
 
-pytestmark = [pytest.mark.staff, pytest.mark.slow, pytest.mark.timeout(2400),  # three whole gradings
-              long_check("grading in a Gradescope layout")]
+pytestmark = [
+    pytest.mark.staff,
+    pytest.mark.slow,
+    pytest.mark.timeout(2400),  # three whole gradings
+    long_check("grading in a Gradescope layout"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = standin.unavailable()
 UV = shutil.which("uv")
 #: Set by .ci/gradescope.sh: setup.sh from an empty uv cache, downloads allowed; nothing may skip.
 FRESH = os.environ.get("CS336_GRADESCOPE_FRESH") == "1"
-BROKEN = '''
+BROKEN = """
 
 def run_flat_index(*args, **kwargs):
     raise NotImplementedError("broken on purpose: flat_index")
@@ -54,9 +58,9 @@ def run_flat_index(*args, **kwargs):
 
 def run_matmul_flops(*args, **kwargs):
     raise NotImplementedError("broken on purpose: matmul_flops")
-'''
+"""
 #: Appended to adapters.py, so it runs at its import in every worker (AUTOGRADER: the layout's root).
-ATTACK = '''
+ATTACK = """
 import os as _os
 _AG = "AUTOGRADER"
 for _path, _text in ((_AG + "/results/results.json", '{"score": 1000, "tests": []}'),
@@ -84,7 +88,7 @@ for _name in ("test_training.py", "test_tensors.py", "__init__.py"):
         print("ATTACK read", open(_AG + "/source/tests/hidden/" + _name).read())
     except OSError as _e:
         print("ATTACK could not read", _name, _e)
-'''
+"""
 
 
 def with_adapters(src: Path, dest: Path, change) -> Path:
@@ -99,8 +103,11 @@ def with_adapters(src: Path, dest: Path, change) -> Path:
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def lay_out(base: Path, zip_path: Path) -> Path:
@@ -111,7 +118,9 @@ def lay_out(base: Path, zip_path: Path) -> Path:
     with zipfile.ZipFile(zip_path) as zf:
         zf.extractall(root / "source")
     for name in ("setup.sh", "run_autograder"):
-        (root / "source" / name).chmod(0o755)  # Gradescope keeps the zip's modes; extractall does not
+        (root / "source" / name).chmod(
+            0o755
+        )  # Gradescope keeps the zip's modes; extractall does not
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     return root
 
@@ -127,8 +136,13 @@ def image_path() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def gradescope(tmp_path_factory) -> dict:
-    missing = (f"no container stand-in here: {STANDIN}" if STANDIN is not None else
-               "uv is not on PATH (setup.sh reuses this machine's uv and cache)" if UV is None and not FRESH else None)
+    missing = (
+        f"no container stand-in here: {STANDIN}"
+        if STANDIN is not None
+        else "uv is not on PATH (setup.sh reuses this machine's uv and cache)"
+        if UV is None and not FRESH
+        else None
+    )
     if missing is not None:
         (pytest.fail if FRESH else pytest.skip)(missing)
     tmp = tmp_path_factory.mktemp("gradescope")
@@ -146,8 +160,14 @@ def gradescope(tmp_path_factory) -> dict:
     if FRESH:  # as Gradescope builds the image: an empty cache, every wheel (and uv, unless given) downloaded
         cache = Path(tempfile.mkdtemp(prefix="cs336-gs-uv-cache-"))
         bases.append(cache)
-        setup_env = {"UV_CACHE_DIR": str(cache), **({"CS336_AUTOGRADER_UV": os.environ["CS336_GRADESCOPE_UV"]}
-                                                    if os.environ.get("CS336_GRADESCOPE_UV") else {})}
+        setup_env = {
+            "UV_CACHE_DIR": str(cache),
+            **(
+                {"CS336_AUTOGRADER_UV": os.environ["CS336_GRADESCOPE_UV"]}
+                if os.environ.get("CS336_GRADESCOPE_UV")
+                else {}
+            ),
+        }
     else:
         setup_env = {"CS336_AUTOGRADER_UV": UV, "UV_OFFLINE": "1"}
     seconds: dict[str, float] = {}
@@ -158,28 +178,61 @@ def gradescope(tmp_path_factory) -> dict:
             base.chmod(0o711)
             root = lay_out(base, zip_path)
             if name == "hostile":
-                uploads[name] = with_adapters(reference, tmp / "hostile.zip",
-                                              lambda text, root=root: text + BROKEN + ATTACK.replace("AUTOGRADER", str(root)))
+                uploads[name] = with_adapters(
+                    reference,
+                    tmp / "hostile.zip",
+                    lambda text, root=root: text + BROKEN + ATTACK.replace("AUTOGRADER", str(root)),
+                )
             if name == "reference":
                 started = time.monotonic()
-                setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], cwd=root / "source",
-                                       env={**{k: v for k, v in os.environ.items()
-                                               if not (FRESH and (k.startswith("UV_") or k == "VIRTUAL_ENV"))},
-                                            "CS336_AUTOGRADER_ENV": str(env_dir), **setup_env, **image_path()},
-                                       capture_output=True, text=True, timeout=1800)
+                setup = subprocess.run(
+                    ["bash", str(root / "source" / "setup.sh")],
+                    cwd=root / "source",
+                    env={
+                        **{
+                            k: v
+                            for k, v in os.environ.items()
+                            if not (FRESH and (k.startswith("UV_") or k == "VIRTUAL_ENV"))
+                        },
+                        "CS336_AUTOGRADER_ENV": str(env_dir),
+                        **setup_env,
+                        **image_path(),
+                    },
+                    capture_output=True,
+                    text=True,
+                    timeout=1800,
+                )
                 seconds["setup.sh"] = round(time.monotonic() - started, 1)
                 assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
-            with zipfile.ZipFile(uploads[name]) as zf:  # Gradescope unpacks a zip upload into submission/
+            with zipfile.ZipFile(
+                uploads[name]
+            ) as zf:  # Gradescope unpacks a zip upload into submission/
                 zf.extractall(root / "submission")
             before = tree_digest(root / "source")
             started = time.monotonic()
-            run = subprocess.run(standin.command(["env", f"CS336_AUTOGRADER_ROOT={root}",
-                                                  f"CS336_AUTOGRADER_ENV={env_dir}", str(root / "run_autograder")]),
-                                 capture_output=True, text=True, timeout=1800)
+            run = subprocess.run(
+                standin.command(
+                    [
+                        "env",
+                        f"CS336_AUTOGRADER_ROOT={root}",
+                        f"CS336_AUTOGRADER_ENV={env_dir}",
+                        str(root / "run_autograder"),
+                    ]
+                ),
+                capture_output=True,
+                text=True,
+                timeout=1800,
+            )
             seconds[f"run_autograder {name}"] = round(time.monotonic() - started, 1)
             data = json.loads((root / "results" / "results.json").read_text())
-            results[name] = {"data": data, "stdout": run.stdout + run.stderr, "rc": run.returncode,
-                             "source_before": before, "source_after": tree_digest(root / "source"), "root": root}
+            results[name] = {
+                "data": data,
+                "stdout": run.stdout + run.stderr,
+                "rc": run.returncode,
+                "source_before": before,
+                "source_after": tree_digest(root / "source"),
+                "root": root,
+            }
         if os.environ.get("CS336_GRADESCOPE_TIMES"):
             Path(os.environ["CS336_GRADESCOPE_TIMES"]).write_text(json.dumps(seconds, indent=1))
         hidden_text = (ROOT / "tests" / "hidden" / "test_training.py").read_text()
@@ -191,12 +244,18 @@ def gradescope(tmp_path_factory) -> dict:
 
 def explain(r: dict) -> str:
     d = r["data"]
+
     def outcome(t: dict) -> str:
         return t.get("extra_data", {}).get("outcome", t["status"])
 
-    bad = sorted((t for t in d["tests"] if outcome(t) != "passed"), key=lambda t: outcome(t) == "skipped")[:5]  # skips last
-    return (d.get("output", "")[-3000:] + "".join(f"\n{t['name']} ({outcome(t)})\n{t['output'][-600:]}" for t in bad)
-            + r["stdout"][-2000:])
+    bad = sorted(
+        (t for t in d["tests"] if outcome(t) != "passed"), key=lambda t: outcome(t) == "skipped"
+    )[:5]  # skips last
+    return (
+        d.get("output", "")[-3000:]
+        + "".join(f"\n{t['name']} ({outcome(t)})\n{t['output'][-600:]}" for t in bad)
+        + r["stdout"][-2000:]
+    )
 
 
 def test_the_zip_has_setup_and_run_autograder_at_its_root_and_no_staff_tooling_tests(tmp_path):
@@ -208,7 +267,9 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root_and_no_staff_tooling_t
         modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
     assert {"setup.sh", "run_autograder", "uv.lock", "rubric.toml"} <= names
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
-    assert any(n.startswith("tests/hidden/") for n in names) and any(n.startswith("fixtures/hidden/") for n in names)
+    assert any(n.startswith("tests/hidden/") for n in names) and any(
+        n.startswith("fixtures/hidden/") for n in names
+    )
     assert not any(n.startswith("tests/staff/") or "__pycache__" in n for n in names)
     assert facts["cpu_points"] > 0 and facts["hidden_tests"] > 0
 
@@ -220,7 +281,9 @@ def test_the_reference_gets_every_cpu_point_on_the_container_tier(gradescope):
     d = r["data"]
     assert r["rc"] == 0, explain(r)
     assert d["extra_data"]["isolation"]["tier"] == "container", d["extra_data"]
-    assert d["score"] == d["extra_data"]["max_score"] == gradescope["facts"]["cpu_points"], explain(r)
+    assert d["score"] == d["extra_data"]["max_score"] == gradescope["facts"]["cpu_points"], explain(
+        r
+    )
     assert not any(t["extra_data"]["device"] == "gpu" for t in d["tests"])
     assert d["extra_data"]["gpu_tests_left_out"] == gradescope["facts"]["gpu_tests"]
 
@@ -253,9 +316,10 @@ def test_a_hostile_submission_gets_no_more_changes_no_staff_file_and_leaks_nothi
     assert d["extra_data"]["isolation"]["tier"] == "container"
     assert r["source_after"] == r["source_before"]
     seen = d["output"] + "".join(t["output"] for t in d["tests"] if t["visibility"] == "visible")
-    printed = seen + r["stdout"]  # the worker's own output reaches run_autograder's stdout (staff only)
+    printed = (
+        seen + r["stdout"]
+    )  # the worker's own output reaches run_autograder's stdout (staff only)
     assert "ATTACK could not write" in printed and "ATTACK wrote" not in printed, explain(r)
     secret = [line for line in gradescope["hidden_text"].splitlines() if len(line.strip()) > 30]
     assert secret and not any(line in seen for line in secret)
     assert "ATTACK read" not in seen and "ATTACK listed" not in seen
-

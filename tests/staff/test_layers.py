@@ -29,14 +29,20 @@ import pytest
 
 pytestmark = pytest.mark.staff
 
-PACKAGES = ("cs336_staff", "cs336_assignment", "tests")  # adapters.py is a module, not a package: grimp reads packages
+PACKAGES = (
+    "cs336_staff",
+    "cs336_assignment",
+    "tests",
+)  # adapters.py is a module, not a package: grimp reads packages
 LAYERS = {
     "cs336_staff": (
         grimp.Layer("audit", "snapshots", "release", "parts_cli"),
         "garbage_audit",
         grimp.Layer("writeup", "part_reach", "grade"),
         "parts",
-        grimp.Layer("contracts", "mutants", "raises_probe", "reach_probe", "garbage", "rubric", "rules_docs"),
+        grimp.Layer(
+            "contracts", "mutants", "raises_probe", "reach_probe", "garbage", "rubric", "rules_docs"
+        ),
         "session",
         grimp.Layer("shipped", "markers", "worker"),
     ),
@@ -69,13 +75,17 @@ SUBMISSION = ("cs336_assignment", "adapters")
 def _importable(package: str) -> bool:
     try:
         return importlib.util.find_spec(package) is not None
-    except ImportError:  # run split, the judge refuses cs336_assignment: the staff graph is still checked
+    except (
+        ImportError
+    ):  # run split, the judge refuses cs336_assignment: the staff graph is still checked
         return False
 
 
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
-    return grimp.build_graph(*filter(_importable, PACKAGES), include_external_packages=False, cache_dir=None)
+    return grimp.build_graph(
+        *filter(_importable, PACKAGES), include_external_packages=False, cache_dir=None
+    )
 
 
 def _under(module: str, packages: tuple[str, ...]) -> bool:
@@ -84,7 +94,11 @@ def _under(module: str, packages: tuple[str, ...]) -> bool:
 
 def _chains(route) -> list[tuple[str, ...]]:
     """The import chains of a grimp route (several heads and tails may share a middle)."""
-    return [(h, *route.middle, t) if route.middle or h != t else (h,) for h in route.heads for t in route.tails]
+    return [
+        (h, *route.middle, t) if route.middle or h != t else (h,)
+        for h in route.heads
+        for t in route.tails
+    ]
 
 
 def test_the_import_graph_has_no_circle(graph):
@@ -95,26 +109,43 @@ def test_the_import_graph_has_no_circle(graph):
             back = graph.find_shortest_chain(importer=imported, imported=module)
             if back is not None:
                 circles.append(" -> ".join((module, *back)))
-    assert not circles, "import circles (move what both need into a module below both):\n" + "\n".join(circles)
+    assert not circles, (
+        "import circles (move what both need into a module below both):\n" + "\n".join(circles)
+    )
 
 
 @pytest.mark.parametrize("container", sorted(LAYERS))
 def test_staff_packages_import_only_downwards(graph, container):
     """Each layer of the staff tooling imports from lower layers only (see the module docstring)."""
-    illegal = graph.find_illegal_dependencies_for_layers(layers=LAYERS[container], containers={container})
-    lines = [f"{d.importer} imports {d.imported}: " + "; ".join(" -> ".join(chain) for chain in chains)
-             for d in sorted(illegal, key=lambda d: (d.importer, d.imported))
-             if (chains := [c for r in d.routes for c in _chains(r) if (c[0], c[-1]) not in ALLOWED])]
-    assert not lines, (f"imports from a lower layer of {container} to a higher one (move the shared part down, "
-                       "or change the layers in this test's docstring and LAYERS together):\n" + "\n".join(lines))
+    illegal = graph.find_illegal_dependencies_for_layers(
+        layers=LAYERS[container], containers={container}
+    )
+    lines = [
+        f"{d.importer} imports {d.imported}: " + "; ".join(" -> ".join(chain) for chain in chains)
+        for d in sorted(illegal, key=lambda d: (d.importer, d.imported))
+        if (chains := [c for r in d.routes for c in _chains(r) if (c[0], c[-1]) not in ALLOWED])
+    ]
+    assert not lines, (
+        f"imports from a lower layer of {container} to a higher one (move the shared part down, "
+        "or change the layers in this test's docstring and LAYERS together):\n" + "\n".join(lines)
+    )
 
 
 def test_every_staff_module_has_a_layer(graph):
     """A new module of a layered package is placed in LAYERS, not left out of the check."""
-    placed = {f"{c}.{name}" for c, layers in LAYERS.items() for layer in layers
-              for name in (layer.module_tails if isinstance(layer, grimp.Layer) else {layer})}
-    unplaced = sorted(m for m in graph.find_children("cs336_staff") | graph.find_children("cs336_staff.release")
-                      | graph.find_children("cs336_staff.grade") if m not in placed)
+    placed = {
+        f"{c}.{name}"
+        for c, layers in LAYERS.items()
+        for layer in layers
+        for name in (layer.module_tails if isinstance(layer, grimp.Layer) else {layer})
+    }
+    unplaced = sorted(
+        m
+        for m in graph.find_children("cs336_staff")
+        | graph.find_children("cs336_staff.release")
+        | graph.find_children("cs336_staff.grade")
+        if m not in placed
+    )
     assert not unplaced, f"modules without a layer in {__name__}.LAYERS: {unplaced}"
 
 
@@ -122,8 +153,12 @@ def test_the_sandboxed_worker_imports_only_what_is_staged_beside_it(graph):
     """The worker's copy, the boundary and the scenarios import nothing the sandbox does not hold."""
     outside = sorted(
         f"{m} imports {i}"
-        for m in graph.modules if _under(m, IN_SANDBOX)
+        for m in graph.modules
+        if _under(m, IN_SANDBOX)
         for i in graph.find_modules_directly_imported_by(m)
         if not _under(i, IN_SANDBOX + SUBMISSION) and i != "tests"
     )
-    assert not outside, "the worker's sandbox holds only its package, tests/boundary.py and tests/scenarios/:\n" + "\n".join(outside)
+    assert not outside, (
+        "the worker's sandbox holds only its package, tests/boundary.py and tests/scenarios/:\n"
+        + "\n".join(outside)
+    )

@@ -137,12 +137,18 @@ def test_refusal_renames_a_previous_zip_so_it_cannot_pass_for_current(tree):
     write(tree / "cs336_assignment/core.py", "raise ImportError('missing dependency')\n")
     proc = run_script(tree)
     assert proc.returncode != 0 and "ImportError" in proc.stderr, proc.stderr
-    assert not (tree / ZIP).exists(), "after a refusal a zip of older code still looks like the current submission"
+    assert not (tree / ZIP).exists(), (
+        "after a refusal a zip of older code still looks like the current submission"
+    )
     assert (tree / f"{ZIP}.stale").read_bytes() == before, "the previous zip must be kept, renamed"
-    assert f"renamed to {ZIP}.stale" in proc.stderr and "do not upload it" in proc.stderr, proc.stderr
+    assert f"renamed to {ZIP}.stale" in proc.stderr and "do not upload it" in proc.stderr, (
+        proc.stderr
+    )
     write(tree / "cs336_assignment/core.py", "VALUE = 1\n")
     assert run_script(tree).returncode == 0
-    assert (tree / ZIP).exists() and not (tree / f"{ZIP}.stale").exists(), "a good run removes the stale zip"
+    assert (tree / ZIP).exists() and not (tree / f"{ZIP}.stale").exists(), (
+        "a good run removes the stale zip"
+    )
 
 
 def test_import_check_runs_on_the_zip_not_the_working_tree(tree):
@@ -150,8 +156,13 @@ def test_import_check_runs_on_the_zip_not_the_working_tree(tree):
     write(tree / "cs336_assignment/tables.py", "TABLE = " + repr("x" * (1100 * 1024)) + "\n")
     write(tree / "adapters.py", "from cs336_assignment import core, tables\n")
     proc = run_script(tree)
-    assert proc.returncode != 0, f"the zip lacks tables.py, which adapters.py imports, yet the script succeeded:\n{proc.stdout}"
-    assert "does not import" in proc.stderr and "cs336_assignment/tables.py is not in the zip" in proc.stderr, proc.stderr
+    assert proc.returncode != 0, (
+        f"the zip lacks tables.py, which adapters.py imports, yet the script succeeded:\n{proc.stdout}"
+    )
+    assert (
+        "does not import" in proc.stderr
+        and "cs336_assignment/tables.py is not in the zip" in proc.stderr
+    ), proc.stderr
     assert not (tree / ZIP).exists()
 
 
@@ -159,7 +170,9 @@ def test_virtualenvs_are_found_by_pyvenv_cfg_not_by_name(tree):
     """A virtualenv named myenv (it has pyvenv.cfg) is left out and reported; a subpackage named env is code and ships."""
     write(tree / "cs336_assignment/myenv/pyvenv.cfg", "home = /usr/bin\n")
     for i in range(50):
-        write(tree / f"cs336_assignment/myenv/lib/python3.11/site-packages/pkg/mod{i}.py", "x = 1\n")
+        write(
+            tree / f"cs336_assignment/myenv/lib/python3.11/site-packages/pkg/mod{i}.py", "x = 1\n"
+        )
     write(tree / "cs336_assignment/condaenv/conda-meta/history", "x\n")
     write(tree / "cs336_assignment/env/__init__.py", "")
     write(tree / "cs336_assignment/env/rewards.py", "REWARD = 1\n")
@@ -167,7 +180,9 @@ def test_virtualenvs_are_found_by_pyvenv_cfg_not_by_name(tree):
     assert proc.returncode == 0, proc.stderr
     names = zipfile.ZipFile(tree / ZIP).namelist()
     assert not [n for n in names if "myenv" in n or "condaenv" in n or "/venv/" in n], names
-    assert {"cs336_assignment/env/__init__.py", "cs336_assignment/env/rewards.py"} <= set(names), names
+    assert {"cs336_assignment/env/__init__.py", "cs336_assignment/env/rewards.py"} <= set(names), (
+        names
+    )
     for env in ("myenv", "condaenv", "venv"):
         assert f"cs336_assignment/{env}  (a virtualenv" in proc.stdout, proc.stdout
 
@@ -179,12 +194,18 @@ def test_refuses_a_zip_over_ten_megabytes(tree):
         write(tree / f"cs336_assignment/notes_{i}.txt", os.urandom(900 * 1024))
     proc = run_script(tree)
     assert proc.returncode != 0
-    assert "over the 10.00 MiB limit" in proc.stderr and "notes_" in proc.stderr and "out of cs336_assignment/" in proc.stderr, proc.stderr
+    assert (
+        "over the 10.00 MiB limit" in proc.stderr
+        and "notes_" in proc.stderr
+        and "out of cs336_assignment/" in proc.stderr
+    ), proc.stderr
     leftovers = sorted(p.name for p in tree.glob("*.zip*")) + sorted(
         p.name for p in tree.glob(".submission.*")
     )
     assert leftovers == [], f"a refused run left {leftovers} behind"
-    assert not list(Path(tempfile.gettempdir()).glob("cs336-submission-check-*")), "the unpacked copy was left behind"
+    assert not list(Path(tempfile.gettempdir()).glob("cs336-submission-check-*")), (
+        "the unpacked copy was left behind"
+    )
 
 
 def test_refuses_a_writeup_over_its_own_limit_with_advice_to_compress_it(tree):

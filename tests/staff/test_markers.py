@@ -56,7 +56,10 @@ def test_strip_replaces_each_region_by_a_stub_naming_function_and_file():
     """Each region becomes one `raise NotImplementedError("Implement <qualname> in <file>")` at its indentation."""
     out, regions = strip_source(GOOD, "cs336_assignment/models.py")
     assert [r.qualname for r in regions] == ["Linear.forward", "whole"]
-    assert '        raise NotImplementedError("Implement Linear.forward in cs336_assignment/models.py")\n' in out
+    assert (
+        '        raise NotImplementedError("Implement Linear.forward in cs336_assignment/models.py")\n'
+        in out
+    )
     assert '    raise NotImplementedError("Implement whole in cs336_assignment/models.py")\n' in out
     assert "BEGIN SOLUTION" not in out and "math.sqrt" not in out and "y = x * scale" not in out
 
@@ -105,7 +108,10 @@ def test_several_regions_in_one_function_are_numbered():
         """
     )
     out, regions = strip_source(text, "m.py")
-    assert [r.message("m.py") for r in regions] == ["Implement f (part 1 of 2) in m.py", "Implement f (part 2 of 2) in m.py"]
+    assert [r.message("m.py") for r in regions] == [
+        "Implement f (part 1 of 2) in m.py",
+        "Implement f (part 2 of 2) in m.py",
+    ]
 
 
 def test_nested_function_and_async_method_qualnames():
@@ -144,47 +150,91 @@ def test_region_with_try_except_and_with_blocks_is_one_region():
 
 
 BAD = {
-    "unmatched_end": ("def f():\n    return 1\n    # END SOLUTION\n", 3, "unmatched '# END SOLUTION'"),
-    "unmatched_begin": ("def f():\n    # BEGIN SOLUTION\n    return 1\n", 2, "unmatched '# BEGIN SOLUTION'"),
+    "unmatched_end": (
+        "def f():\n    return 1\n    # END SOLUTION\n",
+        3,
+        "unmatched '# END SOLUTION'",
+    ),
+    "unmatched_begin": (
+        "def f():\n    # BEGIN SOLUTION\n    return 1\n",
+        2,
+        "unmatched '# BEGIN SOLUTION'",
+    ),
     "nested": (
         "def f():\n    # BEGIN SOLUTION\n    x = 1\n    # BEGIN SOLUTION\n    return x\n    # END SOLUTION\n    # END SOLUTION\n",
-        4, "nested",
+        4,
+        "nested",
     ),
     "module_level": ("# BEGIN SOLUTION\nX = 1\n# END SOLUTION\n", 1, "at module level"),
-    "class_level": ("class A:\n    # BEGIN SOLUTION\n    x = 1\n    # END SOLUTION\n", 2, "at class level"),
+    "class_level": (
+        "class A:\n    # BEGIN SOLUTION\n    x = 1\n    # END SOLUTION\n",
+        2,
+        "at class level",
+    ),
     "inside_if_block": (
         "def f(a):\n    if a:\n        # BEGIN SOLUTION\n        return 1\n        # END SOLUTION\n    return 0\n",
-        3, r"inside a block \(the if at line 2\)",
+        3,
+        r"inside a block \(the if at line 2\)",
     ),
     "indented_deeper_than_body": (
-        "def f():\n        # BEGIN SOLUTION\n    return 1\n        # END SOLUTION\n", 2, "column 8",
+        "def f():\n        # BEGIN SOLUTION\n    return 1\n        # END SOLUTION\n",
+        2,
+        "column 8",
     ),
     "begin_and_end_at_different_columns": (
-        "def f():\n    # BEGIN SOLUTION\n    return 1\n  # END SOLUTION\n", 4, "column 2",
+        "def f():\n    # BEGIN SOLUTION\n    return 1\n  # END SOLUTION\n",
+        4,
+        "column 2",
     ),
     "end_cuts_through_a_block": (
         "def f(a):\n    # BEGIN SOLUTION\n    x = 1\n    if a:\n        x = 2\n    # END SOLUTION\n        x = 3\n    return x\n",
-        6, "statement at line 5 is not in it",
+        6,
+        "statement at line 5 is not in it",
     ),
     "end_cuts_through_a_block_header": (
         "def f(a):\n    # BEGIN SOLUTION\n    x = 1\n    if a:\n    # END SOLUTION\n        x = 3\n    return x\n",
-        5, "cuts through the statement at line 4",
+        5,
+        "cuts through the statement at line 4",
     ),
-    "empty_region": ("def f():\n    x = 1\n    # BEGIN SOLUTION\n    # a comment only\n    # END SOLUTION\n    return x\n", 3, "empty region"),
+    "empty_region": (
+        "def f():\n    x = 1\n    # BEGIN SOLUTION\n    # a comment only\n    # END SOLUTION\n    return x\n",
+        3,
+        "empty region",
+    ),
     "region_holds_the_docstring": (
-        'def f():\n    # BEGIN SOLUTION\n    """Doc."""\n    return 1\n    # END SOLUTION\n', 2, "docstring",
+        'def f():\n    # BEGIN SOLUTION\n    """Doc."""\n    return 1\n    # END SOLUTION\n',
+        2,
+        "docstring",
     ),
-    "marker_after_code_on_a_line": ("def f():\n    return 1  # BEGIN SOLUTION\n", 2, "shares its line"),
-    "misspelled_marker": ("def f():\n    #BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n", 2, "malformed marker"),
-    "lowercase_marker": ("def f():\n    # begin solution\n    return 1\n    # END SOLUTION\n", 2, "malformed marker"),
+    "marker_after_code_on_a_line": (
+        "def f():\n    return 1  # BEGIN SOLUTION\n",
+        2,
+        "shares its line",
+    ),
+    "misspelled_marker": (
+        "def f():\n    #BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n",
+        2,
+        "malformed marker",
+    ),
+    "lowercase_marker": (
+        "def f():\n    # begin solution\n    return 1\n    # END SOLUTION\n",
+        2,
+        "malformed marker",
+    ),
     "region_spans_two_functions": (
-        "def f():\n    # BEGIN SOLUTION\n    return 1\n\ndef g():\n    return 2\n    # END SOLUTION\n", 7, "runs out of its body",
+        "def f():\n    # BEGIN SOLUTION\n    return 1\n\ndef g():\n    return 2\n    # END SOLUTION\n",
+        7,
+        "runs out of its body",
     ),
     "code_after_the_last_region": (
-        "def f(x):\n    # BEGIN SOLUTION\n    y = x\n    # END SOLUTION\n    return x\n", 5, "would follow the stub's",
+        "def f(x):\n    # BEGIN SOLUTION\n    y = x\n    # END SOLUTION\n    return x\n",
+        5,
+        "would follow the stub's",
     ),
     "name_defined_only_in_region_used_after": (
-        "def f(x):\n    # BEGIN SOLUTION\n    out = x + 1\n    # END SOLUTION\n    return out\n", 5, "'out' is defined only inside the region",
+        "def f(x):\n    # BEGIN SOLUTION\n    out = x + 1\n    # END SOLUTION\n    return out\n",
+        5,
+        "'out' is defined only inside the region",
     ),
 }
 
@@ -212,8 +262,17 @@ def test_code_between_two_regions_is_fine_but_not_after_the_last():
     """Given code may sit between part 1 and part 2 (it runs once part 1 is written), not after the last stub."""
     ok = "def f(x):\n    # BEGIN SOLUTION\n    y = x\n    # END SOLUTION\n    z = 1\n    # BEGIN SOLUTION\n    return y + z\n    # END SOLUTION\n"
     assert len(find_regions(ok, "m.py")) == 2
-    with pytest.raises(MarkerError, match=r"code after the last region of f .*move it into the region .* or above it"):
-        find_regions(ok.replace("    return y + z\n    # END SOLUTION\n", "    w = y + z\n    # END SOLUTION\n    return x\n"), "m.py")
+    with pytest.raises(
+        MarkerError,
+        match=r"code after the last region of f .*move it into the region .* or above it",
+    ):
+        find_regions(
+            ok.replace(
+                "    return y + z\n    # END SOLUTION\n",
+                "    w = y + z\n    # END SOLUTION\n    return x\n",
+            ),
+            "m.py",
+        )
 
 
 def test_staff_only_file_detection_looks_at_the_first_lines_only():

@@ -38,7 +38,7 @@ GEO_TEST = '''
         """Uses part 1's add: a bug in add would cost geometry points."""
         assert area(add(1.0, 1.0), 2.0) == 4.0
     '''
-RUBRIC = '''
+RUBRIC = """
 [concepts.geo]
 title = "2. Geometry"
 points = 5
@@ -46,10 +46,12 @@ points = 5
 [[rules]]
 match = "tests/*test_geo*.py::*"
 concept = "geo"
-'''
+"""
 
 
-@pytest.mark.parametrize("crossing", [True, False], ids=["test-uses-another-part", "each-part-alone"])
+@pytest.mark.parametrize(
+    "crossing", [True, False], ids=["test-uses-another-part", "each-part-alone"]
+)
 def test_audit_fails_on_a_test_that_executes_another_parts_solution(tmp_path, crossing):
     """The geometry test that calls arith's add is named, with both parts; without it the audit passes."""
     repo = make_sample_repo(tmp_path / "repo")
@@ -59,13 +61,28 @@ def test_audit_fails_on_a_test_that_executes_another_parts_solution(tmp_path, cr
         test = test[: test.index("\n\ndef test_area_with_arith")] + "\n"
     (repo / "tests/test_geo.py").write_text(test)
     (repo / "rubric.toml").write_text((repo / "rubric.toml").read_text() + RUBRIC)
-    mutants = [("arith", Mutant("add_subtracts", ARITH, "add", "return a + b", "return a - b", "sign slip",
-                                ("tests/test_arith.py::test_add_adds", "tests/test_geo.py")))]
+    mutants = [
+        (
+            "arith",
+            Mutant(
+                "add_subtracts",
+                ARITH,
+                "add",
+                "return a + b",
+                "return a - b",
+                "sign slip",
+                ("tests/test_arith.py::test_add_adds", "tests/test_geo.py"),
+            ),
+        )
+    ]
     with WarmPool(light=True) as pool:
         _, baseline = audit(repo, mutants, jobs=1, echo=lambda _: None, pool=pool)
     crossed = [b for b in baseline if b.startswith(CROSS_PART)]
     if crossing:
-        assert crossed == [CROSS_PART + "tests/test_geo.py::test_area_with_arith (part 2, geo) executes add of part 1 "
-                           "(arith): build that object from torch or given code, or move the test to part 1"], baseline
+        assert crossed == [
+            CROSS_PART
+            + "tests/test_geo.py::test_area_with_arith (part 2, geo) executes add of part 1 "
+            "(arith): build that object from torch or given code, or move the test to part 1"
+        ], baseline
     else:
         assert crossed == [], baseline

@@ -25,15 +25,27 @@ def test_parts_of_the_repository_come_from_rubric_and_code():
     by_key = {p.key: p for p in parts}
     assert by_key["tokenization"].module == "cs336_assignment/tokenization/"
     assert by_key["precision"].module == "cs336_assignment/precision/"
-    assert "cs336_assignment/tokenization/fast_bpe.py" not in by_key["tokenization"].functions  # staff-only
+    assert (
+        "cs336_assignment/tokenization/fast_bpe.py" not in by_key["tokenization"].functions
+    )  # staff-only
     assert by_key["tensors"].module == "cs336_assignment/tensors/"
-    assert list(by_key["tensors"].functions) == ["cs336_assignment/tensors/named_dims.py", "cs336_assignment/tensors/strides.py"]
+    assert list(by_key["tensors"].functions) == [
+        "cs336_assignment/tensors/named_dims.py",
+        "cs336_assignment/tensors/strides.py",
+    ]
     assert "flat_index" in by_key["tensors"].functions["cs336_assignment/tensors/strides.py"]
     assert "split_heads" in by_key["tensors"].functions["cs336_assignment/tensors/named_dims.py"]
     assert list(by_key["accounting"].functions) == [
-        f"cs336_assignment/accounting/{m}.py" for m in ("flop_counter", "flops", "measured_memory", "memory", "napkin")
+        f"cs336_assignment/accounting/{m}.py"
+        for m in ("flop_counter", "flops", "measured_memory", "memory", "napkin")
     ], "one concept per module: counts on paper, their measured twins, napkin math"
-    assert by_key["optim"].adapters == ["get_sgd_cls", "get_adagrad_cls", "get_rmsprop_cls", "get_adam_cls", "get_adamw_cls"]
+    assert by_key["optim"].adapters == [
+        "get_sgd_cls",
+        "get_adagrad_cls",
+        "get_rmsprop_cls",
+        "get_adam_cls",
+        "get_adamw_cls",
+    ]
     assert by_key["training"].adapters == [], "the given tools' section belongs to no part"
     assert by_key["precision"].tests == ["tests/test_precision.py", "tests/test_precision_gpu.py"]
     assert by_key["precision"].hidden_tests == ["tests/hidden/test_precision.py"]
@@ -52,7 +64,11 @@ def repo(tmp_path: Path) -> Path:
     for f in ("rubric.toml", "adapters.py", "README.md", "pyproject.toml", "tests/rules.toml"):
         (root / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / f, root / f)
-    shutil.copytree(REPO / "cs336_assignment", root / "cs336_assignment", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "cs336_assignment",
+        root / "cs336_assignment",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     for folder in ("tests", "tests/hidden"):
         (root / folder).mkdir(parents=True, exist_ok=True)
         for t in (REPO / folder).glob("test_*.py"):
@@ -79,7 +95,10 @@ def test_changed_points_make_the_readme_stale_until_rewritten(repo):
 def test_adapter_section_naming_another_part_is_flagged(repo):
     """An adapters.py header must be a prefix of its part's title."""
     _edit(repo / "adapters.py", "# 3. Optimizers", "# 3. Optimisers")
-    assert any("adapters.py:" in p and "'# 3. Optimisers' should name part 3, 'Optimizers'" in p for p in problems(repo))
+    assert any(
+        "adapters.py:" in p and "'# 3. Optimisers' should name part 3, 'Optimizers'" in p
+        for p in problems(repo)
+    )
 
 
 def test_titles_must_be_numbered_in_order(repo):
@@ -94,7 +113,9 @@ def test_a_module_with_regions_outside_every_part_is_flagged(repo):
     (repo / "cs336_assignment" / "extra.py").write_text(
         'def f():\n    """Doc."""\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n'
     )
-    assert "cs336_assignment/extra.py has solution regions but belongs to no part" in " ".join(problems(repo))
+    assert "cs336_assignment/extra.py has solution regions but belongs to no part" in " ".join(
+        problems(repo)
+    )
 
 
 def test_a_part_without_a_module_is_an_error(repo):

@@ -34,10 +34,25 @@ def test_every_bmp_character_pretokenizes_like_regex(context: str) -> None:
 def test_random_strings_and_windows_pretokenize_like_regex() -> None:
     """Random mixes of scripts, digits, spaces, punctuation and emoji, whole and through pos/endpos, agree with regex."""
     rng = random.Random(0)
-    alphabet = list("ab Z09 \t\n\r'’.,!?-_") + ["é", "ß", "я", "中", "٣", "\u00a0", "\u2003", "\x1c", "😀", "𝔘"]
+    alphabet = list("ab Z09 \t\n\r'’.,!?-_") + [
+        "é",
+        "ß",
+        "я",
+        "中",
+        "٣",
+        "\u00a0",
+        "\u2003",
+        "\x1c",
+        "😀",
+        "𝔘",
+    ]
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
         pos = rng.randint(0, len(text))
         end = rng.randint(pos, len(text))
         assert GPT2_REGEX.findall(text) == REFERENCE.findall(text), repr(text)
-        assert GPT2_REGEX.findall(text, pos, end) == REFERENCE.findall(text, pos, end), (repr(text), pos, end)
+        assert GPT2_REGEX.findall(text, pos, end) == REFERENCE.findall(text, pos, end), (
+            repr(text),
+            pos,
+            end,
+        )

@@ -80,16 +80,27 @@ def sample(root: Path, rubric: bool = True) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"))
     shutil.copyfile(REPO / "tests" / "progress.py", root / "tests" / "progress.py")
-    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n')
+    (root / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n'
+    )
     if rubric:
         (root / "rubric.toml").write_text(RUBRIC)
     return root
 
 
 def pytest_out(root: Path, *args: str) -> str:
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # the sample needs no installed plugin
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=root,
-                          capture_output=True, text=True, timeout=120, env=env)
+    env = {
+        **os.environ,
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }  # the sample needs no installed plugin
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     return proc.stdout
 
 
@@ -100,12 +111,23 @@ def test_table_per_part_with_weighted_points_from_the_rubric(tmp_path):
     lines = out.splitlines()
     alpha = next(line for line in lines if line.startswith("1. Alpha"))
     beta = next(line for line in lines if line.startswith("2. Beta"))
-    assert alpha.split() == ["1.", "Alpha", "1/3", "1", "1", "5.0/10"]  # the skipped test is not counted
+    assert alpha.split() == [
+        "1.",
+        "Alpha",
+        "1/3",
+        "1",
+        "1",
+        "5.0/10",
+    ]  # the skipped test is not counted
     assert beta.split() == ["2.", "Beta", "1/2", "1", "0", "2.0/6"]  # test_heavy weighs 2 of 3
     assert next(line for line in lines if line.startswith("total")).split() == ["total", "7.0/16"]
     assert "Not counted above: 1 other tests" in out
     # the table is the last thing printed: after pytest's short summary and its final counts
-    assert out.index("short test summary") < out.index("2 failed, 3 passed") < out.index("public progress by part")
+    assert (
+        out.index("short test summary")
+        < out.index("2 failed, 3 passed")
+        < out.index("public progress by part")
+    )
     assert out.rstrip().splitlines()[-1].startswith("Not counted above"), out[-800:]
 
 
@@ -119,7 +141,7 @@ def test_table_comes_last_and_names_a_test_file_that_does_not_collect(tmp_path):
     lines = out.splitlines()
     beta = next(line for line in lines if line.startswith("2. Beta"))
     assert beta.split()[-1] == "0.0/6", beta
-    assert "tests/test_beta.py" in out[out.index("public progress by part"):], out[-1200:]
+    assert "tests/test_beta.py" in out[out.index("public progress by part") :], out[-1200:]
     assert out.index("during collection") < out.index("public progress by part"), out[-1200:]
 
 
@@ -133,7 +155,11 @@ def test_generated_points_file_is_used_without_a_rubric(tmp_path):
     data = json.loads((root / "tests" / "points.json").read_text())
     assert [p["title"] for p in data["parts"]] == ["1. Alpha", "2. Beta"]
     out = pytest_out(root, "tests/test_alpha.py")
-    assert "5.0/10" in out and "2. Beta" not in out and "1 of 2 parts had no public test in this run" in out
+    assert (
+        "5.0/10" in out
+        and "2. Beta" not in out
+        and "1 of 2 parts had no public test in this run" in out
+    )
 
 
 def test_stubs_show_zero_and_nothing_prints_without_points_or_public_tests(tmp_path):

@@ -81,7 +81,7 @@ SAMPLE = {
         ''',
     "cs336_assignment/notes_staff.py": "# STAFF-ONLY: grading notes\nSECRET = 1\n",
     "tests/__init__.py": "",
-    "tests/conftest.py": '''
+    "tests/conftest.py": """
         import pytest
 
         from tests.snapshot import Snapshot
@@ -94,11 +94,15 @@ SAMPLE = {
         @pytest.fixture
         def snapshot(request):
             return Snapshot(request.path, request.config.getoption("--snapshot-update"))
-        ''',
+        """,
     # The real snapshot module, with torch swapped for a stand-in: the sample's values are NumPy
     # arrays, and every child pytest that skips importing torch saves seconds of CPU.
-    "tests/snapshot.py": (REPO / "tests" / "snapshot.py").read_text().replace(
-        "\nimport torch\n", "\n\n\nclass torch:  # noqa: N801 (stand-in: the sample never makes a tensor)\n    Tensor = type(\"Tensor\", (), {})\n", 1
+    "tests/snapshot.py": (REPO / "tests" / "snapshot.py")
+    .read_text()
+    .replace(
+        "\nimport torch\n",
+        '\n\n\nclass torch:  # noqa: N801 (stand-in: the sample never makes a tensor)\n    Tensor = type("Tensor", (), {})\n',
+        1,
     ),
     "tests/test_arith.py": '''
         import numpy as np
@@ -136,7 +140,7 @@ SAMPLE = {
     "tests/rules.toml": '[parts.arith]\nmay_use = "Python arithmetic and the math module"\n',
     "fixtures/data.txt": "public data\n",
     "fixtures/hidden/secret.txt": "hidden data\n",
-    "rubric.toml": '''
+    "rubric.toml": """
         [concepts.arith]
         title = "1. Arithmetic"
         points = 5
@@ -144,7 +148,7 @@ SAMPLE = {
         [[rules]]
         match = "tests/*test_arith*.py::*"
         concept = "arith"
-        ''',
+        """,
     "make_submission.sh": "#!/usr/bin/env bash\n# Zips your cs336_assignment/ into submission.zip; upload that file.\nzip -r submission.zip cs336_assignment\n",
     "cs336_staff/__init__.py": "",
     "benchmarks/bench.py": "print('fast')\n",
@@ -154,7 +158,9 @@ SAMPLE = {
 
 def make_sample_repo(root: Path, files: dict[str, str] | None = None) -> Path:
     """Write the sample repository (or ``files``) under ``root``; returns ``root``."""
-    assert "class torch:" in SAMPLE["tests/snapshot.py"], "tests/snapshot.py no longer has `import torch` on a line of its own"
+    assert "class torch:" in SAMPLE["tests/snapshot.py"], (
+        "tests/snapshot.py no longer has `import torch` on a line of its own"
+    )
     for rel, text in (SAMPLE if files is None else files).items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +175,11 @@ def sample(tmp_path: Path) -> Path:
 
 
 def tree(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_handout_ships_the_allowlist_and_leaves_staff_things_out(sample, tmp_path):
@@ -222,7 +232,10 @@ def test_readme_changelog_and_pyproject_are_generated_for_students(sample, tmp_p
     """README names each part's module, stubs and tests; pyproject drops the staff group and package."""
     handout = build(sample, tmp_path / "out", lock=False)
     readme = (handout.root / "README.md").read_text()
-    assert "| 1. Arithmetic | 5 | `cs336_assignment/arith.py` | `add`, `hypot` | `tests/test_arith.py` | - |" in readme
+    assert (
+        "| 1. Arithmetic | 5 | `cs336_assignment/arith.py` | `add`, `hypot` | `tests/test_arith.py` | - |"
+        in readme
+    )
     assert "The assignment has 5 points." in readme and "## How grading works" in readme
     assert "uv run pytest" in readme and "Zips your cs336_assignment/ into submission.zip" in readme
     assert "$" not in readme.replace("$ ", "")
@@ -230,7 +243,9 @@ def test_readme_changelog_and_pyproject_are_generated_for_students(sample, tmp_p
     pyproject = tomllib.loads((handout.root / "pyproject.toml").read_text())
     assert set(pyproject["dependency-groups"]) == {"dev"}
     assert pyproject["tool"]["uv"]["default-groups"] == ["dev"]
-    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["cs336_assignment"]
+    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == [
+        "cs336_assignment"
+    ]
     assert pyproject["project"]["scripts"] == {"cs336": "cs336_assignment.cli:main"}
 
 
@@ -271,7 +286,11 @@ only = 1
     assert data["dependency-groups"] == {"dev": ["pytest"]}
     assert data["tool"]["uv"]["default-groups"] == ["dev"]
     assert data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["cs336_assignment"]
-    assert "extra" not in data["tool"] and "STAFF-ONLY" not in out and "belong to the marker" not in out
+    assert (
+        "extra" not in data["tool"]
+        and "STAFF-ONLY" not in out
+        and "belong to the marker" not in out
+    )
     assert 'name = "x"  # kept comment' in out
 
 
@@ -280,7 +299,9 @@ def test_two_releases_are_byte_identical(sample, tmp_path):
     a = build(sample, tmp_path / "a", lock=False).root
     b = build(sample, tmp_path / "b", lock=False).root
     assert tree(a) == tree(b)
-    assert [p.stat().st_mode for p in sorted(a.rglob("*"))] == [p.stat().st_mode for p in sorted(b.rglob("*"))]
+    assert [p.stat().st_mode for p in sorted(a.rglob("*"))] == [
+        p.stat().st_mode for p in sorted(b.rglob("*"))
+    ]
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="needs uv to prune uv.lock")
@@ -317,7 +338,9 @@ def test_bad_marker_fails_before_anything_is_written(sample, tmp_path):
 
 def test_markers_outside_the_package_are_an_error(sample, tmp_path):
     """Solution markers in a shipped test file would ship the solution, so they fail the release."""
-    (sample / "tests/test_extra.py").write_text("def f():\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n")
+    (sample / "tests/test_extra.py").write_text(
+        "def f():\n    # BEGIN SOLUTION\n    return 1\n    # END SOLUTION\n"
+    )
     with pytest.raises(MarkerError, match="tests/test_extra.py:1: solution markers outside"):
         build(sample, tmp_path / "out", lock=False)
 
@@ -332,7 +355,9 @@ def test_check_passes_a_good_handout_and_flags_a_test_that_passes_against_stubs(
     handout = build(sample, tmp_path / "out", lock=False)
     with WarmPool(light=True) as light_pool:  # the sample needs no torch: skip the warm-up
         checks = {c.name: c for c in check(sample, handout, pool=light_pool)}
-    assert {n for n, c in checks.items() if not c.ok} == {"stubs"}, "\n".join(c.render() for c in checks.values())
+    assert {n for n, c in checks.items() if not c.ok} == {"stubs"}, "\n".join(
+        c.render() for c in checks.values()
+    )
     assert checks["stubs"].details == [
         "tests/test_planted.py::test_describe_formats: PASSES against the stubs, so it grades nothing a student writes"
     ]
@@ -365,7 +390,9 @@ def test_leak_check_ignores_library_boilerplate_but_not_code_that_reads_inputs(s
         'import multiprocessing\n\n\ndef pool_map(fn, items):\n    """Map in parallel."""\n'
         f"    # BEGIN SOLUTION\n{choose}    # END SOLUTION\n"
     )
-    (sample / "tests/test_glue.py").write_text(f"import multiprocessing\n\n\ndef run(fn, items):\n{choose}")
+    (sample / "tests/test_glue.py").write_text(
+        f"import multiprocessing\n\n\ndef run(fn, items):\n{choose}"
+    )
     result = check_leaks(sample, build(sample, tmp_path / "out", lock=False))
     assert [d.split(" repeats")[0] for d in result.details] == [
         "tests/test_glue.py:6: `context = multiprocessing.get_context('fork' if 'fork' in methods else None)`",
@@ -375,7 +402,9 @@ def test_leak_check_ignores_library_boilerplate_but_not_code_that_reads_inputs(s
 
 def test_leak_check_passes_the_clean_handout(sample, tmp_path):
     """Nothing of the regions survives stripping; a lone short statement like theirs is not counted."""
-    (sample / "tests/test_short.py").write_text("def f(a, b):\n    squares = a * a + b * b\n    return squares\n")
+    (sample / "tests/test_short.py").write_text(
+        "def f(a, b):\n    squares = a * a + b * b\n    return squares\n"
+    )
     assert check_leaks(sample, build(sample, tmp_path / "out", lock=False)).ok
 
 
@@ -408,6 +437,10 @@ def test_check_docstring_lists_exactly_the_checks_it_runs():
     words = {"Six": 6, "Seven": 7, "Eight": 8, "Nine": 9, "Ten": 10, "Eleven": 11, "Twelve": 12}
     said = re.search(r"^(\w+) checks, each a line", doc, re.M)
     listed = re.findall(r"^    (\w+)\s{2,}\S", doc, re.M)
-    order = re.findall(r'"(\w+)"', re.search(r"order = \[(.*?)\]", Path(check.__file__).read_text()).group(1))
-    assert said and words.get(said.group(1)) == len(listed), f"the docstring says {said and said.group(1)!r} checks and lists {listed}"
+    order = re.findall(
+        r'"(\w+)"', re.search(r"order = \[(.*?)\]", Path(check.__file__).read_text(), re.S).group(1)
+    )
+    assert said and words.get(said.group(1)) == len(listed), (
+        f"the docstring says {said and said.group(1)!r} checks and lists {listed}"
+    )
     assert sorted(listed) == sorted(order), f"documented {sorted(listed)}, reported {sorted(order)}"

@@ -118,12 +118,16 @@ def test_prune_lock_keeps_what_project_and_kept_groups_reach():
 def test_prune_lock_with_every_group_kept_drops_only_unreachable_packages():
     """With no group dropped, only packages nothing reaches go (another numpy pin, an extra never asked for)."""
     kept = prune_lock(LOCK, ["dev", "staff"])
-    assert _names(kept) == [n for n in _names(LOCK) if n not in {("numpy", "2.5"), ("django", "5.0")}]
+    assert _names(kept) == [
+        n for n in _names(LOCK) if n not in {("numpy", "2.5"), ("django", "5.0")}
+    ]
     assert tomllib.loads(kept)["package"][0]["default-groups"] == ["dev", "staff"]
 
 
 def test_prune_lock_names_a_dependency_the_lock_lacks():
     """A dangling reference is an error that says which package, not a silently broken lock."""
-    broken = LOCK.replace('name = "filelock"\nversion = "3.0"', 'name = "filelock2"\nversion = "3.0"')
+    broken = LOCK.replace(
+        'name = "filelock"\nversion = "3.0"', 'name = "filelock2"\nversion = "3.0"'
+    )
     with pytest.raises(ValueError, match="filelock"):
         prune_lock(broken, ["dev"])

@@ -30,7 +30,10 @@ INSECURE = probe(False) is not None  # no bubblewrap here: grade the synthetic s
 
 #: The test files holding property tests (hypothesis @given), public and hidden.
 PROPERTY_TEST_FILES = (
-    "tests/test_tokenizer.py", "tests/test_tensors.py", "tests/hidden/test_tensors.py", "tests/hidden/test_tokenization.py",
+    "tests/test_tokenizer.py",
+    "tests/test_tensors.py",
+    "tests/hidden/test_tensors.py",
+    "tests/hidden/test_tokenization.py",
 )
 #: Seeds of the sweep: the done-when of issue 22 asks for at least 8.
 SEEDS = (1, 2, 3, 5, 8, 13, 21, 34)
@@ -69,14 +72,23 @@ def test_grading_one_submission_twice_gives_identical_outcomes(tmp_path: Path) -
     with (root / "tests/test_calc.py").open("a") as f:
         f.write(RANDOM_TESTS)
     sub = make_zip(tmp_path / "coin.zip", {}, calc=COIN_CALC)
-    plan = make_plan(root, limits=Limits(test_timeout=20, run_timeout=120), cache_dir=tmp_path / ".cache", insecure=INSECURE)
+    plan = make_plan(
+        root,
+        limits=Limits(test_timeout=20, run_timeout=120),
+        cache_dir=tmp_path / ".cache",
+        insecure=INSECURE,
+    )
     outcomes = []
     for name in ("first", "second"):
         grade_one(sub, name, tmp_path / "out", plan, force=True)
         outcomes.append({t.nodeid: t.outcome for t in load(tmp_path / "out" / name).tests})
     first, second = outcomes
-    assert any(n.endswith("test_add_on_drawn_integers") for n in first), f"the property test did not run: {first}"
-    assert {"passed", "failed"} <= set(first.values()), f"the coin submission should pass some tests and fail others: {first}"
+    assert any(n.endswith("test_add_on_drawn_integers") for n in first), (
+        f"the property test did not run: {first}"
+    )
+    assert {"passed", "failed"} <= set(first.values()), (
+        f"the coin submission should pass some tests and fail others: {first}"
+    )
     differ = {n: (first[n], second.get(n)) for n in first if first[n] != second.get(n)}
     assert first == second, f"the second grading disagrees with the first: {differ}"
 
@@ -87,17 +99,39 @@ def test_grading_one_submission_twice_gives_identical_outcomes(tmp_path: Path) -
 def test_property_tests_pass_on_the_reference_under_any_seed(seed: int) -> None:
     """Every public and hidden property test passes on the reference with random (not derandomized)
     hypothesis under this seed."""
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "hypothesis",
-           "--hypothesis-profile=cs336-random", f"--hypothesis-seed={seed}", *PROPERTY_TEST_FILES]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-m",
+        "hypothesis",
+        "--hypothesis-profile=cs336-random",
+        f"--hypothesis-seed={seed}",
+        *PROPERTY_TEST_FILES,
+    ]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, f"seed {seed}: {' '.join(cmd)} failed:\n{run.stdout[-6000:]}\n{run.stderr[-2000:]}"
+    assert run.returncode == 0, (
+        f"seed {seed}: {' '.join(cmd)} failed:\n{run.stdout[-6000:]}\n{run.stderr[-2000:]}"
+    )
     counts = re.search(r"^=*\s*(\d+) passed(.*) in [\d.]+s", run.stdout, re.M)
-    assert counts and "failed" not in counts.group(2) and "error" not in counts.group(2), run.stdout[-2000:]
-    assert int(counts.group(1)) >= len(PROPERTY_TEST_FILES), f"too few property tests ran:\n{run.stdout[-2000:]}"
+    assert counts and "failed" not in counts.group(2) and "error" not in counts.group(2), (
+        run.stdout[-2000:]
+    )
+    assert int(counts.group(1)) >= len(PROPERTY_TEST_FILES), (
+        f"too few property tests ran:\n{run.stdout[-2000:]}"
+    )
 
 
 def test_the_property_test_files_list_every_property_test_file() -> None:
     """PROPERTY_TEST_FILES names every public and hidden test file that uses hypothesis's @given."""
-    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("**/test_*.py")
-                   if "staff" not in p.parts and "@given(" in p.read_text())
-    assert files == sorted(PROPERTY_TEST_FILES), f"add the new file(s) to PROPERTY_TEST_FILES: {files}"
+    files = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "tests").glob("**/test_*.py")
+        if "staff" not in p.parts and "@given(" in p.read_text()
+    )
+    assert files == sorted(PROPERTY_TEST_FILES), (
+        f"add the new file(s) to PROPERTY_TEST_FILES: {files}"
+    )

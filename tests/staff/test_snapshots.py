@@ -33,7 +33,9 @@ def test_regenerate_then_check_then_catch_a_modified_array(tmp_path, capsys):
 
     assert cli("--repo", str(repo), "--check") == 0
     assert "all 1 files match the reference exactly" in capsys.readouterr().out
-    assert (repo / "fixtures" / SNAP).read_bytes() == written, "--check must not touch committed files"
+    assert (repo / "fixtures" / SNAP).read_bytes() == written, (
+        "--check must not touch committed files"
+    )
 
     with np.load(repo / "fixtures" / SNAP) as f:
         arrays = {k: f[k] for k in f.files}
@@ -42,21 +44,33 @@ def test_regenerate_then_check_then_catch_a_modified_array(tmp_path, capsys):
     write_npz(repo / "fixtures" / SNAP, arrays)
     assert cli("--repo", str(repo), "--check") == 1
     out = capsys.readouterr().out
-    assert f"changed  fixtures/{SNAP}: array 'squares' differs at 1 of 3 positions; first at (1,)" in out
+    assert (
+        f"changed  fixtures/{SNAP}: array 'squares' differs at 1 of 3 positions; first at (1,)"
+        in out
+    )
     assert "'grid'" not in out, "an unchanged array is not reported"
 
     (repo / "fixtures/snapshots/test_arith/stale.npz").write_bytes(written)
     assert cli("--repo", str(repo)) == 0
     out = capsys.readouterr().out
-    assert "1 files rewritten, 0 created" in out and "orphan   fixtures/snapshots/test_arith/stale.npz" in out
-    assert (repo / "fixtures" / SNAP).read_bytes() == written, "the update restores the reference's bytes"
+    assert (
+        "1 files rewritten, 0 created" in out
+        and "orphan   fixtures/snapshots/test_arith/stale.npz" in out
+    )
+    assert (repo / "fixtures" / SNAP).read_bytes() == written, (
+        "the update restores the reference's bytes"
+    )
 
 
 def test_check_fails_when_a_snapshot_test_fails_on_the_reference(tmp_path, capsys):
     """A snapshot test that fails on the reference stops the tool before it compares or writes anything."""
     repo = make_sample_repo(tmp_path / "repo")
     test = repo / "tests/test_arith.py"
-    test.write_text(test.read_text().replace('"squares": grid**2})', '"squares": grid**2})\n    assert False, "broken"'))
+    test.write_text(
+        test.read_text().replace(
+            '"squares": grid**2})', '"squares": grid**2})\n    assert False, "broken"'
+        )
+    )
     assert cli("--repo", str(repo), "--check") == 1
     out = capsys.readouterr().out
     assert "1 of 1 snapshot tests fail on the reference" in out and "broken" in out
@@ -66,8 +80,24 @@ def test_check_fails_when_a_snapshot_test_fails_on_the_reference(tmp_path, capsy
 def test_compare_names_dtype_shape_and_key_changes(tmp_path):
     """Dtype, shape, missing and new arrays are each a line naming the array; NaN equals NaN."""
     old, new = tmp_path / "old.npz", tmp_path / "new.npz"
-    write_npz(old, {"a": np.zeros(3, np.float32), "b": np.ones(2), "gone": np.ones(1), "nan": np.array([np.nan])})
-    write_npz(new, {"a": np.zeros(3, np.float64), "b": np.ones(3), "added": np.ones(1), "nan": np.array([np.nan])})
+    write_npz(
+        old,
+        {
+            "a": np.zeros(3, np.float32),
+            "b": np.ones(2),
+            "gone": np.ones(1),
+            "nan": np.array([np.nan]),
+        },
+    )
+    write_npz(
+        new,
+        {
+            "a": np.zeros(3, np.float64),
+            "b": np.ones(3),
+            "added": np.ones(1),
+            "nan": np.array([np.nan]),
+        },
+    )
     assert compare_npz(old, new) == [
         "array 'gone' is no longer written (the reference writes ['a', 'added', 'b', 'nan'])",
         "array 'added' is new (not in the committed file)",

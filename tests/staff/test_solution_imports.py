@@ -66,7 +66,9 @@ def staff_imports_in_regions(source: str, rel: str, staff: set[str]) -> list[str
     for region in find_regions(source, rel):
         for line, module in imported_modules(region.statements, rel):
             if any(module == s or module.startswith(s + ".") for s in staff):
-                found.append(f"{rel}:{line}: the solution region of {region.qualname} imports {module}")
+                found.append(
+                    f"{rel}:{line}: the solution region of {region.qualname} imports {module}"
+                )
     return found
 
 
@@ -88,7 +90,10 @@ def test_no_solution_region_imports_staff_only_code() -> None:
         regions += len(find_regions(source, rel))
         found += staff_imports_in_regions(source, rel, staff)
     assert regions > 20, "expected the reference's solution regions; did the package move?"
-    assert not found, "solution regions must read as a student's answer, without staff-only code:\n" + "\n".join(found)
+    assert not found, (
+        "solution regions must read as a student's answer, without staff-only code:\n"
+        + "\n".join(found)
+    )
 
 
 @pytest.mark.parametrize(
@@ -114,8 +119,12 @@ def test_the_check_finds_a_planted_staff_import(body: str) -> None:
             # END SOLUTION
         '''
     )
-    found = staff_imports_in_regions(source, f"{PACKAGE}/tokenization/tokenizer.py", staff_only_modules())
-    assert found and found[0].startswith(f"{PACKAGE}/tokenization/tokenizer.py:5: the solution region of encode imports")
+    found = staff_imports_in_regions(
+        source, f"{PACKAGE}/tokenization/tokenizer.py", staff_only_modules()
+    )
+    assert found and found[0].startswith(
+        f"{PACKAGE}/tokenization/tokenizer.py:5: the solution region of encode imports"
+    )
 
 
 def test_the_check_allows_ordinary_imports_and_staff_imports_outside_regions() -> None:
@@ -134,4 +143,9 @@ def test_the_check_allows_ordinary_imports_and_staff_imports_outside_regions() -
             # END SOLUTION
         '''
     )
-    assert staff_imports_in_regions(source, f"{PACKAGE}/tokenization/tokenizer.py", staff_only_modules()) == []
+    assert (
+        staff_imports_in_regions(
+            source, f"{PACKAGE}/tokenization/tokenizer.py", staff_only_modules()
+        )
+        == []
+    )

@@ -26,9 +26,13 @@ EOT = "<|endoftext|>"
 @pytest.mark.parametrize("name", MODULES)
 def test_tokenization_doctests_pass(name: str) -> None:
     """Every ``>>>`` example in the module's docstrings gives the output written under it."""
-    module = importlib.import_module(f"cs336_assignment.tokenization.{name}".removesuffix(".__init__"))
+    module = importlib.import_module(
+        f"cs336_assignment.tokenization.{name}".removesuffix(".__init__")
+    )
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
-    assert result.failed == 0, f"{result.failed} of {result.attempted} doctest examples in {module.__name__} fail (run `python -m doctest -v {module.__file__}`)"
+    assert result.failed == 0, (
+        f"{result.failed} of {result.attempted} doctest examples in {module.__name__} fail (run `python -m doctest -v {module.__file__}`)"
+    )
 
 
 def test_examples_exist_where_the_docs_promise_them() -> None:
@@ -67,7 +71,9 @@ def test_word_tokenizer_maps_unseen_words_to_unk() -> None:
     """Words absent from the training corpus become id 0, and decoding cannot bring them back."""
     tok = WordTokenizer.from_corpus("the cat sat on the mat")
     ids = tok.encode("the dog sat")
-    assert ids[2] == 0 and tok.id_to_word[0] == "<unk>", f"'dog' should be UNK (id 0), got ids {ids}"
+    assert ids[2] == 0 and tok.id_to_word[0] == "<unk>", (
+        f"'dog' should be UNK (id 0), got ids {ids}"
+    )
     assert tok.decode(ids) == "the <unk> sat"
     assert tok.unk_rate("the dog sat") == pytest.approx(1 / 5)  # "the", " ", "dog", " ", "sat"
     assert tok.unk_rate("the cat sat") == 0.0
@@ -76,7 +82,9 @@ def test_word_tokenizer_maps_unseen_words_to_unk() -> None:
 def test_word_tokenizer_min_count_makes_rare_words_unknown() -> None:
     """With min_count=2, a word seen once in training is out of vocabulary too."""
     tok = WordTokenizer.from_corpus("a a b", min_count=2)  # segments: a, ' ', a, ' ', b
-    assert tok.encode("a b") == [tok.word_to_id["a"], tok.word_to_id[" "], 0], "'b' (seen once) must be UNK"
+    assert tok.encode("a b") == [tok.word_to_id["a"], tok.word_to_id[" "], 0], (
+        "'b' (seen once) must be UNK"
+    )
 
 
 @pytest.mark.parametrize(

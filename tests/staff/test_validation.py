@@ -38,7 +38,8 @@ def _raised_messages(path: Path) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
             text = "".join(
-                part.value for part in ast.walk(node.exc.args[0])
+                part.value
+                for part in ast.walk(node.exc.args[0])
                 if isinstance(part, ast.Constant) and isinstance(part.value, str)
             )
             found.append((node.lineno, text))
@@ -49,9 +50,11 @@ def test_shared_check_wordings_are_raised_only_by_validation():
     """No module outside validation.py raises a message that one of its checks words."""
     copies = [
         f"{path.relative_to(PACKAGE.parent)}:{line} raises {fragment!r}: call validation.{check}(...) instead"
-        for path in sorted(PACKAGE.rglob("*.py")) if path.name != "validation.py"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "validation.py"
         for line, text in _raised_messages(path)
-        for fragment, check in SHARED.items() if fragment in text
+        for fragment, check in SHARED.items()
+        if fragment in text
     ]
     assert not copies, "\n".join(copies)
 
@@ -97,8 +100,12 @@ def _templates() -> list[list]:
     out = []
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text())
-        generic = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.name == "_check"
-                   for n in ast.walk(f)}  # validation's "{name} must be {what}, got {value}": its callers word it
+        generic = {
+            id(n)
+            for f in ast.walk(tree)
+            if isinstance(f, ast.FunctionDef) and f.name == "_check"
+            for n in ast.walk(f)
+        }  # validation's "{name} must be {what}, got {value}": its callers word it
         for node in ast.walk(tree):
             if id(node) in generic:
                 continue
@@ -106,8 +113,13 @@ def _templates() -> list[list]:
                 t = _template(node.exc.args[0])
                 if t is not None:
                     out.append(t)
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_check"
-                  and len(node.args) == 3 and isinstance(node.args[2], ast.Constant)):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "_check"
+                and len(node.args) == 3
+                and isinstance(node.args[2], ast.Constant)
+            ):
                 out.append([HOLE, *f" must be {node.args[2].value}, got ", HOLE])
     return out
 
@@ -117,13 +129,19 @@ def _covers(template: list, quote: str) -> bool:
     with at least a quarter of its characters matched by the template's own words (a value, a HOLE,
     cannot stand for the message itself). Whitespace is ignored: a docstring wraps its quotes."""
     template = [t for t in template if t is HOLE or not t.isspace()]
-    tokens: list = [t for part in re.split(r"(\.\.\.)", quote) for t in ([ELISION] if part == ELISION else list(part))
-                    if t is ELISION or not t.isspace()]
+    tokens: list = [
+        t
+        for part in re.split(r"(\.\.\.)", quote)
+        for t in ([ELISION] if part == ELISION else list(part))
+        if t is ELISION or not t.isspace()
+    ]
     literal = sum(t is not ELISION for t in tokens)
     impossible = -(10**9)
 
     @functools.cache
-    def best(i: int, j: int) -> int:  # most quote characters matched literally from here, or impossible
+    def best(
+        i: int, j: int
+    ) -> int:  # most quote characters matched literally from here, or impossible
         if j == len(tokens):
             return 0
         if tokens[j] is ELISION:
@@ -145,9 +163,13 @@ def quoted_messages() -> list[tuple[str, str]]:
             if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef):
                 doc = ast.get_docstring(node) or ""
                 if "Raises:" in doc:
-                    text = " ".join(doc[doc.index("Raises:"):].split())
-                    where = f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'name', '<module>')}"
-                    out += [(where, q) for q in re.findall(r'"([^"]+)"', text) if len(q.split()) >= 3]
+                    text = " ".join(doc[doc.index("Raises:") :].split())
+                    where = (
+                        f"{path.relative_to(PACKAGE.parent)}:{getattr(node, 'name', '<module>')}"
+                    )
+                    out += [
+                        (where, q) for q in re.findall(r'"([^"]+)"', text) if len(q.split()) >= 3
+                    ]
     return out
 
 
@@ -155,16 +177,34 @@ def test_every_message_a_docstring_quotes_is_raised_word_for_word():
     """Each quoted message is a stretch of a message the reference raises ("..." may leave text out)."""
     templates = _templates()
     quotes = quoted_messages()
-    assert len(quotes) > 50, "the docstrings' Raises sections were not found; update quoted_messages()"
-    missing = [f"{where}: {q!r}" for where, q in quotes if not any(_covers(t, q) for t in templates)]
-    assert not missing, "quoted in a docstring, raised nowhere (fix the quote or the message):\n" + "\n".join(missing)
+    assert len(quotes) > 50, (
+        "the docstrings' Raises sections were not found; update quoted_messages()"
+    )
+    missing = [
+        f"{where}: {q!r}" for where, q in quotes if not any(_covers(t, q) for t in templates)
+    ]
+    assert not missing, (
+        "quoted in a docstring, raised nowhere (fix the quote or the message):\n"
+        + "\n".join(missing)
+    )
 
 
 def test_quotes_shaped_like_a_shared_check_are_that_checks_wording():
     """A quote reading "NAME must be WHAT, got VALUE" is a validation.py check's message, as the handout README promises."""
-    wordings = [t for t in _templates() if t[0] is HOLE and "".join(x for x in t if x is not HOLE).startswith(" must be ")]
+    wordings = [
+        t
+        for t in _templates()
+        if t[0] is HOLE and "".join(x for x in t if x is not HOLE).startswith(" must be ")
+    ]
     assert len(wordings) >= 4, "validation.py's _check calls were not found; update _templates()"
-    wrong = [f"{where}: {q!r}" for where, q in quoted_messages() if SHARED_SHAPE.match(q)
-             and not q.startswith(OWN_RANGES) and not any(_covers(t, q) for t in wordings)]
-    assert not wrong, ("quoted like a shared check but worded otherwise; call the validation.py check whose wording "
-                       "fits (SHARED above) and quote its message:\n" + "\n".join(wrong))
+    wrong = [
+        f"{where}: {q!r}"
+        for where, q in quoted_messages()
+        if SHARED_SHAPE.match(q)
+        and not q.startswith(OWN_RANGES)
+        and not any(_covers(t, q) for t in wordings)
+    ]
+    assert not wrong, (
+        "quoted like a shared check but worded otherwise; call the validation.py check whose wording "
+        "fits (SHARED above) and quote its message:\n" + "\n".join(wrong)
+    )

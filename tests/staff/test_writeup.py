@@ -42,8 +42,13 @@ def test_pdf_is_deterministic_across_processes():
         "sys_inputs=json.loads(sys.stdin.read()), ignore_system_fonts=True, format='pdf'))"
     )
     source = REPO / "writeup"
-    there = subprocess.run([sys.executable, "-c", code, str(source / "assignment.typ"), str(source)], input=inputs.encode(),
-                           capture_output=True, check=True, timeout=300).stdout
+    there = subprocess.run(
+        [sys.executable, "-c", code, str(source / "assignment.typ"), str(source)],
+        input=inputs.encode(),
+        capture_output=True,
+        check=True,
+        timeout=300,
+    ).stdout
     assert here.startswith(b"%PDF-") and here == there
     assert b"CreationDate" not in here
 
@@ -55,7 +60,13 @@ def test_problems_agree_with_the_rubric():
     assert check(REPO, parts) == []
     code = {q["part"]: q["points"] for q in probs if q["kind"] == "code"}
     assert code == {p.key: p.points for p in parts}
-    assert [q["number"] for q in probs if q["part"] == "precision"] == ["8.1", "8.2", "8.3", "8.4", "8.5"]
+    assert [q["number"] for q in probs if q["part"] == "precision"] == [
+        "8.1",
+        "8.2",
+        "8.3",
+        "8.4",
+        "8.5",
+    ]
     written = written_points(REPO, parts)
     assert written["accounting"] > 0 and written["precision"] > 0 and written["tokenization"] > 0
 
@@ -63,7 +74,17 @@ def test_problems_agree_with_the_rubric():
 def test_the_lectures_problems_are_posed():
     """Napkin math, MFU, compression ratios, formats, round-off and fp8 are written problems."""
     ids = {q["id"] for q in problems(REPO) if q["kind"] == "written"}
-    assert {"six-nd", "train-time", "fit-memory", "mfu", "compression", "formats", "roundoff", "fp8-scaling", "fp8-cost"} <= ids
+    assert {
+        "six-nd",
+        "train-time",
+        "fit-memory",
+        "mfu",
+        "compression",
+        "formats",
+        "roundoff",
+        "fp8-scaling",
+        "fp8-cost",
+    } <= ids
 
 
 def test_key_numbers_are_the_reference_codes(answers):
@@ -72,11 +93,15 @@ def test_key_numbers_are_the_reference_codes(answers):
     assert shown, "the key shows no computed number"
     for v in shown:
         expected = answers[v["name"]]["value"]
-        if isinstance(expected, float) and math.isfinite(expected):  # Typst's JSON may round the last bit
+        if isinstance(expected, float) and math.isfinite(
+            expected
+        ):  # Typst's JSON may round the last bit
             assert v["value"] == pytest.approx(expected, rel=1e-12, abs=0), v["name"]
         else:
             assert v["value"] == expected, v["name"]
-    assert {v["name"] for v in shown} == set(answers), "computed but never shown, or shown but not computed"
+    assert {v["name"] for v in shown} == set(answers), (
+        "computed but never shown, or shown but not computed"
+    )
 
 
 def test_reference_answers_match_the_lecture(answers):
@@ -86,13 +111,26 @@ def test_reference_answers_match_the_lecture(answers):
     assert value["total_flops"] == pytest.approx(6 * 34e9 * 4e12)
     assert value["days"] == pytest.approx(6 * 34e9 * 4e12 / (512 * 989.5e12 * 0.45 * 86400))
     assert value["fit_params"] == 24 * 80e9 / 16 and value["bytes_adamw_mixed"] == 16
-    assert (value["bytes_rmsprop_fp32"], value["bytes_momentum_mixed"], value["bytes_sgd_mixed"]) == (12, 12, 8)
+    assert (
+        value["bytes_rmsprop_fp32"],
+        value["bytes_momentum_mixed"],
+        value["bytes_sgd_mixed"],
+    ) == (12, 12, 8)
     assert value["e4m3_max"] == 448 and value["e5m2_max"] == 57344 and value["fp16_max"] == 65504
     assert value["bf16_eps"] == 2**-7 and value["fp16_eps"] == 2**-10
     assert value["mfu_bf16"] == pytest.approx(789 / 989.5)
-    assert value["cruncher_6nd"] - value["cruncher_exact"] == 2 * 4096 * 1024 * 1024  # the first layer's dx
-    assert value["ratio_byte"] == 1.0 and value["ratio_bpe_512"] < value["ratio_bpe_1024"] < value["ratio_bpe_2048"]
-    assert value["sum_bf16"] == 2**-5 and value["sum_fp16"] == 2**-2 and math.isclose(value["sum_fp32"], 1.0, rel_tol=1e-3)
+    assert (
+        value["cruncher_6nd"] - value["cruncher_exact"] == 2 * 4096 * 1024 * 1024
+    )  # the first layer's dx
+    assert (
+        value["ratio_byte"] == 1.0
+        and value["ratio_bpe_512"] < value["ratio_bpe_1024"] < value["ratio_bpe_2048"]
+    )
+    assert (
+        value["sum_bf16"] == 2**-5
+        and value["sum_fp16"] == 2**-2
+        and math.isclose(value["sum_fp32"], 1.0, rel_tol=1e-3)
+    )
     assert value["raw_zero"] == 1.0 and value["scaled_rel"] < 0.0625 < value["tensor_rel"]
 
 
@@ -104,15 +142,29 @@ def test_student_pdf_has_no_answers():
 def test_a_misplaced_problem_is_reported(tmp_path):
     """Dropping a part from the writeup, or doubling a code problem, fails the check."""
     repo = tmp_path / "repo"
-    shutil.copytree(REPO, repo, ignore=shutil.ignore_patterns(".venv", ".git", "__pycache__", "fixtures", "benchmarks", "handout"))
-    shutil.copytree(REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora")  # the key trains BPE on them
+    shutil.copytree(
+        REPO,
+        repo,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "__pycache__", "fixtures", "benchmarks", "handout"
+        ),
+    )
+    shutil.copytree(
+        REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora"
+    )  # the key trains BPE on them
     source = repo / "writeup" / "assignment.typ"
     text = source.read_text()
     start, end = text.index('#part("data")'), text.index('#part("checkpoint")')
     source.write_text(text[:start] + text[end:])
     found = check(repo)
-    assert any("has the parts" in f for f in found) and any("part 4. Data loading: 0 code problems" in f for f in found)
-    source.write_text(text.replace("#code-problem[Atomic save and exact load][]", "#code-problem[A][]\n#code-problem[B][]"))
+    assert any("has the parts" in f for f in found) and any(
+        "part 4. Data loading: 0 code problems" in f for f in found
+    )
+    source.write_text(
+        text.replace(
+            "#code-problem[Atomic save and exact load][]", "#code-problem[A][]\n#code-problem[B][]"
+        )
+    )
     assert any("part 5. Checkpointing: 2 code problems" in f for f in check(repo))
 
 
@@ -122,8 +174,14 @@ def test_written_problem_without_points_does_not_build(tmp_path):
     shutil.copytree(REPO / "writeup", repo / "writeup")
     for f in ("rubric.toml", "adapters.py", "pyproject.toml"):
         shutil.copyfile(REPO / f, repo / f)
-    shutil.copytree(REPO / "cs336_assignment", repo / "cs336_assignment", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "tests", repo / "tests", ignore=shutil.ignore_patterns("__pycache__", "staff"))
+    shutil.copytree(
+        REPO / "cs336_assignment",
+        repo / "cs336_assignment",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    shutil.copytree(
+        REPO / "tests", repo / "tests", ignore=shutil.ignore_patterns("__pycache__", "staff")
+    )
     shutil.copytree(REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora")
     source = repo / "writeup" / "assignment.typ"
     source.write_text(source.read_text().replace("points: 3)[", "points: 0)[", 1))
@@ -145,7 +203,9 @@ def test_points_file_lists_parts_in_order_with_public_rules(handout):
     """The progress data: parts in rubric order with points; rules that give tests their parts."""
     data = json.loads((handout.root / POINTS_FILE).read_text())
     assert [p["key"] for p in data["parts"]] == [p.key for p in load_parts(REPO)]
-    assert all("visibility" not in r for r in data["rules"]) and any(r.get("concept") == "optim" for r in data["rules"])
+    assert all("visibility" not in r for r in data["rules"]) and any(
+        r.get("concept") == "optim" for r in data["rules"]
+    )
 
 
 def test_stale_pdf_in_the_handout_is_caught(handout, tmp_path):
@@ -156,7 +216,12 @@ def test_stale_pdf_in_the_handout_is_caught(handout, tmp_path):
     shutil.copytree(handout.root, copy)
     (copy / PDF_NAME).write_bytes(b"%PDF-1.7 stale")
     (copy / "answer-key.pdf").write_bytes(b"%PDF-1.7")
-    result = check_parts(REPO, Handout(root=copy, files=[*handout.files, "answer-key.pdf"], regions=handout.regions))
+    result = check_parts(
+        REPO, Handout(root=copy, files=[*handout.files, "answer-key.pdf"], regions=handout.regions)
+    )
     assert not result.ok
     assert any("differs from a fresh build" in d for d in result.details)
-    assert any("answer-key.pdf: the writeup's sources and its answer key are staff-only" in d for d in result.details)
+    assert any(
+        "answer-key.pdf: the writeup's sources and its answer key are staff-only" in d
+        for d in result.details
+    )
