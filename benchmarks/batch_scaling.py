@@ -32,8 +32,8 @@ def main() -> None:
         "--real", action="store_true", help="grade the reference against the real suite"
     )
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
         root = ROOT if args.real else make_staff_repo(tmp / "repo")
         subs = tmp / "subs"
         subs.mkdir()

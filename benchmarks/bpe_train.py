@@ -84,6 +84,7 @@ def measure(name: str, corpus: Path, vocab_size: int) -> dict:
     )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
+    assert proc.stdout is not None  # stdout=subprocess.PIPE
     out = proc.stdout.read()
     if status != 0:
         raise RuntimeError(f"{name} failed on {corpus} (status {status})")

@@ -148,7 +148,8 @@ def first_mismatch(a: list[int] | np.ndarray, b: list[int]) -> str:
 def bench_single(text: str, megabytes: float, peer: tiktoken.Encoding, repeats: int) -> None:
     """Figure 1: one process, ours from a cold cache (a freshly loaded tokenizer per run, load not counted)."""
     ref = peer.encode(text, allowed_special="all")
-    loads, result = [], []
+    loads: list[float] = []
+    result: list[list[int]] = []
 
     def ours_cold() -> float:
         start = time.perf_counter()
@@ -282,6 +283,7 @@ def run_stream_children(repeats: int) -> list[tuple[dict, float, float]]:
         )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
+        assert proc.stdout is not None  # stdout=subprocess.PIPE
         child = json.loads(proc.stdout.read().strip().splitlines()[-1])
         if status != 0:
             sys.exit(f"the encode_iterable child failed (status {status})")

@@ -23,7 +23,9 @@ reference implementation, so its ratio means nothing.
 from __future__ import annotations
 
 import argparse
+import operator
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch.utils import benchmark
@@ -110,21 +112,26 @@ def main() -> int:
         a = torch.randn(n, n, generator=generator).to(device=device, dtype=torch.bfloat16)
         b = torch.randn(n, n, generator=generator).to(device=device, dtype=torch.bfloat16)
         flops = 2 * n**3
-        base = _seconds(lambda a=a, b=b: a @ b, args.iters)
+        base = _seconds(partial(operator.matmul, a, b), args.iters)
         cells = []
         for granularity in ("tensor", "row"):
             a_fp8, scale_a = to_fp8(a, E4M3, granularity)
             bt_fp8, scale_bt = to_fp8(b.t(), E4M3, granularity)
             b_fp8, scale_b = bt_fp8.t(), (scale_bt.t() if granularity == "row" else scale_bt)
             t = _seconds(
-                lambda a8=a_fp8, b8=b_fp8, sa=scale_a, sb=scale_b: torch._scaled_mm(
-                    a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16
+                partial(
+                    torch._scaled_mm,
+                    a_fp8,
+                    b_fp8,
+                    scale_a=scale_a,
+                    scale_b=scale_b,
+                    out_dtype=torch.bfloat16,
                 ),
                 args.iters,
             )
             cells.append(t)
         for granularity in ("tensor", "row"):
-            cells.append(_seconds(lambda a=a, b=b, g=granularity: fp8_matmul(a, b, g), args.iters))
+            cells.append(_seconds(partial(fp8_matmul, a, b, granularity), args.iters))
         widths: tuple[int, ...] = (16, 13, 20, 17)
         if fused is not None:
             eager = fp8_matmul(a, b).float()
@@ -134,7 +141,7 @@ def main() -> int:
                     f"n={n}: the compiled fp8_matmul is {drift:.1e} away from the eager one (relative)"
                 )
                 return 1
-            cells.append(_seconds(lambda a=a, b=b: fused(a, b), args.iters))
+            cells.append(_seconds(partial(fused, a, b), args.iters))
             widths += (15,)
         line = f"{n:>6} {flops / base / per:>13.1f}"
         for t, w in zip(cells, widths, strict=True):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, Any, BinaryIO, cast
 
 import numpy as np
 import torch
@@ -51,7 +51,9 @@ def capture_rng_state() -> dict[str, Any]:
     of those, but not numpy arrays, so numpy's and Python's Mersenne-Twister keys become int64
     tensors (their 32-bit words fit).
     """
-    np_kind, np_key, np_pos, np_has_gauss, np_gauss = np.random.get_state(legacy=True)
+    # legacy=True always gives the tuple; numpy's stubs also allow the dict of legacy=False.
+    np_state = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state(legacy=True))
+    np_kind, np_key, np_pos, np_has_gauss, np_gauss = np_state
     py_version, py_key, py_gauss = random.getstate()
     return {
         "torch": torch.get_rng_state(),
@@ -149,9 +151,9 @@ def load_checkpoint(
             ``RuntimeError`` from torch is wrapped into this ValueError (``raise ... from err``).
     """
     # BEGIN SOLUTION
-    is_path = isinstance(src, (str, os.PathLike))
-    name = os.fspath(src) if is_path else getattr(src, "name", repr(src))
-    if is_path and not Path(src).exists():
+    path = src if isinstance(src, (str, os.PathLike)) else None
+    name = os.fspath(path) if path is not None else getattr(src, "name", repr(src))
+    if path is not None and not Path(path).exists():
         raise FileNotFoundError(f"no checkpoint at {name}")
     try:
         state = torch.load(src, map_location="cpu", weights_only=True)

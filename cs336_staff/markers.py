@@ -45,6 +45,7 @@ import io
 import json
 import re
 import tokenize
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 BEGIN = "# BEGIN SOLUTION"
@@ -54,6 +55,7 @@ BEGIN_STAFF = "# BEGIN STAFF-ONLY"
 END_STAFF = "# END STAFF-ONLY"
 _MARKER_LIKE = re.compile(r"#\s*(BEGIN|END)[\s_-]*SOLUTION", re.IGNORECASE)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 class MarkerError(ValueError):
@@ -155,6 +157,12 @@ def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
 
 
+def _end(node: ast.stmt) -> int:
+    """``node.end_lineno``: ast.parse always sets it (typeshed allows None for nodes built by hand)."""
+    assert node.end_lineno is not None
+    return node.end_lineno
+
+
 def _stmt_parent(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> ast.AST:
     """The nearest enclosing statement (or the module), skipping except handlers and match cases."""
     node = parents[node]
@@ -172,7 +180,7 @@ def _qualname(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
     return ".".join(reversed(names))
 
 
-def _bound_names(nodes: list[ast.AST]) -> set[str]:
+def _bound_names(nodes: Sequence[ast.AST]) -> set[str]:
     """Names these statements bind (assignments, defs, imports, loop/with/except targets)."""
     out: set[str] = set()
     for node in nodes:
@@ -190,7 +198,7 @@ def _bound_names(nodes: list[ast.AST]) -> set[str]:
     return out
 
 
-def _loaded_names(nodes: list[ast.AST]) -> list[ast.Name]:
+def _loaded_names(nodes: Sequence[ast.AST]) -> list[ast.Name]:
     return [
         s
         for node in nodes
@@ -199,7 +207,9 @@ def _loaded_names(nodes: list[ast.AST]) -> list[ast.Name]:
     ]
 
 
-def _check_names_after(regions: list[Region], owners: list, tree: ast.Module, path: str) -> None:
+def _check_names_after(
+    regions: list[Region], owners: list[_Function], tree: ast.Module, path: str
+) -> None:
     """Code left after a region must not use a name only that region defines (it would be undefined)."""
     stripped = {id(s) for r in regions for s in r.statements}
     module_names = _bound_names(
@@ -224,9 +234,9 @@ def _check_names_after(regions: list[Region], owners: list, tree: ast.Module, pa
                 )
 
 
-def _check_nothing_after_last(regions: list[Region], owners: list, path: str) -> None:
+def _check_nothing_after_last(regions: list[Region], owners: list[_Function], path: str) -> None:
     """No statement of a function body may follow its last region (it would follow the stub's raise)."""
-    last: dict[int, tuple[Region, ast.AST]] = {}
+    last: dict[int, tuple[Region, _Function]] = {}
     for r, owner in zip(regions, owners, strict=True):
         last[id(owner)] = (r, owner)
     for r, owner in last.values():
@@ -257,7 +267,7 @@ def find_regions(source: str, path: str = "<string>") -> list[Region]:
     regions: list[Region] = []
     owners: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
     for begin, end, col in pairs:
-        inside = [s for s in statements if begin < s.lineno and s.end_lineno < end]
+        inside = [s for s in statements if begin < s.lineno and _end(s) < end]
         inside_ids = {id(s) for s in inside}
         top = [s for s in inside if id(_stmt_parent(s, parents)) not in inside_ids]
         if not top:
@@ -266,8 +276,8 @@ def find_regions(source: str, path: str = "<string>") -> list[Region]:
                 begin,
                 "empty region: no statement between the markers; delete the markers or put the solution between them",
             )
-        containers = [s for s in statements if s.lineno < begin < s.end_lineno]
-        owner = max(containers, key=lambda s: (s.lineno, -s.end_lineno), default=tree)
+        containers = [s for s in statements if s.lineno < begin < _end(s)]
+        owner = max(containers, key=lambda s: (s.lineno, -_end(s)), default=tree)
         if not isinstance(owner, _FUNCTIONS):
             where = {ast.Module: "at module level", ast.ClassDef: "at class level"}.get(
                 type(owner),
@@ -288,7 +298,7 @@ def find_regions(source: str, path: str = "<string>") -> list[Region]:
                     f"at line {s.lineno} is not in it; a region must hold whole statements of one function body",
                 )
         for s in statements:
-            if begin < s.lineno < end < s.end_lineno or (begin < s.lineno and s.end_lineno == end):
+            if begin < s.lineno < end < _end(s) or (begin < s.lineno and _end(s) == end):
                 raise MarkerError(
                     path,
                     end,

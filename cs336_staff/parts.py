@@ -312,12 +312,14 @@ def readme_table(
         ]
         rows += [
             f"| {p.heading} | {p.points_text} |"
-            + (f" {written.get(p.key, 0)} |" if w else "")
+            + (f" {written.get(p.key, 0)} |" if written is not None else "")
             + f" `{p.module}` | {_what(p)} | {_code(p.tests)} | {_code(p.used_by)} |"
             for p in parts
         ]
         rows.append(
-            f"| total | {total:g} |" + (f" {sum(written.values())} |" if w else "") + " | | | |"
+            f"| total | {total:g} |"
+            + (f" {sum(written.values())} |" if written is not None else "")
+            + " | | | |"
         )
     else:
         rows = [

@@ -19,6 +19,7 @@ import ast
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from cs336_staff.markers import MarkerError, handout_text
 from tests.rules import (
@@ -86,11 +87,8 @@ def given_problems(repo: Path, book: RuleBook, path: Path) -> list[str]:
                 "warn about it; change that code (given code of such files must draw nothing)"
             )
             continue
-        want = (
-            sorted({fingerprint(handout.texts[rel]), fingerprint(reference[rel])} - {None})
-            if drawn
-            else []
-        )  # type: ignore[arg-type]
+        both = {fingerprint(handout.texts[rel]), fingerprint(reference[rel])}
+        want = sorted(p for p in both if p is not None) if drawn else []
         if not drawn:
             out.append(
                 f"{path}: [[given]] names {rel}, whose given code draws nothing: remove that entry"
@@ -104,7 +102,14 @@ def given_problems(repo: Path, book: RuleBook, path: Path) -> list[str]:
     return out
 
 
-def for_part(book: RuleBook, key: str) -> dict[str, object]:
+class PartRules(TypedDict):
+    """A part's rules in words, as its module docstring and the writeup state them."""
+
+    may_use: str
+    may_not: list[str]
+
+
+def for_part(book: RuleBook, key: str) -> PartRules:
     """What part ``key`` may use, and what it may not: its own rules in full, the others by name."""
     home = book.home_rules(key)
     others = [r.short for r in book.rules if r.part != key]
@@ -123,7 +128,7 @@ def docstring_block(book: RuleBook, key: str) -> str:
     for label, text in (
         ("May use: ", str(rules["may_use"])),
         ("Not allowed: ", "; ".join(rules["may_not"])),
-    ):  # type: ignore[arg-type]
+    ):
         lines += textwrap.wrap(
             label + text + ".", WIDTH, initial_indent="    ", subsequent_indent="        "
         )

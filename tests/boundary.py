@@ -104,8 +104,11 @@ def run_driver(fn: Callable[..., T], args: tuple | list, kwargs: dict) -> T:
         np.random.get_state() if np is not None else None,
         torch.get_rng_state() if torch is not None else None,
     )
-    cuda = torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
-    cuda_states = torch.cuda.get_rng_state_all() if cuda else None
+    cuda_states = (
+        torch.cuda.get_rng_state_all()
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized()
+        else None
+    )
     try:
         seed_global_rngs()
         value = fn(*args, **kwargs)
@@ -115,7 +118,7 @@ def run_driver(fn: Callable[..., T], args: tuple | list, kwargs: dict) -> T:
             np.random.set_state(states[1])
         if torch is not None:
             torch.set_rng_state(states[2])
-        if cuda_states is not None:
+        if torch is not None and cuda_states is not None:
             torch.cuda.set_rng_state_all(cuda_states)
     check_plain(value, f"{fn.__module__}.{fn.__qualname__}")
     return value

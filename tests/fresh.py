@@ -42,6 +42,7 @@ def replay_hint() -> str:
 @functools.cache
 def _make_corpora() -> ModuleType:
     spec = importlib.util.spec_from_file_location("make_corpora", MAKE_CORPORA)
+    assert spec is not None and spec.loader is not None  # a .py file: a spec with a loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -16,6 +16,7 @@ before reaching the stub is left out. Other failures keep pytest's
 from __future__ import annotations
 
 import re
+from collections.abc import Generator
 
 import pytest
 
@@ -59,7 +60,7 @@ class NotWritten:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo
-    ) -> pytest.TestReport:
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
         if report.failed and call.excinfo is not None:
             stub = stub_error(call.excinfo.value)

@@ -284,7 +284,7 @@ def test_flop_counts_of_empty_and_one_element_shapes() -> None:
     assert adapters.run_matmul_flops(4, 0, 3) == 0 and adapters.run_matmul_flops(0, 0, 0) == 0
     assert adapters.run_matmul_flops(1, 1, 1) == 2
     with pytest.raises(ValueError, match="integer"):
-        adapters.run_matmul_flops(3, 4.0, 2)
+        adapters.run_matmul_flops(3, 4.0, 2)  # type: ignore[arg-type]  # a float, to be refused
     with pytest.raises(ValueError, match="dims"):
         adapters.run_linear_chain_flops(3, [])
 

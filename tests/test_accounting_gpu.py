@@ -84,6 +84,7 @@ def test_adamw_step_peak_memory_within_ten_percent_of_analytic(cuda: torch.devic
         num_params, adapters.run_cruncher_activations(batch, dim, layers), "adamw", "fp32"
     )
     assert measured.total == analytic, f"measured by kind {measured}, analytic {analytic}"
+    assert measured.peak is not None and measured.baseline is not None, "measured on CUDA"
     peak = measured.peak - measured.baseline
     assert peak == pytest.approx(analytic, rel=0.10), (
         f"peak {peak / MiB:.1f} MiB vs analytic {analytic / MiB:.1f} MiB ({peak / analytic - 1:+.1%})"

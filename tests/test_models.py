@@ -14,6 +14,7 @@ import math
 import random
 import re
 from collections.abc import Iterator
+from typing import TypedDict
 
 import numpy as np
 import pytest
@@ -28,10 +29,18 @@ TRUNC_STD_FACTOR = math.sqrt(
 )
 """std of N(0, 1) truncated to [-3, 3] (~0.9866): the std a correct init actually has, in units of sigma."""
 
-TOLERANCES = {
-    torch.float32: dict(rtol=1e-5, atol=1e-6),
-    torch.float64: dict(rtol=1e-12, atol=1e-12),
-    torch.bfloat16: dict(rtol=2e-2, atol=2e-2),
+
+class Tolerance(TypedDict, total=False):
+    """``rtol`` and ``atol`` of torch.testing.assert_close (neither: its defaults for the dtype)."""
+
+    rtol: float
+    atol: float
+
+
+TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(rtol=1e-5, atol=1e-6),
+    torch.float64: Tolerance(rtol=1e-12, atol=1e-12),
+    torch.bfloat16: Tolerance(rtol=2e-2, atol=2e-2),
 }
 
 

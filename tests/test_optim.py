@@ -27,6 +27,7 @@ and returns what it observed (in grading, one round trip each: see ``tests/bound
 from __future__ import annotations
 
 import math
+from typing import Any, TypedDict
 
 import pytest
 import torch
@@ -43,7 +44,18 @@ TORCH: dict[str, type[torch.optim.Optimizer]] = {
     "adamw": torch.optim.AdamW,
 }
 
-TOLERANCES = {torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=0.0, atol=1e-6)}
+
+class Tolerance(TypedDict):
+    """``rtol`` and ``atol`` of torch.allclose and torch.testing.assert_close."""
+
+    rtol: float
+    atol: float
+
+
+TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(rtol=1e-5, atol=1e-6),
+    torch.float64: Tolerance(rtol=0.0, atol=1e-6),
+}
 
 
 def describe(name: str, kwargs: dict) -> str:
@@ -58,14 +70,15 @@ def assert_stepped_like_torch(
     storage alone, trivially): after ``steps`` steps the parameters are where torch.optim's are."""
     ref = scenario.trajectory(TORCH[name], problem, kwargs, steps, {steps}, **driving)
     for k, theirs in ref.params[steps].items():
-        torch.testing.assert_close(
-            ours.params[steps][k],
-            theirs,
-            **TOLERANCES[theirs.dtype],
-            msg=lambda m, k=k: (
+
+        def message(m: str, k: str = k) -> str:
+            return (
                 f"{describe(name, kwargs)}: after {steps} steps, parameter {k!r} is not where torch.optim's is "
                 f"(did step() update it by the documented amount?):\n{m}"
-            ),
+            )
+
+        torch.testing.assert_close(
+            ours.params[steps][k], theirs, **TOLERANCES[theirs.dtype], msg=message
         )
 
 
@@ -85,7 +98,7 @@ def compare_with_torch(
     first_grad: dict[str, int] | None = None,
     hint: str = "Compare your update with the formula in the class docstring, term by term.",
     problem: Problem | None = None,
-    tol: dict[str, float] | None = None,
+    tol: Tolerance | None = None,
 ) -> tuple[Trajectory, Trajectory]:
     """Run ours and torch's optimizer on the same problem; fail at the first checkpoint where they differ.
 
@@ -98,13 +111,12 @@ def compare_with_torch(
     origin = f"seed {seed}" if problem is None else "the test's own problem"
     problem = problem or Problem.make(seed, steps, dtype, shapes)
     checkpoints = {c for c in {1, 2, 10, steps} | set(range(every, steps, every)) if c <= steps}
-    if (
-        first_grad
-    ):  # right after each late parameter's first steps, where a wrong step count shows most
+    # right after each late parameter's first steps, where a wrong step count shows most
+    if first_grad:
         checkpoints |= {
             c for first in first_grad.values() for c in (first + 1, first + 2) if c <= steps
         }
-    driving = dict(
+    driving: dict[str, Any] = dict(
         groups=groups,
         no_grad=no_grad,
         zero_grad_in_place=zero_grad_in_place,
@@ -131,7 +143,7 @@ def compare_with_torch(
 
 # (optimizer, kwargs, steps). Every optimizer runs 1000 steps in a setting that exercises every
 # term of its update; shorter runs cover its defaults and the other hyperparameters.
-MATCH_CASES = [
+MATCH_CASES: list[tuple[str, dict[str, Any], int]] = [
     ("sgd", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1}, 1000),
     ("sgd", {}, 200),
     ("sgd", {"lr": 0.1}, 200),
@@ -359,7 +371,7 @@ def test_optimizer_counts_steps_per_parameter_from_its_first_gradient(name, kwar
 
 
 # (optimizer, bad kwargs, regex the message must match: the keyword and the offending value)
-BAD_HYPERPARAMETERS = [
+BAD_HYPERPARAMETERS: list[tuple[str, dict[str, Any], str]] = [
     ("sgd", {"lr": -0.1}, r"lr.*-0\.1"),
     ("sgd", {"momentum": -0.9}, r"momentum.*-0\.9"),
     ("sgd", {"weight_decay": -0.01}, r"weight_decay.*-0\.01"),
@@ -667,7 +679,7 @@ def test_optimizer_resumed_from_state_dict_ends_where_an_uninterrupted_run_ends(
 
 NAN = float("nan")
 # (optimizer, bad kwargs, regex the message must match: the keyword, then its value as f"{name}={value!r}")
-DOCUMENTED_ERRORS = [
+DOCUMENTED_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("sgd", {"momentum": NAN}, r"momentum.*=nan"),
     (
         "sgd",

@@ -189,6 +189,7 @@ def _mixed_step_grad_errors(device: str, dtype: torch.dtype, seed: int) -> dict[
         assert not torch.equal(p, p_ref.detach()), (
             f"{name} was not updated: did the optimizer step?"
         )
+        assert p_ref.grad is not None  # torch's own model, after its backward
         errors[name] = ((grad - p_ref.grad).norm() / p_ref.grad.norm()).item()
     return errors
 

@@ -79,14 +79,13 @@ def assert_close(got: torch.Tensor, want: torch.Tensor, what: str, tol: float = 
     if not want.numel():  # an empty result: its shape is all there is to compare
         return
     diff = (got.double() - want.double()).abs()
-    flat = diff.argmax().item()
-    where = []
-    for size in reversed(
-        diff.shape
-    ):  # unravel the flat position (torch.unravel_index is slow to import)
+    flat = int(diff.argmax().item())
+    position: list[int] = []
+    # unravel the flat position (torch.unravel_index is slow to import)
+    for size in reversed(diff.shape):
         flat, i = divmod(flat, size)
-        where.insert(0, i)
-    where = tuple(where)
+        position.insert(0, i)
+    where = tuple(position)
     assert torch.allclose(got, want, rtol=tol, atol=tol), (
         f"{what}: max |difference| {diff.max().item():.3g} at {where} (got {got[where].item():.6g}, want {want[where].item():.6g})"
     )

@@ -70,7 +70,8 @@ class SavedTensorBytes(torch.autograd.graph.saved_tensors_hooks):
     def _unpack(t: Tensor) -> Tensor:
         return t
 
-    def __enter__(self) -> SavedTensorBytes:
+    # torch annotates saved_tensors_hooks.__enter__ as -> None; this one returns the hooks, as used.
+    def __enter__(self) -> SavedTensorBytes:  # type: ignore[override]
         super().__enter__()
         return self
 

@@ -134,7 +134,7 @@ def element_at(x: Shaped[Tensor, " *dims"], index: Sequence[int]) -> Shaped[Tens
                 f"(shape {tuple(x.shape)}); valid indices are {-size}..{size - 1}"
             )
         resolved.append(i + size if i < 0 else i)
-    position = flat_index(resolved, x.stride(), x.storage_offset())
+    position = flat_index(resolved, x.stride(), int(x.storage_offset()))
     return storage_view(x)[position]
     # END SOLUTION
 

@@ -140,12 +140,13 @@ class Tokenizer:
         self._merged_ids: list[int] = []
         for rank, (a, b) in enumerate(self.merges):
             ids = [token_to_id.get(t) for t in (a, b, a + b)]
-            if None in ids:
+            id_a, id_b, merged = ids
+            if id_a is None or id_b is None or merged is None:
                 raise ValueError(
                     f"merge {rank} {(a, b)!r}: {a!r}, {b!r} and {a + b!r} must all be in vocab"
                 )
-            self._ranks.setdefault((ids[0], ids[1]), rank)
-            self._merged_ids.append(ids[2])
+            self._ranks.setdefault((id_a, id_b), rank)
+            self._merged_ids.append(merged)
 
         self._special_ids: dict[str, int] = {}
         for token in self.special_tokens:

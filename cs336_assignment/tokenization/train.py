@@ -189,9 +189,9 @@ def learn_merges(
                 if x == y:
                     candidates -= 1  # the y we merge was a candidate x too
                 if i > 0:
-                    p = word[i - 1]  # already z if the previous occurrence was adjacent
-                    pair_counts[(p, x)] -= f
-                    new = (p, z)
+                    prev = word[i - 1]  # already z if the previous occurrence was adjacent
+                    pair_counts[(prev, x)] -= f
+                    new = (prev, z)
                     pair_counts[new] += f
                     created.add(new)
                     where[new].append(w)

@@ -176,6 +176,7 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
     import submitit
 
     folder = out / ".submitit" / "%j"
+    ex: submitit.Executor
     if executor == "slurm":
         ex = submitit.AutoExecutor(folder=folder, cluster="slurm")
         # use_srun=False: the grader runs in the batch shell, out of reach of the USR2 that submitit has
@@ -230,8 +231,9 @@ def _run_submitit(named, out, plan, executor, force, done, slurm: dict) -> None:
                     still.append((job, name))
                     continue
                 try:
-                    if over[job.job_id] is not None:
-                        raise SlurmJobEnded.of(job, over[job.job_id])
+                    ended = over[job.job_id]
+                    if ended is not None:
+                        raise SlurmJobEnded.of(job, ended)
                     done(job.result())
                 except Exception as e:
                     done(_error_row(name, e))

@@ -43,7 +43,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -307,7 +307,7 @@ def lock_down(staff_root: Path) -> None:
 
 
 def check_staff_hidden(
-    staff_root: Path, public: list[Path], python: str = sys.executable
+    staff_root: Path, public: Sequence[Path], python: str = sys.executable
 ) -> str | None:
     """None if a worker uid can run ``python`` and read the ``public`` fixtures but nothing else of
     ``staff_root``; else what to fix. Tried for real, by a child running as a fresh uid."""

@@ -282,13 +282,20 @@ def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun
     """
     visible = [n for n in only if not n.startswith(HIDDEN_PREFIX)]
     hidden = [n for n in only if n.startswith(HIDDEN_PREFIX)]
-    common = {
-        "limits": plan.limits,
-        "gpu": plan.device != "cpu",
-        "insecure": plan.insecure,
-        "preload": plan.preload,
-        "tier": plan.tier,
-    }
+
+    def judge(tests: list[str], jobs: int) -> JudgeRun:
+        return run_judge(
+            plan.staff_root,
+            files,
+            only=tests,
+            jobs=jobs,
+            limits=plan.limits,
+            gpu=plan.device != "cpu",
+            insecure=plan.insecure,
+            preload=plan.preload,
+            tier=plan.tier,
+        )
+
     if (
         plan.judges < 2
         or plan.tier not in PARALLEL_TIERS
@@ -297,12 +304,9 @@ def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun
         or not visible
         or not hidden
     ):
-        return run_judge(plan.staff_root, files, only=only, jobs=plan.jobs, **common)
+        return judge(only, plan.jobs)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="judge") as ex:
-        halves = [
-            ex.submit(run_judge, plan.staff_root, files, only=part, jobs=2 * plan.jobs, **common)
-            for part in (visible, hidden)
-        ]
+        halves = [ex.submit(judge, part, 2 * plan.jobs) for part in (visible, hidden)]
         return merge_runs([h.result() for h in halves])
 
 
@@ -501,7 +505,7 @@ def score(
         delegation.penalties(
             rules, run.reached, {n: i.concept for n, i in plan.items.items()}, plan.staff_root
         )
-        if rules is not None
+        if rules is not None and run is not None
         else {}
     )
     for nodeid, item in plan.items.items():

@@ -346,33 +346,32 @@ class Remote:
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         """One call, with the scratch folders mirrored around it (``mirror.py``) where the judge has a mirror."""
         __tracebackhide__ = True
-        scopes = self.mirror.scopes([args, kwargs]) if self.mirror is not None else []
-        if not scopes:  # a call that names no file in the judge's folder
+        mirror = self.mirror
+        scopes = mirror.scopes([args, kwargs]) if mirror is not None else []
+        if mirror is None or not scopes:  # a call that names no file in the judge's folder
             return self._exchange(head, args, kwargs)
         try:
-            self.mirror.push(scopes)
+            mirror.push(scopes)
         except MirrorRefused as e:
             raise WorkerOutputRefused(f"before {head.get('target') or head['op']}: {e}") from None
         try:
             value = self._exchange(head, args, kwargs)
-        except (
-            FromWorker
-        ):  # the submission's own error: what it left behind is copied back all the same
-            self._pull(head, scopes)
+        except FromWorker:
+            # the submission's own error: what it left behind is copied back all the same
+            self._pull(mirror, head, scopes)
             raise
-        except (
-            BaseException
-        ):  # a crash or a timeout: copy back what can be, and report the first failure
+        except BaseException:
+            # a crash or a timeout: copy back what can be, and report the first failure
             with contextlib.suppress(Exception):
-                self._pull(head, scopes)
+                self._pull(mirror, head, scopes)
             raise
-        self._pull(head, scopes)
+        self._pull(mirror, head, scopes)
         return value
 
-    def _pull(self, head: dict, scopes: list[str]) -> None:
+    def _pull(self, mirror: Mirror, head: dict, scopes: list[str]) -> None:
         __tracebackhide__ = True
         try:
-            self.mirror.pull(scopes)
+            mirror.pull(scopes)
         except MirrorRefused as e:
             raise WorkerOutputRefused(f"after {head.get('target') or head['op']}: {e}") from None
 

@@ -113,7 +113,7 @@ class GradeResult:
             f"| **total** | {sum(t.outcome == 'passed' for t in self.tests)}/{len(self.tests)} | "
             f"{sum(t.outcome == 'pending' for t in self.tests)} | **{self.score:.2f} / {self.max_score:.2f}** |"
         )
-        bad = {}
+        bad: dict[str, int] = {}
         for t in self.tests:
             if t.outcome not in ("passed", "pending"):
                 bad[t.outcome] = bad.get(t.outcome, 0) + 1

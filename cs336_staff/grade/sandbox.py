@@ -41,6 +41,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -443,7 +444,9 @@ def _start_as_own_uid(
     )
 
 
-def choose_tier(staff_root: Path, public: list[Path], gpu: bool = False) -> tuple[str | None, str]:
+def choose_tier(
+    staff_root: Path, public: Sequence[Path], gpu: bool = False
+) -> tuple[str | None, str]:
     """The strongest isolation tier that starts here (bubblewrap, else container), or None and why neither
     does; ``public`` are the fixtures a worker may read (the container tier checks it can, and no more)."""
     why = probe(gpu)

@@ -115,9 +115,9 @@ class JobWatch:
             )
         except (OSError, subprocess.TimeoutExpired):
             return
-        if (
-            p.returncode != 0
-        ):  # slurmctld busy or restarting, or every job purged ("Invalid job id")
+        known: dict[str, str] | None
+        if p.returncode != 0:
+            # slurmctld busy or restarting, or every job purged ("Invalid job id")
             known = {} if "Invalid job id" in p.stderr else None
         else:
             known = dict(line.split("|", 1) for line in p.stdout.splitlines() if "|" in line)

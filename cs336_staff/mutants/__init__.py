@@ -67,23 +67,23 @@ class Mutant:
         scope = _find_scope(ast.parse(source), self.function, self._where)
         old = _parse(self.old, f"mutant {self.name!r}: its `old`")
         new = _parse(self.new, f"mutant {self.name!r}: its `new`")
-        matches = _statement_runs(scope, old)
+        runs = _statement_runs(scope, old)
+        spans: list[ast.expr] = []
         expression = _lone_expression(old)
         if expression is not None:  # an expression statement also matches inside larger statements
-            matched = {id(run[0].value) for run in matches if len(run) == 1}
-            matches += [[e] for e in _expressions(scope, expression) if id(e) not in matched]
-        if len(matches) != 1:
+            matched = {id(run[0].value) for run in runs if isinstance(run[0], ast.Expr)}
+            spans = [e for e in _expressions(scope, expression) if id(e) not in matched]
+        if len(runs) + len(spans) != 1:
             raise ValueError(
-                f"mutant {self.name!r}: its `old` code matches {len(matches)} times in {self._where} "
+                f"mutant {self.name!r}: its `old` code matches {len(runs) + len(spans)} times in {self._where} "
                 "(must be exactly 1); update the mutant to match the current reference"
             )
-        (match,) = matches
-        if isinstance(match[0], ast.stmt):
+        if runs:
             mutated = _replace_statements(
-                source, scope, match, textwrap.dedent(self.new).strip("\n")
+                source, scope, runs[0], textwrap.dedent(self.new).strip("\n")
             )
         else:
-            mutated = _replace_span(source, match[0], _expression_text(self.new, new, self.name))
+            mutated = _replace_span(source, spans[0], _expression_text(self.new, new, self.name))
         try:
             compile(mutated, self.file, "exec")
         except SyntaxError as e:
@@ -192,11 +192,7 @@ def _replace_statements(source: str, scope: ast.AST, run: list[ast.stmt], code: 
         return _replace_span(
             source, run[0], (code or "pass").replace("\n", "\n" + " " * run[0].col_offset), run[-1]
         )
-    lines = source.splitlines(keepends=True)
-    start, end = (
-        _offset(lines, run[0].lineno, run[0].col_offset),
-        _offset(lines, run[-1].end_lineno, run[-1].end_col_offset),
-    )
+    start, end = _span(source, run[0], run[-1])
     line_start = source.rfind("\n", 0, start) + 1
     line_end = source.find("\n", end) + 1 or len(source)
     rest = source[end:line_end].strip()
@@ -205,15 +201,23 @@ def _replace_statements(source: str, scope: ast.AST, run: list[ast.stmt], code: 
     return source[:start] + source[end:]
 
 
-def _replace_span(source: str, first: ast.AST, text: str, last: ast.AST | None = None) -> str:
+def _replace_span(
+    source: str, first: ast.stmt | ast.expr, text: str, last: ast.stmt | ast.expr | None = None
+) -> str:
     """``source`` with the text from the start of ``first`` to the end of ``last`` (or of ``first``) replaced."""
-    last = first if last is None else last
+    start, end = _span(source, first, first if last is None else last)
+    return source[:start] + text + source[end:]
+
+
+def _span(source: str, first: ast.stmt | ast.expr, last: ast.stmt | ast.expr) -> tuple[int, int]:
+    """Indices in ``source`` of the start of ``first`` and the end of ``last``."""
+    # ast.parse sets every end position; typeshed allows None for nodes built by hand.
+    assert last.end_lineno is not None and last.end_col_offset is not None
     lines = source.splitlines(keepends=True)
-    start, end = (
+    return (
         _offset(lines, first.lineno, first.col_offset),
         _offset(lines, last.end_lineno, last.end_col_offset),
     )
-    return source[:start] + text + source[end:]
 
 
 def _offset(lines: list[str], lineno: int, col: int) -> int:

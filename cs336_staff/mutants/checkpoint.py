@@ -154,7 +154,7 @@ MUTANTS = [
 
 
 # Error types (issue 21): the message names the file, but a caller catching the documented type misses it.
-MISSING_FILE_CHECK = """    if is_path and not Path(src).exists():
+MISSING_FILE_CHECK = """    if path is not None and not Path(path).exists():
         raise FileNotFoundError(f"no checkpoint at {name}")
 """
 MUTANTS += [
@@ -173,7 +173,7 @@ MUTANTS += [
         file=FILE,
         function="load_checkpoint",
         old=MISSING_FILE_CHECK,
-        new="""    if is_path and not Path(src).exists():
+        new="""    if path is not None and not Path(path).exists():
         raise ValueError(f"no checkpoint at {name}")
 """,
         why="reports a missing file as a bad value: the message is right, the type a caller catches is not",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from cs336_staff.release.results import Check
@@ -191,7 +192,7 @@ def prepare_reference_tree(tree: Path) -> dict[str, str]:
 
 
 def replay_args(
-    recordings: list[Path], files: list[str], graded: list[str], tree: Path
+    recordings: list[Path], files: list[str], graded: Iterable[str], tree: Path
 ) -> list[str]:
     """argv for ``REPLAY``: the recording files, the handout's .py files in ``tree``, the graded function
     names, and what each of the tree's data adapters calls."""

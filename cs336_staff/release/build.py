@@ -160,7 +160,8 @@ def handout_pyproject(text: str) -> str:
         kept = [p for p in wheel["packages"] if p == PACKAGE or not p.startswith("cs336_staff")]
         wheel["packages"].clear()
         wheel["packages"].extend(kept)
-    for table, _, _ in entries:  # a table the entries emptied goes too (e.g. [tool.cs336])
+    # a table the entries emptied goes too (e.g. [tool.cs336]), once however many entries it had
+    for table in dict.fromkeys(table for table, _, _ in entries):
         parent, _, name = table.rpartition(".")
         if table and len(_table(doc, table)) == 0:
             del _table(doc, parent)[name]
@@ -373,8 +374,8 @@ def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
     _write(root / "README.md", render_readme(repo, handout.regions, tests))
     _write(root / "CHANGELOG.md", changelog(repo))
     handout.files += ["pyproject.toml", "README.md", "CHANGELOG.md"]
-    for rel, data in extras(repo, handout.regions).items():  # tests/points.json, assignment.pdf
-        _write(root / rel, data)
+    for rel, content in extras(repo, handout.regions).items():  # tests/points.json, assignment.pdf
+        _write(root / rel, content)
         handout.files.append(rel)
     _ruff_drop_unused_imports(root, stripped)
     if lock and (repo / "uv.lock").is_file():

@@ -244,7 +244,11 @@ def check_leaks(repo: Path, handout: Handout) -> Check:
         ]
         for r in regions:
             for f in functions:
-                block = [s for s in f.body if r.begin < s.lineno and s.end_lineno < r.end]
+                block = [
+                    s
+                    for s in f.body
+                    if r.begin < s.lineno and s.end_lineno is not None and s.end_lineno < r.end
+                ]
                 for key, s, nodes in _units(block):
                     if _library_only(nodes, imported):
                         boilerplate += 1

@@ -57,7 +57,11 @@ def _commands(cli: Path) -> set[str]:
                 if isinstance(t, ast.Name)
             ]
             if "COMMANDS" in names:
-                return {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+                return {
+                    k.value
+                    for k in node.value.keys
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                }
     return set()
 
 
@@ -138,15 +142,12 @@ def find_leftovers(repo: Path, handout: Handout) -> list[str]:
             tree = ast.parse(text)
             parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
             for node in ast.walk(tree):
-                names = (
-                    [a.name for a in node.names]
-                    if isinstance(node, ast.Import)
-                    else (
-                        [node.module]
-                        if isinstance(node, ast.ImportFrom) and node.module and not node.level
-                        else []
-                    )
-                )
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    names = [node.module]
+                else:
+                    continue
                 for name in names:
                     if name.split(".")[0] in packages and not _guarded(node, parents):
                         found.append(

@@ -29,6 +29,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -155,10 +156,11 @@ class Recorder:
         return report
 
     def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
-        phases, markers, duration = [], [], 0.0
-        for seen in self._phases.pop(
-            nodeid, []
-        ):  # complete now: other plugins' report hooks have run
+        phases: list[dict[str, Any]] = []
+        markers: list[str] = []
+        duration = 0.0
+        # complete now: other plugins' report hooks have run
+        for seen in self._phases.pop(nodeid, []):
             report, exc = seen["report"], seen["exc"]
             markers = markers or seen["markers"]
             duration += getattr(report, "duration", 0.0) or 0.0

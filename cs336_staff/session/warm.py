@@ -88,7 +88,7 @@ TESTED_PACKAGES = (
 
 def warm_up() -> list[str]:
     """Import ``WARM_MODULES`` and take torch's slow lazy paths once; returns what failed (not fatal)."""
-    failed = []
+    failed: list[str] = []
     if os.environ.get("CS336_WARM_LIGHT"):  # see WarmPool(light=True)
         import pytest  # noqa: F401
 
@@ -247,11 +247,11 @@ def _child(job: dict) -> int:
         )
 
     foreign = sorted(
-        f"{name} from {module.__file__}"
+        f"{name} from {path}"
         for name, module in list(sys.modules.items())
         if name.split(".")[0] in ("cs336_assignment", "adapters")
-        and getattr(module, "__file__", None)
-        and not inside(os.path.realpath(module.__file__), cwd)
+        and (path := getattr(module, "__file__", None))
+        and not inside(os.path.realpath(path), cwd)
     )
     with open(job["foreign"], "w") as f:
         json.dump(foreign, f)

@@ -28,6 +28,7 @@ import os
 import select
 import struct
 import time
+from collections.abc import Sequence
 
 HEADER = struct.Struct("<Q")  # the payload's length
 COUNT = struct.Struct("<I")  # the number of parts: the JSON tree, then the blobs
@@ -49,7 +50,7 @@ class ChannelTimeout(TimeoutError):
 Blob = bytes | bytearray | memoryview
 
 
-def encode_frame(message: dict, blobs: list[Blob]) -> bytes:
+def encode_frame(message: dict, blobs: Sequence[Blob]) -> bytes:
     """One frame: the 8-byte length, the part count and sizes, the JSON tree, the blobs."""
     parts = [json.dumps(message, allow_nan=True, separators=(",", ":")).encode(), *blobs]
     sizes = [part.nbytes if isinstance(part, memoryview) else len(part) for part in parts]
@@ -59,7 +60,7 @@ def encode_frame(message: dict, blobs: list[Blob]) -> bytes:
     return b"".join([head, *parts])
 
 
-def send(fd: int, message: dict, blobs: list[Blob]) -> None:
+def send(fd: int, message: dict, blobs: Sequence[Blob]) -> None:
     view = memoryview(encode_frame(message, blobs))
     while view:
         written = os.write(fd, view)

@@ -50,6 +50,7 @@ import hashlib
 import math
 import pathlib
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -146,7 +147,7 @@ def digest(storage: torch.UntypedStorage) -> bytes:
     return hashlib.blake2b(storage_bytes(storage), digest_size=16).digest()
 
 
-def bytes_tensor(blob: bytes | bytearray) -> torch.Tensor:
+def bytes_tensor(blob: bytes | bytearray | memoryview) -> torch.Tensor:
     """A fresh, writable uint8 CPU tensor holding ``blob``."""
     return (
         torch.frombuffer(bytearray(blob), dtype=torch.uint8)
@@ -266,9 +267,8 @@ class Encoder:
             return self.encode(float(value), d)
         if isinstance(value, list):
             return [self.encode(v, d) for v in value]
-        if isinstance(value, tuple) and not hasattr(value, "_fields"):
-            return {"$": "tuple", "v": [self.encode(v, d) for v in value]}
-        if isinstance(value, tuple):  # a NamedTuple: its fields, rebuilt as a Record or a tuple
+        if isinstance(value, tuple) and hasattr(value, "_fields"):
+            # a NamedTuple: its fields, rebuilt as a Record or a tuple
             return {
                 "$": "record",
                 "type": type(value).__qualname__,
@@ -277,6 +277,8 @@ class Encoder:
                     [k, self.encode(v, d)] for k, v in zip(value._fields, value, strict=True)
                 ],
             }
+        if isinstance(value, tuple):
+            return {"$": "tuple", "v": [self.encode(v, d) for v in value]}
         if isinstance(value, (set, frozenset)):
             return {"$": type(value).__name__, "v": [self.encode(v, d) for v in value]}
         if isinstance(value, dict):
@@ -285,7 +287,11 @@ class Encoder:
                 "items": [[self.encode(k, d), self.encode(v, d)] for k, v in value.items()],
             }
             factory = getattr(value, "default_factory", None)
-            if isinstance(value, collections.defaultdict) and factory in DEFAULT_FACTORIES.values():
+            if (
+                isinstance(value, collections.defaultdict)
+                and factory is not None  # None is no factory of DEFAULT_FACTORIES either
+                and factory in DEFAULT_FACTORIES.values()
+            ):
                 node["default"] = factory.__name__
             return node
         if isinstance(value, (bytes, bytearray)):
@@ -420,7 +426,7 @@ class Decoder:
     def __init__(
         self,
         storages: list[Tree],
-        blobs: list[bytes | bytearray],
+        blobs: Sequence[bytes | bytearray | memoryview],
         known: list[torch.UntypedStorage] | None = None,
         allow_memmap: bool = True,
         max_value_bytes: int | None = None,
@@ -433,7 +439,7 @@ class Decoder:
         self._known = known or []
         self._allow_memmap = allow_memmap
 
-    def _blob(self, index: Any) -> bytes | bytearray:
+    def _blob(self, index: Any) -> bytes | bytearray | memoryview:
         if not isinstance(index, int) or not 0 <= index < len(self.blobs):
             raise CodecError(f"blob index {index!r} out of range")
         return self.blobs[index]
@@ -477,8 +483,8 @@ class Decoder:
                 raise CodecError(f"defaultdict factory {tree['default']!r} does not cross")
             return collections.defaultdict(DEFAULT_FACTORIES[tree["default"]], items)
         if tag in ("set", "frozenset"):
-            items = (self.decode(v, d) for v in tree["v"])
-            return set(items) if tag == "set" else frozenset(items)
+            members = (self.decode(v, d) for v in tree["v"])
+            return set(members) if tag == "set" else frozenset(members)
         if tag == "bytes":
             return base64.b64decode(tree["b64"], validate=True)
         if tag == "float":

@@ -103,13 +103,11 @@ class Worker:
         """
         import glob
 
+        boundary = sys.modules["tests.boundary"].__file__
+        assert boundary is not None  # imported from its file, tests/boundary.py
         names = ["adapters"] + sorted(
             "tests.scenarios." + os.path.basename(p)[:-3]
-            for p in glob.glob(
-                os.path.join(
-                    os.path.dirname(sys.modules["tests.boundary"].__file__), "scenarios", "*.py"
-                )
-            )
+            for p in glob.glob(os.path.join(os.path.dirname(boundary), "scenarios", "*.py"))
             if not os.path.basename(p).startswith("_")
         )
         for name in names:
@@ -142,12 +140,12 @@ class Worker:
             return self.resolve(str(msg["target"]))(*args, **kwargs)
         if op == "ping":
             return "pong"
-        if (
-            op == "mark"
-        ):  # everything printed so far, then the judge's mark: its reader waits for the mark
+        if op == "mark":
+            # everything printed so far, then the judge's mark: its reader waits for the mark
             for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
                 with contextlib.suppress(Exception):
-                    stream.flush()
+                    if stream is not None:  # sys.__stdout__ is None without a console
+                        stream.flush()
             os.write(2, str(args[0]).encode("utf-8", "replace")[:MARK_BYTES])
             return None
         if op == "reset":

@@ -126,11 +126,11 @@ def _tensors() -> dict[str, dict]:
         "x_strides": _entry(tuple(x.stride()), str(tuple(x.stride()))),
         "y_strides": _entry(tuple(y.stride()), str(tuple(y.stride()))),
         "y_contiguous": _entry(tensors.is_contiguous(tuple(y.shape), tuple(y.stride()))),
-        "y_flat": _entry(tensors.flat_index((1, 3, 2), tuple(y.stride()), y.storage_offset())),
+        "y_flat": _entry(tensors.flat_index((1, 3, 2), tuple(y.stride()), int(y.storage_offset()))),
         "z_shape": _entry(tuple(z.shape), str(tuple(z.shape))),
         "z_strides": _entry(tuple(z.stride()), str(tuple(z.stride()))),
         "z_offset": _entry(z.storage_offset()),
-        "z_flat": _entry(tensors.flat_index((1, 1, 1), tuple(z.stride()), z.storage_offset())),
+        "z_flat": _entry(tensors.flat_index((1, 1, 1), tuple(z.stride()), int(z.storage_offset()))),
         "y_view_ok": _entry(tensors.view_or_copy(y, (2, 12))[1]),
         "y_copy_bytes": _entry(tensors.copy_bytes(lambda t: t.reshape(2, 12), y.float())),
     }

@@ -36,7 +36,7 @@ def test_count_flops_matches_flop_counter_mode_on_bmm_family(seed: int, backward
     """einsum (bmm), baddbmm and addmm are counted like FlopCounterMode counts them, backward included."""
     b, h, q, k, d = random_dims(seed, 5, high=9)
     g = torch.Generator().manual_seed(seed)
-    cases = {
+    cases: dict[str, tuple[Net, *tuple[torch.Tensor, ...]]] = {
         "einsum attention": (
             Net("torch.einsum", before=("bhqd,bhkd->bhqk",)),
             torch.randn(b, h, q, d, generator=g, requires_grad=True),
@@ -155,7 +155,7 @@ def test_matmul_flops_of_empty_matrices_is_zero() -> None:
     assert adapters.run_matmul_flops(0, 5, 7) == 0
     assert adapters.run_matmul_flops(1, 1, 1) == 2
     with pytest.raises(ValueError, match="integer"):
-        adapters.run_matmul_flops(2.5, 3, 4)
+        adapters.run_matmul_flops(2.5, 3, 4)  # type: ignore[arg-type]  # a float, to be refused
 
 
 def test_linear_chain_flops_rejects_a_single_dimension() -> None:

@@ -3,6 +3,8 @@ closures, state_dict round trips and more bad hyperparameters. torch.optim stays
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -302,7 +304,7 @@ def test_optimizer_resumed_in_float64_ends_where_torch_uninterrupted_ends(name):
         )
 
 
-EVEN_MORE_BAD = [
+EVEN_MORE_BAD: list[tuple[str, dict[str, Any], str]] = [
     ("sgd", {"weight_decay": NAN}, r"weight_decay.*=nan"),
     ("adagrad", {"initial_accumulator_value": NAN}, r"initial_accumulator_value.*=nan"),
     ("rmsprop", {"momentum": NAN}, r"momentum.*=nan"),

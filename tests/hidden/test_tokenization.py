@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import random
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -216,10 +217,8 @@ def test_train_bpe_is_five_times_faster_than_a_naive_trainer(tmp_path: Path) -> 
     baseline, ours = [], []
     for corpus in corpora:
         table = dict(pair_table(corpus, specials))
-        baseline.append(timed(lambda table=table: tokenization.recount_pairs(table, recounts))[1])
-        got, seconds = timed(
-            lambda corpus=corpus: adapters.run_train_bpe(corpus, vocab_size, specials)
-        )
+        baseline.append(timed(partial(tokenization.recount_pairs, table, recounts))[1])
+        got, seconds = timed(partial(adapters.run_train_bpe, corpus, vocab_size, specials))
         assert_same_bpe(
             got,
             naive_train_bpe(corpus, vocab_size, specials),
@@ -326,10 +325,10 @@ def test_encode_iterable_with_three_nested_special_tokens_and_pieces_ending_near
     bpe = tokenization.BPE(vocab, [(b"a", b"b"), (b" ", b"ab")], [x, x * 2, x * 3])
     rng = random.Random(seed)
     text = "".join(rng.choice(["ab ", x, x * 2, x * 3, " ab\n", "  ", "'ll"]) for _ in range(6000))
-    cuts, at = [], 0
-    for i in range(
-        len(text)
-    ):  # after each "<|x|>" that is followed by another, shifted by an offset
+    cuts: list[int] = []
+    at = 0
+    # after each "<|x|>" that is followed by another, shifted by an offset
+    for i in range(len(text)):
         if text.startswith(x, i) and text.startswith(x, i + len(x)):
             cut = i + len(x) + offsets[len(cuts) % len(offsets)]
             if cut > at:

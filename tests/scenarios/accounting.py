@@ -115,8 +115,9 @@ def _function(net: Net) -> Callable[..., torch.Tensor]:
     return lambda *tensors: fn(*net.before, *tensors, *net.after)
 
 
-def build(net: Net) -> Callable[..., Any]:
-    """The network (of torch's modules), or the function, ``net`` describes."""
+def build(net: Net) -> Any:
+    """The network (of torch's modules), or the function, ``net`` describes: an ``nn.Module`` or a
+    callable, which the caller knows from ``net.kind``."""
     if net.kind.startswith("torch."):
         return _function(net)
     if net.kind == "chain":
@@ -131,7 +132,8 @@ def build(net: Net) -> Callable[..., Any]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(net.seed)
         if net.kind == "linear":
-            module: nn.Module = nn.Linear(*net.dims, bias=net.bias)
+            d_in, d_out = net.dims
+            module: nn.Module = nn.Linear(d_in, d_out, bias=net.bias)
         elif net.kind == "mlp":
             module = mlp(list(net.dims), ACTIVATIONS[net.activation], net.bias)
         elif net.kind in ACTIVATIONS:
@@ -141,7 +143,8 @@ def build(net: Net) -> Callable[..., Any]:
         elif net.kind == "sequential":
             module = nn.Sequential(*(build(part) for part in net.parts))
         elif net.kind == "Cruncher":
-            return Cruncher(*net.dims, dtype=net.dtype)
+            dim, num_layers = net.dims
+            return Cruncher(dim, num_layers, dtype=net.dtype)
         else:
             raise ValueError(f"unknown kind of Net: {net.kind!r}")
     return module.to(net.dtype)
@@ -207,7 +210,7 @@ def student_flop_counter(
     def outside() -> None:
         model(x).sum().backward()
 
-    shared = counter_cls() if same_counter else None
+    shared: Any = counter_cls() if same_counter else None  # your counter (or None): any type
     if same_counter:
         outside()
     runs = []

@@ -46,9 +46,8 @@ class OneTorchThread:
         self.threads = torch.get_num_threads()
         torch.set_num_threads(1)
 
-    def __exit__(self, *exc_info: object) -> bool:
+    def __exit__(self, *exc_info: object) -> None:
         torch.set_num_threads(self.threads)
-        return False
 
 
 @dataclass(frozen=True)
@@ -289,7 +288,8 @@ def resumed_on_random_batches(
 
     Returns the draws of the steps after the load, and the final model state.
     """
-    where, draws = Where(path, how), []
+    where = Where(path, how)
+    draws: list[list[float]] = []
     with OneTorchThread():
         with global_rngs_seeded(seed):
             model, optimizer = setup.build(0)
@@ -334,9 +334,16 @@ def saving_every_step_on_random_batches(
 CRASHABLE = Setup("SGD", {"lr": 0.1}, "crashable")
 
 
+def build_crashable(seed: int) -> tuple[CrashableModel, torch.optim.Optimizer]:
+    """``CRASHABLE.build(seed)``, its model typed as what it is."""
+    model, optimizer = CRASHABLE.build(seed)
+    assert isinstance(model, CrashableModel)
+    return model, optimizer
+
+
 def crashable_weights(shift: float = 0.0) -> dict[str, torch.Tensor]:
     """The tensors of ``CRASHABLE``'s model from seed 0 with ``shift`` added to its weight."""
-    model, _ = CRASHABLE.build(0)
+    model, _ = build_crashable(0)
     with torch.no_grad():
         model.linear.weight.add_(shift)
     return {k: v for k, v in model.state_dict().items() if isinstance(v, torch.Tensor)}
@@ -350,7 +357,7 @@ def save_crashable(path: Path, iteration: int, *, shift: float = 0.0, crash: boo
     With ``crash`` its state cannot be pickled, so your save fails midway with an OSError
     ("simulated crash ...").
     """
-    model, optimizer = CRASHABLE.build(0)
+    model, optimizer = build_crashable(0)
     with torch.no_grad():
         model.linear.weight.add_(shift)
     model.crash = crash

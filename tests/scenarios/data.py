@@ -213,7 +213,7 @@ def batch_seconds(
     seeds = iter(range(seed, seed + 4 * repeats + 4))
     loop_fn = loop_over_rows if context_length == 1 else loop_over_positions
 
-    def batch(size: int, length: int) -> Callable[[], object]:
+    def batch(size: int, length: int) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
         generator = torch.Generator().manual_seed(next(seeds))
         return lambda: adapters.run_get_batch(dataset, size, length, "cpu", generator)
 
@@ -244,9 +244,9 @@ def batch_seconds(
 
 
 def _status_kb(key: str) -> int:
-    return int(
-        re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M).group(1)
-    )
+    found = re.search(rf"^{key}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    assert found is not None, f"no {key} in /proc/self/status"
+    return int(found.group(1))
 
 
 def reset_peak_rss_kb() -> int | None:

@@ -40,7 +40,8 @@ def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = No
     """Builds a ``Linear(d_in, d_out[, dtype=dtype])`` right after ``torch.manual_seed(seed)``; returns its weight."""
     torch.manual_seed(seed)
     layer = adapters.get_linear_cls()(d_in, d_out, **({} if dtype is None else {"dtype": dtype}))
-    return layer.weight.detach().clone()
+    # nn.Module's __getattr__ types the weight Tensor | Module; a Linear's is a Parameter.
+    return layer.weight.detach().clone()  # type: ignore[operator]
 
 
 @plain_data
@@ -201,7 +202,7 @@ def set_seed_rejecting(seed: object) -> list[str]:
     changed, or, where it raised and changed none, raises its exception again (``[]``: it did nothing)."""
     before = global_rng_states()
     try:
-        adapters.run_set_seed(seed)
+        adapters.run_set_seed(seed)  # type: ignore[arg-type]  # a seed of any type, to be refused
     except Exception:
         if not changed_since(before):
             raise

@@ -221,7 +221,7 @@ def student_loss_scaler(**kwargs: Any) -> Any:
 
 
 def torch_optimizer(
-    name: str, params: list[Tensor], kwargs: dict[str, Any]
+    name: str, params: Sequence[Tensor], kwargs: dict[str, Any]
 ) -> torch.optim.Optimizer:
     """torch's ``OPTIMIZERS[name]`` over ``params`` (not yours: those are graded in part 3)."""
     return OPTIMIZERS[name](params, **kwargs)
@@ -256,8 +256,8 @@ def scaler_run(
         loss = F.mse_loss(model(x.to(run.param_dtype)).float(), y)
         scaler.scale(loss).backward()
         if step in run.inject:
-            layer, name, index, value = run.inject[step]
-            getattr(layers[layer], name).grad[index] = value
+            at, name, index, value = run.inject[step]
+            getattr(layers[at], name).grad[index] = value
         if run.clip is not None:
             i, max_norm = run.clip
             scaler.unscale_(optimizers[i])

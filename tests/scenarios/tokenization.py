@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,7 +143,7 @@ class Stream:
 def stream(
     bpe: BPE,
     pieces: list[str] | Path,
-    stretches: list[int | None] | None = None,
+    stretches: Sequence[int | None] | None = None,
     also_encode: bool = False,
 ) -> Stream:
     """Build your Tokenizer from ``bpe``; feed ``encode_iterable`` the ``pieces`` (or a file's

@@ -60,6 +60,7 @@ def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, di
     """Build your Cruncher (``dim``, ``layers``) and AdamW, load the checkpoint of ``cs336 train`` at
     ``path`` into them with your code; return the iteration it gave and their state dicts."""
     model = adapters.get_cruncher_cls()(dim, layers)
-    optimizer = adapters.get_adamw_cls()(model.parameters(), lr=0.01)
+    # your AdamW takes lr; the adapter's type names only the Optimizer base class
+    optimizer = adapters.get_adamw_cls()(model.parameters(), lr=0.01)  # type: ignore[call-arg]
     iteration = adapters.run_load_checkpoint(path, model, optimizer)
     return iteration, model.state_dict(), optimizer.state_dict()

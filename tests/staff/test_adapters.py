@@ -114,21 +114,30 @@ def argument_names(arg: ast.expr) -> list[str] | None:
         return [arg.id]
     if isinstance(arg, ast.Starred) and isinstance(arg.value, ast.Name):
         return [arg.value.id]
-    if isinstance(arg, ast.Tuple) and all(isinstance(e, ast.Name) for e in arg.elts):
-        return [e.id for e in arg.elts]
+    if isinstance(arg, ast.Tuple):
+        names = [e.id for e in arg.elts if isinstance(e, ast.Name)]
+        if len(names) == len(arg.elts):
+            return names
     return None
+
+
+def name_of(node: ast.expr) -> str:
+    """The identifier of a Name (``argument_names`` has checked that every argument is built of them)."""
+    assert isinstance(node, ast.Name), ast.unparse(node)
+    return node.id
 
 
 FORWARDERS = [n for n in NAMES if single_return_call(ADAPTERS[n]) is not None]
 
 
 @pytest.mark.parametrize("name", FORWARDERS)
-def test_forwarding_adapter_passes_exactly_its_parameters(name):
+def test_forwarding_adapter_passes_exactly_its_parameters(name: str) -> None:
     """A `return f(...)` adapter forwards every parameter, only parameters, under f's own names."""
     import adapters
 
     fn = ADAPTERS[name]
     call = single_return_call(fn)
+    assert call is not None  # FORWARDERS are the adapters that have one
     adapter_sig = inspect.signature(getattr(adapters, name))
     own = set(adapter_sig.parameters)
 
@@ -165,12 +174,12 @@ def test_forwarding_adapter_passes_exactly_its_parameters(name):
     for arg in call.args:
         if isinstance(arg, ast.Starred):
             assert any(p.kind is p.VAR_POSITIONAL for p in callee_sig.parameters.values()), (
-                f"adapters.{name} forwards *{arg.value.id} but {callee_path}{callee_sig} takes no *args"
+                f"adapters.{name} forwards *{name_of(arg.value)} but {callee_path}{callee_sig} takes no *args"
             )
         elif isinstance(arg, ast.Tuple):
-            args.append(tuple(sentinels[e.id] for e in arg.elts))
+            args.append(tuple(sentinels[name_of(e)] for e in arg.elts))
         else:
-            args.append(sentinels[arg.id])
+            args.append(sentinels[name_of(arg)])
     for kw in call.keywords:
         if kw.arg is None:
             # Forwarding **kwargs needs somewhere for them to go: **kwargs or optional keywords.
@@ -179,10 +188,10 @@ def test_forwarding_adapter_passes_exactly_its_parameters(name):
                 or (p.kind is not p.VAR_POSITIONAL and p.default is not p.empty)
                 for p in callee_sig.parameters.values()
             ), (
-                f"adapters.{name} forwards **{kw.value.id} but {callee_path}{callee_sig} takes no optional keywords"
+                f"adapters.{name} forwards **{name_of(kw.value)} but {callee_path}{callee_sig} takes no optional keywords"
             )
         else:
-            kwargs[kw.arg] = sentinels[kw.value.id]
+            kwargs[kw.arg] = sentinels[name_of(kw.value)]
     try:
         bound = callee_sig.bind(*args, **kwargs)
     except TypeError as e:

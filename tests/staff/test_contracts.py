@@ -129,6 +129,13 @@ def record(pattern: str | None, values: str = "", exc=("ValueError", "Exception"
     return RaisesRecord("t::t", pattern, list(exc), "msg", "m:f", "package", values)
 
 
+def problem(rec: RaisesRecord, doc: str) -> str:
+    """What ``check_record`` reports of a record that ``doc`` does not cover."""
+    found = check_record(rec, doc)
+    assert found is not None, f"{rec.pattern!r} passed against {doc!r}"
+    return found
+
+
 def test_raises_entries_are_parsed_with_their_continuation_lines() -> None:
     """Entries start at `Name:` and absorb deeper lines; the section ends at the first line back at its level."""
     assert raises_entries(DOC) == [
@@ -157,12 +164,12 @@ def test_the_checker_demands_the_tests_wording_not_a_synonym() -> None:
     """'non-negative' is stated; '>= 0' would not do; a missing word, type or section is reported."""
     assert check_record(record("non-negative"), DOC) is None
     assert check_record(record("inf or NaN"), DOC) is None
-    assert "'must be >= 0'" in check_record(record("must be >= 0"), DOC)
-    assert "'nan or inf'" in check_record(record("nan or inf"), DOC), (
+    assert "'must be >= 0'" in problem(record("must be >= 0"), DOC)
+    assert "'nan or inf'" in problem(record("nan or inf"), DOC), (
         "a phrase must appear as the test writes it"
     )
-    assert "no TypeError entry" in check_record(record(None, exc=("TypeError", "Exception")), DOC)
-    assert "no Raises: section" in check_record(record("x"), "Just a docstring.")
+    assert "no TypeError entry" in problem(record(None, exc=("TypeError", "Exception")), DOC)
+    assert "no Raises: section" in problem(record("x"), "Just a docstring.")
 
 
 def test_values_of_the_call_are_not_wording() -> None:
@@ -173,14 +180,14 @@ def test_values_of_the_call_are_not_wording() -> None:
         )
         is None
     )
-    assert "'lr'" in check_record(record(r"lr.*nan", values="[tensor] | nan"), DOC)
+    assert "'lr'" in problem(record(r"lr.*nan", values="[tensor] | nan"), DOC)
 
 
 def test_alternations_need_one_branch() -> None:
     """For `dataset|1-D|dimension` one of the words in the entry is enough."""
     doc = "Raises:\n    ValueError: if the dataset is not 1-D.\n"
     assert check_record(record(r"(?i)dataset|1-D|dimension"), doc) is None
-    assert "'shape'" in check_record(record(r"shape|rank"), doc)
+    assert "'shape'" in problem(record(r"shape|rank"), doc)
 
 
 # -- graded or optional ------------------------------------------------------------------------

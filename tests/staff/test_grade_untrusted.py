@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import struct
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -143,7 +144,9 @@ def test_a_worker_file_the_judge_rewrites_becomes_the_judges_input(folders):
     assert (judge / "ckpt.pt").read_bytes() == b"01234"
 
 
-def test_a_call_mirrors_only_the_test_folders_its_arguments_name(folders):
+def test_a_call_mirrors_only_the_test_folders_its_arguments_name(
+    folders: tuple[Path, Path, Mirror],
+) -> None:
     """Paths, strings (in a command line too), memmaps and dataclass fields inside the judge's folder name their
     test folder; anything else names none, so a call without files costs no copying."""
     import dataclasses

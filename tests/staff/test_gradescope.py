@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -135,7 +136,7 @@ def image_path() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def gradescope(tmp_path_factory) -> dict:
+def gradescope(tmp_path_factory) -> Iterator[dict]:
     missing = (
         f"no container stand-in here: {STANDIN}"
         if STANDIN is not None
@@ -169,6 +170,7 @@ def gradescope(tmp_path_factory) -> dict:
             ),
         }
     else:
+        assert UV is not None  # else `missing` skipped this fixture above
         setup_env = {"CS336_AUTOGRADER_UV": UV, "UV_OFFLINE": "1"}
     seconds: dict[str, float] = {}
     try:

@@ -105,7 +105,7 @@ def _program(source: str) -> str:
             and isinstance(body[0], ast.Expr)
             and isinstance(body[0].value, ast.Constant)
         ):
-            node.body = body[1:] or [ast.Pass()]
+            body[:] = body[1:] or [ast.Pass()]  # node.body itself
     return ast.dump(tree)
 
 
@@ -149,6 +149,7 @@ def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_p
     mutants = load_mutants()
     assert applicability(copy, mutants) == []
     for _, m in mutants:
+        assert isinstance(m, Mutant)  # load_mutants types its mutants as object
         assert _program(m.mutate(after[m.file])) == _program(m.mutate(before[m.file])), (
             f"{m.name}: the mutated formatted {m.file} is another program than the mutated reference"
         )

@@ -256,7 +256,8 @@ def test_pyproject_staff_only_entry_without_value_fails_loudly():
 
 
 def test_pyproject_edits_keep_layout_and_handle_multiline_lists_and_emptied_tables():
-    """tomlkit edits: a packages list over several lines loses cs336_staff, a table left empty goes, comments stay."""
+    """tomlkit edits: a packages list over several lines loses cs336_staff, a table left empty (by one
+    entry or by several) goes, comments stay."""
     text = """[project]
 name = "x"  # kept comment
 
@@ -280,6 +281,10 @@ packages = [
 [tool.extra]
 # STAFF-ONLY
 only = 1
+# STAFF-ONLY: a second entry of the same table
+also = [
+    { a = 1 },  # an inline table
+]
 """
     out = handout_pyproject(text)
     data = tomllib.loads(out)

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,7 +93,7 @@ def test_behaviour_check_catches_the_naive_bpe_trainer_where_it_once_shipped(
 
     monkeypatch.setattr(io_recorder, "ROOT", ROOT)
     mini = ROOT / "fixtures/corpora/mini.txt"
-    calls = {
+    calls: dict[str, list[tuple[Any, dict, Any]]] = {
         "run_train_bpe": [
             (
                 io_recorder.plain((mini, 400, ["<|endoftext|>"])),

@@ -86,8 +86,8 @@ def _template(node: ast.expr) -> list | None:
         return list(node.value)
     if isinstance(node, ast.JoinedStr):
         out: list = []
-        for v in node.values:
-            out += [HOLE] if isinstance(v, ast.FormattedValue) else list(v.value)
+        for v in node.values:  # literal parts (Constant) and {}-holes (FormattedValue)
+            out += list(str(v.value)) if isinstance(v, ast.Constant) else [HOLE]
         return out
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _template(node.left), _template(node.right)
@@ -120,7 +120,7 @@ def _templates() -> list[list]:
                 and len(node.args) == 3
                 and isinstance(node.args[2], ast.Constant)
             ):
-                out.append([HOLE, *f" must be {node.args[2].value}, got ", HOLE])
+                out.append([HOLE, *f" must be {node.args[2].value!s}, got ", HOLE])
     return out
 
 
