@@ -41,9 +41,8 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
-        plan = make_plan(
-            ROOT, cache_dir=out / ".cache", warn=lambda m: None
-        )  # collection cached, as in a batch
+        # collection cached, as in a batch
+        plan = make_plan(ROOT, cache_dir=out / ".cache", warn=lambda m: None)
         sub, _ = build_example(ROOT, out / "_example")
         raw, graded = [], []
         for i in range(args.repeats):
@@ -73,9 +72,8 @@ def main() -> None:
             f"raw pytest: {r:.1f} s   cs336 grade (one submission): {g:.1f} s   "
             f"overhead ratio: {g / r:.2f} (target <= 1.5); score {row['score']}/{row['max_score']}"
         )
-        if (
-            args.one_judge_too
-        ):  # the per-call cost alone: every test in one judge, as on a one-core share
+        # the per-call cost alone: every test in one judge, as on a one-core share
+        if args.one_judge_too:
             one = dataclasses.replace(plan, judges=1)
             t = time.perf_counter()
             row = grade_one(sub, "one-judge", out, one, force=True)

@@ -66,9 +66,10 @@ def mirrored(calls: int, files: int) -> tuple[float, float]:
             start = time.perf_counter()
             mirror.push(scopes)
             sync += time.perf_counter() - start
+            # the call
             (worker / "tmp" / "test_something0" / "ckpt.pt").write_bytes(
                 i.to_bytes(8, "little") * 128
-            )  # the call
+            )
             start = time.perf_counter()
             mirror.pull(scopes)
             sync += time.perf_counter() - start

@@ -74,9 +74,8 @@ class Part:
     adapters: list[str] = field(default_factory=list)
     tests: list[str] = field(default_factory=list)  # public test files graded under this part
     hidden_tests: list[str] = field(default_factory=list)
-    used_by: list[str] = field(
-        default_factory=list
-    )  # other parts' public test files that run its code (USED_BY_FILE)
+    # other parts' public test files that run its code (USED_BY_FILE)
+    used_by: list[str] = field(default_factory=list)
 
     @property
     def heading(self) -> str:
@@ -425,9 +424,8 @@ def problems(repo: Path, parts: list[Part] | None = None) -> list[str]:
             out.append(
                 f"part {p.heading} has no public test file graded under it (rubric.toml [[rules]])"
             )
-    out += rules_docs.problems(
-        repo, parts
-    )  # tests/rules.toml: module docstrings state it, the reference obeys it
+    # tests/rules.toml: module docstrings state it, the reference obeys it
+    out += rules_docs.problems(repo, parts)
     readme = repo / "README.md"
     if readme.is_file():
         text = readme.read_text(encoding="utf-8")

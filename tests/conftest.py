@@ -56,9 +56,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     progress.register(config)  # the per-part summary at the end of a run (tests/progress.py)
     not_written.register(config)  # one line for a test that reaches a stub (tests/not_written.py)
-    rules.register(
-        config
-    )  # a line per graded function that reaches a forbidden API, before the summary
+    # a line per graded function that reaches a forbidden API, before the summary
+    rules.register(config)
 
 
 def _capability() -> tuple[int, int] | None:

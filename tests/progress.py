@@ -86,12 +86,10 @@ class Row:
     points: float | None
     outcomes: dict[str, str] = field(default_factory=dict)  # nodeid -> passed | failed | skipped
     weights: dict[str, float] = field(default_factory=dict)
-    fixed: dict[str, float] = field(
-        default_factory=dict
-    )  # tests worth fixed points, outside the budget
-    uncollected: list[str] = field(
-        default_factory=list
-    )  # its public test files that failed to collect
+    # tests worth fixed points, outside the budget
+    fixed: dict[str, float] = field(default_factory=dict)
+    # its public test files that failed to collect
+    uncollected: list[str] = field(default_factory=list)
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes.values() if o == outcome)
@@ -123,9 +121,8 @@ class Progress:
         self.outcomes: dict[str, str] = {}
         self.others: set[str] = set()
         self.uncollected: list[str] = []  # public test files that failed to collect
-        self.exitstatus: int | None = (
-            None  # set once pytest's summary ran; the table comes after it
-        )
+        # set once pytest's summary ran; the table comes after it
+        self.exitstatus: int | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid

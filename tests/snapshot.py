@@ -78,9 +78,8 @@ def snapshot_dir(test_file: Path) -> Path:
     # BEGIN STAFF-ONLY
     import os
 
-    base = Path(
-        os.environ.get("CS336_SNAPSHOT_DIR", base)
-    )  # `cs336 snapshots` writes to a scratch dir
+    # `cs336 snapshots` writes to a scratch dir
+    base = Path(os.environ.get("CS336_SNAPSHOT_DIR", base))
     if rel.parts[0] == "hidden":
         return base / "hidden" / "snapshots" / Path(*rel.parts[1:]).with_suffix("")
     # END STAFF-ONLY

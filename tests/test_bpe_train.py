@@ -355,9 +355,8 @@ def test_train_bpe_is_several_times_faster_than_recounting_after_every_merge(
     measures the trainer, not a cache of an earlier call; the best of each side counts, so a hiccup
     of the machine on either side decides nothing.
     """
-    vocab_size = (
-        600  # enough merges that they, not the one pass of pre-tokenization, decide the time
-    )
+    # enough merges that they, not the one pass of pre-tokenization, decide the time
+    vocab_size = 600
     num_merges = vocab_size - 256 - 1
     recounts = round(num_merges / SPEEDUP)
     warmup, *corpora = fresh_corpora(

@@ -148,9 +148,8 @@ def test_get_batch_puts_x_and_y_on_the_requested_device_also_meta(
 def test_get_batch_windows_are_consecutive_tokens_and_y_is_x_shifted_by_one(generator):
     """Each row of x is dataset[s : s+T] for some start s, and y is dataset[s+1 : s+T+1]."""
     rng = np.random.default_rng(0)
-    dataset = rng.permutation(1000).astype(
-        np.int64
-    )  # distinct values: a token identifies its position
+    # distinct values: a token identifies its position
+    dataset = rng.permutation(1000).astype(np.int64)
     position = np.argsort(dataset)
     context_length = 16
     x, y = adapters.run_get_batch(dataset, 32, context_length, "cpu", generator)
@@ -250,9 +249,8 @@ def test_get_batch_returns_x_and_y_that_share_no_memory(batch_size, context_leng
 
 def test_get_batch_reads_from_a_read_only_memmap(tmp_path, generator):
     """A read-only np.memmap of uint16 tokens works and gives the batch an in-memory array gives."""
-    tokens = (np.arange(5000) * 7919 % 65536).astype(
-        np.uint16
-    )  # values up to 65535: no int16 overflow
+    # values up to 65535: no int16 overflow
+    tokens = (np.arange(5000) * 7919 % 65536).astype(np.uint16)
     path = tmp_path / "tokens.bin"
     tokens.tofile(path)
     memmap = np.memmap(path, dtype=np.uint16, mode="r")

@@ -119,9 +119,8 @@ def test_flat_index_worked_example():
 def test_flat_index_matches_element_addresses_of_random_views(seed):
     """flat_index(i, x.stride(), x.storage_offset()) is where torch actually keeps x[i]."""
     base, x, chain = random_view(seed)
-    last = tuple(
-        n - 1 for n in base.shape
-    )  # a view may hold only position 0: the base's last element is not there
+    # a view may hold only position 0: the base's last element is not there
+    last = tuple(n - 1 for n in base.shape)
     assert adapters.run_flat_index(last, base.stride()) == base.numel() - 1, (
         f"the last element of {tuple(base.shape)}"
     )
@@ -149,9 +148,8 @@ def test_flat_index_rejects_negative_index():
 def test_element_at_matches_indexing_on_random_views(seed):
     """element_at(x, i) equals x[i] (value and dtype) for transposed, sliced and expanded views."""
     base, x, chain = random_view(seed)
-    last = tuple(
-        n - 1 for n in base.shape
-    )  # a view may hold only the value 0: the base's last element is not 0
+    # a view may hold only the value 0: the base's last element is not 0
+    last = tuple(n - 1 for n in base.shape)
     assert torch.equal(adapters.run_element_at(base, last), base[last]), (
         f"the last element of {tuple(base.shape)}"
     )

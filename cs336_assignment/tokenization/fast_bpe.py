@@ -110,9 +110,8 @@ class BatchBPE:
         # A sentinel key above every real one keeps searchsorted's answer a valid index.
         self.keys = np.append(keys[order], np.iinfo(np.int64).max)
         values = np.fromiter(ranks.values(), dtype=dtype, count=len(ranks))[order]
-        self.values = np.append(
-            values, np.asarray(self.no_merge, dtype=dtype)
-        )  # (np.append(x, int) is int64)
+        # (np.append(x, int) is int64)
+        self.values = np.append(values, np.asarray(self.no_merge, dtype=dtype))
         # Ids and first ranks by raw byte (256 = padding): a group starts with table lookups, no search.
         self.raw_ids = np.append(self.byte_ids, np.asarray(self.pad, dtype=dtype))
         raw = np.arange(257)
@@ -191,9 +190,8 @@ class BatchBPE:
                 start = np.arange(0, rows * (width - 1), width - 1)
             # Merge: column col takes the merged id, column col + 1 goes (the rest move left).
             keep = np.ones(rows * width, dtype=bool)
-            keep[start + np.arange(rows) + col + 1] = (
-                False  # row r starts at r * width = start[r] + r
-            )
+            # row r starts at r * width = start[r] + r
+            keep[start + np.arange(rows) + col + 1] = False
             ids = ids.ravel()[keep].reshape(rows, width - 1)
             ids.put(start + col, self.merged_ids.take(best))
             valid = valid - 1
@@ -207,12 +205,10 @@ class BatchBPE:
             # ... except the pairs beside the merge, (col - 1, col) and (col, col + 1), which are new.
             # Clipped to the row, the two columns may coincide: both still hold a new pair.
             left, right = np.maximum(col - 1, 0), np.minimum(col, width - 3)
-            at_ids = np.concatenate(
-                [start + left, start + right]
-            )  # in ids, rows are width - 1 long
-            at_rank = at_ids - np.concatenate(
-                [np.arange(rows), np.arange(rows)]
-            )  # in rank, width - 2
+            # in ids, rows are width - 1 long
+            at_ids = np.concatenate([start + left, start + right])
+            # in rank, width - 2
+            at_rank = at_ids - np.concatenate([np.arange(rows), np.arange(rows)])
             rank.put(at_rank, self.rank_of(ids.take(at_ids), ids.take(at_ids + 1)))
 
 

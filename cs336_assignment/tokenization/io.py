@@ -60,9 +60,8 @@ def bytes_to_string(token: bytes) -> str:
 def string_to_bytes(text: str, where: str = "token") -> bytes:
     """``"Ġhi"`` -> ``b" hi"``; a ValueError for a character that is not in GPT-2's table."""
     try:
-        return text.translate(_TO_LATIN1).encode(
-            "latin-1"
-        )  # the same as bytes(CHAR_TO_BYTE[c] ...), in C
+        # the same as bytes(CHAR_TO_BYTE[c] ...), in C
+        return text.translate(_TO_LATIN1).encode("latin-1")
     except UnicodeEncodeError:
         pass
     try:

@@ -279,9 +279,8 @@ class Tokenizer:
                 ids, rest = self._encode_settled("".join(pieces))
                 yield from ids
                 pieces, size = [rest], len(rest)
-                threshold = (
-                    size + STREAM_BLOCK
-                )  # a long unsettled tail must not make this quadratic
+                # a long unsettled tail must not make this quadratic
+                threshold = size + STREAM_BLOCK
         yield from self.encode("".join(pieces))
         # END SOLUTION
 

@@ -160,9 +160,8 @@ def run(args: argparse.Namespace) -> int:
             args.device not in ("cpu",) and gpu_available(),
         )
         if tier is None and not insecure:
-            insecure = (
-                True  # the staff's own reference is trusted; real submissions are refused instead
-            )
+            # the staff's own reference is trusted; real submissions are refused instead
+            insecure = True
             print(
                 f"no sandbox on this machine ({why}); grading the trusted example without one. Real "
                 "submissions are refused here unless you pass --insecure.",

@@ -188,9 +188,8 @@ def _given_spans(
             mine, given = ast.parse(text), ast.parse(given_text)
         except (SyntaxError, ValueError):
             break
-        if handout.regions[rel] or canonical(mine) == canonical(
-            given
-        ):  # no regions: the whole file or nothing
+        # no regions: the whole file or nothing
+        if handout.regions[rel] or canonical(mine) == canonical(given):
             return _unchanged(mine.body, given.body), drawn
     return [], []
 

@@ -28,9 +28,8 @@ from typing import Any
 
 from cs336_staff.grade.limits import Limits
 
-MESSAGE_CHARS = (
-    Limits.message_chars
-)  # characters of an exception's message, and of its traceback, kept
+# characters of an exception's message, and of its traceback, kept
+MESSAGE_CHARS = Limits.message_chars
 NAME_CHARS = 200  # characters of a type name the worker sends
 
 
@@ -137,9 +136,8 @@ def rebuild_exception(error: dict, chars: int = MESSAGE_CHARS) -> BaseException:
         if candidate is not None:
             base = candidate
             break
-    if (
-        not issubclass(base, Exception) and base is not SystemExit
-    ):  # KeyboardInterrupt would end the judge
+    # KeyboardInterrupt would end the judge
+    if not issubclass(base, Exception) and base is not SystemExit:
         base, message = (
             WorkerError,
             f"{types[0] if types else 'an exception'} raised in the worker: {message}",

@@ -78,9 +78,8 @@ class Plan:
     insecure: bool = False  # grade without bubblewrap (every result says so)
     tier: str = "bubblewrap"  # the isolation tier (sandbox.TIERS); "none" when insecure
     preload: tuple[str, ...] = ()  # imported by each worker before it says ready
-    judges: int = (
-        2  # the most judges one submission's tests are split across, cores permitting (run_judges)
-    )
+    # the most judges one submission's tests are split across, cores permitting (run_judges)
+    judges: int = 2
 
     def runs_here(self, nodeid: str) -> bool:
         return self.device == "all" or self.needs_gpu[nodeid] == (self.device == "gpu")
@@ -91,9 +90,8 @@ class JudgeRun:
     """What one judge run reported (``outcomes``: nodeid -> (outcome, output, duration))."""
 
     outcomes: dict[str, tuple[str, str, float]] = field(default_factory=dict)
-    reached: dict[str, list[str]] = field(
-        default_factory=dict
-    )  # nodeid -> adapters/scenarios it called
+    # nodeid -> adapters/scenarios it called
+    reached: dict[str, list[str]] = field(default_factory=dict)
     collected: dict[str, list[str]] = field(default_factory=dict)
     collect_errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -175,9 +173,8 @@ def run_judge(
         if files is not None:
             stage(root, staff_root, files)
         results = base / "results.jsonl"
-        results.touch(
-            mode=0o600
-        )  # the container tier's worker (another uid) may not read what the judge writes
+        # the container tier's worker (another uid) may not read what the judge writes
+        results.touch(mode=0o600)
         spec = JudgeSpec(
             root=root,
             scratch=scratch,
@@ -243,9 +240,8 @@ def run_judge(
         run = JudgeRun()
         # the judge records its own outcomes (a JSON line per test as it ends: see judge.py)
         env = _judge_env(gpu, threads_per_job(limits, jobs))
-        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(
-            base / "hypothesis"
-        )  # never .hypothesis/ in the staff tree
+        # never .hypothesis/ in the staff tree
+        env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")
         session = PytestJob(
             staff_root,
             args,
@@ -371,9 +367,8 @@ def _read_results(path: Path, run: JudgeRun) -> None:
             run.notes.append(event.get("text", ""))
         elif kind == "finish":
             run.isolation = dict(event.get("isolation", {}))
-            if event.get(
-                PEAK
-            ):  # what grading this submission cost the judge (the bound: limits.py)
+            # what grading this submission cost the judge (the bound: limits.py)
+            if event.get(PEAK):
                 run.isolation[PEAK] = str(int(event[PEAK]))
             run.worker_starts = int(event.get("worker_starts", 0))
             run.worker_crashes = int(event.get("worker_crashes", 0))
@@ -449,9 +444,8 @@ def make_plan(
             )
         tier = chosen
     limits = limits or Limits()
-    slow_imports = ensure_compiled(
-        workers=jobs
-    )  # before any worker starts: each imports torch from bytecode
+    # before any worker starts: each imports torch from bytecode
+    slow_imports = ensure_compiled(workers=jobs)
     if slow_imports:
         warn(f"warning: {slow_imports}")
     collected, errors = collect_expected(staff_root, cache_dir, limits)

@@ -165,12 +165,10 @@ def seed_global_rngs(seed: int) -> None:
     np, torch = sys.modules.get("numpy"), sys.modules.get("torch")
     if np is not None:
         np.random.seed(seed)
-    if (
-        torch is not None
-    ):  # the CPU generator, the one that crosses (torch.manual_seed also queues a lazy
-        torch.default_generator.manual_seed(
-            seed
-        )  # CUDA seeding with a stack trace: ~2 ms per test)
+    if torch is not None:
+        # the CPU generator, the one that crosses (torch.manual_seed also queues a lazy CUDA
+        # seeding with a stack trace: ~2 ms per test)
+        torch.default_generator.manual_seed(seed)
 
 
 class Judge:
@@ -286,9 +284,8 @@ class Judge:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         outcome = yield
         report = outcome.get_result()
-        if (
-            call.excinfo is not None
-        ):  # classify by the exception's type, never by text the worker chose
+        # classify by the exception's type, never by text the worker chose
+        if call.excinfo is not None:
             if call.excinfo.errisinstance((errors.WorkerCrashed, errors.WorkerUnavailable)):
                 report.user_properties.append(("judge_outcome", "crashed"))
             elif call.excinfo.type is pytest.fail.Exception and str(call.excinfo.value).startswith(
@@ -296,9 +293,8 @@ class Judge:
             ):
                 report.user_properties.append(("judge_outcome", "timeout"))
             traceback = _submission_traceback(call.excinfo.value)
-            if (
-                traceback
-            ):  # the submission's frames, shown with the failure (never inside the exception)
+            # the submission's frames, shown with the failure (never inside the exception)
+            if traceback:
                 report.sections.append((f"{WORKER_TRACEBACK} ({call.when})", traceback))
         printed = self.remote.take_output()
         if printed:
@@ -307,9 +303,8 @@ class Judge:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.remote.close()
         fresh = sys.modules.get("tests.fresh")
-        if (
-            fresh is not None and fresh.run_seed.cache_info().currsize
-        ):  # a speed test drew its inputs
+        # a speed test drew its inputs
+        if fresh is not None and fresh.run_seed.cache_info().currsize:
             self._emit({"event": "note", "text": f"the speed tests' {fresh.replay_hint()}"})
         self._emit(
             {
@@ -368,9 +363,8 @@ def split_spec(config: pytest.Config) -> JudgeSpec:
     ensure_compiled()  # each worker then imports torch from bytecode (bytecode.py)
     tier = split_tier(staff, insecure)
     base = Path(tempfile.mkdtemp(prefix="cs336-split-"))
-    base.chmod(
-        0o711 if tier == "container" else 0o700
-    )  # the container tier's worker (another uid) passes through
+    # the container tier's worker (another uid) passes through
+    base.chmod(0o711 if tier == "container" else 0o700)
     root, scratch = base / "root", base / "scratch"
     root.mkdir()
     scratch.mkdir()
@@ -380,9 +374,8 @@ def split_spec(config: pytest.Config) -> JudgeSpec:
         if "__pycache__" not in p.parts
     }
     stage(root, staff, files)
-    config.option.basetemp = str(
-        basetemp(scratch)
-    )  # inside the judge's folder, which the worker sees a copy of
+    # inside the judge's folder, which the worker sees a copy of
+    config.option.basetemp = str(basetemp(scratch))
     return JudgeSpec(
         root=root,
         scratch=scratch,

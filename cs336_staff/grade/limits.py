@@ -67,18 +67,14 @@ class Limits:
     disk_bytes: int = 2 * GiB  # /tmp + /dev/shm tmpfs, and the scratch folder
     file_bytes: int = 1 * GiB  # RLIMIT_FSIZE: the largest single file
     reply_bytes: int = 512 * MiB  # the largest reply frame the judge reads from the worker
-    tree_bytes: int = (
-        64 * MiB
-    )  # the largest JSON part of a reply (strings, numbers, lists; blobs apart)
-    value_bytes: int = (
-        512 * MiB
-    )  # the largest tensor/array the judge rebuilds (element count x element size)
-    message_chars: int = (
-        16_000  # characters of a worker exception's message (and of its traceback) kept
-    )
-    output_file_bytes: int = (
-        256 * MiB
-    )  # the largest file the worker writes that the judge copies back
+    # the largest JSON part of a reply (strings, numbers, lists; blobs apart)
+    tree_bytes: int = 64 * MiB
+    # the largest tensor/array the judge rebuilds (element count x element size)
+    value_bytes: int = 512 * MiB
+    # characters of a worker exception's message (and of its traceback) kept
+    message_chars: int = 16_000
+    # the largest file the worker writes that the judge copies back
+    output_file_bytes: int = 256 * MiB
     output_entries: int = 5_000  # files and folders the judge mirrors between itself and the worker
     threads: int | None = None  # OMP/MKL threads (default: cores / jobs)
     test_timeout: float = 120.0  # seconds per test (the judge's pytest-timeout)
@@ -240,9 +236,8 @@ class Watchdog:
     ) -> None:
         self.pid, self.limits, self.scratch, self.cgroup = pid, limits, scratch, cgroup
         self.uid = uid  # container tier: the tree is every process of this uid
-        self.owner = (
-            uid if owner is None else owner
-        )  # container tier: the disk used is the files of this uid
+        # container tier: the disk used is the files of this uid
+        self.owner = uid if owner is None else owner
         self.verdict: str | None = None
         self.disk_breach = False  # killed for what it wrote (the container tier then deletes it)
         self._stop = threading.Event()
@@ -272,9 +267,8 @@ class Watchdog:
             return []
         if self.uid is not None:
             return uid_pids(self.uid)
-        if (
-            self._ns is None
-        ):  # the pid namespace of the sandbox: that of bwrap's child (or the worker itself)
+        # the pid namespace of the sandbox: that of bwrap's child (or the worker itself)
+        if self._ns is None:
             kids = []
             with contextlib.suppress(psutil.Error):
                 kids = [str(c.pid) for c in psutil.Process(self.pid).children()]

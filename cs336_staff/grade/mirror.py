@@ -269,15 +269,12 @@ class Mirror:
     file_bytes: int
     entries: int
     exchange: bool = False
-    _judge_id: tuple[int, int] | None = field(
-        default=None, init=False, repr=False
-    )  # the judge's folder (dev, inode)
-    judge_files: dict[str, tuple[Stamp, Stamp]] = field(
-        default_factory=dict
-    )  # rel -> (J stamp, W stamp) at push
-    worker_files: dict[str, tuple[Stamp, Stamp]] = field(
-        default_factory=dict
-    )  # rel -> (W stamp, J stamp) at pull
+    # the judge's folder (dev, inode)
+    _judge_id: tuple[int, int] | None = field(default=None, init=False, repr=False)
+    # rel -> (J stamp, W stamp) at push
+    judge_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)
+    # rel -> (W stamp, J stamp) at pull
+    worker_files: dict[str, tuple[Stamp, Stamp]] = field(default_factory=dict)
     refused: set[tuple[str, Stamp]] = field(default_factory=set)  # reported once each
 
     def scopes(self, values: Any) -> list[str]:
@@ -304,9 +301,8 @@ class Mirror:
             else:
                 text = _path_text(value)
                 if text is not None and prefix in text:
-                    rel = text[
-                        text.index(prefix) + len(prefix) :
-                    ]  # also "--checkpoint=/path/..." in a command line
+                    # also "--checkpoint=/path/..." in a command line
+                    rel = text[text.index(prefix) + len(prefix) :]
                     parts = [p for p in rel.split("/") if p and p not in (".", "..")][:2]
                     if parts:
                         found.add("/".join(parts))

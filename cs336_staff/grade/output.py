@@ -11,9 +11,8 @@ import threading
 from typing import Any
 
 OUTPUT_PER_TEST = 8000  # characters of worker output shown per test (head and tail)
-PRINTED_CHARS = (
-    1 << 20
-)  # characters of worker output kept between two takes (head and tail): a test reads them
+# characters of worker output kept between two takes (head and tail): a test reads them
+PRINTED_CHARS = 1 << 20
 CONSOLE_LIMIT = 64 << 10  # characters of worker output kept for the whole run (head and tail)
 
 
@@ -21,9 +20,8 @@ class OutputTap:
     """Reads the worker's stderr (its stdout too) in a thread; keeps a bounded copy per test and per run."""
 
     def __init__(self, stream: Any) -> None:
-        self._lock = (
-            threading.Condition()
-        )  # notified whenever output arrives (``take_through`` waits on it)
+        # notified whenever output arrives (``take_through`` waits on it)
+        self._lock = threading.Condition()
         self._test: list[str] = []
         self._test_size = 0
         self._test_dropped = 0

@@ -43,9 +43,8 @@ from cs336_staff.worker import channel, codec
 REPLY_LIMIT = Limits.reply_bytes  # bytes in one reply: a flood cannot grow the judge past this
 NOT_PLAIN_CHARS = 2000  # characters of the worker's explanation of a result that is not plain data
 MARK_WAIT = 10.0  # seconds the judge waits for the worker's output mark to come through its reader
-KILL_POLL = (
-    0.01  # seconds between the judge's looks for the moment to kill a worker (``call_killed``)
-)
+# seconds between the judge's looks for the moment to kill a worker (``call_killed``)
+KILL_POLL = 0.01
 
 
 @dataclass
@@ -59,9 +58,8 @@ class WorkerProcess:
     isolation: dict[str, str] = field(default_factory=dict)
     cleanup: Callable[[], None] | None = None  # e.g. stop a resource watchdog
     verdict: Callable[[], str | None] | None = None  # why it was killed, if a watchdog did it
-    before_request: Callable[[], None] | None = (
-        None  # e.g. hand the scratch folder to the worker's uid
-    )
+    # e.g. hand the scratch folder to the worker's uid
+    before_request: Callable[[], None] | None = None
     #: After each test: check now a limit that a poll may miss (the container tier's disk); why it was killed, if it was.
     settle: Callable[[], str | None] | None = None
 
@@ -89,9 +87,8 @@ def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
         return verdict
     if code is None:
         return "it stopped answering"
-    signum = (
-        -code if code < 0 else code - 128 if 128 < code < 160 else None
-    )  # bwrap reports 128 + signal
+    # bwrap reports 128 + signal
+    signum = -code if code < 0 else code - 128 if 128 < code < 160 else None
     if signum is not None:
         try:
             name = signal.Signals(signum).name
@@ -122,14 +119,12 @@ class Remote:
             startup_timeout,
             reply_limit,
         )
-        self.value_limit = (
-            value_limit  # the largest tensor/array a reply may claim (codec.check_value_size)
-        )
+        # the largest tensor/array a reply may claim (codec.check_value_size)
+        self.value_limit = value_limit
         self.message_chars = message_chars
         self.tree_limit = tree_limit  # the largest JSON part of a reply (channel.tree_size_problem)
-        self.mirror: Mirror | None = (
-            mirror  # the judge's scratch and the worker's copy of it, synced per call
-        )
+        # the judge's scratch and the worker's copy of it, synced per call
+        self.mirror: Mirror | None = mirror
         self.worker: WorkerProcess | None = None
         self.starts = 0
         self.crashes = 0  # workers that ended badly (crash, timeout, unusable reply)
@@ -252,9 +247,8 @@ class Remote:
         where = os.path.abspath(path)
         if self.mirror is not None:
             root = str(self.mirror.judge)
-            if where.startswith(
-                root + os.sep
-            ):  # container tier: mid-call the worker's copy is at the judge's path
+            # container tier: mid-call the worker's copy is at the judge's path
+            if where.startswith(root + os.sep):
                 where = os.path.join(self.mirror.worker_now(), where[len(root) + 1 :])
         try:
             st = os.lstat(where)
@@ -437,9 +431,8 @@ class Remote:
                 target = encoder.storage_objects[index]
                 flat = codec.storage_as_bytes_tensor(target)
                 flat.copy_(codec.bytes_tensor(decoder.blobs[data]).to(flat.device))
-            for index, data in reply.get(
-                "generators", []
-            ):  # an argument generator the call drew from
+            # an argument generator the call drew from
+            for index, data in reply.get("generators", []):
                 encoder.generators[index].set_state(codec.bytes_tensor(decoder.blobs[data]))
         except Exception as e:  # a malformed reply is the worker's failure, never the judge's
             self.restart()

@@ -368,16 +368,14 @@ def _start_as_own_uid(
     and swapped in at the judge's path by ``mirror``; the judge's folder and ``private`` (the
     judge's own temporary files) are the judge's alone; its home is a folder of its own."""
     global _judge_group
-    if (
-        _judge_group is None
-    ):  # one group per judge: its workers may read the staged submission, no one else
+    # one group per judge: its workers may read the staged submission, no one else
+    if _judge_group is None:
         _judge_group = container.Claim.take()
     gid = _judge_group.uid
     claim = container.Claim.take()
     container.share_read_only(spec.root, gid)
-    spec.scratch.chmod(
-        0o711
-    )  # the worker passes through to its copy by name; it can rename nothing here
+    # the worker passes through to its copy by name; it can rename nothing here
+    spec.scratch.chmod(0o711)
     for own in (private, mirror.judge if not mirror.swapped else mirror.worker):
         own.chmod(0o700)  # the judge's alone
     home = spec.scratch / f"home-{claim.uid}"

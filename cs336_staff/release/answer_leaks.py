@@ -56,9 +56,8 @@ def numbers(text: str) -> list[tuple[float, int, str]]:
             continue
         mantissa = re.split(r"[eE]", plain)[0].replace(".", "").lstrip("0")
         if "." not in plain.split("e")[0].split("E")[0]:
-            mantissa = mantissa.rstrip(
-                "0"
-            )  # 140 or 40B: trailing zeros of a whole number are not digits
+            # 140 or 40B: trailing zeros of a whole number are not digits
+            mantissa = mantissa.rstrip("0")
         out.append((value, max(1, len(mantissa)), m.group(0)))
     return out
 

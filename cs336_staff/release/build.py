@@ -94,9 +94,8 @@ def _staff_only_entries(
             elif marker is not None:
                 marker.append(item)
             continue
-        if marker is not None and (
-            key is None or isinstance(item, Table)
-        ):  # a blank line or a table header
+        # a blank line or a table header
+        if marker is not None and (key is None or isinstance(item, Table)):
             line = next(
                 i
                 for i, ln in enumerate(text.splitlines(), 1)

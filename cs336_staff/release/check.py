@@ -395,9 +395,8 @@ def check(
         stub_tree, ref_tree = scratch / "stubs", scratch / "reference"
         copy_tree(handout.root, stub_tree)
         copy_tree(handout.root, ref_tree)
-        recording_env = behaviour.prepare_reference_tree(
-            ref_tree
-        )  # records the adapters' calls for the behaviour check
+        # records the adapters' calls for the behaviour check
+        recording_env = behaviour.prepare_reference_tree(ref_tree)
         # Drop the reference modules in, file by file, with the staff-only ones the handout left out
         # (the reference may use them, e.g. its numpy fast path for BPE encoding).
         for rel in [*handout.files, *handout.left_out]:
@@ -407,9 +406,8 @@ def check(
         shards = max(1, min(4, os.cpu_count() or 1))
         threads = {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // (shards + 1)))}
         with WarmPool() if pool is None else nullcontext(pool) as warm:
-            stub_job = warm.submit(
-                stub_tree, [], hide=hide, env=threads
-            )  # as students run it: its output is checked
+            # as students run it: its output is checked
+            stub_job = warm.submit(stub_tree, [], hide=hide, env=threads)
             # the reference run is the long one: split it across the cores (every child collects
             # everything, then keeps every n-th test), so it does not run on one core at the end
             recordings = [scratch / f"io-{k}.pt" for k in range(shards)]

@@ -41,9 +41,8 @@ def plain(x):
         if x.numel() > MAX_ELEMENTS or x.device.type != "cpu" or type(x) is not torch.Tensor:
             raise _Skip
         # raw bytes, not a pickled tensor: pickled storages go through torch's legacy loader
-        flat = torch.empty(x.numel(), dtype=x.dtype).copy_(
-            x.detach().reshape(-1)
-        )  # stride 1, whatever x's strides
+        # stride 1, whatever x's strides
+        flat = torch.empty(x.numel(), dtype=x.dtype).copy_(x.detach().reshape(-1))
         data = flat.view(torch.uint8).numpy().tobytes()
         return ("__tensor__", str(x.dtype).removeprefix("torch."), tuple(x.shape), data)
     if np is not None and isinstance(x, np.ndarray):

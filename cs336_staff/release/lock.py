@@ -24,9 +24,8 @@ from collections.abc import Iterable
 
 import tomlkit
 
-Key = tuple[
-    str, str | None
-]  # (name, version): version only where the lock needs it to disambiguate
+# (name, version): version only where the lock needs it to disambiguate
+Key = tuple[str, str | None]
 
 
 def _ref(dep: dict) -> Key:

@@ -23,9 +23,8 @@ from tests.not_written import NOT_WRITTEN
 MAX_LINES = 5000
 
 TABLE_TITLE = "public progress by part (points)"
-_SECTION = re.compile(
-    r"^_+ (.*[^_ ].*?) _+$"
-)  # "____ test_a ____", or "_ test_a _" when its name is long
+# "____ test_a ____", or "_ test_a _" when its name is long
+_SECTION = re.compile(r"^_+ (.*[^_ ].*?) _+$")
 _BANNER = re.compile(r"^={3,} (.+?) ={3,}$")
 
 

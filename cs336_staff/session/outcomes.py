@@ -147,9 +147,8 @@ class Recorder:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
-        exc = (
-            call.excinfo.value if call.excinfo is not None else None
-        )  # the exception itself: only here
+        # the exception itself: only here
+        exc = call.excinfo.value if call.excinfo is not None else None
         self._phases.setdefault(report.nodeid, []).append(
             {"report": report, "exc": exc, "markers": sorted({m.name for m in item.iter_markers()})}
         )

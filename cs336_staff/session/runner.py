@@ -68,9 +68,8 @@ class PytestRun:
     deselected: list[str]
     tests: dict[str, Outcome]
     output: str
-    foreign_modules: list[str] = field(
-        default_factory=list
-    )  # tested modules imported from outside the tree
+    # tested modules imported from outside the tree
+    foreign_modules: list[str] = field(default_factory=list)
     seconds: float = 0.0
     timed_out: bool = False  # stopped at its timeout (its return code is then KILLED)
 

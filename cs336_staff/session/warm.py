@@ -99,9 +99,8 @@ def warm_up() -> list[str]:
         except Exception as e:  # noqa: BLE001 (an optional library may be missing or broken)
             failed.append(f"{name}: {type(e).__name__}: {e}")
     try:
-        for ep in importlib.metadata.entry_points(
-            group="pytest11"
-        ):  # pytest's plugins (hypothesis, timeout, ...)
+        # pytest's plugins (hypothesis, timeout, ...)
+        for ep in importlib.metadata.entry_points(group="pytest11"):
             try:
                 ep.load()
             except Exception as e:  # noqa: BLE001
@@ -116,9 +115,8 @@ def warm_up() -> list[str]:
     # region hangs in its first one. So the server stays single-threaded, and each child sets its own.
     os.environ.setdefault("CS336_WARM_THREADS", str(torch.get_num_threads()))
     torch.set_num_threads(1)
-    rng = (
-        torch.random.get_rng_state()
-    )  # restored below: a child starts where a fresh process starts
+    # restored below: a child starts where a fresh process starts
+    rng = torch.random.get_rng_state()
 
     steps = [
         lambda: importlib.import_module("torch._dynamo"),
@@ -262,9 +260,8 @@ def _start(job: dict) -> int:
     pid = os.fork()
     if pid:
         try:
-            os.setpgid(
-                pid, pid
-            )  # the child does it too; whichever runs first, a kill finds the group
+            # the child does it too; whichever runs first, a kill finds the group
+            os.setpgid(pid, pid)
         except OSError:
             pass
         return pid
@@ -390,9 +387,8 @@ class WarmPool:
         }
         if light:
             env["CS336_WARM_LIGHT"] = "1"
-        self._err = (
-            self._dir / "server-stderr.txt"
-        )  # a file, not a pipe: a chatty import cannot block the server
+        # a file, not a pipe: a chatty import cannot block the server
+        self._err = self._dir / "server-stderr.txt"
         with open(self._err, "wb") as err:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "cs336_staff.session.warm"],
@@ -525,8 +521,7 @@ class WarmPool:
 
 
 if __name__ == "__main__":
-    here = os.path.realpath(
-        os.getcwd()
-    )  # ``-m`` put the server's scratch cwd first on the path: no use to anyone
+    # ``-m`` put the server's scratch cwd first on the path: no use to anyone
+    here = os.path.realpath(os.getcwd())
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != here]
     serve()

@@ -110,9 +110,8 @@ def receive(
     if length > limit:
         raise ChannelError(f"a message of {length} bytes exceeds the limit of {limit} bytes")
     message, blobs, problem = _parse(_read_exactly(fd, length, deadline), tree_limit)
-    if (
-        problem is not None
-    ):  # raised here, where no local holds the frame: a kept exception keeps no megabytes
+    # raised here, where no local holds the frame: a kept exception keeps no megabytes
+    if problem is not None:
         raise ChannelError(problem)
     return message, blobs
 
@@ -144,9 +143,8 @@ def _parse(payload: bytes, tree_limit: int | None) -> tuple[dict, list[memoryvie
         parts.append(view[start : start + size])
         start += size
     try:
-        message = json.loads(
-            str(parts[0], "utf-8")
-        )  # the writer's json.dumps is ASCII: no encoding to detect
+        # the writer's json.dumps is ASCII: no encoding to detect
+        message = json.loads(str(parts[0], "utf-8"))
     except Exception as e:  # not UTF-8, not JSON, nested too deep
         return {}, [], f"malformed message: {type(e).__name__}: {str(e)[:200]}"
     if not isinstance(message, dict):

@@ -66,9 +66,8 @@ class _Lazy:
         real = importlib.import_module(self._name)
         globals()[self._name if self._name != "numpy" else "np"] = real
         value = getattr(real, attr)
-        self.__dict__[attr] = (
-            value  # modules that imported this stand-in (bound.py) find it directly next time
-        )
+        # modules that imported this stand-in (bound.py) find it directly next time
+        self.__dict__[attr] = value
         return value
 
 
@@ -543,9 +542,8 @@ class Decoder:
         raise CodecError(f"unknown tag {tag!r}")
 
     def _tensor(self, tree: dict) -> torch.Tensor:
-        check_value_size(
-            tree["shape"], dtype_size(tree["dtype"]), self.max_value_bytes
-        )  # before torch is imported
+        # before torch is imported
+        check_value_size(tree["shape"], dtype_size(tree["dtype"]), self.max_value_bytes)
         dtype = _dtype(tree["dtype"])
         shape, stride, offset = tuple(tree["shape"]), tuple(tree["stride"]), int(tree["offset"])
         if tree["device"] == "meta":

@@ -166,9 +166,8 @@ class Worker:
         """Run one request and send its reply."""
         decoder = self.codec.Decoder(msg.get("storages", []), blobs)
         try:
-            if (
-                msg.get("op") == "call"
-            ):  # import a driver's module first: it registers its @plain_data classes
+            # import a driver's module first: it registers its @plain_data classes
+            if msg.get("op") == "call":
                 self.resolve(str(msg["target"]))
             args = decoder.decode(msg.get("args", []))
             kwargs = decoder.decode(msg.get("kwargs", {"$": "dict", "items": []}))

@@ -49,9 +49,8 @@ def test_get_batch_starts_are_uniform_over_valid_positions_for_other_sizes(
 )
 def test_get_batch_preserves_token_ids_of_every_integer_dtype(dtype, high):
     """Token ids come back exactly as int64, including the largest value of the dataset's dtype."""
-    dataset = np.array(
-        [0, 1, 2, high, 4, 5, 6, 7], dtype=dtype
-    )  # T = 6: starts 0 or 1, both see `high`
+    # T = 6: starts 0 or 1, both see `high`
+    dataset = np.array([0, 1, 2, high, 4, 5, 6, 7], dtype=dtype)
     x, y = adapters.run_get_batch(dataset, 16, 6, "cpu", torch.Generator().manual_seed(0))
     assert x.dtype == torch.int64 and y.dtype == torch.int64, (
         f"dtypes {x.dtype}, {y.dtype}; expected int64"

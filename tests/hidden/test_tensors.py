@@ -521,9 +521,8 @@ def test_attention_scores_have_unit_variance_for_unit_variance_inputs():
     g = torch.Generator().manual_seed(5)
     q, k = torch.randn(4, 64, 256, generator=g), torch.randn(4, 64, 256, generator=g)
     scores = adapters.run_attention_scores(q, k)
-    torch.testing.assert_close(
-        scores, q @ k.transpose(-1, -2) / 16, rtol=1e-4, atol=1e-4
-    )  # q k^T / sqrt(256)
+    # q k^T / sqrt(256)
+    torch.testing.assert_close(scores, q @ k.transpose(-1, -2) / 16, rtol=1e-4, atol=1e-4)
     var = scores.var().item()
     assert 0.85 < var < 1.15, (
         f"score variance {var:.3f}; with 1/sqrt(d) it is ~1, without it ~d, with 1/d ~1/d"

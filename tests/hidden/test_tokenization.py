@@ -308,9 +308,8 @@ def test_character_and_byte_tokenizers_round_trip_odd_text(text: str) -> None:
         assert encoded.decoded == text, f"the {kind} tokenizer does not round-trip {text!r}"
 
 
-@settings(
-    max_examples=8, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate]
-)  # no shrinking: ~60 KB per example
+# no shrinking: ~60 KB per example
+@settings(max_examples=8, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(
     seed=st.integers(0, 2**16),
     offsets=st.lists(st.integers(-3, 3), min_size=1, max_size=5),

@@ -13,15 +13,13 @@ def test_a_package_folder_is_compiled_once_then_left_alone(tmp_path):
     compiles nothing; installing a new package (the folder changes) compiles again."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("X = 1\n")
-    (tmp_path / "broken.py").write_text(
-        "print 'python 2'\n"
-    )  # a package's broken file stops nothing
+    # a package's broken file stops nothing
+    (tmp_path / "broken.py").write_text("print 'python 2'\n")
     assert ensure_compiled([tmp_path]) == ""
     assert list((tmp_path / "pkg" / "__pycache__").glob("__init__.*.pyc"))
     assert (tmp_path / STAMP).exists()
-    (tmp_path / "pkg" / "__pycache__").rename(
-        tmp_path / "pkg" / "gone"
-    )  # the top folder itself unchanged
+    # the top folder itself unchanged
+    (tmp_path / "pkg" / "__pycache__").rename(tmp_path / "pkg" / "gone")
     ensure_compiled([tmp_path])
     assert not (tmp_path / "pkg" / "__pycache__").exists(), "a stamped folder is not compiled again"
     (tmp_path / "new.py").write_text("Y = 2\n")

@@ -95,9 +95,8 @@ def test_every_error_a_test_matches_is_stated_in_the_raises_section(records) -> 
     )
     problems = set()
     for r in records:
-        if (
-            r.raised_in == "tests"
-        ):  # the test's own code raised it (a simulated crash): no wording demanded
+        # the test's own code raised it (a simulated crash): no wording demanded
+        if r.raised_in == "tests":
             continue
         assert r.target, (
             f"{r.test}: {r.exception[0]} raised outside cs336_assignment/ ({r.message[:100]!r})"

@@ -52,9 +52,8 @@ def test_every_repository_path_named_in_docs_and_comments_exists():
             continue
         for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             for ref in PATH.findall(line):
-                illustrative = any(
-                    part.endswith(".py") for part in ref.split("/")[:-1]
-                )  # a.py/b.py
+                # a.py/b.py
+                illustrative = any(part.endswith(".py") for part in ref.split("/")[:-1])
                 if (
                     "*" in ref
                     or "<" in ref

@@ -19,9 +19,8 @@ from cs336_staff.grade.sandbox import probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
 pytestmark = pytest.mark.staff
-INSECURE = (
-    probe(False) is not None
-)  # no bubblewrap here: grade the synthetic submissions without it
+# no bubblewrap here: grade the synthetic submissions without it
+INSECURE = probe(False) is not None
 FULL, BOB, TOTAL = (
     11.5,
     8.5,
@@ -213,18 +212,18 @@ def test_visible_and_hidden_tests_run_in_two_judges_at_once_where_two_cores_are_
     if INSECURE:  # the two judges need workers that cannot reach each other (grader.PARALLEL_TIERS)
         monkeypatch.setattr(grader, "PARALLEL_TIERS", frozenset({"none"}))
     out = tmp_path / "out"
-    row = grader.grade_one(
-        _sorted(repo["subs"])[1], "bob", out, repo["plan"], force=True
-    )  # bob loses visible and hidden points
+    # bob loses visible and hidden points
+    row = grader.grade_one(_sorted(repo["subs"])[1], "bob", out, repo["plan"], force=True)
     assert row["score"] == BOB
     result = load(out / "bob")
     ran = [t for t in result.tests if t.outcome in ("passed", "failed")]
     assert {t.nodeid.startswith("tests/hidden/") for t in ran} == {True, False}, result.summary()
     console = (out / "bob" / "console.txt").read_text()
     assert ("judge 2 of 2" in console) == (cores == 2), console[-2000:]
+    # a summary per judge
     assert len(re.findall(r"^\d+ (?:passed|failed)\b.* in [\d.]+s", console, re.M)) == cores, (
         console[-2000:]
-    )  # a summary per judge
+    )
     plan = repo["plan"]
     files = read_submission(
         _sorted(repo["subs"])[1], staff_adapters=plan.staff_root / "adapters.py"

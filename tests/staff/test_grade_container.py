@@ -213,9 +213,8 @@ def test_the_stamp_a_kill_waits_on_is_the_workers_copy_at_rest_and_mid_call(tmp_
     assert at_rest is not None
     mirror.push(["tmp"])  # a call begins: nothing changed, so nothing was copied
     assert mirror.swapped and remote.worker_path_stamp(judge / "tmp" / "ckpt.pt") == at_rest
-    (judge / "tmp" / "ckpt.pt").write_bytes(
-        b"iteration 35, saved by the worker"
-    )  # the worker's copy, mid-call
+    # the worker's copy, mid-call
+    (judge / "tmp" / "ckpt.pt").write_bytes(b"iteration 35, saved by the worker")
     assert remote.worker_path_stamp(judge / "tmp" / "ckpt.pt") != at_rest
     mirror.pull(["tmp"])
 

@@ -229,9 +229,8 @@ def _forged(self, value, depth=0):
     return _encode(self, value, depth)
 _codec.Encoder.encode = _forged
 """
-STRIDE_ZERO = calc_with(
-    prefix="SHAPE = [3 << 29]" + TENSOR_REPLY, mul="return Claim(a * b)"
-)  # 1.5 Gi elements
+# 1.5 Gi elements
+STRIDE_ZERO = calc_with(prefix="SHAPE = [3 << 29]" + TENSOR_REPLY, mul="return Claim(a * b)")
 SPARSE_FILE = calc_with(save_sum="""open(path, "wb").truncate(60 << 20)""")
 HUGE_MESSAGES = calc_with(
     prefix="""
@@ -324,9 +323,8 @@ DELEGATE = calc_with(
     scale_file="return [_product((k, int(x))) for x in open(path).read().split()]",
 )
 # -- crashes and hangs ----------------------------------------------------------------------------
-SEGFAULT = calc_with(
-    prefix="import faulthandler", mul="return faulthandler._sigsegv()"
-)  # a real one, no ctypes
+# a real one, no ctypes
+SEGFAULT = calc_with(prefix="import faulthandler", mul="return faulthandler._sigsegv()")
 SWALLOW = calc_with(
     mul="""
     while True:
@@ -446,14 +444,12 @@ LIMITS = Limits(
 def graded(request, tmp_path_factory) -> Iterator[dict]:
     tier = request.param
     tmp = tmp_path_factory.mktemp(f"hostile-{tier}")
-    host_dir = Path(
-        f"/tmp/{MARK}-host-{tier}"
-    )  # a host folder an attack points the judge's basetemp at
+    # a host folder an attack points the judge's basetemp at
+    host_dir = Path(f"/tmp/{MARK}-host-{tier}")
     host_dir.mkdir()
     request.addfinalizer(lambda: shutil.rmtree(host_dir, ignore_errors=True))
-    if (
-        tier == "container"
-    ):  # as run_autograder lays it out: enterable folders, the tree locked down
+    # as run_autograder lays it out: enterable folders, the tree locked down
+    if tier == "container":
         outside = Path(tempfile.mkdtemp(prefix="cs336-hostile-"))
         request.addfinalizer(lambda: shutil.rmtree(outside, ignore_errors=True))
         outside.chmod(0o711)
@@ -471,9 +467,8 @@ def graded(request, tmp_path_factory) -> Iterator[dict]:
     paths.append(subs / "corrupt.zip")
     paths.append(odd_directory_upload(subs / "odd_names_dir"))
     out = tmp / "out"
-    if (
-        tier == "container"
-    ):  # graded by a process of its own, as root in a container without user namespaces
+    # graded by a process of its own, as root in a container without user namespaces
+    if tier == "container":
         spec = {
             "root": str(root),
             "paths": [str(p) for p in paths],
@@ -620,9 +615,8 @@ def test_writing_past_the_disk_limit_fails_that_test_only(graded):
     else:
         assert t.outcome == "crashed" and "scratch folder" in t.output, t.output[-800:]
     lost = ["test_mul_matches_python", "test_mul_matches_the_hidden_fixture"]
-    if (
-        graded["tier"] == "bubblewrap"
-    ):  # its flood stays in its own (full) copy of the scratch folder; the judge's has its own tmpfs
+    # its flood stays in its own (full) copy of the scratch folder; the judge's has its own tmpfs
+    if graded["tier"] == "bubblewrap":
         lost += ["test_scale_file_of_a_file_the_test_wrote", "test_sum_saved_to_a_file_reads_back"]
         assert "No space left" in one(r, "test_sum_saved_to_a_file_reads_back").output, explain(r)
     assert r.score == full(r) - points(r, *lost), explain(r)
@@ -789,9 +783,8 @@ def test_megabyte_exception_messages_on_every_call_are_refused_unparsed(graded):
     """6 MB messages from every call (the worker's own cut undone), against a 1 MiB cap on a reply's JSON part:
     each call fails saying so, before the judge parses the text; each test's output stays small."""
     r = result(graded, "huge_messages")
-    correct = [
-        t for t in r.tests if t.nodeid.startswith("tests/test_mean.py")
-    ]  # RunningMean and feed raise nothing
+    # RunningMean and feed raise nothing
+    correct = [t for t in r.tests if t.nodeid.startswith("tests/test_mean.py")]
     ran = [t for t in r.tests if t.outcome != "pending" and t not in correct]
     # undoing the worker's own cut patches its code: the rules screen takes every point; the two tests that
     # raise nothing passed all the same, and lost their points to the screen alone
@@ -989,9 +982,8 @@ def test_a_submission_named_like_a_batch_output_gets_its_own_folder(graded):
     assert result(graded, "submission-gradebook.csv").score > 0
     assert result(graded, "submission-hidden_name").score > 0
     lines = (graded["out"] / "gradebook.csv").read_text().splitlines()
-    assert len(lines) == 1 + len(cases()) + 2, (
-        lines
-    )  # header, every case, corrupt.zip, the odd directory
+    # header, every case, corrupt.zip, the odd directory
+    assert len(lines) == 1 + len(cases()) + 2, lines
 
 
 def test_a_directory_upload_with_odd_names_and_special_files_gets_a_result(graded):
@@ -1034,9 +1026,8 @@ def test_a_table_of_answers_or_a_cache_of_earlier_calls_does_not_pass_a_speed_te
     t = one(r, "test_sum_below_is_faster_than_a_python_loop")
     assert t.outcome == "failed" and "CS336_SPEED_SEED=" in t.output, explain(r)
     assert r.score == full(r) - points(r, "test_sum_below_is_faster_than_a_python_loop"), explain(r)
-    assert any("CS336_SPEED_SEED=" in n for n in r.notes), (
-        r.notes
-    )  # a regrade can replay the inputs
+    # a regrade can replay the inputs
+    assert any("CS336_SPEED_SEED=" in n for n in r.notes), r.notes
 
 
 def test_a_function_that_delegates_to_a_forbidden_api_earns_nothing_for_its_tests(graded):

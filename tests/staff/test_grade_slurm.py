@@ -48,12 +48,10 @@ needs_slurm = pytest.mark.skipif(MISSING is not None and not REQUIRED, reason=MI
 INSECURE = probe(False) is not None
 FULL, BOB = 11.5, 8.5  # as in test_grade_batch.py: every CPU point; mul returning 0 loses 3 of them
 SLURM_TIME_MIN = 1  # Slurm's smallest time limit: the hanging job is killed 60-90 s after it starts
-LIMITS = Limits(
-    test_timeout=600, run_timeout=600
-)  # far past the Slurm time limit: Slurm kills first
-SLURM_TEST_TIMEOUT_S = (
-    600  # the whole flow is ~2 min on an idle 2-core machine; leave room for load
-)
+# far past the Slurm time limit: Slurm kills first
+LIMITS = Limits(test_timeout=600, run_timeout=600)
+# the whole flow is ~2 min on an idle 2-core machine; leave room for load
+SLURM_TEST_TIMEOUT_S = 600
 
 
 @pytest.fixture

@@ -86,9 +86,8 @@ def test_symlinks_planted_where_the_judge_writes_are_never_followed(folders, tmp
     (judge / "t2" / "corpus.txt").write_text("judge's")
     (judge / "t3").mkdir()
     (judge / "t3" / "x.txt").write_text("judge's")
-    with pytest.raises(
-        MirrorRefused, match="t3/x.txt"
-    ):  # a folder replaced by a link: that input cannot be given
+    # a folder replaced by a link: that input cannot be given
+    with pytest.raises(MirrorRefused, match="t3/x.txt"):
         mirror.push(SCOPE)
     assert not outside.exists() and not (tmp_path / "x.txt").exists()
     assert (
@@ -236,9 +235,8 @@ def test_a_stride_zero_tensor_claiming_a_huge_shape_is_refused_before_it_is_buil
     dec = codec.Decoder(enc.storages, enc.blobs, max_value_bytes=16 << 20)
     with pytest.raises(codec.CodecError, match="exceeds the limit of 16777216 bytes per value"):
         dec.decode(tree)
-    assert (
-        codec.Decoder(enc.storages, enc.blobs).decode(tree).shape == big.shape
-    )  # uncapped: a cheap view
+    # uncapped: a cheap view
+    assert codec.Decoder(enc.storages, enc.blobs).decode(tree).shape == big.shape
 
 
 def test_megabyte_exception_messages_are_cut_in_the_judge():

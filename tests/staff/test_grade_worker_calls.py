@@ -68,9 +68,8 @@ def test_a_driver_argument_of_a_class_its_own_module_defines_decodes_on_the_firs
 
     monkeypatch.setattr(codec, "DATA_TYPES", boundary.DATA_TYPES)
     net, x = accounting.Net("mlp", (4, 8, 1)), torch.ones(3, 4)
-    target = (
-        "tests.scenarios.accounting:student_count_flops"  # a driver whose first argument is a Net
-    )
+    # a driver whose first argument is a Net
+    target = "tests.scenarios.accounting:student_count_flops"
     message = request({"op": "call", "target": target}, [net, x], {"backward": False})
     # a fresh worker has imported neither the driver's module nor, so, its classes
     monkeypatch.setattr(tests.scenarios, "accounting", accounting)
@@ -79,9 +78,8 @@ def test_a_driver_argument_of_a_class_its_own_module_defines_decodes_on_the_firs
         for name in [n for n in registry if n.startswith("tests.scenarios.accounting:")]:
             monkeypatch.delitem(registry, name)
     flops = serve(Worker(-1, -1), *message)
-    assert flops == 2 * 3 * (4 * 8 + 8 * 1), (
-        flops
-    )  # count_flops of the mlp the Net describes, forward only
+    # count_flops of the mlp the Net describes, forward only
+    assert flops == 2 * 3 * (4 * 8 + 8 * 1), flops
 
 
 def describe(e: BaseException) -> dict:
@@ -157,9 +155,8 @@ def test_a_rebuilt_error_carries_no_traceback_a_match_could_find():
         rebuilt = rebuild_exception(describe(e))
     assert not getattr(rebuilt, "__notes__", None)
     assert "failing_adapter" in worker_traceback(rebuilt)
-    with pytest.raises(
-        AssertionError
-    ):  # "failing_adapter" is in the traceback only, not in what match reads
+    # "failing_adapter" is in the traceback only, not in what match reads
+    with pytest.raises(AssertionError):
         with pytest.raises(ValueError, match="failing_adapter"):
             raise rebuilt
 
@@ -200,9 +197,8 @@ def test_a_call_killed_by_the_judge_reports_the_kill_and_is_not_counted_as_a_cra
     call's crash comes back as (None, killed, printed) and the worker's crash count is unchanged."""
     remote, worker = _sleeping_worker()
 
-    def call(
-        target, args, kwargs
-    ):  # a call in flight ends when its worker dies, as _exchange reports it
+    # a call in flight ends when its worker dies, as _exchange reports it
+    def call(target, args, kwargs):
         worker.proc.wait()
         remote.crashes += 1
         raise WorkerCrashed("the worker running your code ended")

@@ -119,9 +119,8 @@ def lay_out(base: Path, zip_path: Path) -> Path:
     with zipfile.ZipFile(zip_path) as zf:
         zf.extractall(root / "source")
     for name in ("setup.sh", "run_autograder"):
-        (root / "source" / name).chmod(
-            0o755
-        )  # Gradescope keeps the zip's modes; extractall does not
+        # Gradescope keeps the zip's modes; extractall does not
+        (root / "source" / name).chmod(0o755)
     shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
     return root
 
@@ -318,9 +317,8 @@ def test_a_hostile_submission_gets_no_more_changes_no_staff_file_and_leaks_nothi
     assert d["extra_data"]["isolation"]["tier"] == "container"
     assert r["source_after"] == r["source_before"]
     seen = d["output"] + "".join(t["output"] for t in d["tests"] if t["visibility"] == "visible")
-    printed = (
-        seen + r["stdout"]
-    )  # the worker's own output reaches run_autograder's stdout (staff only)
+    # the worker's own output reaches run_autograder's stdout (staff only)
+    printed = seen + r["stdout"]
     assert "ATTACK could not write" in printed and "ATTACK wrote" not in printed, explain(r)
     secret = [line for line in gradescope["hidden_text"].splitlines() if len(line.strip()) > 30]
     assert secret and not any(line in seen for line in secret)

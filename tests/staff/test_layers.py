@@ -75,9 +75,8 @@ SUBMISSION = ("cs336_assignment", "adapters")
 def _importable(package: str) -> bool:
     try:
         return importlib.util.find_spec(package) is not None
-    except (
-        ImportError
-    ):  # run split, the judge refuses cs336_assignment: the staff graph is still checked
+    # run split, the judge refuses cs336_assignment: the staff graph is still checked
+    except ImportError:
         return False
 
 

@@ -120,9 +120,8 @@ def test_zip_without_a_writeup_is_built_with_a_warning(tree):
 
 def test_refuses_when_the_package_does_not_import(tree):
     """A module that fails to import makes the script exit non-zero, say why, and write nothing."""
-    write(
-        tree / "cs336_assignment/sub/broken.py", "def f(:\n"
-    )  # a syntax error, not imported by adapters.py
+    # a syntax error, not imported by adapters.py
+    write(tree / "cs336_assignment/sub/broken.py", "def f(:\n")
     proc = run_script(tree)
     assert proc.returncode != 0
     assert "does not import" in proc.stderr and "SyntaxError" in proc.stderr, proc.stderr

@@ -102,9 +102,8 @@ def test_a_child_session_behaves_the_same_on_a_ci_runner(tmp_path, monkeypatch, 
     others = ["CI", "BUILD_NUMBER", "PYTEST_ADDOPTS"]
     for name in others:
         monkeypatch.setenv(name, "true")
-    monkeypatch.setenv(
-        "PYTHONPATH", staff
-    )  # a runner sets its own PYTHONPATH: only the staff's must not reach it
+    # a runner sets its own PYTHONPATH: only the staff's must not reach it
+    monkeypatch.setenv("PYTHONPATH", staff)
     tree = _tree(
         tmp_path,
         "import os\nfrom _pytest.compat import running_on_ci\n"

@@ -93,9 +93,8 @@ def test_key_numbers_are_the_reference_codes(answers):
     assert shown, "the key shows no computed number"
     for v in shown:
         expected = answers[v["name"]]["value"]
-        if isinstance(expected, float) and math.isfinite(
-            expected
-        ):  # Typst's JSON may round the last bit
+        # Typst's JSON may round the last bit
+        if isinstance(expected, float) and math.isfinite(expected):
             assert v["value"] == pytest.approx(expected, rel=1e-12, abs=0), v["name"]
         else:
             assert v["value"] == expected, v["name"]
@@ -119,9 +118,8 @@ def test_reference_answers_match_the_lecture(answers):
     assert value["e4m3_max"] == 448 and value["e5m2_max"] == 57344 and value["fp16_max"] == 65504
     assert value["bf16_eps"] == 2**-7 and value["fp16_eps"] == 2**-10
     assert value["mfu_bf16"] == pytest.approx(789 / 989.5)
-    assert (
-        value["cruncher_6nd"] - value["cruncher_exact"] == 2 * 4096 * 1024 * 1024
-    )  # the first layer's dx
+    # the first layer's dx
+    assert value["cruncher_6nd"] - value["cruncher_exact"] == 2 * 4096 * 1024 * 1024
     assert (
         value["ratio_byte"] == 1.0
         and value["ratio_bpe_512"] < value["ratio_bpe_1024"] < value["ratio_bpe_2048"]
@@ -149,9 +147,8 @@ def test_a_misplaced_problem_is_reported(tmp_path):
             ".venv", ".git", "__pycache__", "fixtures", "benchmarks", "handout"
         ),
     )
-    shutil.copytree(
-        REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora"
-    )  # the key trains BPE on them
+    # the key trains BPE on them
+    shutil.copytree(REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora")
     source = repo / "writeup" / "assignment.typ"
     text = source.read_text()
     start, end = text.index('#part("data")'), text.index('#part("checkpoint")')
