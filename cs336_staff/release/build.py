@@ -164,7 +164,7 @@ def handout_pyproject(text: str) -> str:
         parent, _, name = table.rpartition(".")
         if table and len(_table(doc, table)) == 0:
             del _table(doc, parent)[name]
-    result = tomlkit.dumps(doc)
+    result = tomlkit.dumps(doc).rstrip("\n") + "\n"  # a table dropped last leaves no blank line
     data = tomllib.loads(result)
     left = set(data.get("tool", {}).get("uv", {}).get("default-groups", [])) - set(
         data.get("dependency-groups", {})
