@@ -63,3 +63,11 @@ def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, di
     optimizer = adapters.get_adamw_cls()(model.parameters(), lr=0.01)
     iteration = adapters.run_load_checkpoint(path, model, optimizer)
     return iteration, model.state_dict(), optimizer.state_dict()
+
+
+@driver
+def initial_state(seed: int, dim: int, layers: int) -> dict:
+    """What ``cs336 train --seed SEED`` starts from: ``set_seed(seed)``, then your Cruncher (``dim``,
+    ``layers``), as ``train_regression`` builds it; return its state dict."""
+    adapters.run_set_seed(seed)
+    return adapters.get_cruncher_cls()(dim, layers).state_dict()
