@@ -5,7 +5,8 @@ checkpoints hold.
 ``train_killed_at_random`` has your command killed mid-run (``killed_midway``): both are plain
 calls of ``adapters.run_cs336`` (see ``tests/boundary.py``). ``load_final_state`` is a driver: it
 builds your Cruncher and AdamW beside your code, loads a checkpoint into them with your code and
-returns their state dicts.
+returns their state dicts; ``initial_state`` builds your Cruncher as ``cs336 train`` does (after
+``set_seed``) and returns its weights, the start of the run the tests recompute with torch.
 """
 
 from __future__ import annotations
