@@ -1,6 +1,6 @@
 """Plausible-shape garbage: a graded function that returns the right kind of thing, computed from nothing.
 
-``cs336 audit --garbage`` (``garbage_audit.py``) copies this file into its scratch tree as
+``cs336 audit --garbage`` (``garbage_check.py``) copies this file into its scratch tree as
 ``cs336_garbage.py``, appends ``NAME = cs336_garbage.garbage(NAME, ...)`` to the file that defines
 a graded function or class, and loads it as a pytest plugin (``-p cs336_garbage``). The scratch
 tree imports nothing of the staff repository, so this module uses only the standard library,
@@ -33,7 +33,7 @@ the garbled result (the object itself where the reference returned itself). So a
 
 An error the reference raises propagates unchanged: garbage that checks its inputs as documented
 did that part of the work, and the audit does not count a test that saw one of these errors (see
-``garbage_audit.py``); the plugin records, per test, how many garbage calls returned and raised.
+``garbage_check.py``); the plugin records, per test, how many garbage calls returned and raised.
 A call made while another garbage call runs (``encode_iterable`` calling ``encode``) runs the
 reference, so each value is garbled once.
 

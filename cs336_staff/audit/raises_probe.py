@@ -1,6 +1,6 @@
 """A pytest plugin that records every exception a test catches with ``pytest.raises``.
 
-Loaded as ``-p cs336_staff.raises_probe`` with ``CS336_RAISES_OUT=<file.json>``. It wraps
+Loaded as ``-p cs336_staff.audit.raises_probe`` with ``CS336_RAISES_OUT=<file.json>``. It wraps
 ``pytest.raises`` (the context-manager form; the callable form passes through unrecorded) and,
 for each exception the block caught, writes the test's node id, its ``match`` pattern, the
 exception's type names along its MRO, its message, the *target* (``module:qualname`` of the

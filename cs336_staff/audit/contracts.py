@@ -48,12 +48,10 @@ except ImportError:  # pragma: no cover
 from docstring_parser import ParseError
 from docstring_parser.google import GoogleParser
 
-from cs336_staff.markers import find_regions, is_staff_only, strip_staff_only
+from cs336_staff.markers import OPTIONAL, find_regions, is_staff_only, strip_staff_only
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "cs336_assignment"
-OPTIONAL = "Optional helper, not graded"
-"""The phrase a docstring carries when its function has a solution region but no test reaches it."""
 
 
 

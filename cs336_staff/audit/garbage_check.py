@@ -5,13 +5,13 @@
     $ uv run cs336 audit                            # the bug zoo, then this check
 
 For each graded target F (the function or class an adapter of ``adapters.py`` calls, when students
-write some of it: ``worker/adapter_rule.py`` reads the adapters, ``markers.py`` the regions), in a
+write some of it: ``cs336_staff/worker/adapter_rule.py`` reads the adapters, ``cs336_staff/markers.py`` the regions), in a
 scratch copy of the repository's public tree plus the hidden tests and fixtures:
 
 1. the baseline: every public and hidden test of every part, on the reference, with the reach probe
    (``reach_probe.py``): which tests execute which of F's regions; a test that fails here counts
    for nothing below;
-2. the stub: F's regions replaced by the handout's ``raise NotImplementedError`` (``markers.py``),
+2. the stub: F's regions replaced by the handout's ``raise NotImplementedError`` (``cs336_staff/markers.py``),
    the rest of the reference unchanged, on the tests that reach F: the set S of tests it fails;
 3. per flavour of garbage (``garbage.py``: zeros, seeded noise), F replaced by its garbage, on S.
 
@@ -35,7 +35,7 @@ whose one expected answer is the garbage's own value (``False``, ``0``, an empty
 by it; a function of few possible results (a bool) is a coin under the noise flavour: such tests
 should check several answers, of both kinds, each.
 
-Runs come from the audit's warm fork-server (``session/warm.py``): a run costs its tests. Only tests
+Runs come from the audit's warm fork-server (``cs336_staff/session/warm.py``): a run costs its tests. Only tests
 that reach F run, so the whole check costs about three runs of the suite. Deliberately left out: a
 test that reaches F only in another process (a subprocess, a pool) is not run for F, and a class's
 garbage keeps the methods students do not write.
@@ -54,8 +54,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_staff import part_reach
-from cs336_staff.garbage import FLAVOUR_ENV, FLAVOURS, OUT_ENV
+from cs336_staff.audit import part_reach
+from cs336_staff.audit.garbage import FLAVOUR_ENV, FLAVOURS, OUT_ENV
 from cs336_staff.markers import find_regions
 from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.rubric import Item, Rubric
