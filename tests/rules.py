@@ -51,6 +51,7 @@ ATTRIBUTE = "attribute"  # an attribute name read or written on anything (``.f_b
 COMPUTED_IMPORT = "computed import"  # importlib.import_module / __import__ of a name the source does not spell
 STORE = "store"  # an assignment to (or deletion of) an attribute of a dotted name
 IMPORT = "import"  # an import statement: runs the imported modules' top-level code
+MEMBER = "member"  # a method's use of its own object (self.name, cls.name): followed by ``reach(members=True)``
 
 #: Builtins the check follows by name (other builtins are not names anyone delegates to).
 BUILTINS = {"exec", "eval", "compile", "__import__", "__builtins__", "getattr", "setattr", "delattr", "globals", "vars"}
@@ -522,6 +523,22 @@ def _runs_at_import(body: list[ast.stmt]) -> list[ast.AST]:
     return out
 
 
+def _members(method: ast.FunctionDef | ast.AsyncFunctionDef, cls: str) -> list[Ref]:
+    """What ``method`` (of the class ``cls``) uses on its first parameter (``self.x``, ``cls.x``), as MEMBER refs."""
+    params = [*method.args.posonlyargs, *method.args.args]
+    if not params:
+        return []
+    me = params[0].arg
+    return [Ref(f"{cls}.{n.attr}", n.lineno, f"uses {me}.{n.attr}", MEMBER) for n in ast.walk(method)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == me]
+
+
+def _private(key: str) -> bool:
+    """Whether the last name of ``key`` is private (``_helper``; a dunder is not)."""
+    last = key.rpartition(".")[2]
+    return last.startswith("_") and not (last.startswith("__") and last.endswith("__"))
+
+
 class Program:
     """The parsed source of a submission (or of the reference): modules, their names, what each reaches."""
 
@@ -595,6 +612,7 @@ class Program:
                 for s in stmt.body:
                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         method = self._add(f"{key}.{s.name}", m, s.lineno, [s])
+                        method.refs += _members(s, key)
                         method.links.add(key)
                         cls.links.add(method.key)  # an instance can call any of its methods
             elif (names := _name_targets(stmt)) is not None:
@@ -641,20 +659,25 @@ class Program:
                 if kind == "external":
                     yield ref, target
 
-    def reach(self, start: str) -> tuple[dict[str, str | None], list[tuple[Node, Ref, str]]]:
+    def reach(self, start: str, members: bool = False) -> tuple[dict[str, str | None], list[tuple[Node, Ref, str]]]:
         """Breadth-first from node ``start``: each reached node with the node it was reached from,
-        and every outside name reached as (node, ref, resolved name)."""
+        and every outside name reached as (node, ref, resolved name).
+
+        A class reached brings every method: an instance can call any of them. With ``members``, what
+        a caller can run (which functions the tests grade, whatever a student writes elsewhere): a class
+        brings its public and dunder methods only, and a method reaches what it uses on its own object
+        (``self._helper``)."""
         parent: dict[str, str | None] = {start: None}
         external: list[tuple[Node, Ref, str]] = []
         queue = deque([start])
         while queue:
             node = self.nodes[queue.popleft()]
-            nexts = list(node.links)
+            nexts = [n for n in node.links if not (members and n.startswith(node.key + ".") and _private(n))]
             for ref in node.refs:
                 if ref.kind == IMPORT:
                     nexts += self.imported(ref.name)
                     continue
-                if ref.kind != NAME:
+                if ref.kind != NAME and not (members and ref.kind == MEMBER):
                     continue
                 kind, target = self.resolve(ref.name)
                 if kind == "node":
