@@ -29,17 +29,56 @@ from cs336_staff.audit import garbage_check, mutants
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1), help="mutants run at once (default: %(default)s)")
-    parser.add_argument("--only", action="append", default=[], metavar="PART", help="only this part (e.g. optim) or mutant name; repeatable")
-    parser.add_argument("--full", action="store_true", help="run every named test instead of stopping at the first failure (-x)")
-    parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip the run of the named tests on the unmutated reference")
-    parser.add_argument("--timeout", type=float, default=mutants.MUTANT_TIMEOUT, help="seconds before a mutant's run is killed (default: %(default).0f)")
-    parser.add_argument("--dry-run", action="store_true", help="only check that every mutant applies and parses; run no tests")
-    parser.add_argument("--write-used-by", action="store_true",
-                        help="write what the baseline measured into cs336_staff/used_by.json (the parts' 'Also used by') instead of checking it")
+    parser.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="mutants run at once (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="PART",
+        help="only this part (e.g. optim) or mutant name; repeatable",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="run every named test instead of stopping at the first failure (-x)",
+    )
+    parser.add_argument(
+        "--no-baseline",
+        dest="baseline",
+        action="store_false",
+        help="skip the run of the named tests on the unmutated reference",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=mutants.MUTANT_TIMEOUT,
+        help="seconds before a mutant's run is killed (default: %(default).0f)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="only check that every mutant applies and parses; run no tests",
+    )
+    parser.add_argument(
+        "--write-used-by",
+        action="store_true",
+        help="write what the baseline measured into cs336_staff/used_by.json (the parts' 'Also used by') instead of checking it",
+    )
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--garbage", action="store_true", help="only the garbage check (garbage_check.py), not the bug zoo")
-    which.add_argument("--mutants", action="store_true", help="only the bug zoo, not the garbage check")
+    which.add_argument(
+        "--garbage",
+        action="store_true",
+        help="only the garbage check (garbage_check.py), not the bug zoo",
+    )
+    which.add_argument(
+        "--mutants", action="store_true", help="only the bug zoo, not the garbage check"
+    )
     parser.add_argument("--repo", type=Path, default=mutants.REPO, help=argparse.SUPPRESS)
 
 
@@ -83,16 +122,28 @@ def _run(args: argparse.Namespace) -> int:
         return run_mutants(args)
     # both: --only may name a part, a mutant or a garbage target; each check takes what it knows
     only = set(args.only)
-    mutant_names = {p for p, _ in mutants.load_mutants()} | {m.name for _, m in mutants.load_mutants()}
-    target_names = {t.part for t in garbage_check.targets(args.repo)} | {t.name for t in garbage_check.targets(args.repo)}
+    mutant_names = {p for p, _ in mutants.load_mutants()} | {
+        m.name for _, m in mutants.load_mutants()
+    }
+    target_names = {t.part for t in garbage_check.targets(args.repo)} | {
+        t.name for t in garbage_check.targets(args.repo)
+    }
     unknown = sorted(only - mutant_names - target_names)
     if unknown:
-        raise SystemExit(f"audit: --only {', '.join(unknown)} names no part, mutant or graded target")
+        raise SystemExit(
+            f"audit: --only {', '.join(unknown)} names no part, mutant or graded target"
+        )
     codes = []
     if not only or only & mutant_names:
-        codes.append(run_mutants(argparse.Namespace(**{**vars(args), "only": sorted(only & mutant_names)})))
+        codes.append(
+            run_mutants(argparse.Namespace(**{**vars(args), "only": sorted(only & mutant_names)}))
+        )
     if not only or only & target_names:
-        codes.append(garbage_check.run(argparse.Namespace(**{**vars(args), "only": sorted(only & target_names)})))
+        codes.append(
+            garbage_check.run(
+                argparse.Namespace(**{**vars(args), "only": sorted(only & target_names)})
+            )
+        )
     return max(codes)
 
 
@@ -107,16 +158,26 @@ def run_mutants(args: argparse.Namespace) -> int:
             print(line)
         print(f"audit --dry-run: {len(zoo) - len(problems)} of {len(zoo)} mutants apply")
         return 1 if problems else 0
-    print(f"audit: {len(zoo)} mutants of {len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only", flush=True)
+    print(
+        f"audit: {len(zoo)} mutants of {len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only",
+        flush=True,
+    )
     if not zoo:
         print("caught 0 of 0")
         print("audit: no mutants to audit; write cs336_staff/mutants/<part>.py")
         return 1
     try:
         with _terminable():
-            verdicts, baseline_failures = mutants.audit(args.repo, zoo, jobs=args.jobs, full=args.full, baseline=args.baseline,
-                                                timeout=args.timeout, echo=lambda line: print(line, flush=True),
-                                                write_used_by=args.write_used_by)
+            verdicts, baseline_failures = mutants.audit(
+                args.repo,
+                zoo,
+                jobs=args.jobs,
+                full=args.full,
+                baseline=args.baseline,
+                timeout=args.timeout,
+                echo=lambda line: print(line, flush=True),
+                write_used_by=args.write_used_by,
+            )
     except KeyboardInterrupt:
         print("audit: interrupted; the scratch copies are deleted")
         return 130

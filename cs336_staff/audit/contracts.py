@@ -79,9 +79,15 @@ def raises_entries(doc: str) -> list[tuple[str, str]]:
         # keeps a text that opens with ``Raises:`` (no summary) from losing its entries' indentation
         parsed = GoogleParser().parse("\n" + doc)
     except ParseError as e:
-        raise ValueError(f"this docstring's sections are not Google style ({e}); fix its indentation:\n{doc}") from None
-    return [(name, " ".join((entry.description or "").split())) for entry in parsed.raises
-            for name in re.split(r"\s*,\s*", (entry.type_name or "").strip()) if name]
+        raise ValueError(
+            f"this docstring's sections are not Google style ({e}); fix its indentation:\n{doc}"
+        ) from None
+    return [
+        (name, " ".join((entry.description or "").split()))
+        for entry in parsed.raises
+        for name in re.split(r"\s*,\s*", (entry.type_name or "").strip())
+        if name
+    ]
 
 
 def _literal_runs(items, flags: int) -> list:
@@ -104,7 +110,11 @@ def _literal_runs(items, flags: int) -> list:
             out.extend(_literal_runs(arg[-1], flags))
         elif op is sre_constants.BRANCH:
             out.append(("any", [_literal_runs(b, flags) for b in arg[1]]))
-        elif op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", None)):
+        elif op in (
+            sre_constants.MAX_REPEAT,
+            sre_constants.MIN_REPEAT,
+            getattr(sre_constants, "POSSESSIVE_REPEAT", None),
+        ):
             low, _, sub = arg
             if low >= 1:  # x+ still demands one x
                 out.extend(_literal_runs(sub, flags))
@@ -197,7 +207,9 @@ class Finding:
 
 def check_record(record: RaisesRecord, docstrings: str) -> str | None:
     """None if ``docstrings`` (the target's, and its class's) state what the test demands; else why not."""
-    entries = [(name, text) for name, text in raises_entries(docstrings) if name in record.exception]
+    entries = [
+        (name, text) for name, text in raises_entries(docstrings) if name in record.exception
+    ]
     if not entries:
         have = sorted({name for name, _ in raises_entries(docstrings)}) or "no Raises: section"
         return (
@@ -207,7 +219,9 @@ def check_record(record: RaisesRecord, docstrings: str) -> str | None:
     if record.pattern is None:
         return None
     tree, ignorecase = required_words(record.pattern)
-    best = min((missing_words(tree, text, record.values, ignorecase) for _, text in entries), key=len)
+    best = min(
+        (missing_words(tree, text, record.values, ignorecase) for _, text in entries), key=len
+    )
     if best:
         return (
             f"the test matches {record.pattern!r}, but no {record.exception[0]} entry of its Raises: section "
@@ -229,7 +243,9 @@ class Definition:
     has_region: bool
 
 
-def _defs(body: list[ast.stmt], prefix: str = "") -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]:
+def _defs(
+    body: list[ast.stmt], prefix: str = ""
+) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]:
     """``(qualname, node)`` of every function, method and class in ``body``, nested ones included."""
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -286,7 +302,14 @@ def graded_names(repo: Path = REPO) -> set[str]:
             module = module_name(rel)
             for qualname, _ in _defs(ast.parse(text).body):
                 names = qualname.split(".")
-                owner = next((k for i in range(len(names), 0, -1) if (k := ".".join([module, *names[:i]])) in program.nodes), None)
+                owner = next(
+                    (
+                        k
+                        for i in range(len(names), 0, -1)
+                        if (k := ".".join([module, *names[:i]])) in program.nodes
+                    ),
+                    None,
+                )
                 if owner in reached:
                     out.add(f"{module}:{qualname}")
     return out

@@ -104,7 +104,9 @@ def load_mutants(only: list[str] | None = None) -> list[tuple[str, object]]:
         unknown = sorted(set(only) - known)
         if unknown:
             parts = sorted({p for p, _ in pairs})
-            raise SystemExit(f"audit: --only {', '.join(unknown)} names no part or mutant; parts are {', '.join(parts) or 'none yet'}")
+            raise SystemExit(
+                f"audit: --only {', '.join(unknown)} names no part or mutant; parts are {', '.join(parts) or 'none yet'}"
+            )
         pairs = [(p, m) for p, m in pairs if p in only or m.name in only]
     return pairs
 
@@ -121,7 +123,9 @@ def make_scratch(repo: Path, dest: Path) -> Path:
 def _public(test: str) -> bool:
     path = test.split("::")[0]
     hidden = SHIPPED_DIRS["tests"]
-    return path.startswith("tests/") and not any(path == h or path.startswith(h + "/") for h in hidden)
+    return path.startswith("tests/") and not any(
+        path == h or path.startswith(h + "/") for h in hidden
+    )
 
 
 def _pytest_args(tests: list[str], full: bool) -> list[str]:
@@ -134,34 +138,80 @@ def _child_env(jobs: int) -> dict[str, str]:
 
 
 def _failures(run: PytestRun) -> list[tuple[str, str]]:
-    out = [(e["nodeid"], "collection error: " + (e["message"].strip().splitlines() or [""])[-1]) for e in run.collect_errors]
+    out = [
+        (e["nodeid"], "collection error: " + (e["message"].strip().splitlines() or [""])[-1])
+        for e in run.collect_errors
+    ]
     out += [(t.nodeid, t.message) for t in run.with_outcome("failed", "error", "xpassed")]
     return out
 
 
-def verdict(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float, timeout: float = MUTANT_TIMEOUT) -> Verdict:
+def verdict(
+    part: str,
+    mutant,
+    run: PytestRun,
+    baseline_failures: set[str],
+    seconds: float,
+    timeout: float = MUTANT_TIMEOUT,
+) -> Verdict:
     """Classify a finished run of ``mutant``'s tests."""
     if run.foreign_modules:
-        return Verdict(part, mutant, "invalid", note="the run imported code from outside its scratch copy, so it tested nothing: "
-                       + "; ".join(run.foreign_modules), seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "invalid",
+            note="the run imported code from outside its scratch copy, so it tested nothing: "
+            + "; ".join(run.foreign_modules),
+            seconds=seconds,
+        )
     failures = _failures(run)
     caught = [(n, m) for n, m in failures if n not in baseline_failures]
     if caught:
         return Verdict(part, mutant, "caught", [f"{n}: {m}" for n, m in caught], seconds=seconds)
     if failures:
-        return Verdict(part, mutant, "inconclusive", [f"{n}: {m}" for n, m in failures],
-                       note="only tests that fail without the mutant too failed; fix the reference or the tests first", seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "inconclusive",
+            [f"{n}: {m}" for n, m in failures],
+            note="only tests that fail without the mutant too failed; fix the reference or the tests first",
+            seconds=seconds,
+        )
     if run.returncode == KILLED:
-        return Verdict(part, mutant, "caught", [f"(the run hung and was killed after {timeout:.0f} s)"], seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "caught",
+            [f"(the run hung and was killed after {timeout:.0f} s)"],
+            seconds=seconds,
+        )
     if run.returncode in (4, 70):  # pytest usage error, or the fork-server child itself failed
-        return Verdict(part, mutant, "invalid", note=f"the test run could not start (exit {run.returncode}):\n{run.tail(8)}", seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "invalid",
+            note=f"the test run could not start (exit {run.returncode}):\n{run.tail(8)}",
+            seconds=seconds,
+        )
     if run.returncode not in (0, 5) and not run.tests:
-        return Verdict(part, mutant, "caught", [f"pytest crashed (exit {run.returncode}): {run.tail(3)}"], seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "caught",
+            [f"pytest crashed (exit {run.returncode}): {run.tail(3)}"],
+            seconds=seconds,
+        )
     counts = {}
     for t in run.tests.values():
         counts[t.outcome] = counts.get(t.outcome, 0) + 1
     tally = ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "no test ran"
-    return Verdict(part, mutant, "survived", note=f"the public tests {', '.join(mutant.tests)} all pass: {tally}", seconds=seconds)
+    return Verdict(
+        part,
+        mutant,
+        "survived",
+        note=f"the public tests {', '.join(mutant.tests)} all pass: {tally}",
+        seconds=seconds,
+    )
 
 
 def problem(mutant, root: Path) -> str | None:
@@ -190,8 +240,16 @@ def applicability(repo: Path, mutants: list[tuple[str, object]]) -> list[str]:
     return [f"{part}/{m.name}: {note}" for part, m, note in notes if note]
 
 
-def run_mutant(part: str, mutant, scratch: Path, pool: WarmPool, *, full: bool, jobs: int,
-               timeout: float = MUTANT_TIMEOUT) -> Verdict | tuple[PytestRun, float]:
+def run_mutant(
+    part: str,
+    mutant,
+    scratch: Path,
+    pool: WarmPool,
+    *,
+    full: bool,
+    jobs: int,
+    timeout: float = MUTANT_TIMEOUT,
+) -> Verdict | tuple[PytestRun, float]:
     """Apply ``mutant`` in ``scratch``, run its tests in a child of ``pool`` and restore the file:
     the run and its seconds, or an ``invalid`` verdict if the mutant cannot be run at all."""
     start = time.monotonic()
@@ -202,7 +260,13 @@ def run_mutant(part: str, mutant, scratch: Path, pool: WarmPool, *, full: bool, 
     original = path.read_text()
     try:
         mutant.apply(scratch)
-        run = pool.run(scratch, _pytest_args(list(mutant.tests), full), hide=hide_installed(scratch), env=_child_env(jobs), timeout=timeout)
+        run = pool.run(
+            scratch,
+            _pytest_args(list(mutant.tests), full),
+            hide=hide_installed(scratch),
+            env=_child_env(jobs),
+            timeout=timeout,
+        )
     finally:
         path.write_text(original)
     return run, time.monotonic() - start
@@ -210,18 +274,32 @@ def run_mutant(part: str, mutant, scratch: Path, pool: WarmPool, *, full: bool, 
 
 def _baseline_failures(run: PytestRun) -> list[str]:
     if run.foreign_modules:
-        return ["(baseline) imported code from outside its scratch copy: " + "; ".join(run.foreign_modules)]
+        return [
+            "(baseline) imported code from outside its scratch copy: "
+            + "; ".join(run.foreign_modules)
+        ]
     out = [f"{n}: {m}" for n, m in _failures(run)]
     if run.returncode == KILLED:
         out.append(f"(baseline) killed after {BASELINE_TIMEOUT:.0f} s")
     elif not run.tests and run.returncode not in (0, 5):
-        out.append(f"(baseline) pytest exited {run.returncode} without running a test: {run.tail(3)}")
+        out.append(
+            f"(baseline) pytest exited {run.returncode} without running a test: {run.tail(3)}"
+        )
     return out
 
 
-def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full: bool = False,
-          baseline: bool = True, timeout: float = MUTANT_TIMEOUT, echo=print,
-          pool: WarmPool | None = None, write_used_by: bool = False) -> tuple[list[Verdict], list[str]]:
+def audit(
+    repo: Path,
+    mutants: list[tuple[str, object]],
+    *,
+    jobs: int = 2,
+    full: bool = False,
+    baseline: bool = True,
+    timeout: float = MUTANT_TIMEOUT,
+    echo=print,
+    pool: WarmPool | None = None,
+    write_used_by: bool = False,
+) -> tuple[list[Verdict], list[str]]:
     """Audit ``mutants`` against the public tree of ``repo``: (one verdict per mutant, baseline failures).
 
     The baseline's lines include crossings (``CROSS_PART``) and a stale ``USED_BY_FILE``
@@ -239,7 +317,14 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
         ex = ThreadPoolExecutor(max_workers=jobs)
         baseline_lines: Future = Future()
         baseline_lines.set_result([])
-        tests = sorted({t for _, m in mutants for t in m.tests if _public(t) and (repo / t.split("::")[0]).exists()})
+        tests = sorted(
+            {
+                t
+                for _, m in mutants
+                for t in m.tests
+                if _public(t) and (repo / t.split("::")[0]).exists()
+            }
+        )
         if baseline and tests:
 
             def run_baseline() -> list[str]:
@@ -253,9 +338,18 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
                 try:
                     shutil.copyfile(part_reach.PROBE_SOURCE, probe)
                     functions.write_text(json.dumps(part_reach.graded_functions(parts)))
-                    env = {**_child_env(jobs), "CS336_REACH_FUNCTIONS": str(functions), "CS336_REACH_OUT": str(reach)}
-                    run = pool.run(scratch, [*_pytest_args(tests, full=True), "-p", part_reach.PROBE_MODULE],
-                                   hide=hide_installed(scratch), env=env, timeout=BASELINE_TIMEOUT)
+                    env = {
+                        **_child_env(jobs),
+                        "CS336_REACH_FUNCTIONS": str(functions),
+                        "CS336_REACH_OUT": str(reach),
+                    }
+                    run = pool.run(
+                        scratch,
+                        [*_pytest_args(tests, full=True), "-p", part_reach.PROBE_MODULE],
+                        hide=hide_installed(scratch),
+                        env=env,
+                        timeout=BASELINE_TIMEOUT,
+                    )
                 finally:
                     probe.unlink(missing_ok=True)
                     scratches.put(scratch)
@@ -263,7 +357,10 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
                     return _baseline_failures(run)
                 measured = json.loads(reach.read_text())
                 lines = [CROSS_PART + line for line in part_reach.crossings(measured, parts)]
-                uses, ran = part_reach.used_by(measured, parts), {n.split("::")[0] for n in measured}
+                uses, ran = (
+                    part_reach.used_by(measured, parts),
+                    {n.split("::")[0] for n in measured},
+                )
                 if write_used_by:
                     echo(f"audit: wrote {part_reach.write_used_by(uses, ran, repo)}")
                 else:
@@ -271,15 +368,22 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
                 return _baseline_failures(run) + lines
 
             baseline_lines = ex.submit(run_baseline)
+
         def task(part: str, mutant) -> Verdict | tuple[PytestRun, float]:
             scratch = scratches.get()
             try:
-                return run_mutant(part, mutant, scratch, pool, full=full, jobs=jobs, timeout=timeout)
+                return run_mutant(
+                    part, mutant, scratch, pool, full=full, jobs=jobs, timeout=timeout
+                )
             finally:
                 scratches.put(scratch)
 
         futures = [ex.submit(task, p, m) for p, m in mutants]
-        failing = {line.split(": ", 1)[0] for line in baseline_lines.result() if not line.startswith((CROSS_PART, USED_BY))}
+        failing = {
+            line.split(": ", 1)[0]
+            for line in baseline_lines.result()
+            if not line.startswith((CROSS_PART, USED_BY))
+        }
         verdicts = []
         for i, ((part, mutant), f) in enumerate(zip(mutants, futures, strict=True), 1):
             v = f.result()
