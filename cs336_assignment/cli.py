@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "autograder": ("cs336_staff.grade.autograder", "build autograder.zip for Gradescope (setup.sh, run_autograder, staff tests)"),
     "release": ("cs336_staff.release", "generate the student handout (or --check it)"),
     "snapshots": ("cs336_staff.snapshots", "regenerate .npz snapshots from the reference (or --check)"),
-    "audit": ("cs336_staff.audit", "run the bug zoo: every mutant must be caught by the public suite"),
+    "audit": ("cs336_staff.audit.cli", "run the bug zoo: every mutant must be caught by the public suite"),
     "parts": ("cs336_staff.parts_cli", "the parts and their points (one source); --check the copies, --write README.md"),
     "writeup": ("cs336_staff.writeup", "typeset assignment.pdf (and the staff answer key) with Typst"),
     # END STAFF-ONLY
