@@ -5,6 +5,7 @@
     $ uv run cs336 audit --jobs 2 --full  # two at a time; list every catching test, not just the first
     $ uv run cs336 audit --dry-run        # only check that every mutant applies (no tests run)
     $ uv run cs336 audit --garbage        # only the garbage check (garbage_audit.py); --mutants: only the zoo
+    $ uv run cs336 audit --agreement      # instead: one process and split agree on every public test (agreement.py)
 
 ``cs336 audit`` runs the zoo and then the garbage check (``garbage_audit.py``: plausible-shape
 garbage for a graded function must fail every test its stub fails); it fails if either does.
@@ -80,13 +81,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", action="append", default=[], metavar="PART", help="only this part (e.g. optim) or mutant name; repeatable")
     parser.add_argument("--full", action="store_true", help="run every named test instead of stopping at the first failure (-x)")
     parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip the run of the named tests on the unmutated reference")
-    parser.add_argument("--timeout", type=float, default=MUTANT_TIMEOUT, help="seconds before a mutant's run is killed (default: %(default).0f)")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help=f"seconds before a mutant's run is killed (default: {MUTANT_TIMEOUT:.0f})")
     parser.add_argument("--dry-run", action="store_true", help="only check that every mutant applies and parses; run no tests")
     parser.add_argument("--write-used-by", action="store_true",
                         help="write what the baseline measured into cs336_staff/used_by.json (the parts' 'Also used by') instead of checking it")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--garbage", action="store_true", help="only the garbage check (garbage_audit.py), not the bug zoo")
     which.add_argument("--mutants", action="store_true", help="only the bug zoo, not the garbage check")
+    which.add_argument("--agreement", action="store_true",
+                       help="instead: every public test ends the same in one process and split, on the reference, the "
+                            "zoo, garbage and the corpus (agreement.py; --timeout is per run, default 900)")
     parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
@@ -355,6 +360,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.agreement:  # by name, as the cs336 command reaches its commands: agreement.py builds on this module
+        return importlib.import_module("cs336_staff.agreement").run(args)
     if args.garbage:
         return garbage_audit.run(args)
     if args.mutants or args.dry_run or args.write_used_by:
@@ -393,7 +400,7 @@ def run_mutants(args: argparse.Namespace) -> int:
     try:
         with _terminable():
             verdicts, baseline_failures = audit(args.repo, mutants, jobs=args.jobs, full=args.full, baseline=args.baseline,
-                                                timeout=args.timeout, echo=lambda line: print(line, flush=True),
+                                                timeout=args.timeout or MUTANT_TIMEOUT, echo=lambda line: print(line, flush=True),
                                                 write_used_by=args.write_used_by)
     except KeyboardInterrupt:
         print("audit: interrupted; the scratch copies are deleted")

@@ -4,7 +4,8 @@ Read with ``grimp`` (every ``import``, at the top of a module or inside a functi
 layers, highest first; a module may import from its own layer's package and from lower layers,
 never from a higher one, and the modules named in one layer do not import each other:
 
-    cs336_staff:      the commands (audit, snapshots, release, parts_cli)
+    cs336_staff:      agreement (one process and split agree; it applies the audit's zoo)
+                      > the commands (audit, snapshots, release, parts_cli)
                       > garbage_audit > writeup, part_reach, grade > parts
                       > contracts, mutants, raises_probe, reach_probe, garbage, rubric, rules_docs
                       > session (running a pytest session in a child) > shipped, markers, worker
@@ -32,6 +33,7 @@ pytestmark = pytest.mark.staff
 PACKAGES = ("cs336_staff", "cs336_assignment", "tests")  # adapters.py is a module, not a package: grimp reads packages
 LAYERS = {
     "cs336_staff": (
+        "agreement",  # builds on the audit's zoo; `cs336 audit --agreement` reaches it by name, as cs336 its commands
         grimp.Layer("audit", "snapshots", "release", "parts_cli"),
         "garbage_audit",
         grimp.Layer("writeup", "part_reach", "grade"),
