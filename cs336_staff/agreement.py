@@ -333,21 +333,23 @@ def check(
     ``insecure``: the split run's worker without a sandbox (``--split-insecure``: the same crossing,
     quicker to start; for tests of this module). ``pool``: a warm fork-server to reuse (its owner closes it)."""
     root = Path(tempfile.mkdtemp(prefix="cs336-agreement-"))
-    own_pool = pool is None
+    own_pool, ex = pool is None, None
     try:
         pool = WarmPool() if own_pool else pool
         runner = Runner(repo, pool, root, jobs, timeout=timeout, insecure=insecure)
+        ex = ThreadPoolExecutor(max_workers=runner.jobs)
+        futures = [ex.submit(runner.check, i) for i in implementations]
         verdicts = []
-        with ThreadPoolExecutor(max_workers=runner.jobs) as ex:
-            futures = [ex.submit(runner.check, i) for i in implementations]
-            for k, f in enumerate(futures, 1):
-                v = f.result()
-                echo(v.render(k, len(implementations)))
-                verdicts.append(v)
+        for k, f in enumerate(futures, 1):
+            v = f.result()
+            echo(v.render(k, len(implementations)))
+            verdicts.append(v)
         return verdicts
-    finally:
+    finally:  # as the audit does: the pool first (it kills the runs), so the threads return at once
         if own_pool and pool is not None:
             pool.close()
+        if ex is not None:
+            ex.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(root, ignore_errors=True)
 
 

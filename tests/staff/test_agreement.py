@@ -10,12 +10,13 @@ implementations of this repository (the zoo, garbage and the corpus) are checked
 
 from __future__ import annotations
 
+import argparse
 import ast
 from pathlib import Path
 
 import pytest
 
-from cs336_staff import agreement
+from cs336_staff import agreement, audit
 from cs336_staff.agreement import Implementation, check, compare, implementations
 from cs336_staff.garbage import FLAVOUR_ENV
 from cs336_staff.grade.testing import calc_with, make_staff_repo
@@ -181,3 +182,12 @@ def test_the_corpus_spans_three_parts_and_only_replaces_modules_of_the_reference
             assert f"Corpus entry ``{name}``" in (ast.get_docstring(ast.parse(text)) or ""), (
                 f"corpus {name}: {rel}"
             )
+
+
+def test_cs336_audit_agreement_reaches_this_check_and_refuses_an_unknown_name():
+    """``cs336 audit --agreement --only NAME`` runs this check (not the zoo), which names what ``--only`` may be."""
+    parser = argparse.ArgumentParser()
+    audit.add_arguments(parser)
+    args = parser.parse_args(["--agreement", "--only", "no-such-part"])
+    with pytest.raises(SystemExit, match="names no part, mutant, graded target or corpus entry"):
+        audit.run(args)
