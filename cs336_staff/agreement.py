@@ -34,7 +34,9 @@ The reference and the corpus run the public tests of every part they touch (with
 the parts named); a mutant or a garbage target runs its part's public tests (and the files a
 mutant names). Both runs of an implementation come from the audit's warm fork-server
 (``session/warm.py``), so neither pays Python's and torch's start-up; the split run's worker is a
-real, cold, sandboxed one. Each run has a timeout (``--timeout``); a run killed at it, a run that
+real, cold, sandboxed one. The speed tests draw their inputs per run (``tests/fresh.py``): both runs
+of every implementation draw them from one ``CS336_SPEED_SEED``, printed at the start, so a
+difference in a speed test is one of timing, never of inputs. Each run has a timeout (``--timeout``); a run killed at it, a run that
 could not start, collected nothing, or imported the implementation from outside its copy, or a
 mutant that no longer applies is a *problem*. The check fails (non-zero exit) on any difference
 or problem, and ends with the time it took per part.
@@ -50,6 +52,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import secrets
 import shutil
 import tempfile
 import time
@@ -63,6 +66,7 @@ from cs336_staff.garbage import FLAVOUR_ENV, FLAVOURS
 from cs336_staff.parts import Part, PartsError, load_parts
 from cs336_staff.session.runner import KILLED, Outcome, PytestRun, hide_installed, read_run
 from cs336_staff.session.warm import WarmPool
+from tests.fresh import SEED_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).with_name("corpus")
@@ -244,16 +248,22 @@ class Runner:
         *,
         timeout: float = RUN_TIMEOUT,
         insecure: bool = False,
+        speed_seed: int = 0,
     ):
         self.repo, self.pool, self.root, self.jobs = Path(repo).resolve(), pool, root, max(1, jobs)
-        self.timeout, self.insecure = timeout, insecure
+        self.timeout, self.insecure, self.speed_seed = timeout, insecure, speed_seed
         self.scratches: queue.Queue[Path] = queue.Queue()
         for i in range(self.jobs):
             self.scratches.put(audit.make_scratch(self.repo, root / f"tree{i}"))
 
     def _env(self) -> dict[str, str]:
         threads = str(max(1, (os.cpu_count() or 1) // self.jobs))
-        return {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        # the speed tests draw their inputs per run (tests/fresh.py): both runs must draw the same
+        return {
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            SEED_ENV: str(self.speed_seed),
+        }
 
     def one_process(self, tree: Path, tests: list[str]) -> PytestRun:
         """The student's run: pytest in ``tree``, on its own code."""
@@ -325,18 +335,22 @@ def check(
     jobs: int = 1,
     timeout: float = RUN_TIMEOUT,
     insecure: bool = False,
+    speed_seed: int = 0,
     echo: Callable[[str], None] = print,
     pool: WarmPool | None = None,
 ) -> list[Verdict]:
     """Run every implementation both ways over ``repo``'s public tests: a verdict each, echoed as it comes.
 
     ``insecure``: the split run's worker without a sandbox (``--split-insecure``: the same crossing,
-    quicker to start; for tests of this module). ``pool``: a warm fork-server to reuse (its owner closes it)."""
+    quicker to start; for tests of this module). ``speed_seed``: the speed tests' inputs in both runs
+    (``CS336_SPEED_SEED``). ``pool``: a warm fork-server to reuse (its owner closes it)."""
     root = Path(tempfile.mkdtemp(prefix="cs336-agreement-"))
     own_pool, ex = pool is None, None
     try:
         pool = WarmPool() if own_pool else pool
-        runner = Runner(repo, pool, root, jobs, timeout=timeout, insecure=insecure)
+        runner = Runner(
+            repo, pool, root, jobs, timeout=timeout, insecure=insecure, speed_seed=speed_seed
+        )
         ex = ThreadPoolExecutor(max_workers=runner.jobs)
         futures = [ex.submit(runner.check, i) for i in implementations]
         verdicts = []
@@ -486,17 +500,24 @@ def run(args: argparse.Namespace) -> int:
     """``cs336 audit --agreement``: check every implementation, report, 0 when all agree."""
     start = time.monotonic()
     timeout = args.timeout or RUN_TIMEOUT
+    speed_seed = secrets.randbelow(2**31)  # one per check, as a run draws one (tests/fresh.py)
     found = implementations(args.repo, args.only)
     kinds: dict[str, int] = {}
     for i in found:
         kinds[i.kind] = kinds.get(i.kind, 0) + 1
     print(
         f"audit --agreement: {len(found)} implementations ({', '.join(f'{n} {k}' for k, n in kinds.items())}), "
-        f"each run on its public tests in one process and split; {args.jobs} jobs, {timeout:.0f} s per run",
+        f"each run on its public tests in one process and split; {args.jobs} jobs, {timeout:.0f} s per run; "
+        f"the speed tests draw their inputs with {SEED_ENV}={speed_seed} in both runs",
         flush=True,
     )
     verdicts = check(
-        args.repo, found, jobs=args.jobs, timeout=timeout, echo=lambda line: print(line, flush=True)
+        args.repo,
+        found,
+        jobs=args.jobs,
+        timeout=timeout,
+        speed_seed=speed_seed,
+        echo=lambda line: print(line, flush=True),
     )
     print("time per part (both runs of each implementation, summed):")
     for part, secs in seconds_per_part(verdicts).items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import random
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,11 @@ ADD_TESTS = [
 #: ``add`` that is right in the student's own process and off by one in the grading worker (which
 #: imports its own package, ``cs336_worker``): the kind of submission the check exists to find.
 WORKER_ONLY_BUG = "return a + b + ('cs336_worker' in __import__('sys').modules)"
+#: The speed tests' seed in both runs, and ``sum_below`` right on the inputs the tiny repository's speed
+#: test draws from it (``testing.PUBLIC_TESTS``) and wrong on any other: it passes only where both runs draw them.
+SPEED_SEED = 336
+_DRAWN = random.Random(SPEED_SEED)
+ONLY_THE_SEEDS_INPUTS = f"return n * (n - 1) // 2 if n in {sorted(3_000_000 + _DRAWN.randrange(1_000_000) for _ in range(3))} else -1"
 #: The hanging implementation's timeout: long enough to start, short enough to wait for.
 HANG_SECONDS = 5.0
 
@@ -46,12 +52,17 @@ def runs(tmp_path_factory):
     found = [
         Implementation("reference", "reference", "calc", PUBLIC),
         Implementation(
+            "corpus", "seeded", "calc", PUBLIC, {CALC: calc_with(sum_below=ONLY_THE_SEEDS_INPUTS)}
+        ),
+        Implementation(
             "corpus", "worker-only-bug", "calc", PUBLIC, {CALC: calc_with(add=WORKER_ONLY_BUG)}
         ),
     ]
     lines: list[str] = []
     with WarmPool(light=True) as pool:
-        verdicts = check(repo, found, jobs=2, insecure=True, echo=lines.append, pool=pool)
+        verdicts = check(
+            repo, found, jobs=2, insecure=True, speed_seed=SPEED_SEED, echo=lines.append, pool=pool
+        )
         hang = Implementation(
             "corpus", "hangs", "calc", PUBLIC, {CALC: calc_with(mul="while True: pass")}
         )
@@ -67,7 +78,16 @@ def test_an_implementation_that_behaves_alike_in_both_runs_agrees(runs):
     reference = verdicts["reference"]
     assert reference.status == "agrees" and reference.ok, "\n".join(lines)
     assert reference.tally == "8 tests: 7 passed, 1 skipped", reference.tally
-    assert lines[0].startswith("[1/2] reference  AGREES  8 tests: 7 passed, 1 skipped"), lines[0]
+    assert lines[0].startswith("[1/3] reference  AGREES  8 tests: 7 passed, 1 skipped"), lines[0]
+
+
+def test_both_runs_draw_the_speed_tests_inputs_from_one_seed(runs):
+    """A ``sum_below`` right only on the inputs ``SPEED_SEED`` draws passes the speed test in both runs."""
+    verdicts, lines, _ = runs
+    seeded = verdicts["seeded"]
+    assert seeded.status == "agrees" and seeded.tally == "8 tests: 7 passed, 1 skipped", "\n".join(
+        lines
+    )
 
 
 def test_an_implementation_that_differs_split_is_reported_test_by_test(runs):
@@ -80,8 +100,8 @@ def test_an_implementation_that_differs_split_is_reported_test_by_test(runs):
         (ADD_TESTS[0], "passed", "failed", "", "AssertionError: assert 4 == (1 + 2)"),
         (ADD_TESTS[1], "passed", "failed", "", "AssertionError: assert 8 == (3 + 4)"),
     ]
-    report = lines[1]
-    assert report.startswith("[2/2] corpus worker-only-bug  DIFFERS"), report
+    report = lines[2]
+    assert report.startswith("[3/3] corpus worker-only-bug  DIFFERS"), report
     assert "2 tests end otherwise split than in one process:" in report
     for nodeid in ADD_TESTS:
         assert (
