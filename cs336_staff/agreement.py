@@ -34,12 +34,12 @@ The reference and the corpus run the public tests of every part they touch (with
 the parts named); a mutant or a garbage target runs its part's public tests (and the files a
 mutant names). Both runs of an implementation come from the audit's warm fork-server
 (``session/warm.py``), so neither pays Python's and torch's start-up; the split run's worker is a
-real, cold, sandboxed one. The speed tests draw their inputs per run (``tests/fresh.py``): both runs
-of every implementation draw them from one ``CS336_SPEED_SEED``, printed at the start, so a
-difference in a speed test is one of timing, never of inputs. Each run has a timeout (``--timeout``); a run killed at it, a run that
-could not start, collected nothing, or imported the implementation from outside its copy, or a
-mutant that no longer applies is a *problem*. The check fails (non-zero exit) on any difference
-or problem, and ends with the time it took per part.
+real, cold, sandboxed one. The speed tests draw their inputs per run (``tests/fresh.py``): both
+runs of every implementation draw them from one ``CS336_SPEED_SEED``, printed at the start, so a
+difference in a speed test is one of timing, never of inputs. Each run has a timeout
+(``--timeout``); a run killed at it, a run that could not start, collected nothing, or imported
+the implementation from outside its copy, or a mutant that no longer applies is a *problem*. The
+check fails (non-zero exit) on any difference or problem, and ends with the time it took per part.
 
 Deliberately left out: the hidden tests (a student never runs them, so there is nothing to
 agree with), the training loop's tests for a mutant of a part it uses (``used_by.json``: they
@@ -74,18 +74,17 @@ PACKAGE = "cs336_assignment"
 #: Where a garbage implementation keeps ``garbage.py``: inside the package, the only code a submission has.
 GARBAGE_MODULE = f"{PACKAGE}.cs336_garbage"
 RUN_TIMEOUT = 900.0  # seconds for one run (one process or split) of an implementation's tests
-#: The environment variable that tells the split run's script where to write its outcomes.
-OUT_ENV = "CS336_AGREEMENT_OUT"
-#: Run in a warm child in the staff repository: pytest with the judge plugin's arguments, recording each
-#: test's outcome with the staff tools' recorder (the judge registers its own under the name the warm
-#: children's recorder takes, so this one is registered without a name).
+#: Run in a warm child in the staff repository (argv: the outcomes file, then pytest's arguments):
+#: pytest with the judge plugin, recording each test's outcome with the staff tools' recorder (the
+#: judge registers its own under the name the warm children's recorder takes, so this one has none).
 SPLIT_SCRIPT = """\
 import os, sys
 import pytest
 from cs336_staff.session.outcomes import Recorder
+out, *rest = sys.argv[1:]
 quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
-args = ["-p", "no:cacheprovider", *quiet, f"--rootdir={os.getcwd()}", *sys.argv[1:]]
-sys.exit(int(pytest.main(args, plugins=[Recorder(os.environ["CS336_AGREEMENT_OUT"])])))
+args = ["-p", "no:cacheprovider", *quiet, f"--rootdir={os.getcwd()}", *rest]
+sys.exit(int(pytest.main(args, plugins=[Recorder(out)])))
 """
 #: The outcome of a test one run collected and did not finish (or never collected).
 NOT_RUN = "not run"
@@ -281,6 +280,7 @@ class Runner:
         out.unlink(missing_ok=True)
         mode = "--split-insecure" if self.insecure else "--split"
         args = [
+            str(out),
             *tests,
             "-p",
             "no:randomly",
@@ -294,7 +294,7 @@ class Runner:
             self.repo,
             args,
             code=SPLIT_SCRIPT,
-            env={**self._env(), OUT_ENV: str(out)},
+            env=self._env(),
             timeout=self.timeout,
         )
         result = read_run(run.returncode, out if out.is_file() else None, run.output)
