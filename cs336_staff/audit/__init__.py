@@ -15,7 +15,7 @@ One module per check, and the pytest plugins the checks load into the test runs 
                       matches, in its words), and every solution function is graded or says it is optional
                       (``tests/staff/test_contracts.py`` runs it)
     raises_probe.py   plugin: records every exception a test catches with ``pytest.raises`` (for contracts.py)
-    agreement.py      (to come) every public test has the same outcome in one process and split into
+    agreement.py      every public test has the same outcome in one process and split into
                       worker and judge, on the reference, the zoo and garbage (``cs336 audit --agreement``)
 
 The plugins run in a scratch copy of the public tree, which imports nothing of this repository

@@ -6,6 +6,7 @@
     $ uv run cs336 audit --dry-run        # only check that every mutant applies (no tests run)
     $ uv run cs336 audit --mutants        # only the bug zoo (mutants.py)
     $ uv run cs336 audit --garbage        # only the garbage check (garbage_check.py)
+    $ uv run cs336 audit --agreement      # instead: one process and split agree on every public test (agreement.py)
     $ uv run cs336 audit --write-used-by  # rewrite cs336_staff/used_by.json from the zoo's baseline (part_reach.py)
 
 The bug zoo (``cs336_staff/audit/mutants.py``): every realistic mutant of ``cs336_staff/mutants/``
@@ -57,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout",
         type=float,
-        default=mutants.MUTANT_TIMEOUT,
-        help="seconds before a mutant's run is killed (default: %(default).0f)",
+        default=None,
+        help=f"seconds before a mutant's run is killed (default: {mutants.MUTANT_TIMEOUT:.0f})",
     )
     parser.add_argument(
         "--dry-run",
@@ -78,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     which.add_argument(
         "--mutants", action="store_true", help="only the bug zoo, not the garbage check"
+    )
+    which.add_argument(
+        "--agreement",
+        action="store_true",
+        help="instead: every public test ends the same in one process and split, on the reference, the "
+        "zoo, garbage and the corpus (agreement.py; --timeout is per run, default 900)",
     )
     parser.add_argument("--repo", type=Path, default=mutants.REPO, help=argparse.SUPPRESS)
 
@@ -116,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.agreement:
+        from cs336_staff.audit import agreement
+
+        return agreement.run(args)
     if args.garbage:
         return garbage_check.run(args)
     if args.mutants or args.dry_run or args.write_used_by:
@@ -174,7 +185,7 @@ def run_mutants(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
                 full=args.full,
                 baseline=args.baseline,
-                timeout=args.timeout,
+                timeout=args.timeout or mutants.MUTANT_TIMEOUT,
                 echo=lambda line: print(line, flush=True),
                 write_used_by=args.write_used_by,
             )

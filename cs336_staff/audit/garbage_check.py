@@ -249,11 +249,12 @@ def stubbed(source: str, target: Target, path: str) -> str:
     return "".join(lines)
 
 
-def with_garbage(source: str, target: Target) -> str:
-    """``source`` with ``target`` rebound to its garbage at the end of the module."""
+def with_garbage(source: str, target: Target, module: str = GARBAGE_MODULE) -> str:
+    """``source`` with ``target`` rebound to its garbage at the end of the module (``garbage.py``
+    imported as ``module``: the agreement check keeps it inside the package, where a submission's code is)."""
     methods = f", methods={target.methods!r}" if target.is_class else ""
     return (
-        f"{source.rstrip()}\n\n\nimport {GARBAGE_MODULE} as _cs336_garbage  # noqa: E402\n\n"
+        f"{source.rstrip()}\n\n\nimport {module} as _cs336_garbage  # noqa: E402\n\n"
         f"{target.name} = _cs336_garbage.garbage({target.name}, {target.name!r}{methods})\n"
     )
 
