@@ -69,8 +69,8 @@ from cs336_staff.session.runner import KILLED, Outcome, PytestRun, hide_installe
 from cs336_staff.session.warm import WarmPool
 from tests.fresh import SEED_ENV
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).parents[1] / "corpus"
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"  # cs336_staff/corpus
 PACKAGE = "cs336_assignment"
 #: Where a garbage implementation keeps ``garbage.py``: inside the package, the only code a submission has.
 GARBAGE_MODULE = f"{PACKAGE}.cs336_garbage"
