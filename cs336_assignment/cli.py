@@ -43,7 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "regenerate .npz snapshots from the reference (or --check)",
     ),
     "audit": (
-        "cs336_staff.audit",
+        "cs336_staff.audit.cli",
         "run the bug zoo: every mutant must be caught by the public suite",
     ),
     "parts": (

@@ -63,6 +63,11 @@ class TrainConfig:
     ``steps``); ``checkpoint`` (optional) is rewritten atomically every ``checkpoint_every`` steps
     and after the last one; ``resume`` continues from it when it exists. Every field is checked
     here, so a bad value fails before any work starts.
+
+    ``lr`` and ``weight_decay`` (``cs336 train --lr --weight-decay``) are AdamW's: a run of ``steps``
+    steps ends with the weights ``torch.optim.AdamW(lr=lr, weight_decay=weight_decay)`` reaches from
+    ``set_seed(seed); Cruncher(dim, num_layers)``, step ``t`` on ``regression_batch(t, batch_size, dim,
+    seed)`` under mean squared error (up to float rounding).
     """
 
     steps: int = 300
@@ -122,9 +127,10 @@ def regression_batch(
     """The lecture's synthetic data: ``x ~ N(0, I_dim)``, ``y = x @ true_w``, ``true_w = arange(dim)``.
 
     The batch of step ``step`` is a function of ``(seed, step)`` alone: draw ``x`` from
-    ``step_generator(seed, step)``. Runs with different seeds then train on unrelated batches;
-    seeding with ``seed + step`` instead would give ``--seed 4`` the batches of ``--seed 3`` one
-    step later (and seeding with ``step`` alone, the same batches).
+    ``step_generator(seed, step)``, exactly as ``torch.randn(batch_size, dim, generator=...)`` draws it
+    (the tests recompute the run from these batches). Runs with different seeds then train on
+    unrelated batches; seeding with ``seed + step`` instead would give ``--seed 4`` the batches of
+    ``--seed 3`` one step later (and seeding with ``step`` alone, the same batches).
 
     >>> x, y = regression_batch(step=0, batch_size=3, dim=4, seed=0)
     >>> x.shape, y.shape, bool(torch.allclose(y, x @ torch.tensor([0., 1., 2., 3.])))

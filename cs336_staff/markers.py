@@ -53,6 +53,9 @@ END = "# END SOLUTION"
 STAFF_ONLY = "# STAFF-ONLY"
 BEGIN_STAFF = "# BEGIN STAFF-ONLY"
 END_STAFF = "# END STAFF-ONLY"
+#: The phrase a docstring carries when its function has a solution region but no test reaches it
+#: (``cs336_staff/audit/contracts.py`` checks it; ``parts.py`` lists those functions as optional).
+OPTIONAL = "Optional helper, not graded"
 _MARKER_LIKE = re.compile(r"#\s*(BEGIN|END)[\s_-]*SOLUTION", re.IGNORECASE)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _Function = ast.FunctionDef | ast.AsyncFunctionDef

@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cs336_staff import rules_docs
-from cs336_staff.markers import Region, find_regions, is_staff_only
+from cs336_staff.markers import OPTIONAL, Region, find_regions, is_staff_only
 from cs336_staff.rubric import Rubric
 from cs336_staff.worker.adapter_rule import is_adapter
 from tests.rules import load_rules
@@ -53,7 +53,7 @@ _DEF = re.compile(r"^def\s+(\w+)")
 
 
 #: Which other parts' public test files execute each part's solution functions, as ``cs336 audit``
-#: measured it (``part_reach.py``; ``cs336 audit --write-used-by`` writes it, the audit checks it).
+#: measured it (``cs336_staff/audit/part_reach.py``; ``cs336 audit --write-used-by`` writes it, the audit checks it).
 #: Without it (a sample repository) a part is used by the test files that name its adapters.
 USED_BY_FILE = "cs336_staff/used_by.json"
 
@@ -257,14 +257,12 @@ def _code(names: list[str]) -> str:
 
 
 def optional_helpers(source: str) -> set[str]:
-    """Qualnames of the functions whose docstring says they are optional (``contracts.OPTIONAL``).
+    """Qualnames of the functions whose docstring says they are optional (``markers.OPTIONAL``).
 
     >>> src = "def f():\\n    'Optional helper, not graded: g covers it.'\\n\\ndef g():\\n    pass\\n"
     >>> sorted(optional_helpers(src))
     ['f']
     """
-    from cs336_staff.contracts import OPTIONAL
-
     out: set[str] = set()
 
     def walk(node: ast.AST, prefix: str) -> None:

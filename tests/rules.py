@@ -48,25 +48,56 @@ ALL_PARTS = "all"
 # What a reference to something outside the submission is (``Ref.kind``).
 NAME = "name"  # a dotted name used (called, subclassed, read, returned)
 ATTRIBUTE = "attribute"  # an attribute name read or written on anything (``.f_back``)
-COMPUTED_IMPORT = "computed import"  # importlib.import_module / __import__ of a name the source does not spell
+COMPUTED_IMPORT = (
+    "computed import"  # importlib.import_module / __import__ of a name the source does not spell
+)
 STORE = "store"  # an assignment to (or deletion of) an attribute of a dotted name
 IMPORT = "import"  # an import statement: runs the imported modules' top-level code
+MEMBER = "member"  # a method's use of its own object (self.name, cls.name): followed by ``reach(members=True)``
 
 #: Builtins the check follows by name (other builtins are not names anyone delegates to).
-BUILTINS = {"exec", "eval", "compile", "__import__", "__builtins__", "getattr", "setattr", "delattr", "globals", "vars"}
+BUILTINS = {
+    "exec",
+    "eval",
+    "compile",
+    "__import__",
+    "__builtins__",
+    "getattr",
+    "setattr",
+    "delattr",
+    "globals",
+    "vars",
+}
 #: Builtins that are harmless as values and judged only where they are called.
 CALLED_ONLY = {"__import__", "getattr", "setattr", "delattr", "globals", "vars"}
 IMPORT_FUNCS = {"__import__", "importlib.import_module", "importlib.__import__"}
 #: name -> the index of the argument that names an attribute.
-ATTRIBUTE_FUNCS = {"getattr": 1, "setattr": 1, "delattr": 1, "operator.attrgetter": 0, "operator.methodcaller": 0}
+ATTRIBUTE_FUNCS = {
+    "getattr": 1,
+    "setattr": 1,
+    "delattr": 1,
+    "operator.attrgetter": 0,
+    "operator.methodcaller": 0,
+}
 DUNDER_ACCESS = {"__getattribute__", "__getattr__", "__setattr__", "__delattr__"}
 #: Unpickling imports and calls whatever the data names: the check cannot see which.
-UNPICKLERS = ("pickle.load", "pickle.loads", "pickle.Unpickler", "_pickle", "cloudpickle", "dill", "marshal.load",
-              "marshal.loads", "shelve.open")
+UNPICKLERS = (
+    "pickle.load",
+    "pickle.loads",
+    "pickle.Unpickler",
+    "_pickle",
+    "cloudpickle",
+    "dill",
+    "marshal.load",
+    "marshal.loads",
+    "shelve.open",
+)
 _MODULE_NAME = re.compile(rf"^{PACKAGE}(\.\w+)*$")
 _ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _CALL_FREE = (ast.Name, ast.Attribute, ast.Constant)
-_MAIN_GUARD = re.compile(r"Compare\(left=Name\(id='__name__',ctx=Load\(\)\),ops=\[Eq\(\)\],comparators=\[Constant\(value='__main__'\)\]\)$")
+_MAIN_GUARD = re.compile(
+    r"Compare\(left=Name\(id='__name__',ctx=Load\(\)\),ops=\[Eq\(\)\],comparators=\[Constant\(value='__main__'\)\]\)$"
+)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 NAME_ITERATORS = {"dict", "list", "tuple", "set", "frozenset", "sorted", "iter"}
 
@@ -74,7 +105,9 @@ NAME_ITERATORS = {"dict", "list", "tuple", "set", "frozenset", "sorted", "iter"}
 @functools.cache
 def _dotted_pattern(entries: tuple[str, ...]) -> re.Pattern[str]:
     """One pattern for dotted names that equal, or lie under, an entry (``*`` in an entry: any part of one name)."""
-    alternatives = [r"\.".join(re.escape(seg).replace(r"\*", "[^.]*") for seg in e.split(".")) for e in entries]
+    alternatives = [
+        r"\.".join(re.escape(seg).replace(r"\*", "[^.]*") for seg in e.split(".")) for e in entries
+    ]
     return re.compile(rf"(?:{'|'.join(alternatives)})(?:\.|$)" if alternatives else r"(?!)")
 
 
@@ -119,7 +152,9 @@ class Rule:
 class RuleBook:
     may_use: dict[str, str]  # part key -> what it may use, in words
     rules: tuple[Rule, ...]
-    given: dict[str, frozenset[str]] = field(default_factory=dict)  # file -> fingerprints of its given code
+    given: dict[str, frozenset[str]] = field(
+        default_factory=dict
+    )  # file -> fingerprints of its given code
 
     def home_rules(self, part: str) -> list[Rule]:
         return [r for r in self.rules if r.part == part]
@@ -135,7 +170,17 @@ class RulesError(ValueError):
     """tests/rules.toml cannot be read; the message says where and what to fix."""
 
 
-_RULE_KEYS = {"id", "part", "forbidden", "allowed", "says", "short", "attributes", "computed_imports", "outside_stores"}
+_RULE_KEYS = {
+    "id",
+    "part",
+    "forbidden",
+    "allowed",
+    "says",
+    "short",
+    "attributes",
+    "computed_imports",
+    "outside_stores",
+}
 
 
 def load_rules(path: Path = RULES_FILE) -> RuleBook:
@@ -149,17 +194,33 @@ def load_rules(path: Path = RULES_FILE) -> RuleBook:
             raise RulesError(f"{path}: [[rules]] number {i + 1} lacks {', '.join(missing)}")
         unknown = sorted(set(raw) - _RULE_KEYS)
         if unknown:
-            raise RulesError(f"{path}: rule {raw['id']!r} has unknown keys {unknown}; the keys are {sorted(_RULE_KEYS)}")
+            raise RulesError(
+                f"{path}: rule {raw['id']!r} has unknown keys {unknown}; the keys are {sorted(_RULE_KEYS)}"
+            )
         if raw["part"] not in may_use and raw["part"] != ALL_PARTS:
-            raise RulesError(f"{path}: rule {raw['id']!r} names part {raw['part']!r}, which has no [parts.{raw['part']}] table "
-                             f"(or {ALL_PARTS!r}: every part)")
-        rules.append(Rule(raw["id"], raw["part"], tuple(raw["forbidden"]), tuple(raw.get("allowed", [])), raw["says"],
-                          raw["short"], tuple(raw.get("attributes", [])), bool(raw.get("computed_imports", False)),
-                          bool(raw.get("outside_stores", False))))
+            raise RulesError(
+                f"{path}: rule {raw['id']!r} names part {raw['part']!r}, which has no [parts.{raw['part']}] table "
+                f"(or {ALL_PARTS!r}: every part)"
+            )
+        rules.append(
+            Rule(
+                raw["id"],
+                raw["part"],
+                tuple(raw["forbidden"]),
+                tuple(raw.get("allowed", [])),
+                raw["says"],
+                raw["short"],
+                tuple(raw.get("attributes", [])),
+                bool(raw.get("computed_imports", False)),
+                bool(raw.get("outside_stores", False)),
+            )
+        )
     given = {}
     for i, raw in enumerate(data.get("given", [])):
         if not isinstance(raw.get("file"), str) or not isinstance(raw.get("fingerprint"), list):
-            raise RulesError(f"{path}: [[given]] number {i + 1} needs file = \"...\" and fingerprint = [\"...\"]")
+            raise RulesError(
+                f'{path}: [[given]] number {i + 1} needs file = "..." and fingerprint = ["..."]'
+            )
         given[raw["file"]] = frozenset(raw["fingerprint"])
     return RuleBook(may_use, tuple(rules), given)
 
@@ -181,7 +242,9 @@ class Ref:
 class Node:
     """A function, a class, a module-level name or a module's top-level code (what importing it runs)."""
 
-    key: str  # cs336_assignment.optim.Adam, cs336_assignment.optim.Adam.step, cs336_assignment.optim
+    key: (
+        str  # cs336_assignment.optim.Adam, cs336_assignment.optim.Adam.step, cs336_assignment.optim
+    )
     file: str
     line: int
     refs: list[Ref] = field(default_factory=list)
@@ -225,7 +288,9 @@ class _Refs(ast.NodeVisitor):
         self.watch = watch
         self.refs: list[Ref] = []
         self.dynamic: list[tuple[str, int]] = []
-        self.local: list[dict[str, str | None]] = []  # each enclosing function's names: an alias, or None
+        self.local: list[
+            dict[str, str | None]
+        ] = []  # each enclosing function's names: an alias, or None
         self.callees: set[int] = set()
         self.names_only: set[int] = set()  # globals()/vars() calls whose names alone are read
 
@@ -266,17 +331,32 @@ class _Refs(ast.NodeVisitor):
             chain.append(inner)
             inner = inner.value
         name = self.dotted(node)
-        for a in chain if name is not None else chain[:1]:  # an unresolved chain's inner links are visited below
+        for a in (
+            chain if name is not None else chain[:1]
+        ):  # an unresolved chain's inner links are visited below
             if self.watched(a.attr):
-                self.add(a.attr, a.lineno, "assigns the attribute" if a is node and not isinstance(node.ctx, ast.Load)
-                         else "reads the attribute", ATTRIBUTE)
+                self.add(
+                    a.attr,
+                    a.lineno,
+                    "assigns the attribute"
+                    if a is node and not isinstance(node.ctx, ast.Load)
+                    else "reads the attribute",
+                    ATTRIBUTE,
+                )
         if name is None:
             self.generic_visit(node)
             return
         if not isinstance(node.ctx, ast.Load):
-            self.add(name, node.lineno, "assigned" if isinstance(node.ctx, ast.Store) else "deleted", STORE)
+            self.add(
+                name,
+                node.lineno,
+                "assigned" if isinstance(node.ctx, ast.Store) else "deleted",
+                STORE,
+            )
         for a in chain:
-            if a.attr == "__dict__" and (base := self.dotted(a.value)) is not None:  # torch.__dict__["stack"] = ...
+            if (
+                a.attr == "__dict__" and (base := self.dotted(a.value)) is not None
+            ):  # torch.__dict__["stack"] = ...
                 self.add(base, a.lineno, "reached through its __dict__", STORE)
         if name in IMPORT_FUNCS and id(node) not in self.callees:
             self.add(name, node.lineno, f"{name} as a value", COMPUTED_IMPORT)
@@ -291,12 +371,20 @@ class _Refs(ast.NodeVisitor):
             names = node.args[i:] if func == "operator.attrgetter" else node.args[i : i + 1]
             if not names or any(_literal(a) is None for a in names):
                 self.dynamic.append((f"{func} with a computed name", node.lineno))
-            elif func in ("getattr", "setattr", "delattr") and (base := self.dotted(node.args[0])) is not None:
+            elif (
+                func in ("getattr", "setattr", "delattr")
+                and (base := self.dotted(node.args[0])) is not None
+            ):
                 attr = _literal(node.args[1])
                 if func == "getattr":
                     self.add(f"{base}.{attr}", node.lineno, "uses (getattr)")
                 else:
-                    self.add(f"{base}.{attr}", node.lineno, f"{'assigned' if func == 'setattr' else 'deleted'} ({func})", STORE)
+                    self.add(
+                        f"{base}.{attr}",
+                        node.lineno,
+                        f"{'assigned' if func == 'setattr' else 'deleted'} ({func})",
+                        STORE,
+                    )
         elif func in IMPORT_FUNCS:
             name = _literal(node.args[0]) if node.args else None
             if name is None or name.startswith("."):
@@ -304,26 +392,51 @@ class _Refs(ast.NodeVisitor):
             else:
                 self.add(name, node.lineno, f"names in {func}")
         elif func == "vars" and node.args and (base := self.dotted(node.args[0])) is not None:
-            self.add(base, node.lineno, "reached through vars()", STORE)  # vars(torch)["stack"] = ...
+            self.add(
+                base, node.lineno, "reached through vars()", STORE
+            )  # vars(torch)["stack"] = ...
         elif func in ("globals", "vars") and id(node) not in self.names_only:
             self.dynamic.append((f"{func}()", node.lineno))
         elif func is not None and _under(func, UNPICKLERS):
-            self.dynamic.append((f"{func} (unpickling imports whatever the data names)", node.lineno))
+            self.dynamic.append(
+                (f"{func} (unpickling imports whatever the data names)", node.lineno)
+            )
         elif func in ("torch.load", "torch.serialization.load", "numpy.load"):
             flag = "allow_pickle" if func == "numpy.load" else "weights_only"
             for kw in node.keywords:
-                if kw.arg == flag and not (isinstance(kw.value, ast.Constant) and kw.value.value is (flag == "weights_only")):
-                    self.dynamic.append((f"{func} with {flag} not {flag == 'weights_only'} (it unpickles)", node.lineno))
-        elif isinstance(node.func, ast.Attribute) and node.func.attr in DUNDER_ACCESS and not any(
-                _literal(a) is not None for a in node.args):
+                if kw.arg == flag and not (
+                    isinstance(kw.value, ast.Constant)
+                    and kw.value.value is (flag == "weights_only")
+                ):
+                    self.dynamic.append(
+                        (
+                            f"{func} with {flag} not {flag == 'weights_only'} (it unpickles)",
+                            node.lineno,
+                        )
+                    )
+        elif (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in DUNDER_ACCESS
+            and not any(_literal(a) is not None for a in node.args)
+        ):
             self.dynamic.append((f"{node.func.attr} with a computed name", node.lineno))
         self.generic_visit(node)
 
     def _names_only(self, it: ast.expr) -> None:
         """Mark ``globals()`` iterated for its names (``[n for n in dict(globals()) if ...]``): nothing is looked up."""
-        while isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id in NAME_ITERATORS and len(it.args) == 1:
+        while (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Name)
+            and it.func.id in NAME_ITERATORS
+            and len(it.args) == 1
+        ):
             it = it.args[0]
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "keys" and not it.args:
+        if (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Attribute)
+            and it.func.attr == "keys"
+            and not it.args
+        ):
             it = it.func.value
         if isinstance(it, ast.Call) and self.dotted(it.func) in ("globals", "vars"):
             self.names_only.add(id(it))
@@ -342,7 +455,9 @@ class _Refs(ast.NodeVisitor):
         if isinstance(node.value, str):
             if _MODULE_NAME.match(node.value):
                 self.add(node.value, node.lineno, "names in a string")
-            elif _ATTRIBUTE_PATH.fullmatch(node.value):  # getattr(frame, "f_back"), attrgetter("f_back.f_locals")
+            elif _ATTRIBUTE_PATH.fullmatch(
+                node.value
+            ):  # getattr(frame, "f_back"), attrgetter("f_back.f_locals")
                 for attr in node.value.split("."):
                     if self.watched(attr):
                         self.add(attr, node.lineno, "names in a string", ATTRIBUTE)
@@ -375,7 +490,10 @@ class _Refs(ast.NodeVisitor):
         that name; its parameters and its other names hide the module's names they share (None)."""
         args = fn.args
         assigned: dict[str, list[ast.expr | None]] = {
-            a.arg: [None] for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+            a.arg: [None]
+            for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+            if a
+        }
         declared: set[str] = set()
         for sub in ast.walk(fn):
             if isinstance(sub, (ast.Global, ast.Nonlocal)):
@@ -383,9 +501,14 @@ class _Refs(ast.NodeVisitor):
             elif isinstance(sub, ast.Assign):
                 for t in sub.targets:
                     for n in ast.walk(t):
-                        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):  # not `torch` in `torch.x = ...`
+                        if isinstance(n, ast.Name) and isinstance(
+                            n.ctx, ast.Store
+                        ):  # not `torch` in `torch.x = ...`
                             assigned.setdefault(n.id, []).append(sub.value if t is n else None)
-            elif isinstance(sub, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr)):
+            elif isinstance(
+                sub,
+                (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr),
+            ):
                 target = sub.optional_vars if isinstance(sub, ast.withitem) else sub.target
                 for n in ast.walk(target) if target is not None else []:
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
@@ -393,10 +516,14 @@ class _Refs(ast.NodeVisitor):
         out: dict[str, str | None] = {}
         for name, values in assigned.items():
             if name not in declared:
-                out[name] = self.dotted(values[0]) if len(values) == 1 and values[0] is not None else None
+                out[name] = (
+                    self.dotted(values[0]) if len(values) == 1 and values[0] is not None else None
+                )
         return out
 
-    def visit_Import(self, node: ast.Import) -> None:  # an import alone delegates nothing; it runs module code
+    def visit_Import(
+        self, node: ast.Import
+    ) -> None:  # an import alone delegates nothing; it runs module code
         for a in node.names:
             self.add(a.name, node.lineno, "imports", IMPORT)
 
@@ -406,7 +533,9 @@ class _Refs(ast.NodeVisitor):
             self.add(base if a.name == "*" else f"{base}.{a.name}", node.lineno, "imports", IMPORT)
 
 
-def _collect(module: Module, nodes: list[ast.AST], watch: re.Pattern[str] | None) -> tuple[list[Ref], list[tuple[str, int]]]:
+def _collect(
+    module: Module, nodes: list[ast.AST], watch: re.Pattern[str] | None
+) -> tuple[list[Ref], list[tuple[str, int]]]:
     v = _Refs(module, watch)
     for n in nodes:
         v.visit(n)
@@ -433,8 +562,17 @@ def _imports(tree: ast.Module, module: Module) -> None:
 # Module level: definitions, and what importing a module runs
 # ------------------------------------------------------------------------------------------------
 
-_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While, ast.Match, *(
-    (ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+_BLOCKS = (
+    ast.If,
+    ast.Try,
+    ast.With,
+    ast.AsyncWith,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.Match,
+    *((ast.TryStar,) if hasattr(ast, "TryStar") else ()),
+)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -466,7 +604,13 @@ def _name_targets(stmt: ast.stmt) -> list[str] | None:
         return None
     names = []
     for t in targets:
-        for n in [t] if isinstance(t, ast.Name) else t.elts if isinstance(t, (ast.Tuple, ast.List)) else [None]:
+        for n in (
+            [t]
+            if isinstance(t, ast.Name)
+            else t.elts
+            if isinstance(t, (ast.Tuple, ast.List))
+            else [None]
+        ):
             if isinstance(n, ast.Starred):
                 n = n.value
             if not isinstance(n, ast.Name):
@@ -481,7 +625,9 @@ def _calls(nodes: list[ast.AST | None]) -> list[ast.AST]:
     todo = [n for n in nodes if n is not None]
     while todo:
         n = todo.pop()
-        if isinstance(n, ast.Call) or (isinstance(n, _COMPREHENSIONS) and _calls(list(ast.iter_child_nodes(n)))):
+        if isinstance(n, ast.Call) or (
+            isinstance(n, _COMPREHENSIONS) and _calls(list(ast.iter_child_nodes(n)))
+        ):
             out.append(n)
         elif not isinstance(n, (ast.Lambda, *_DEFS)):
             todo.extend(ast.iter_child_nodes(n))
@@ -507,7 +653,9 @@ def _runs_at_import(body: list[ast.stmt]) -> list[ast.AST]:
             out += stmt.items
             out += _runs_at_import(stmt.body)
         elif _MAIN_GUARD.match(canonical(getattr(stmt, "test", None))):
-            out += _runs_at_import(stmt.orelse)  # `if __name__ == "__main__":` runs only as a script
+            out += _runs_at_import(
+                stmt.orelse
+            )  # `if __name__ == "__main__":` runs only as a script
         elif isinstance(stmt, _BLOCKS):
             head = [getattr(stmt, f, None) for f in ("test", "iter", "subject")]
             out += _calls([*head, *(h.type for h in getattr(stmt, "handlers", []))])
@@ -520,6 +668,25 @@ def _runs_at_import(body: list[ast.stmt]) -> list[ast.AST]:
         elif not isinstance(stmt, (ast.Pass, ast.Global, ast.Nonlocal, ast.Break, ast.Continue)):
             out.append(stmt)  # an assignment to an attribute or an item, a del: all of it counts
     return out
+
+
+def _members(method: ast.FunctionDef | ast.AsyncFunctionDef, cls: str) -> list[Ref]:
+    """What ``method`` (of the class ``cls``) uses on its first parameter (``self.x``, ``cls.x``), as MEMBER refs."""
+    params = [*method.args.posonlyargs, *method.args.args]
+    if not params:
+        return []
+    me = params[0].arg
+    return [
+        Ref(f"{cls}.{n.attr}", n.lineno, f"uses {me}.{n.attr}", MEMBER)
+        for n in ast.walk(method)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == me
+    ]
+
+
+def _private(key: str) -> bool:
+    """Whether the last name of ``key`` is private (``_helper``; a dunder is not)."""
+    last = key.rpartition(".")[2]
+    return last.startswith("_") and not (last.startswith("__") and last.endswith("__"))
 
 
 class Program:
@@ -535,7 +702,9 @@ class Program:
             try:
                 tree = ast.parse(text, filename=path)
             except SyntaxError as e:
-                self.errors.append(f"{path}:{e.lineno}: does not parse ({e.msg}); the rules check could not read it")
+                self.errors.append(
+                    f"{path}:{e.lineno}: does not parse ({e.msg}); the rules check could not read it"
+                )
                 continue
             m = Module(module_name(path), path, path.endswith("__init__.py"))
             self.modules[m.name] = m
@@ -560,9 +729,18 @@ class Program:
         for stmt in _module_statements(tree.body):
             names = _name_targets(stmt)
             value = getattr(stmt, "value", None)
-            if isinstance(stmt, ast.AugAssign) or not names or len(names) != 1 or count[names[0]] != 1 or value is None:
+            if (
+                isinstance(stmt, ast.AugAssign)
+                or not names
+                or len(names) != 1
+                or count[names[0]] != 1
+                or value is None
+            ):
                 continue
-            if isinstance(value, (ast.Name, ast.Attribute)) and (dotted := resolver.dotted(value)) is not None:
+            if (
+                isinstance(value, (ast.Name, ast.Attribute))
+                and (dotted := resolver.dotted(value)) is not None
+            ):
                 m.aliases[names[0]] = dotted
 
     def _add(self, key: str, module: Module, line: int, body: list[ast.AST]) -> Node:
@@ -587,20 +765,37 @@ class Program:
                 self._add(f"{m.name}.{stmt.name}", m, stmt.lineno, [stmt])
             elif isinstance(stmt, ast.ClassDef):
                 key = f"{m.name}.{stmt.name}"
-                cls = self._add(key, m, stmt.lineno, [*stmt.decorator_list, *stmt.keywords,
-                                                       *(s for s in stmt.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)))])
+                cls = self._add(
+                    key,
+                    m,
+                    stmt.lineno,
+                    [
+                        *stmt.decorator_list,
+                        *stmt.keywords,
+                        *(
+                            s
+                            for s in stmt.body
+                            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        ),
+                    ],
+                )
                 refs, dynamic = _collect(m, stmt.bases, self.watch)
-                cls.refs += [Ref(r.name, r.line, "subclasses", r.kind) if r.kind == NAME else r for r in refs]
+                cls.refs += [
+                    Ref(r.name, r.line, "subclasses", r.kind) if r.kind == NAME else r for r in refs
+                ]
                 cls.dynamic += dynamic
                 for s in stmt.body:
                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         method = self._add(f"{key}.{s.name}", m, s.lineno, [s])
+                        method.refs += _members(s, key)
                         method.links.add(key)
                         cls.links.add(method.key)  # an instance can call any of its methods
             elif (names := _name_targets(stmt)) is not None:
                 value = getattr(stmt, "value", None)
                 for name in names:
-                    self._add(f"{m.name}.{name}", m, stmt.lineno, [value] if value is not None else [])
+                    self._add(
+                        f"{m.name}.{name}", m, stmt.lineno, [value] if value is not None else []
+                    )
 
     def resolve(self, name: str, depth: int = 0) -> tuple[str, str]:
         """("node", key) for the submission's own code, ("module", name) for one of its modules as a
@@ -629,7 +824,11 @@ class Program:
     def imported(self, name: str) -> list[str]:
         """The top-level code nodes that ``import name`` (or ``from a import b``, as ``a.b``) runs."""
         parts = name.split(".")
-        return [".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in self.modules]
+        return [
+            ".".join(parts[:i])
+            for i in range(1, len(parts) + 1)
+            if ".".join(parts[:i]) in self.modules
+        ]
 
     def outside(self, node: Node) -> Iterator[tuple[Ref, str]]:
         """What ``node``'s own code reaches outside the submission: (ref, resolved name)."""
@@ -641,26 +840,41 @@ class Program:
                 if kind == "external":
                     yield ref, target
 
-    def reach(self, start: str) -> tuple[dict[str, str | None], list[tuple[Node, Ref, str]]]:
+    def reach(
+        self, start: str, members: bool = False
+    ) -> tuple[dict[str, str | None], list[tuple[Node, Ref, str]]]:
         """Breadth-first from node ``start``: each reached node with the node it was reached from,
-        and every outside name reached as (node, ref, resolved name)."""
+        and every outside name reached as (node, ref, resolved name).
+
+        A class reached brings every method: an instance can call any of them. With ``members``, what
+        a caller can run (which functions the tests grade, whatever a student writes elsewhere): a class
+        brings its public and dunder methods only, and a method reaches what it uses on its own object
+        (``self._helper``)."""
         parent: dict[str, str | None] = {start: None}
         external: list[tuple[Node, Ref, str]] = []
         queue = deque([start])
         while queue:
             node = self.nodes[queue.popleft()]
-            nexts = list(node.links)
+            nexts = [
+                n
+                for n in node.links
+                if not (members and n.startswith(node.key + ".") and _private(n))
+            ]
             for ref in node.refs:
                 if ref.kind == IMPORT:
                     nexts += self.imported(ref.name)
                     continue
-                if ref.kind != NAME:
+                if ref.kind != NAME and not (members and ref.kind == MEMBER):
                     continue
                 kind, target = self.resolve(ref.name)
                 if kind == "node":
                     nexts.append(target)
                 elif kind == "module":
-                    nexts += [f"{target}.{d}" for d in self.modules[target].defs if f"{target}.{d}" in self.nodes]
+                    nexts += [
+                        f"{target}.{d}"
+                        for d in self.modules[target].defs
+                        if f"{target}.{d}" in self.nodes
+                    ]
                     nexts.append(target)
             external += [(node, ref, name) for ref, name in self.outside(node)]
             for n in nexts:
@@ -674,7 +888,11 @@ class Program:
         m = self.modules.get(ENTRY_MODULE)
         if m is None:
             return []
-        return sorted(d for d in m.defs if d.startswith(("run_", "get_")) and f"{ENTRY_MODULE}.{d}" in self.nodes)
+        return sorted(
+            d
+            for d in m.defs
+            if d.startswith(("run_", "get_")) and f"{ENTRY_MODULE}.{d}" in self.nodes
+        )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -708,8 +926,10 @@ class Violation:
 
     def message(self) -> str:
         via = " -> ".join(p.removeprefix(f"{PACKAGE}.") for p in self.path)
-        return (f"adapters.{self.adapter} reaches {self.api} ({self.how} in {self.function.removeprefix(PACKAGE + '.')}, "
-                f"{self.where}; via {via}), which rule {self.rule.id} forbids: {self.rule.says}")
+        return (
+            f"adapters.{self.adapter} reaches {self.api} ({self.how} in {self.function.removeprefix(PACKAGE + '.')}, "
+            f"{self.where}; via {via}), which rule {self.rule.id} forbids: {self.rule.says}"
+        )
 
 
 @dataclass(frozen=True)
@@ -720,8 +940,10 @@ class Suspicious:
     function: str
 
     def message(self) -> str:
-        return (f"adapters.{self.adapter} reaches {self.what} in {self.function.removeprefix(PACKAGE + '.')} ({self.where}): "
-                "the rules check cannot see where it leads; a person will read it")
+        return (
+            f"adapters.{self.adapter} reaches {self.what} in {self.function.removeprefix(PACKAGE + '.')} ({self.where}): "
+            "the rules check cannot see where it leads; a person will read it"
+        )
 
 
 @dataclass
@@ -748,8 +970,12 @@ def _path(parent: dict[str, str | None], key: str) -> tuple[str, ...]:
     return tuple(reversed(out))
 
 
-def check_sources(files: dict[str, str], book: RuleBook | None = None, adapters: list[str] | None = None,
-                  given: Given | None = None) -> Report:
+def check_sources(
+    files: dict[str, str],
+    book: RuleBook | None = None,
+    adapters: list[str] | None = None,
+    given: Given | None = None,
+) -> Report:
     """Check ``files`` (relative path -> source: adapters.py and cs336_assignment/**/*.py).
 
     ``adapters``: the entry points to follow (default: every ``run_*``/``get_*`` of adapters.py).
@@ -767,10 +993,20 @@ def check_sources(files: dict[str, str], book: RuleBook | None = None, adapters:
         seen = set()
         for node, ref, name in external:
             for rule in book.rules:
-                if rule.forbids_ref(ref.kind, name) and (rule.id, ref.kind, name, node.key) not in seen:
+                if (
+                    rule.forbids_ref(ref.kind, name)
+                    and (rule.id, ref.kind, name, node.key) not in seen
+                ):
                     seen.add((rule.id, ref.kind, name, node.key))
-                    v = Violation(adapter, rule, describe(ref.kind, name), f"{node.file}:{ref.line}", node.key, ref.how,
-                                  _path(parent, node.key))
+                    v = Violation(
+                        adapter,
+                        rule,
+                        describe(ref.kind, name),
+                        f"{node.file}:{ref.line}",
+                        node.key,
+                        ref.how,
+                        _path(parent, node.key),
+                    )
                     if not exempt(node.file, ref.line, v.what):
                         report.violations.append(v)
         for key in parent:
@@ -787,8 +1023,12 @@ def findings(files: dict[str, str], book: RuleBook) -> dict[str, list[tuple[int,
     program = Program(files, book.watch)
     out: dict[str, list[tuple[int, str]]] = {}
     for node in program.nodes.values():
-        found = [(ref.line, f"{rule.id}: {describe(ref.kind, name)}") for ref, name in program.outside(node)
-                 for rule in book.rules if rule.forbids_ref(ref.kind, name)]
+        found = [
+            (ref.line, f"{rule.id}: {describe(ref.kind, name)}")
+            for ref, name in program.outside(node)
+            for rule in book.rules
+            if rule.forbids_ref(ref.kind, name)
+        ]
         found += [(line, what) for what, line in node.dynamic]
         if found:
             out.setdefault(node.file, []).extend(found)
@@ -799,8 +1039,13 @@ def canonical(node: object) -> str:
     """Code (an AST, or a list of them) as text, without places, empty fields or the fields newer
     Pythons added: equal for equal code on Python 3.11 to 3.13, whatever its formatting and comments."""
     if isinstance(node, ast.AST):
-        fields = [f"{f}={canonical(v)}" for f in node._fields
-                  if (v := getattr(node, f, None)) is not None and v != [] and f not in ("kind", "type_comment")]
+        fields = [
+            f"{f}={canonical(v)}"
+            for f in node._fields
+            if (v := getattr(node, f, None)) is not None
+            and v != []
+            and f not in ("kind", "type_comment")
+        ]
         return f"{type(node).__name__}({','.join(fields)})"
     if isinstance(node, list):
         return f"[{','.join(canonical(n) for n in node)}]"
@@ -819,7 +1064,9 @@ def fingerprint(source: str) -> str | None:
 
 def given_files(files: dict[str, str], book: RuleBook) -> Given:
     """Given code as a student's own run knows it: every line of a ``[[given]]`` file whose code is unchanged."""
-    unchanged = {f for f, prints in book.given.items() if f in files and fingerprint(files[f]) in prints}
+    unchanged = {
+        f for f, prints in book.given.items() if f in files and fingerprint(files[f]) in prints
+    }
     return lambda file, line, what: file in unchanged
 
 
@@ -827,8 +1074,11 @@ def read_tree(root: Path) -> dict[str, str]:
     """adapters.py and cs336_assignment/**/*.py under ``root``, as the check reads them."""
     root = Path(root)
     paths = [root / "adapters.py", *sorted((root / PACKAGE).rglob("*.py"))]
-    return {p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
-            for p in paths if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_text(encoding="utf-8", errors="replace")
+        for p in paths
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def check_tree(root: Path, book: RuleBook | None = None) -> Report:
@@ -854,10 +1104,14 @@ class LocalWarning:
             return
         if not report.violations:
             return
-        terminalreporter.section("rules (tests/rules.toml): graded functions that reach a forbidden API", sep="-")
+        terminalreporter.section(
+            "rules (tests/rules.toml): graded functions that reach a forbidden API", sep="-"
+        )
         for v in report.violations:
             terminalreporter.write_line(f"RULE {v.message()}", yellow=True)
-        terminalreporter.write_line("grading gives no points to the tests of an adapter that reaches a forbidden API")
+        terminalreporter.write_line(
+            "grading gives no points to the tests of an adapter that reaches a forbidden API"
+        )
 
 
 def register(config) -> None:  # noqa: ANN001

@@ -18,6 +18,7 @@ from typing import cast
 
 import numpy as np
 import pytest
+import regex
 import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -736,4 +737,76 @@ def test_cli_trains_then_encodes_to_a_memmappable_array(tmp_path: Path) -> None:
     )
     assert np.load(npy2).tolist() == expected, (
         "parallel encoding must give the same ids as streaming"
+    )
+
+
+#: Letters and numbers beyond ASCII, where GPT-2's \p{L} (letters of every script) and \p{N} (every number)
+#: differ from \w (letters, decimal digits and '_'; marks too in the regex module) and \d (decimal digits).
+UNICODE_CLASSES = {
+    "superscripts and subscripts": "x² + y² = z², H₂O",
+    "fractions and numerals": "½ cup, 3½ cups, ¼! Ⅻ, ⅻ, ① ②",
+    "combining marks": "cafe\u0301 vs café, nai\u0308ve",
+    "vowel signs of scripts without case": "हिन्दी ที่นี่",
+    "scripts without case, other digits": "日本語のテキスト עברית ١٢٣ العربية",
+    "underscore and letter-like signs": "snake_case x_1 µm ªº ᵃᵇ",
+}
+
+
+def neighbour_vocab(text: str) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Merges that make every character of ``text`` one token, then join every two neighbouring characters
+    that are not whitespace: a pair is joined exactly where no pre-token boundary falls between them (and
+    no earlier merge took one of them), so the ids show where the text was cut into pre-tokens."""
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges: list[tuple[bytes, bytes]] = []
+
+    def merge(a: bytes, b: bytes) -> None:
+        if (a, b) not in merges:
+            merges.append((a, b))
+            vocab[len(vocab)] = a + b
+
+    for char in dict.fromkeys(text):
+        data = char.encode("utf-8")
+        for k in range(1, len(data)):
+            merge(data[:k], data[k : k + 1])
+    for a, b in itertools.pairwise(text):
+        if not a.isspace() and not b.isspace():
+            merge(a.encode("utf-8"), b.encode("utf-8"))
+    return vocab, merges
+
+
+def test_encode_cuts_unicode_letters_and_numbers_where_gpt2_does() -> None:
+    r"""Pre-tokenization uses GPT-2's classes: \p{L} is a letter of any script, \p{N} any number (x² is x + ²,
+    3½ is one number, a combining accent is not part of the letter before it, '_' is not a letter): encode
+    matches tiktoken with GPT-2's pattern on superscripts, fractions, numerals, combining marks, scripts without
+    case and '_', over a vocab that merges every two neighbouring characters."""
+    wrong = []
+    for kind, text in UNICODE_CLASSES.items():
+        vocab, merges = neighbour_vocab(text)
+        oracle = tiktoken.Encoding(
+            name="neighbours",
+            pat_str=GPT2_PATTERN,
+            mergeable_ranks={t: i for i, t in vocab.items()},
+            special_tokens={},
+        )
+        (encoded,) = tokenization.round_trips(tokenization.BPE(vocab, merges), [text])
+        want = oracle.encode(text)
+        if encoded.ids != want:
+            pieces = [
+                vocab[i].decode("utf-8", errors="replace") if i in vocab else "?"
+                for i in encoded.ids
+            ]
+            wrong.append(
+                (
+                    kind,
+                    f"{kind}: encode({text!r}) gives the tokens {pieces}, tiktoken gives "
+                    f"{[vocab[i].decode('utf-8') for i in want]} (GPT-2's pre-tokens: {regex.findall(GPT2_PATTERN, text)})",
+                )
+            )
+    assert not wrong, (
+        f"encode cuts {', '.join(kind for kind, _ in wrong)} into other pre-tokens than GPT-2's pattern: "
+        "\\p{L} is a letter of any script (not a digit, a combining mark or '_'), \\p{N} any number (², ₂, ½, "
+        "Ⅻ, ① as well as 0-9), which \\w and \\d are not (\\w also takes digits, '_' and, in the regex module, "
+        "marks; \\d only decimal digits): use the pattern as given, with the regex module. With a merge for "
+        "every two neighbouring characters, the tokens show where the text was cut:\n  "
+        + "\n  ".join(detail for _, detail in wrong)
     )

@@ -15,6 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from tests.scenarios import training as scenario
@@ -299,3 +300,92 @@ def test_a_resumed_run_logs_the_steps_and_losses_an_uninterrupted_run_logs(tmp_p
     """--log-every 4: a run resumed at step 10 prints the loss lines of the uninterrupted run after step 10
     (12, 16, 20 and the last, 22), numbered from step 0 and with the same losses."""
     assert_resumed_logs_like_straight(tmp_path, resume_at=10, total=22, every=4)
+
+
+#: AdamW's defaults (yours and torch's): what a run that does not pass an option on to AdamW computes.
+ADAMW_DEFAULT_LR, ADAMW_DEFAULT_WEIGHT_DECAY = 1e-3, 1e-2
+
+
+def reference_weights(
+    init: dict[str, torch.Tensor],
+    seed: int,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+) -> dict[str, torch.Tensor]:
+    """The run `cs336 train` documents, computed here with torch alone: from the weights ``init`` (the
+    Cruncher's state dict: its layers, then the head, applied in that order without bias), ``steps`` steps of
+    ``torch.optim.AdamW(lr, weight_decay)`` on the mean squared error, step t on the batch
+    ``x = torch.randn(batch_size, D, generator=step_generator(seed, t))``, ``y = x @ arange(D)``."""
+    weights = {name: w.detach().clone().requires_grad_() for name, w in init.items()}
+    optimizer = torch.optim.AdamW(weights.values(), lr=lr, weight_decay=weight_decay)
+    dim = next(iter(init.values())).shape[-1]
+    true_w = torch.arange(dim, dtype=torch.float32)
+    for step in range(steps):
+        # step_generator(seed, step), written out: the test does not import your module
+        (mixed,) = np.random.SeedSequence([seed, step]).generate_state(1, dtype=np.uint64)
+        x = torch.randn(batch_size, dim, generator=torch.Generator().manual_seed(int(mixed)))
+        out = x
+        for w in weights.values():
+            out = out @ w.T
+        loss = torch.nn.functional.mse_loss(out.squeeze(-1), x @ true_w)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return {name: w.detach() for name, w in weights.items()}
+
+
+def max_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return max((a[k] - b[k]).abs().max().item() for k in b)
+
+
+def test_train_applies_the_lr_and_weight_decay_it_is_given(tmp_path):
+    """`cs336 train --lr LR --weight-decay WD` computes AdamW(lr=LR, weight_decay=WD) on the documented batches:
+    after 8 steps its checkpoint holds the weights torch.optim.AdamW reaches from the seed's initial Cruncher on
+    the batches x = randn(batch, D, generator=step_generator(seed, t)), y = x @ arange(D), under MSE
+    (checked for weight decay 0 and 0.5, lr 0.02 and 0.05)."""
+    seed, steps, dim, layers, batch = 3, 8, 4, 2, 8
+    init = scenario.initial_state(seed, dim, layers)
+    for lr, weight_decay in [(0.02, 0.0), (0.02, 0.5), (0.05, 0.5)]:
+        options = f"--lr {lr} --weight-decay {weight_decay}"
+        path = tmp_path / f"lr{lr}-wd{weight_decay}.pt"
+        train(
+            *f"--steps {steps} --dim {dim} --layers {layers} --batch-size {batch} --seed {seed}".split(),
+            *options.split(),
+            *["--checkpoint", str(path)],
+        )
+        _, got, _ = load_final_state(path, dim, layers)
+        want = reference_weights(init, seed, steps, batch, lr, weight_decay)
+        off = max_difference(got, want)
+        if off <= 1e-4:
+            continue
+        explanations = {
+            f"AdamW's default weight decay {ADAMW_DEFAULT_WEIGHT_DECAY:g}, not --weight-decay {weight_decay:g}": (
+                lr,
+                ADAMW_DEFAULT_WEIGHT_DECAY,
+            ),
+            f"AdamW's default lr {ADAMW_DEFAULT_LR:g}, not --lr {lr:g}": (
+                ADAMW_DEFAULT_LR,
+                weight_decay,
+            ),
+            "AdamW's default lr and weight decay, ignoring both options": (
+                ADAMW_DEFAULT_LR,
+                ADAMW_DEFAULT_WEIGHT_DECAY,
+            ),
+        }
+        hint = next(
+            (
+                f": they are the weights of a run with {what}; pass both options on to AdamW"
+                for what, (lr_, wd_) in explanations.items()
+                if max_difference(got, reference_weights(init, seed, steps, batch, lr_, wd_))
+                <= 1e-4
+            ),
+            ": check that each step trains on regression_batch(t, ...) (x drawn from step_generator(seed, t), "
+            "y = x @ arange(D)) and that the options reach AdamW",
+        )
+        raise AssertionError(
+            f"`cs336 train {options}` ({steps} steps, --seed {seed}) ended with weights up to {off:.3g} away from "
+            f"torch.optim.AdamW(lr={lr}, weight_decay={weight_decay}) run {steps} steps on the documented batches "
+            f"from the same initial Cruncher{hint}"
+        )

@@ -9,6 +9,12 @@ BPE never merges across a pre-token boundary, so the trainer and the encoder bot
 >>> GPT2_REGEX.findall("Hello, world!  It's 2024")
 ['Hello', ',', ' world', '!', ' ', ' It', "'s", ' 2024']
 
+Letters are ``\\p{L}`` (any script) and numbers ``\\p{N}`` (any number, not only 0-9), which is not
+what ``\\w`` and ``\\d`` match: a superscript is a number, ``_`` is neither.
+
+>>> GPT2_REGEX.findall("x² + 3½, H₂O snake_case")
+['x', '²', ' +', ' 3½', ',', ' H', '₂', 'O', ' snake', '_', 'case']
+
 Special tokens are matched longest first, so with both ``<|a|>`` and ``<|a|><|a|>`` the longer one
 wins where it occurs. A file is cut into chunks (for parallel pre-tokenization) only at positions
 where cutting cannot change the result: just before a special token that no other special token

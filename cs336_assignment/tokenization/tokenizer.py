@@ -102,7 +102,10 @@ class Tokenizer:
     already uses), each its own. The tokenizer keeps its own copies of ``vocab``, ``merges`` and
     ``special_tokens``: the dict and lists passed in are left as they were (not extended, not
     sorted). Overlapping special tokens match longest first. Pre-tokenization uses GPT-2's
-    pattern as given, case-sensitive: ``"DON'T"`` is ``DON + ' + T`` (as in tiktoken).
+    pattern as given, case-sensitive: ``"DON'T"`` is ``DON + ' + T`` (as in tiktoken). Its classes
+    are Unicode's, not ``\\w`` and ``\\d``: ``\\p{L}`` is a letter of any script (not a digit, a
+    combining mark or ``_``), ``\\p{N}`` any number (``²``, ``₂``, ``½``, ``Ⅻ``, ``①`` as well as
+    0-9), so ``"x²"`` is ``x + ²``, ``" 3½"`` one pre-token and ``"e"`` + U+0301 two.
 
     Raises:
         ValueError: from ``__init__``, if ``vocab`` lacks a single byte; the message says a

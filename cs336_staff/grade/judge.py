@@ -338,6 +338,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="--split, with the worker run without bubblewrap (implies --split)",
     )
+    group.addoption(
+        "--split-root",
+        default=None,
+        metavar="DIR",
+        help="with --split: the worker runs DIR's adapters.py and cs336_assignment/ (another "
+        "implementation: a mutant, a corpus entry) instead of this repository's",
+    )
 
 
 def split_tier(staff: Path, insecure: bool) -> str:
@@ -356,9 +363,15 @@ def split_tier(staff: Path, insecure: bool) -> str:
 
 
 def split_spec(config: pytest.Config) -> JudgeSpec:
-    """A judge spec that grades this repository's own reference (for ``--split``), on the tier
-    ``split_tier`` chooses."""
+    """A judge spec that grades this repository's own reference (for ``--split``), or the
+    implementation in ``--split-root``, on the tier ``split_tier`` chooses."""
     staff = Path(str(config.rootpath)).resolve()
+    source = Path(config.getoption("--split-root") or staff).resolve()
+    if not (source / "adapters.py").is_file():
+        raise pytest.UsageError(
+            f"--split-root {source}: no adapters.py there (an implementation is a folder "
+            "with adapters.py and cs336_assignment/)"
+        )
     insecure = bool(config.getoption("--split-insecure"))
     ensure_compiled()  # each worker then imports torch from bytecode (bytecode.py)
     tier = split_tier(staff, insecure)
@@ -369,8 +382,8 @@ def split_spec(config: pytest.Config) -> JudgeSpec:
     root.mkdir()
     scratch.mkdir()
     files = {
-        p.relative_to(staff).as_posix(): p.read_bytes()
-        for p in [staff / "adapters.py", *sorted((staff / "cs336_assignment").rglob("*.py"))]
+        p.relative_to(source).as_posix(): p.read_bytes()
+        for p in [source / "adapters.py", *sorted((source / "cs336_assignment").rglob("*.py"))]
         if "__pycache__" not in p.parts
     }
     stage(root, staff, files)

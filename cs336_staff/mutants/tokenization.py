@@ -408,3 +408,37 @@ if not os.path.exists(input_path):
         tests=TRAIN_TESTS,
     ),
 ]
+
+# Letters and numbers beyond ASCII (issue 31): \w or \d where GPT-2's pattern says \p{L} or \p{N}.
+MUTANTS += [
+    Mutant(
+        name="encode-letters-as-word-characters",
+        file=f"{PKG}/pretokenize.py",
+        function="_bmp_regex",
+        old="""re.compile(rf\"\"\"'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
+        new="""re.compile(rf\"\"\"'(?:[sdmt]|ll|ve|re)| ?\\w+| ?[{_N}]+| ?[^{_S}\\w{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
+        why="writes \\p{L} as \\w for the standard library's re, which has no \\p{...}: its \\w also takes digits, "
+        "superscripts and '_', so x² and H₂O are one pre-token each and snake_case one word",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="encode-numbers-as-decimal-digits",
+        file=f"{PKG}/pretokenize.py",
+        function="_bmp_regex",
+        old="""re.compile(rf\"\"\"'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
+        new="""re.compile(rf\"\"\"'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?\\d+| ?[^{_S}{_L}\\d]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
+        why="writes \\p{N} as \\d: ½, ², Ⅻ and ① are not decimal digits, so they fall among the punctuation "
+        "(3½ is cut in two, ¼! is one pre-token)",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="encode-letters-as-regex-word-characters",
+        file=f"{PKG}/pretokenize.py",
+        function="_bmp_regex",
+        old='_bmp_ranges(r"\\p{L}")',
+        new='_bmp_ranges(r"\\w")',
+        why="uses the regex module's \\w for \\p{L}: it also takes combining marks, vowel signs and '_', so "
+        "cafe + U+0301 and Devanagari or Thai words with their vowel signs are one pre-token where GPT-2 cuts them",
+        tests=TOKENIZER_TESTS,
+    ),
+]

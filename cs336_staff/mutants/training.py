@@ -82,3 +82,37 @@ MUTANTS += [
         tests=TESTS,
     ),
 ]
+
+# What a run computes, against an independent computation of it (issue 31): the options reach AdamW, the
+# batches are the documented ones.
+MUTANTS += [
+    Mutant(
+        name="training-ignores-weight-decay",
+        file=FILE,
+        function="train_regression",
+        old="optimizer = AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)",
+        new="optimizer = AdamW(model.parameters(), lr=config.lr)",
+        why="builds AdamW without passing --weight-decay on, so every run decays its weights by AdamW's "
+        "default 0.01 whatever the command line says",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="training-ignores-lr",
+        file=FILE,
+        function="train_regression",
+        old="optimizer = AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)",
+        new="optimizer = AdamW(model.parameters(), weight_decay=config.weight_decay)",
+        why="builds AdamW without passing --lr on, so every run trains at AdamW's default lr 1e-3",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="training-true-weights-start-at-1",
+        file=FILE,
+        function="regression_batch",
+        old="true_w = torch.arange(dim, dtype=torch.float32)",
+        new="true_w = torch.arange(1, dim + 1, dtype=torch.float32)",
+        why="builds the regression's true weights as [1, ..., D] instead of the documented [0, 1, ..., D - 1]: "
+        "the loss still falls, the runs still resume exactly, but the task is another one",
+        tests=TESTS,
+    ),
+]

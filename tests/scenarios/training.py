@@ -5,7 +5,8 @@ checkpoints hold.
 ``train_killed_at_random`` has your command killed mid-run (``killed_midway``): both are plain
 calls of ``adapters.run_cs336`` (see ``tests/boundary.py``). ``load_final_state`` is a driver: it
 builds your Cruncher and AdamW beside your code, loads a checkpoint into them with your code and
-returns their state dicts.
+returns their state dicts; ``initial_state`` builds your Cruncher as ``cs336 train`` does (after
+``set_seed``) and returns its weights, the start of the run the tests recompute with torch.
 """
 
 from __future__ import annotations
@@ -64,3 +65,11 @@ def load_final_state(path: Path, dim: int = 4, layers: int = 2) -> tuple[int, di
     optimizer = adapters.get_adamw_cls()(model.parameters(), lr=0.01)  # type: ignore[call-arg]
     iteration = adapters.run_load_checkpoint(path, model, optimizer)
     return iteration, model.state_dict(), optimizer.state_dict()
+
+
+@driver
+def initial_state(seed: int, dim: int, layers: int) -> dict:
+    """What ``cs336 train --seed SEED`` starts from: ``set_seed(seed)``, then your Cruncher (``dim``,
+    ``layers``), as ``train_regression`` builds it; return its state dict."""
+    adapters.run_set_seed(seed)
+    return adapters.get_cruncher_cls()(dim, layers).state_dict()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_staff.audit import audit, load_mutants
+from cs336_staff.audit.mutants import audit, load_mutants
 from cs336_staff.mutants import Mutant
 from cs336_staff.session.runner import INSTALLED_REPO
 from cs336_staff.session.warm import KILLED, WarmPool
@@ -79,7 +79,7 @@ def test_audit_reports_caught_surviving_and_stale_mutants(tmp_path, pool):
             ),
         ),
     ]
-    # Unannotated (so unchecked) until audit.py types its mutants and verdicts as Mutant.
+    # Unannotated (so unchecked) until audit/mutants.py types its mutants and verdicts as Mutant.
     lines = []
     verdicts, baseline = audit(repo, mutants, jobs=2, echo=lines.append, pool=pool)
     assert baseline == []
@@ -215,11 +215,11 @@ def test_sigterm_kills_the_children_and_deletes_the_scratch_copies(tmp_path, sig
     hang = f"open({str(pid_file)!r}, 'w').write(str(__import__('os').getpid())); __import__('time').sleep(600)"
     script = textwrap.dedent(f"""
         import signal, sys
-        from cs336_staff import audit
+        from cs336_staff.audit import cli, mutants
         from cs336_staff.mutants import Mutant
-        signal.signal(signal.SIGTERM, audit._terminate)
+        signal.signal(signal.SIGTERM, cli._terminate)
         m = Mutant("hangs", {ARITH!r}, "add", "return a + b", {hang!r}, "hangs", {TESTS!r})
-        audit.audit({str(repo)!r}, [("arith", m)], jobs=1, baseline=False, echo=print)
+        mutants.audit({str(repo)!r}, [("arith", m)], jobs=1, baseline=False, echo=print)
         """)
     env = {**os.environ, "TMPDIR": str(scratch_root), "CS336_WARM_LIGHT": "1"}
     proc = subprocess.Popen(

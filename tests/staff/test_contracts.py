@@ -1,4 +1,4 @@
-"""What the tests demand is written where students read: the docstrings (see cs336_staff/contracts.py).
+"""What the tests demand is written where students read: the docstrings (see cs336_staff/audit/contracts.py).
 
 * Every exception a public or hidden test catches with ``pytest.raises`` has an entry in its
   target's ``Raises:`` section, and the wording the test matches is quoted there.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_staff.contracts import (
+from cs336_staff.audit.contracts import (
     OPTIONAL,
     RaisesRecord,
     check_record,
@@ -71,7 +71,7 @@ def records(tmp_path_factory) -> list[RaisesRecord]:
             "pytest",
             "-q",
             "-p",
-            "cs336_staff.raises_probe",
+            "cs336_staff.audit.raises_probe",
             "-p",
             "no:cacheprovider",
             *raising_tests(),

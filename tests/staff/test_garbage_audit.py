@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from cs336_staff import garbage
-from cs336_staff.garbage_audit import (
+from cs336_staff.audit import garbage
+from cs336_staff.audit.garbage_check import (
     ACCEPTED,
     Target,
     accepted,

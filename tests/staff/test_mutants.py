@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cs336_staff.audit import REPO, applicability, load_mutants, make_scratch
+from cs336_staff.audit.mutants import REPO, applicability, load_mutants, make_scratch
 from cs336_staff.mutants import Mutant
 
 pytestmark = pytest.mark.staff

@@ -1,4 +1,4 @@
-"""`cs336 audit` fails when a test of one part executes another part's solution code (part_reach.py),
+"""`cs336 audit` fails when a test of one part executes another part's solution code (cs336_staff/audit/part_reach.py),
 measured on the sample repository with a second part whose test calls the first part's function."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from cs336_staff.audit import CROSS_PART, audit
+from cs336_staff.audit.mutants import CROSS_PART, audit
 from cs336_staff.mutants import Mutant
 from cs336_staff.session.warm import WarmPool
 from tests.staff.test_release import make_sample_repo

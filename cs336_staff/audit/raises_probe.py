@@ -1,6 +1,6 @@
 """A pytest plugin that records every exception a test catches with ``pytest.raises``.
 
-Loaded as ``-p cs336_staff.raises_probe`` with ``CS336_RAISES_OUT=<file.json>``. It wraps
+Loaded as ``-p cs336_staff.audit.raises_probe`` with ``CS336_RAISES_OUT=<file.json>``. It wraps
 ``pytest.raises`` (the context-manager form; the callable form passes through unrecorded) and,
 for each exception the block caught, writes the test's node id, its ``match`` pattern, the
 exception's type names along its MRO, its message, the *target* (``module:qualname`` of the
@@ -37,7 +37,12 @@ def _pattern(match) -> str | None:
 def _arguments(frame) -> str:
     """The reprs of the call's argument values (not their names), " | "-separated."""
     code = frame.f_code
-    n = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    n = (
+        code.co_argcount
+        + code.co_kwonlyargcount
+        + bool(code.co_flags & 0x04)
+        + bool(code.co_flags & 0x08)
+    )
     parts = []
     for name in code.co_varnames[:n]:
         if name in frame.f_locals and name != "self":
@@ -62,7 +67,9 @@ def _record(exc: BaseException, match) -> None:
             values = _arguments(frame)
             break
     innermost = frames[-1].f_code.co_filename if frames else ""
-    where = "package" if PACKAGE_DIR in innermost else "tests" if TESTS_DIR in innermost else "library"
+    where = (
+        "package" if PACKAGE_DIR in innermost else "tests" if TESTS_DIR in innermost else "library"
+    )
     _RECORDS.append(
         {
             "test": _CURRENT["test"],

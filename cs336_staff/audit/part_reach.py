@@ -46,7 +46,12 @@ def crossings(reach: dict[str, list[str]], parts: list[Part]) -> list[str]:
     ...            "tests/test_optim.py::test_y": ["cs336_assignment/optim.py::SGD.step"]}, [a, b])
     ['tests/test_accounting.py::test_x[ours] (part 7, accounting) executes SGD.step of part 3 (optim): build that object from torch or given code, or move the test to part 3']
     """
-    owner = {(f, name): p for p in parts for f, names in [*p.functions.items(), *p.optional.items()] for name in names}
+    owner = {
+        (f, name): p
+        for p in parts
+        for f, names in [*p.functions.items(), *p.optional.items()]
+        for name in names
+    }
     part_of_file = {t: p for p in parts for t in p.tests}
     out = []
     for nodeid, functions in sorted(reach.items()):
@@ -57,8 +62,10 @@ def crossings(reach: dict[str, list[str]], parts: list[Part]) -> list[str]:
             f, name = entry.split("::", 1)
             theirs = owner.get((f, name))
             if theirs is not None and theirs.key != mine.key:
-                out.append(f"{nodeid} (part {mine.number}, {mine.key}) executes {name} of part {theirs.number} "
-                           f"({theirs.key}): build that object from torch or given code, or move the test to part {theirs.number}")
+                out.append(
+                    f"{nodeid} (part {mine.number}, {mine.key}) executes {name} of part {theirs.number} "
+                    f"({theirs.key}): build that object from torch or given code, or move the test to part {theirs.number}"
+                )
     return out
 
 
@@ -71,7 +78,12 @@ def used_by(reach: dict[str, list[str]], parts: list[Part]) -> dict[str, list[st
     >>> used_by({"tests/test_training.py::test_a": ["cs336_assignment/optim.py::SGD.step"]}, [a, t])
     {'optim': ['tests/test_training.py'], 'training': []}
     """
-    owner = {(f, name): p.key for p in parts for f, names in [*p.functions.items(), *p.optional.items()] for name in names}
+    owner = {
+        (f, name): p.key
+        for p in parts
+        for f, names in [*p.functions.items(), *p.optional.items()]
+        for name in names
+    }
     part_of_file = {t: p.key for p in parts for t in p.tests}
     out: dict[str, set[str]] = {p.key: set() for p in parts}
     for nodeid, functions in reach.items():
@@ -91,8 +103,10 @@ def used_by_drift(measured: dict[str, list[str]], ran: set[str], repo: Path) -> 
     for key, files in measured.items():
         said = sorted(f for f in stored.get(key, []) if f in ran)
         if said != files:
-            out.append(f"part {key} is used by {files or 'no other test file'} but {USED_BY_FILE} says {said or 'none'}: "
-                       "run `uv run cs336 audit --write-used-by`, then `uv run cs336 parts --write`")
+            out.append(
+                f"part {key} is used by {files or 'no other test file'} but {USED_BY_FILE} says {said or 'none'}: "
+                "run `uv run cs336 audit --write-used-by`, then `uv run cs336 parts --write`"
+            )
     return out
 
 

@@ -1,13 +1,7 @@
 """The bug zoo: prove that the public tests catch the mistakes students actually make.
 
-    $ uv run cs336 audit                  # every mutant in cs336_staff/mutants/
-    $ uv run cs336 audit --only optim     # one part (a module of cs336_staff/mutants/) or one mutant
-    $ uv run cs336 audit --jobs 2 --full  # two at a time; list every catching test, not just the first
-    $ uv run cs336 audit --dry-run        # only check that every mutant applies (no tests run)
-    $ uv run cs336 audit --garbage        # only the garbage check (garbage_audit.py); --mutants: only the zoo
-
-``cs336 audit`` runs the zoo and then the garbage check (``garbage_audit.py``: plausible-shape
-garbage for a graded function must fail every test its stub fails); it fails if either does.
+``cs336 audit --mutants`` (``cli.py``) runs every mutant of ``cs336_staff/mutants/`` through
+``audit`` here; ``cs336 audit`` runs it before the garbage check (``garbage_check.py``).
 
 For each ``Mutant`` (a small patch of the reference, see ``cs336_staff/mutants/__init__.py``) the
 audit patches a scratch copy of the repository's public tree (the files the handout ships:
@@ -15,7 +9,7 @@ audit patches a scratch copy of the repository's public tree (the files the hand
 ``pyproject.toml``), runs ``pytest <mutant.tests> -x -q`` there, and restores the file. Each of the
 ``--jobs`` workers owns one scratch copy.
 
-The runs are forked from a warm server (``session/warm.py``) that imported torch, pytest and
+The runs are forked from a warm server (``cs336_staff/session/warm.py``) that imported torch, pytest and
 hypothesis and took torch's slow lazy imports once, so a mutant costs its tests, not a Python
 start-up: the whole zoo runs in a few minutes on two cores instead of most of an hour. The server
 never imports the code under test; each child drops the editable install's path to this
@@ -45,49 +39,30 @@ unrealistic bugs) and running the hidden tests (the zoo proves what the public s
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import importlib
 import json
 import os
 import pkgutil
 import queue
 import shutil
-import signal
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_staff import garbage_audit, part_reach
+from cs336_staff.audit import part_reach
 from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.session.runner import PytestRun, hide_installed
 from cs336_staff.session.warm import KILLED, WarmPool
 from cs336_staff.shipped import SHIPPED_DIRS, shipped_sources
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXTRA_FILES = ("pyproject.toml", "README.md")
 MUTANT_TIMEOUT = 300.0  # seconds; a mutant's tests normally take a few
 BASELINE_TIMEOUT = 1800.0
 CROSS_PART = "(cross-part) "  # how a crossing starts among the baseline's lines
 USED_BY = "(used-by) "  # how a stale cs336_staff/used_by.json starts among them
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", "-j", type=int, default=min(2, os.cpu_count() or 1), help="mutants run at once (default: %(default)s)")
-    parser.add_argument("--only", action="append", default=[], metavar="PART", help="only this part (e.g. optim) or mutant name; repeatable")
-    parser.add_argument("--full", action="store_true", help="run every named test instead of stopping at the first failure (-x)")
-    parser.add_argument("--no-baseline", dest="baseline", action="store_false", help="skip the run of the named tests on the unmutated reference")
-    parser.add_argument("--timeout", type=float, default=MUTANT_TIMEOUT, help="seconds before a mutant's run is killed (default: %(default).0f)")
-    parser.add_argument("--dry-run", action="store_true", help="only check that every mutant applies and parses; run no tests")
-    parser.add_argument("--write-used-by", action="store_true",
-                        help="write what the baseline measured into cs336_staff/used_by.json (the parts' 'Also used by') instead of checking it")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--garbage", action="store_true", help="only the garbage check (garbage_audit.py), not the bug zoo")
-    which.add_argument("--mutants", action="store_true", help="only the bug zoo, not the garbage check")
-    parser.add_argument("--repo", type=Path, default=REPO, help=argparse.SUPPRESS)
 
 
 @dataclass
@@ -129,7 +104,9 @@ def load_mutants(only: list[str] | None = None) -> list[tuple[str, object]]:
         unknown = sorted(set(only) - known)
         if unknown:
             parts = sorted({p for p, _ in pairs})
-            raise SystemExit(f"audit: --only {', '.join(unknown)} names no part or mutant; parts are {', '.join(parts) or 'none yet'}")
+            raise SystemExit(
+                f"audit: --only {', '.join(unknown)} names no part or mutant; parts are {', '.join(parts) or 'none yet'}"
+            )
         pairs = [(p, m) for p, m in pairs if p in only or m.name in only]
     return pairs
 
@@ -146,7 +123,9 @@ def make_scratch(repo: Path, dest: Path) -> Path:
 def _public(test: str) -> bool:
     path = test.split("::")[0]
     hidden = SHIPPED_DIRS["tests"]
-    return path.startswith("tests/") and not any(path == h or path.startswith(h + "/") for h in hidden)
+    return path.startswith("tests/") and not any(
+        path == h or path.startswith(h + "/") for h in hidden
+    )
 
 
 def _pytest_args(tests: list[str], full: bool) -> list[str]:
@@ -159,34 +138,80 @@ def _child_env(jobs: int) -> dict[str, str]:
 
 
 def _failures(run: PytestRun) -> list[tuple[str, str]]:
-    out = [(e["nodeid"], "collection error: " + (e["message"].strip().splitlines() or [""])[-1]) for e in run.collect_errors]
+    out = [
+        (e["nodeid"], "collection error: " + (e["message"].strip().splitlines() or [""])[-1])
+        for e in run.collect_errors
+    ]
     out += [(t.nodeid, t.message) for t in run.with_outcome("failed", "error", "xpassed")]
     return out
 
 
-def verdict(part: str, mutant, run: PytestRun, baseline_failures: set[str], seconds: float, timeout: float = MUTANT_TIMEOUT) -> Verdict:
+def verdict(
+    part: str,
+    mutant,
+    run: PytestRun,
+    baseline_failures: set[str],
+    seconds: float,
+    timeout: float = MUTANT_TIMEOUT,
+) -> Verdict:
     """Classify a finished run of ``mutant``'s tests."""
     if run.foreign_modules:
-        return Verdict(part, mutant, "invalid", note="the run imported code from outside its scratch copy, so it tested nothing: "
-                       + "; ".join(run.foreign_modules), seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "invalid",
+            note="the run imported code from outside its scratch copy, so it tested nothing: "
+            + "; ".join(run.foreign_modules),
+            seconds=seconds,
+        )
     failures = _failures(run)
     caught = [(n, m) for n, m in failures if n not in baseline_failures]
     if caught:
         return Verdict(part, mutant, "caught", [f"{n}: {m}" for n, m in caught], seconds=seconds)
     if failures:
-        return Verdict(part, mutant, "inconclusive", [f"{n}: {m}" for n, m in failures],
-                       note="only tests that fail without the mutant too failed; fix the reference or the tests first", seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "inconclusive",
+            [f"{n}: {m}" for n, m in failures],
+            note="only tests that fail without the mutant too failed; fix the reference or the tests first",
+            seconds=seconds,
+        )
     if run.returncode == KILLED:
-        return Verdict(part, mutant, "caught", [f"(the run hung and was killed after {timeout:.0f} s)"], seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "caught",
+            [f"(the run hung and was killed after {timeout:.0f} s)"],
+            seconds=seconds,
+        )
     if run.returncode in (4, 70):  # pytest usage error, or the fork-server child itself failed
-        return Verdict(part, mutant, "invalid", note=f"the test run could not start (exit {run.returncode}):\n{run.tail(8)}", seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "invalid",
+            note=f"the test run could not start (exit {run.returncode}):\n{run.tail(8)}",
+            seconds=seconds,
+        )
     if run.returncode not in (0, 5) and not run.tests:
-        return Verdict(part, mutant, "caught", [f"pytest crashed (exit {run.returncode}): {run.tail(3)}"], seconds=seconds)
+        return Verdict(
+            part,
+            mutant,
+            "caught",
+            [f"pytest crashed (exit {run.returncode}): {run.tail(3)}"],
+            seconds=seconds,
+        )
     counts = {}
     for t in run.tests.values():
         counts[t.outcome] = counts.get(t.outcome, 0) + 1
     tally = ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "no test ran"
-    return Verdict(part, mutant, "survived", note=f"the public tests {', '.join(mutant.tests)} all pass: {tally}", seconds=seconds)
+    return Verdict(
+        part,
+        mutant,
+        "survived",
+        note=f"the public tests {', '.join(mutant.tests)} all pass: {tally}",
+        seconds=seconds,
+    )
 
 
 def problem(mutant, root: Path) -> str | None:
@@ -215,8 +240,16 @@ def applicability(repo: Path, mutants: list[tuple[str, object]]) -> list[str]:
     return [f"{part}/{m.name}: {note}" for part, m, note in notes if note]
 
 
-def run_mutant(part: str, mutant, scratch: Path, pool: WarmPool, *, full: bool, jobs: int,
-               timeout: float = MUTANT_TIMEOUT) -> Verdict | tuple[PytestRun, float]:
+def run_mutant(
+    part: str,
+    mutant,
+    scratch: Path,
+    pool: WarmPool,
+    *,
+    full: bool,
+    jobs: int,
+    timeout: float = MUTANT_TIMEOUT,
+) -> Verdict | tuple[PytestRun, float]:
     """Apply ``mutant`` in ``scratch``, run its tests in a child of ``pool`` and restore the file:
     the run and its seconds, or an ``invalid`` verdict if the mutant cannot be run at all."""
     start = time.monotonic()
@@ -227,7 +260,13 @@ def run_mutant(part: str, mutant, scratch: Path, pool: WarmPool, *, full: bool, 
     original = path.read_text()
     try:
         mutant.apply(scratch)
-        run = pool.run(scratch, _pytest_args(list(mutant.tests), full), hide=hide_installed(scratch), env=_child_env(jobs), timeout=timeout)
+        run = pool.run(
+            scratch,
+            _pytest_args(list(mutant.tests), full),
+            hide=hide_installed(scratch),
+            env=_child_env(jobs),
+            timeout=timeout,
+        )
     finally:
         path.write_text(original)
     return run, time.monotonic() - start
@@ -235,18 +274,32 @@ def run_mutant(part: str, mutant, scratch: Path, pool: WarmPool, *, full: bool, 
 
 def _baseline_failures(run: PytestRun) -> list[str]:
     if run.foreign_modules:
-        return ["(baseline) imported code from outside its scratch copy: " + "; ".join(run.foreign_modules)]
+        return [
+            "(baseline) imported code from outside its scratch copy: "
+            + "; ".join(run.foreign_modules)
+        ]
     out = [f"{n}: {m}" for n, m in _failures(run)]
     if run.returncode == KILLED:
         out.append(f"(baseline) killed after {BASELINE_TIMEOUT:.0f} s")
     elif not run.tests and run.returncode not in (0, 5):
-        out.append(f"(baseline) pytest exited {run.returncode} without running a test: {run.tail(3)}")
+        out.append(
+            f"(baseline) pytest exited {run.returncode} without running a test: {run.tail(3)}"
+        )
     return out
 
 
-def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full: bool = False,
-          baseline: bool = True, timeout: float = MUTANT_TIMEOUT, echo=print,
-          pool: WarmPool | None = None, write_used_by: bool = False) -> tuple[list[Verdict], list[str]]:
+def audit(
+    repo: Path,
+    mutants: list[tuple[str, object]],
+    *,
+    jobs: int = 2,
+    full: bool = False,
+    baseline: bool = True,
+    timeout: float = MUTANT_TIMEOUT,
+    echo=print,
+    pool: WarmPool | None = None,
+    write_used_by: bool = False,
+) -> tuple[list[Verdict], list[str]]:
     """Audit ``mutants`` against the public tree of ``repo``: (one verdict per mutant, baseline failures).
 
     The baseline's lines include crossings (``CROSS_PART``) and a stale ``USED_BY_FILE``
@@ -264,7 +317,14 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
         ex = ThreadPoolExecutor(max_workers=jobs)
         baseline_lines: Future = Future()
         baseline_lines.set_result([])
-        tests = sorted({t for _, m in mutants for t in m.tests if _public(t) and (repo / t.split("::")[0]).exists()})
+        tests = sorted(
+            {
+                t
+                for _, m in mutants
+                for t in m.tests
+                if _public(t) and (repo / t.split("::")[0]).exists()
+            }
+        )
         if baseline and tests:
 
             def run_baseline() -> list[str]:
@@ -278,9 +338,18 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
                 try:
                     shutil.copyfile(part_reach.PROBE_SOURCE, probe)
                     functions.write_text(json.dumps(part_reach.graded_functions(parts)))
-                    env = {**_child_env(jobs), "CS336_REACH_FUNCTIONS": str(functions), "CS336_REACH_OUT": str(reach)}
-                    run = pool.run(scratch, [*_pytest_args(tests, full=True), "-p", part_reach.PROBE_MODULE],
-                                   hide=hide_installed(scratch), env=env, timeout=BASELINE_TIMEOUT)
+                    env = {
+                        **_child_env(jobs),
+                        "CS336_REACH_FUNCTIONS": str(functions),
+                        "CS336_REACH_OUT": str(reach),
+                    }
+                    run = pool.run(
+                        scratch,
+                        [*_pytest_args(tests, full=True), "-p", part_reach.PROBE_MODULE],
+                        hide=hide_installed(scratch),
+                        env=env,
+                        timeout=BASELINE_TIMEOUT,
+                    )
                 finally:
                     probe.unlink(missing_ok=True)
                     scratches.put(scratch)
@@ -288,7 +357,10 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
                     return _baseline_failures(run)
                 measured = json.loads(reach.read_text())
                 lines = [CROSS_PART + line for line in part_reach.crossings(measured, parts)]
-                uses, ran = part_reach.used_by(measured, parts), {n.split("::")[0] for n in measured}
+                uses, ran = (
+                    part_reach.used_by(measured, parts),
+                    {n.split("::")[0] for n in measured},
+                )
                 if write_used_by:
                     echo(f"audit: wrote {part_reach.write_used_by(uses, ran, repo)}")
                 else:
@@ -296,15 +368,22 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
                 return _baseline_failures(run) + lines
 
             baseline_lines = ex.submit(run_baseline)
+
         def task(part: str, mutant) -> Verdict | tuple[PytestRun, float]:
             scratch = scratches.get()
             try:
-                return run_mutant(part, mutant, scratch, pool, full=full, jobs=jobs, timeout=timeout)
+                return run_mutant(
+                    part, mutant, scratch, pool, full=full, jobs=jobs, timeout=timeout
+                )
             finally:
                 scratches.put(scratch)
 
         futures = [ex.submit(task, p, m) for p, m in mutants]
-        failing = {line.split(": ", 1)[0] for line in baseline_lines.result() if not line.startswith((CROSS_PART, USED_BY))}
+        failing = {
+            line.split(": ", 1)[0]
+            for line in baseline_lines.result()
+            if not line.startswith((CROSS_PART, USED_BY))
+        }
         verdicts = []
         for i, ((part, mutant), f) in enumerate(zip(mutants, futures, strict=True), 1):
             v = f.result()
@@ -319,100 +398,3 @@ def audit(repo: Path, mutants: list[tuple[str, object]], *, jobs: int = 2, full:
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(root, ignore_errors=True)
-
-
-def _terminate(signum, frame):  # noqa: ARG001
-    """Unwind through the checks' cleanup, like Ctrl-C does, and let no later signal cut it short.
-
-    ``timeout`` signals the whole process group and ``uv run`` forwards the signal once more: a second
-    exception raised inside the first one's cleanup can leave a future's lock held, and the thread
-    pool then waits for ever on its worker (seen: an audit stuck 20 minutes after ``timeout``).
-    """
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise SystemExit(128 + signum)
-
-
-@contextlib.contextmanager
-def _terminable() -> Iterator[None]:
-    """SIGTERM unwinds through the checks' cleanup (``_terminate``); both signals' handlers are put back."""
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    signal.signal(signal.SIGTERM, _terminate)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        with _terminable():
-            return _run(args)
-    except KeyboardInterrupt:
-        print("audit: interrupted; the scratch copies are deleted")
-        return 130
-
-
-def _run(args: argparse.Namespace) -> int:
-    if args.garbage:
-        return garbage_audit.run(args)
-    if args.mutants or args.dry_run or args.write_used_by:
-        return run_mutants(args)
-    # both: --only may name a part, a mutant or a garbage target; each check takes what it knows
-    only = set(args.only)
-    mutant_names = {p for p, _ in load_mutants()} | {m.name for _, m in load_mutants()}
-    target_names = {t.part for t in garbage_audit.targets(args.repo)} | {t.name for t in garbage_audit.targets(args.repo)}
-    unknown = sorted(only - mutant_names - target_names)
-    if unknown:
-        raise SystemExit(f"audit: --only {', '.join(unknown)} names no part, mutant or graded target")
-    codes = []
-    if not only or only & mutant_names:
-        codes.append(run_mutants(argparse.Namespace(**{**vars(args), "only": sorted(only & mutant_names)})))
-    if not only or only & target_names:
-        codes.append(garbage_audit.run(argparse.Namespace(**{**vars(args), "only": sorted(only & target_names)})))
-    return max(codes)
-
-
-def run_mutants(args: argparse.Namespace) -> int:
-    """The bug zoo alone (``--mutants``)."""
-    start = time.monotonic()
-    mutants = load_mutants(args.only)
-    parts = sorted({p for p, _ in mutants})
-    if args.dry_run:
-        problems = applicability(args.repo, mutants)
-        for line in problems:
-            print(line)
-        print(f"audit --dry-run: {len(mutants) - len(problems)} of {len(mutants)} mutants apply")
-        return 1 if problems else 0
-    print(f"audit: {len(mutants)} mutants of {len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only", flush=True)
-    if not mutants:
-        print("caught 0 of 0")
-        print("audit: no mutants to audit; write cs336_staff/mutants/<part>.py")
-        return 1
-    try:
-        with _terminable():
-            verdicts, baseline_failures = audit(args.repo, mutants, jobs=args.jobs, full=args.full, baseline=args.baseline,
-                                                timeout=args.timeout, echo=lambda line: print(line, flush=True),
-                                                write_used_by=args.write_used_by)
-    except KeyboardInterrupt:
-        print("audit: interrupted; the scratch copies are deleted")
-        return 130
-    for f in baseline_failures:
-        if f.startswith(CROSS_PART):
-            print(f"cross-part: {f.removeprefix(CROSS_PART)}")
-        elif f.startswith(USED_BY):
-            print(f"used-by: {f.removeprefix(USED_BY)}")
-        else:
-            print(f"baseline: fails without any mutant: {f}")
-    by_status: dict[str, list[str]] = {}
-    for v in verdicts:
-        by_status.setdefault(v.status, []).append(v.mutant.name)
-    for status in ("survived", "invalid", "inconclusive"):
-        if by_status.get(status):
-            print(f"audit: {status}: {', '.join(by_status[status])}")
-    caught = len(by_status.get("caught", []))
-    ok = caught == len(verdicts) and not baseline_failures
-    print(f"audit: {'passed' if ok else 'FAILED'} in {time.monotonic() - start:.0f} s")
-    print(f"caught {caught} of {len(verdicts)}")
-    return 0 if ok else 1

@@ -26,15 +26,17 @@ message must name are stated (prose, for a reviewer), and tests that catch error
 **Graded or optional.** Every function with a solution region is either *graded* (reachable
 from ``adapters.py`` through code students are given, so the tests can call it whatever the
 student writes elsewhere) or says in its docstring that it is optional and not graded
-(``OPTIONAL``). ``graded_names`` computes reachability by name over the given code (regions
-excluded); a class that is reached brings its public and dunder methods (what callers and torch
-call). Resolution is by bare name, so it errs towards "graded".
+(``OPTIONAL``). ``graded_names`` asks the rules screen's reach analysis (``tests/rules.py``,
+the one that decides which adapters reach a forbidden API) over the code the handout ships
+(regions stubbed): from each adapter, what a caller can run. A class that is reached brings its
+public and dunder methods (what callers and torch call), a method what it uses on ``self``.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,13 +50,16 @@ except ImportError:  # pragma: no cover
 from docstring_parser import ParseError
 from docstring_parser.google import GoogleParser
 
-from cs336_staff.markers import find_regions, is_staff_only, strip_staff_only
+from cs336_staff.markers import (
+    OPTIONAL,
+    find_regions,
+    handout_text,
+    is_staff_only,
+    strip_staff_only,
+)
+from tests.rules import ENTRY_MODULE, PACKAGE, Program, module_name, read_tree
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGE = "cs336_assignment"
-OPTIONAL = "Optional helper, not graded"
-"""The phrase a docstring carries when its function has a solution region but no test reaches it."""
-
+REPO = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -74,9 +79,15 @@ def raises_entries(doc: str) -> list[tuple[str, str]]:
         # keeps a text that opens with ``Raises:`` (no summary) from losing its entries' indentation
         parsed = GoogleParser().parse("\n" + doc)
     except ParseError as e:
-        raise ValueError(f"this docstring's sections are not Google style ({e}); fix its indentation:\n{doc}") from None
-    return [(name, " ".join((entry.description or "").split())) for entry in parsed.raises
-            for name in re.split(r"\s*,\s*", (entry.type_name or "").strip()) if name]
+        raise ValueError(
+            f"this docstring's sections are not Google style ({e}); fix its indentation:\n{doc}"
+        ) from None
+    return [
+        (name, " ".join((entry.description or "").split()))
+        for entry in parsed.raises
+        for name in re.split(r"\s*,\s*", (entry.type_name or "").strip())
+        if name
+    ]
 
 
 def _literal_runs(items, flags: int) -> list:
@@ -99,7 +110,11 @@ def _literal_runs(items, flags: int) -> list:
             out.extend(_literal_runs(arg[-1], flags))
         elif op is sre_constants.BRANCH:
             out.append(("any", [_literal_runs(b, flags) for b in arg[1]]))
-        elif op in (sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT, getattr(sre_constants, "POSSESSIVE_REPEAT", None)):
+        elif op in (
+            sre_constants.MAX_REPEAT,
+            sre_constants.MIN_REPEAT,
+            getattr(sre_constants, "POSSESSIVE_REPEAT", None),
+        ):
             low, _, sub = arg
             if low >= 1:  # x+ still demands one x
                 out.extend(_literal_runs(sub, flags))
@@ -192,7 +207,9 @@ class Finding:
 
 def check_record(record: RaisesRecord, docstrings: str) -> str | None:
     """None if ``docstrings`` (the target's, and its class's) state what the test demands; else why not."""
-    entries = [(name, text) for name, text in raises_entries(docstrings) if name in record.exception]
+    entries = [
+        (name, text) for name, text in raises_entries(docstrings) if name in record.exception
+    ]
     if not entries:
         have = sorted({name for name, _ in raises_entries(docstrings)}) or "no Raises: section"
         return (
@@ -202,7 +219,9 @@ def check_record(record: RaisesRecord, docstrings: str) -> str | None:
     if record.pattern is None:
         return None
     tree, ignorecase = required_words(record.pattern)
-    best = min((missing_words(tree, text, record.values, ignorecase) for _, text in entries), key=len)
+    best = min(
+        (missing_words(tree, text, record.values, ignorecase) for _, text in entries), key=len
+    )
     if best:
         return (
             f"the test matches {record.pattern!r}, but no {record.exception[0]} entry of its Raises: section "
@@ -221,103 +240,86 @@ class Definition:
     module: str  # "cs336_assignment.tensors.strides"
     qualname: str  # "Adam.step"
     node: ast.AST
-    given_refs: set[str]  # names referenced outside solution regions (body and decorators)
     has_region: bool
 
 
-def _refs(nodes) -> set[str]:
-    out: set[str] = set()
-    for node in nodes:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name):
-                out.add(sub.id)
-            elif isinstance(sub, ast.Attribute):
-                out.add(sub.attr)
-            elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and re.fullmatch(rf"{PACKAGE}(\.\w+)+", sub.value):
-                out.add(sub.value)  # a module named by string (cli.py's command table)
-            elif isinstance(sub, ast.ImportFrom) and sub.module:
-                out.update(a.name for a in sub.names)
+def _defs(
+    body: list[ast.stmt], prefix: str = ""
+) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]]:
+    """``(qualname, node)`` of every function, method and class in ``body``, nested ones included."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield prefix + node.name, node
+            yield from _defs(node.body, f"{prefix}{node.name}.")
+
+
+def given_code(repo: Path = REPO) -> dict[str, str]:
+    """adapters.py and the package as the handout ships them (``markers.handout_text``): a
+    ``# STAFF-ONLY`` file (``fast_bpe.py``, whose ``FastTokenizer`` overrides the reference's
+    helpers) and ``# BEGIN STAFF-ONLY`` blocks left out, every solution region stubbed."""
+    out = {}
+    for rel, text in read_tree(repo).items():
+        given, _ = handout_text(text, rel, stub=rel.startswith(PACKAGE + "/"))
+        if given is not None:
+            out[rel] = given
     return out
 
 
-def _visit(body, prefix: str, module: str, in_region, defs: list[Definition]) -> None:
-    for node in body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            kept = [s for s in node.body if not in_region(s)]
-            has = len(kept) != len(node.body)
-            defs.append(Definition(module, prefix + node.name, node, _refs([*kept, *node.decorator_list, node.args]), has))
-            _visit(node.body, f"{prefix}{node.name}.", module, in_region, defs)
-        elif isinstance(node, ast.ClassDef):
-            header = [s for s in node.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            defs.append(Definition(module, prefix + node.name, node, _refs([*node.bases, *node.decorator_list, *header]), False))
-            _visit(node.body, f"{prefix}{node.name}.", module, in_region, defs)
-
-
-def definitions(repo: Path = REPO) -> tuple[list[Definition], dict[str, set[str]]]:
-    """Every function, method and class of the package, with the names its given code references;
-    and, per module, the names its module-level code references.
-
-    Only what the handout ships counts: a ``# STAFF-ONLY`` file (``fast_bpe.py``, whose
-    ``FastTokenizer`` overrides the reference's helpers) and ``# BEGIN STAFF-ONLY`` blocks are left out,
-    as the handout leaves them out: students' code is not reached through them."""
+def definitions(repo: Path = REPO) -> list[Definition]:
+    """Every function, method and class of the package that the handout ships, and whether its own
+    body holds a solution region."""
     defs: list[Definition] = []
-    module_refs: dict[str, set[str]] = {}
-    for path in sorted((repo / PACKAGE).rglob("*.py")):
-        rel = path.relative_to(repo).as_posix()
-        source = path.read_text()
-        if is_staff_only(source):
+    for rel, text in read_tree(repo).items():
+        if not rel.startswith(PACKAGE + "/") or is_staff_only(text):
             continue
-        source = strip_staff_only(source, rel)
-        module = rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-        tree = ast.parse(source)
+        source = strip_staff_only(text, rel)
         spans = [(r.begin, r.end) for r in find_regions(source, rel)]
 
         def in_region(s: ast.stmt, spans=spans) -> bool:
             return any(begin < s.lineno and s.end_lineno < end for begin, end in spans)
 
-        module_refs[module] = _refs([s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))])
-        _visit(tree.body, "", module, in_region, defs)
-    return defs, module_refs
+        for qualname, node in _defs(ast.parse(source).body):
+            has = not isinstance(node, ast.ClassDef) and any(in_region(s) for s in node.body)
+            defs.append(Definition(module_name(rel), qualname, node, has))
+    return defs
 
 
 def graded_names(repo: Path = REPO) -> set[str]:
-    """``module:qualname`` of every definition reachable from adapters.py through given code."""
-    defs, module_refs = definitions(repo)
-    by_name: dict[str, list[Definition]] = {}
-    for d in defs:
-        by_name.setdefault(d.qualname.split(".")[-1], []).append(d)
-    todo = list(_refs(ast.parse((repo / "adapters.py").read_text()).body))
-    seen_names: set[str] = set()
+    """``module:qualname`` of every definition reachable from adapters.py through given code.
+
+    The reach is the rules screen's (``tests/rules.py``'s ``Program``), over the handout's code,
+    asked what a caller can run (``members``): a class reached brings its public and dunder methods
+    (what callers and torch call), a method what it calls on ``self``; a function nested in a
+    reached one is reached with it."""
+    files = given_code(repo)
+    program = Program(files)
     reached: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen_names:
-            continue
-        seen_names.add(name)
-        if name.startswith(PACKAGE + "."):  # a module: its module-level code runs
-            todo.extend(module_refs.get(name, ()))
-            continue
-        for d in by_name.get(name, []):
-            key = f"{d.module}:{d.qualname}"
-            if key in reached:
-                continue
-            reached.add(key)
-            todo.extend(d.given_refs)
-            if isinstance(d.node, ast.ClassDef):
-                for m in defs:
-                    if m.module == d.module and m.qualname.startswith(d.qualname + ".") and m.qualname.count(".") == d.qualname.count(".") + 1:
-                        last = m.qualname.split(".")[-1]
-                        if not last.startswith("_") or (last.startswith("__") and last.endswith("__")):
-                            todo.append(last)
-    return reached
+    for adapter in program.entry_points():
+        reached.update(program.reach(f"{ENTRY_MODULE}.{adapter}", members=True)[0])
+    out = set()
+    for rel, text in files.items():
+        if rel.startswith(PACKAGE + "/"):
+            module = module_name(rel)
+            for qualname, _ in _defs(ast.parse(text).body):
+                names = qualname.split(".")
+                owner = next(
+                    (
+                        k
+                        for i in range(len(names), 0, -1)
+                        if (k := ".".join([module, *names[:i]])) in program.nodes
+                    ),
+                    None,
+                )
+                if owner in reached:
+                    out.add(f"{module}:{qualname}")
+    return out
 
 
 def ungraded_regions(repo: Path = REPO) -> list[tuple[Definition, bool]]:
     """Every function with a solution region that no test can reach, and whether it says it is optional."""
-    defs, _ = definitions(repo)
     graded = graded_names(repo)
     out = []
-    for d in defs:
+    for d in definitions(repo):
         if d.has_region and f"{d.module}:{d.qualname}" not in graded:
             doc = ast.get_docstring(d.node) or ""
             out.append((d, OPTIONAL in " ".join(doc.split())))

@@ -1,6 +1,6 @@
 """Plausible-shape garbage: a graded function that returns the right kind of thing, computed from nothing.
 
-``cs336 audit --garbage`` (``garbage_audit.py``) copies this file into its scratch tree as
+``cs336 audit --garbage`` (``garbage_check.py``) copies this file into its scratch tree as
 ``cs336_garbage.py``, appends ``NAME = cs336_garbage.garbage(NAME, ...)`` to the file that defines
 a graded function or class, and loads it as a pytest plugin (``-p cs336_garbage``). The scratch
 tree imports nothing of the staff repository, so this module uses only the standard library,
@@ -33,7 +33,7 @@ the garbled result (the object itself where the reference returned itself). So a
 
 An error the reference raises propagates unchanged: garbage that checks its inputs as documented
 did that part of the work, and the audit does not count a test that saw one of these errors (see
-``garbage_audit.py``); the plugin records, per test, how many garbage calls returned and raised.
+``garbage_check.py``); the plugin records, per test, how many garbage calls returned and raised.
 A call made while another garbage call runs (``encode_iterable`` calling ``encode``) runs the
 reference, so each value is garbled once.
 
@@ -119,7 +119,9 @@ def _garble_tensor(t: Any, kind: str) -> Any:
             if hi - lo < WIDEN:
                 info = torch.iinfo(src.dtype)
                 lo, hi = max(lo - WIDEN, info.min), min(hi + WIDEN, info.max)
-            out = torch.randint(lo, hi + 1, src.shape, generator=gen, dtype=torch.int64).to(src.dtype)
+            out = torch.randint(lo, hi + 1, src.shape, generator=gen, dtype=torch.int64).to(
+                src.dtype
+            )
             if torch.equal(out, src.cpu()):  # noise that happens to be the answer is not garbage
                 out = torch.where(src.cpu() < hi, src.cpu() + 1, src.cpu() - 1).to(src.dtype)
         out = out.to(src.device)
@@ -168,7 +170,11 @@ def garble(value: Any, kind: str | None = None) -> Any:
     if isinstance(value, np.ndarray):
         return _garble_array(value, kind)
     if isinstance(value, np.generic):
-        return type(value)(_garble_number(value.item(), kind)) if np.issubdtype(value.dtype, np.number) else value
+        return (
+            type(value)(_garble_number(value.item(), kind))
+            if np.issubdtype(value.dtype, np.number)
+            else value
+        )
     if isinstance(value, (bool, int, float)):
         return _garble_number(value, kind)
     if isinstance(value, str):
@@ -187,7 +193,14 @@ def garble(value: Any, kind: str | None = None) -> Any:
         except TypeError:  # a defaultdict and the like: a plain dict of the same items
             return out
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{f.name: garble(getattr(value, f.name), kind) for f in dataclasses.fields(value) if f.init})
+        return dataclasses.replace(
+            value,
+            **{
+                f.name: garble(getattr(value, f.name), kind)
+                for f in dataclasses.fields(value)
+                if f.init
+            },
+        )
     if isinstance(value, Iterator):
         return (garble(v, kind) for v in value)
     return value
@@ -215,9 +228,15 @@ def garble_in_place(obj: object) -> None:
 
 def _copy(value: Any, memo: dict) -> Any:
     torch = _torch()
-    if isinstance(value, (list, tuple, dict)):  # element by element: one uncopyable leaf must not spoil the rest
+    if isinstance(
+        value, (list, tuple, dict)
+    ):  # element by element: one uncopyable leaf must not spoil the rest
         if isinstance(value, dict):
-            return {k: _copy(v, memo) for k, v in value.items()} if type(value) is dict else copy.deepcopy(value, memo)
+            return (
+                {k: _copy(v, memo) for k, v in value.items()}
+                if type(value) is dict
+                else copy.deepcopy(value, memo)
+            )
         items = [_copy(v, memo) for v in value]
         if isinstance(value, list):
             return items
@@ -233,9 +252,13 @@ def _copy(value: Any, memo: dict) -> Any:
     except Exception:  # noqa: BLE001 - a tensor that is not a leaf, a lock, an open file
         if torch is not None and isinstance(value, torch.Tensor):
             return value.detach().clone().requires_grad_(value.requires_grad)
-        if isinstance(value, (io.IOBase, Iterator)):  # an open file, a stream: the reference consumes it, as any would
+        if isinstance(
+            value, (io.IOBase, Iterator)
+        ):  # an open file, a stream: the reference consumes it, as any would
             return value
-        _problems.append(f"could not copy a {type(value).__qualname__}: passed to the reference as it is")
+        _problems.append(
+            f"could not copy a {type(value).__qualname__}: passed to the reference as it is"
+        )
         return value
 
 
@@ -257,7 +280,11 @@ class _Inside:
     def __enter__(self) -> None:
         _local.inside = True
         self.torch = _torch()
-        self.states = self.torch.get_rng_state() if self.torch else None, np.random.get_state(), random.getstate()
+        self.states = (
+            self.torch.get_rng_state() if self.torch else None,
+            np.random.get_state(),
+            random.getstate(),
+        )
 
     def __exit__(self, *exc: object) -> None:
         _local.inside = False
@@ -339,15 +366,29 @@ def garbage_class(cls: type, methods: list[str]) -> type:
     for name in methods:
         attribute = cls.__dict__.get(name)
         if isinstance(attribute, property):
-            setattr(cls, name, property(_method(name, attribute.fget), attribute.fset, attribute.fdel, attribute.__doc__))
+            setattr(
+                cls,
+                name,
+                property(
+                    _method(name, attribute.fget), attribute.fset, attribute.fdel, attribute.__doc__
+                ),
+            )
         elif isinstance(attribute, staticmethod):
-            setattr(cls, name, staticmethod(garbage_function(attribute.__func__, f"{cls.__qualname__}.{name}")))
+            setattr(
+                cls,
+                name,
+                staticmethod(garbage_function(attribute.__func__, f"{cls.__qualname__}.{name}")),
+            )
         elif isinstance(attribute, classmethod):
-            _problems.append(f"{cls.__qualname__}.{name} is a classmethod: left as the reference (hand-write its garbage)")
+            _problems.append(
+                f"{cls.__qualname__}.{name} is a classmethod: left as the reference (hand-write its garbage)"
+            )
         elif callable(attribute):
             setattr(cls, name, _method(name, attribute))
         else:
-            _problems.append(f"{cls.__qualname__}.{name} is not a method of the class: left as the reference")
+            _problems.append(
+                f"{cls.__qualname__}.{name} is not a method of the class: left as the reference"
+            )
     return cls
 
 
@@ -396,7 +437,10 @@ def _save_checkpoint(fn: Callable) -> Callable:
 
 
 #: Graded function name -> a maker of its garbage from the reference.
-HANDWRITTEN: dict[str, Callable[[Callable], Callable]] = {"set_seed": _set_seed, "save_checkpoint": _save_checkpoint}
+HANDWRITTEN: dict[str, Callable[[Callable], Callable]] = {
+    "set_seed": _set_seed,
+    "save_checkpoint": _save_checkpoint,
+}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -416,4 +460,6 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):  #
 def pytest_sessionfinish(session: pytest.Session) -> None:  # noqa: ARG001
     out = os.environ.get(OUT_ENV)
     if out:
-        Path(out).write_text(json.dumps({"calls": _record, "problems": sorted(set(_problems))}, indent=0))
+        Path(out).write_text(
+            json.dumps({"calls": _record, "problems": sorted(set(_problems))}, indent=0)
+        )

@@ -1,0 +1,536 @@
+"""A student's own run and grading agree: every public test ends the same in one process and split.
+
+    $ uv run cs336 audit --agreement                      # every implementation below, every part
+    $ uv run cs336 audit --agreement --only tensors       # one part (or one mutant, target or corpus entry)
+    $ uv run cs336 audit --agreement --only data --jobs 2 --timeout 600
+
+An *implementation* is a folder with ``adapters.py`` and ``cs336_assignment/``. Each is run twice
+on the public tests (``tests/test_*.py``; never ``tests/hidden`` or ``tests/staff``):
+
+* **one process**, as the student runs it (``uv run pytest``): pytest in a scratch copy of the
+  public tree holding the implementation (``audit.make_scratch``), which imports its own
+  ``cs336_assignment`` and nothing of the staff repository;
+* **split**, as grading runs it: pytest in the staff repository with the judge plugin
+  (``-p cs336_staff.grade.judge --split --split-root TREE``), so the tests run here and the
+  implementation runs in the sandboxed worker, on the tier ``cs336 grade`` would choose.
+
+The per-test outcomes (passed, failed, error, skipped, ...) are compared by node id; an
+implementation *differs* when any test's outcome does, and the report lists each such test with
+both outcomes and the first line of each failure message. The implementations:
+
+    reference   this repository's ``cs336_assignment``
+    mutant      each mutant of the staff zoo (``cs336_staff/mutants/``), applied to a copy of the
+                reference as ``cs336 audit`` applies it (``Mutant.mutate``, ``audit.problem``)
+    garbage     each graded function or class replaced by its zero and its noise garbage
+                (``garbage.py``, applied by ``garbage_check.with_garbage``); the garbage module is
+                placed inside the package (``cs336_assignment/cs336_garbage.py``, the only place a
+                submission's code can be) with its flavour written into it, since the worker
+                starts with a fresh environment
+    corpus      each entry of ``cs336_staff/corpus/<name>/``: independent implementations of some
+                modules, written from the handout's docstrings in other idioms (see its README);
+                the files of an entry replace the reference's, the rest stays the reference
+
+The reference and the corpus run the public tests of every part they touch (with ``--only``, of
+the parts named); a mutant or a garbage target runs its part's public tests (and the files a
+mutant names). Both runs of an implementation come from the audit's warm fork-server
+(``session/warm.py``), so neither pays Python's and torch's start-up; the split run's worker is a
+real, cold, sandboxed one. The speed tests draw their inputs per run (``tests/fresh.py``): both
+runs of every implementation draw them from one ``CS336_SPEED_SEED``, printed at the start, so a
+difference in a speed test is one of timing, never of inputs. Each run has a timeout
+(``--timeout``); a run killed at it, a run that could not start, collected nothing, or imported
+the implementation from outside its copy, or a mutant that no longer applies is a *problem*. The
+check fails (non-zero exit) on any difference or problem, and ends with the time it took per part.
+
+Deliberately left out: the hidden tests (a student never runs them, so there is nothing to
+agree with), the training loop's tests for a mutant of a part it uses (``used_by.json``: they
+would multiply the runs by the slowest file), and GPU runs (a GPU test skips in both modes here;
+on a GPU runner it runs in both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cs336_staff.audit import garbage_check
+from cs336_staff.audit import mutants as audit
+from cs336_staff.audit.garbage import FLAVOUR_ENV, FLAVOURS
+from cs336_staff.parts import Part, PartsError, load_parts
+from cs336_staff.session.runner import KILLED, Outcome, PytestRun, hide_installed, read_run
+from cs336_staff.session.warm import WarmPool
+from tests.fresh import SEED_ENV
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"  # cs336_staff/corpus
+PACKAGE = "cs336_assignment"
+#: Where a garbage implementation keeps ``garbage.py``: inside the package, the only code a submission has.
+GARBAGE_MODULE = f"{PACKAGE}.cs336_garbage"
+RUN_TIMEOUT = 900.0  # seconds for one run (one process or split) of an implementation's tests
+#: Run in a warm child in the staff repository (argv: the outcomes file, then pytest's arguments):
+#: pytest with the judge plugin, recording each test's outcome with the staff tools' recorder (the
+#: judge registers its own under the name the warm children's recorder takes, so this one has none).
+SPLIT_SCRIPT = """\
+import os, sys
+import pytest
+from cs336_staff.session.outcomes import Recorder
+out, *rest = sys.argv[1:]
+quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
+args = ["-p", "no:cacheprovider", *quiet, f"--rootdir={os.getcwd()}", *rest]
+sys.exit(int(pytest.main(args, plugins=[Recorder(out)])))
+"""
+#: The outcome of a test one run collected and did not finish (or never collected).
+NOT_RUN = "not run"
+MESSAGE_CHARS = 300  # of each failure's first line in the report
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One implementation to check: its files that differ from the reference, and the tests it runs."""
+
+    kind: str  # reference | mutant | garbage | corpus
+    name: str
+    part: str  # the part it belongs to, for the per-part times ("all" for the reference of every part)
+    tests: tuple[str, ...]  # public test files
+    #: relative path -> text, laid over the reference
+    files: dict[str, str] = field(default_factory=dict, hash=False)
+    problem: str = ""  # why it cannot be run (a mutant that no longer applies)
+
+    @property
+    def label(self) -> str:
+        return self.kind if self.kind == "reference" else f"{self.kind} {self.name}"
+
+
+@dataclass
+class Difference:
+    """A test that ended otherwise in one process than split."""
+
+    nodeid: str
+    one: str  # outcome in one process
+    split: str
+    one_message: str = ""
+    split_message: str = ""
+
+    def render(self) -> list[str]:
+        def line(mode: str, outcome: str, message: str) -> str:
+            first = message.strip().splitlines()[0][:MESSAGE_CHARS] if message.strip() else ""
+            return f"          {mode:<12} {outcome}" + (f": {first}" if first else "")
+
+        return [
+            f"      {self.nodeid}",
+            line("one process", self.one, self.one_message),
+            line("split", self.split, self.split_message),
+        ]
+
+
+@dataclass
+class Verdict:
+    """How one implementation's two runs compared."""
+
+    implementation: Implementation
+    status: str  # agrees | differs | problem
+    differences: list[Difference] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    tally: str = ""  # "176 tests: 160 passed, 16 failed" (one process)
+    seconds: tuple[float, float] = (0.0, 0.0)  # one process, split
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "agrees"
+
+    def render(self, index: int, total: int) -> str:
+        w = len(str(total))
+        one, split = self.seconds
+        head = (
+            f"[{index:>{w}}/{total}] {self.implementation.label}  {self.status.upper()}  {self.tally} "
+            f"(one process {one:.1f} s, split {split:.1f} s)"
+        )
+        lines = [head]
+        if self.differences:
+            lines.append(
+                f"      {len(self.differences)} tests end otherwise split than in one process:"
+            )
+            for d in self.differences:
+                lines += d.render()
+        lines += [f"      problem: {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# Comparing two runs
+# ------------------------------------------------------------------------------------------------
+
+
+def outcomes(run: PytestRun) -> dict[str, Outcome]:
+    """Every test of ``run`` by node id: those that ended, those it collected and never finished
+    (``NOT_RUN``), and each module that did not collect (``collection error``)."""
+    out = {n: Outcome(n, NOT_RUN) for n in run.collected}
+    out.update(run.tests)
+    for e in run.collect_errors:
+        lines = e["message"].strip().splitlines() or [""]
+        out[e["nodeid"]] = Outcome(e["nodeid"], "collection error", message=lines[-1])
+    return out
+
+
+def compare(one: PytestRun, split: PytestRun) -> list[Difference]:
+    """The tests whose outcome differs between the one-process run and the split run, by node id."""
+    a, b = outcomes(one), outcomes(split)
+    out = []
+    for nodeid in sorted(a.keys() | b.keys()):
+        x, y = a.get(nodeid, Outcome(nodeid, NOT_RUN)), b.get(nodeid, Outcome(nodeid, NOT_RUN))
+        if x.outcome != y.outcome:
+            out.append(Difference(nodeid, x.outcome, y.outcome, x.message, y.message))
+    return out
+
+
+def tally(run: PytestRun) -> str:
+    counts: dict[str, int] = {}
+    for t in outcomes(run).values():
+        counts[t.outcome] = counts.get(t.outcome, 0) + 1
+    total = sum(counts.values())
+    return f"{total} tests: " + (", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "none")
+
+
+def run_problems(mode: str, run: PytestRun, timeout: float) -> list[str]:
+    """Why ``run`` says nothing reliable about its tests: killed, never started, or not the copy's code."""
+    out = []
+    if run.timed_out or run.returncode == KILLED:
+        unfinished = [n for n, t in outcomes(run).items() if t.outcome == NOT_RUN]
+        out.append(
+            f"{mode}: killed after {timeout:.0f} s with {len(run.tests)} tests done"
+            + (f", {len(unfinished)} not (the first: {unfinished[0]})" if unfinished else "")
+            + f"; its last lines:\n{run.tail(5)}"
+        )
+    elif not run.tests and not run.collect_errors:
+        out.append(f"{mode}: no test ran (exit {run.returncode}); its last lines:\n{run.tail(8)}")
+    if run.foreign_modules:
+        out.append(
+            f"{mode}: imported the implementation from outside its copy: "
+            + "; ".join(run.foreign_modules)
+        )
+    return out
+
+
+def verdict(
+    implementation: Implementation, one: PytestRun, split: PytestRun, timeout: float
+) -> Verdict:
+    """Compare ``implementation``'s two finished runs."""
+    problems = run_problems("one process", one, timeout) + run_problems("split", split, timeout)
+    differences = compare(one, split)
+    status = "problem" if problems else "differs" if differences else "agrees"
+    return Verdict(
+        implementation, status, differences, problems, tally(one), (one.seconds, split.seconds)
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Running one implementation both ways
+# ------------------------------------------------------------------------------------------------
+
+
+class Runner:
+    """Runs implementations over ``repo``'s public tests, each in one of ``jobs`` scratch copies."""
+
+    def __init__(
+        self,
+        repo: Path,
+        pool: WarmPool,
+        root: Path,
+        jobs: int,
+        *,
+        timeout: float = RUN_TIMEOUT,
+        insecure: bool = False,
+        speed_seed: int = 0,
+    ):
+        self.repo, self.pool, self.root, self.jobs = Path(repo).resolve(), pool, root, max(1, jobs)
+        self.timeout, self.insecure, self.speed_seed = timeout, insecure, speed_seed
+        self.scratches: queue.Queue[Path] = queue.Queue()
+        for i in range(self.jobs):
+            self.scratches.put(audit.make_scratch(self.repo, root / f"tree{i}"))
+
+    def _env(self) -> dict[str, str]:
+        threads = str(max(1, (os.cpu_count() or 1) // self.jobs))
+        # the speed tests draw their inputs per run (tests/fresh.py): both runs must draw the same
+        return {
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+            SEED_ENV: str(self.speed_seed),
+        }
+
+    def one_process(self, tree: Path, tests: list[str]) -> PytestRun:
+        """The student's run: pytest in ``tree``, on its own code."""
+        return self.pool.run(
+            tree,
+            [*tests, "-p", "no:randomly"],
+            hide=hide_installed(tree),
+            env=self._env(),
+            timeout=self.timeout,
+        )
+
+    def split(self, tree: Path, tests: list[str]) -> PytestRun:
+        """Grading's run: the judge in the staff repository, ``tree``'s implementation in the worker."""
+        out = tree.parent / f"{tree.name}-split.jsonl"
+        out.unlink(missing_ok=True)
+        mode = "--split-insecure" if self.insecure else "--split"
+        args = [
+            str(out),
+            *tests,
+            "-p",
+            "no:randomly",
+            "-p",
+            "cs336_staff.grade.judge",
+            mode,
+            "--split-root",
+            str(tree),
+        ]
+        run = self.pool.run(
+            self.repo,
+            args,
+            code=SPLIT_SCRIPT,
+            env=self._env(),
+            timeout=self.timeout,
+        )
+        result = read_run(run.returncode, out if out.is_file() else None, run.output)
+        result.seconds, result.timed_out = run.seconds, run.timed_out
+        out.unlink(missing_ok=True)
+        return result
+
+    def check(self, implementation: Implementation) -> Verdict:
+        """Lay ``implementation`` over the reference in a scratch copy, run it both ways, put the copy back."""
+        if implementation.problem:
+            return Verdict(implementation, "problem", problems=[implementation.problem])
+        tree = self.scratches.get()
+        originals = {
+            rel: (tree / rel).read_bytes() if (tree / rel).is_file() else None
+            for rel in implementation.files
+        }
+        try:
+            for rel, text in implementation.files.items():
+                (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+                (tree / rel).write_text(text, encoding="utf-8")
+            tests = list(implementation.tests)
+            one = self.one_process(tree, tests)
+            split = self.split(tree, tests)
+            return verdict(implementation, one, split, self.timeout)
+        finally:
+            for rel, data in originals.items():
+                if data is None:
+                    (tree / rel).unlink(missing_ok=True)
+                else:
+                    (tree / rel).write_bytes(data)
+            self.scratches.put(tree)
+
+
+def check(
+    repo: Path,
+    implementations: list[Implementation],
+    *,
+    jobs: int = 1,
+    timeout: float = RUN_TIMEOUT,
+    insecure: bool = False,
+    speed_seed: int = 0,
+    echo: Callable[[str], None] = print,
+    pool: WarmPool | None = None,
+) -> list[Verdict]:
+    """Run every implementation both ways over ``repo``'s public tests: a verdict each, echoed as it comes.
+
+    ``insecure``: the split run's worker without a sandbox (``--split-insecure``: the same crossing,
+    quicker to start; for tests of this module). ``speed_seed``: the speed tests' inputs in both runs
+    (``CS336_SPEED_SEED``). ``pool``: a warm fork-server to reuse (its owner closes it)."""
+    root = Path(tempfile.mkdtemp(prefix="cs336-agreement-"))
+    own_pool, ex = pool is None, None
+    try:
+        pool = WarmPool() if own_pool else pool
+        runner = Runner(
+            repo, pool, root, jobs, timeout=timeout, insecure=insecure, speed_seed=speed_seed
+        )
+        ex = ThreadPoolExecutor(max_workers=runner.jobs)
+        futures = [ex.submit(runner.check, i) for i in implementations]
+        verdicts = []
+        for k, f in enumerate(futures, 1):
+            v = f.result()
+            echo(v.render(k, len(implementations)))
+            verdicts.append(v)
+        return verdicts
+    finally:  # as the audit does: the pool first (it kills the runs), so the threads return at once
+        if own_pool and pool is not None:
+            pool.close()
+        if ex is not None:
+            ex.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# The implementations
+# ------------------------------------------------------------------------------------------------
+
+
+def public_tests(repo: Path) -> list[str]:
+    """Every public test file of ``repo`` (``tests/test_*.py``)."""
+    return sorted(p.relative_to(repo).as_posix() for p in (Path(repo) / "tests").glob("test_*.py"))
+
+
+def part_of(path: str, parts: list[Part]) -> Part | None:
+    """The part whose module holds ``path`` (``cs336_assignment/optim.py``, ``cs336_assignment/tensors/...``)."""
+    for p in parts:
+        if path == p.module or (p.module.endswith("/") and path.startswith(p.module)):
+            return p
+    return None
+
+
+def corpus_entries(corpus: Path = CORPUS) -> dict[str, dict[str, str]]:
+    """Each entry of the corpus by name: its files (relative to the repository root) and their text."""
+    out = {}
+    for entry in sorted(p for p in Path(corpus).iterdir() if p.is_dir() and (p / PACKAGE).is_dir()):
+        out[entry.name] = {
+            p.relative_to(entry).as_posix(): p.read_text(encoding="utf-8")
+            for p in sorted(entry.rglob("*.py"))
+            if "__pycache__" not in p.parts
+        }
+    return out
+
+
+def garbage_files(repo: Path, target: garbage_check.Target, kind: str) -> dict[str, str]:
+    """The files of ``target``'s garbage of flavour ``kind``: its module rebinding it, and the garbage module."""
+    source = (Path(repo) / target.file).read_text(encoding="utf-8")
+    module = garbage_check.GARBAGE_SOURCE.read_text(encoding="utf-8")
+    pinned = f"\n\n# The worker starts with a fresh environment: the flavour is written here.\nos.environ[{FLAVOUR_ENV!r}] = {kind!r}\n"
+    return {
+        target.file: garbage_check.with_garbage(source, target, module=GARBAGE_MODULE),
+        GARBAGE_MODULE.replace(".", "/") + ".py": module.rstrip() + pinned,
+    }
+
+
+def implementations(
+    repo: Path, only: list[str] | None = None, corpus: Path = CORPUS
+) -> list[Implementation]:
+    """Every implementation to check, in order (reference, corpus, mutants, garbage), filtered by ``only``:
+    part keys, mutant names, graded targets' names or corpus entries' names."""
+    repo = Path(repo).resolve()
+    try:
+        parts = load_parts(repo)
+    except PartsError as e:
+        raise SystemExit(f"audit --agreement: {e}") from None
+    by_key = {p.key: p for p in parts}
+    mutants = audit.load_mutants()
+    targets = garbage_check.targets(repo)
+    entries = corpus_entries(corpus)
+    only = set(only or [])
+    known = set(by_key) | {m.name for _, m in mutants} | {t.name for t in targets} | set(entries)
+    unknown = sorted(only - known)
+    if unknown:
+        raise SystemExit(
+            f"audit --agreement: --only {', '.join(unknown)} names no part, mutant, graded target or "
+            f"corpus entry; parts are {', '.join(by_key)}"
+        )
+    wanted = lambda part, name: not only or part in only or name in only  # noqa: E731
+
+    out = []
+    if not only or only & set(by_key):
+        tests = (
+            public_tests(repo)
+            if not only
+            else sorted({t for k in only & set(by_key) for t in by_key[k].tests})
+        )
+        out.append(
+            Implementation(
+                "reference",
+                "reference",
+                "all" if not only else ",".join(sorted(only & set(by_key))),
+                tuple(tests),
+            )
+        )
+    for name, files in entries.items():
+        touched = sorted({p.key for rel in files if (p := part_of(rel, parts)) is not None})
+        if not only or name in only or only & set(touched):
+            tests = sorted({t for k in touched for t in by_key[k].tests})
+            out.append(
+                Implementation(
+                    "corpus",
+                    name,
+                    ",".join(touched) or "none",
+                    tuple(tests),
+                    files,
+                    "" if touched else "its files belong to no part",
+                )
+            )
+    for part, m in mutants:
+        if wanted(part, m.name):
+            tests = (
+                tuple(sorted({*by_key[part].tests, *m.tests})) if part in by_key else tuple(m.tests)
+            )
+            why = audit.problem(m, repo)
+            files = {} if why else {m.file: m.mutate((repo / m.file).read_text(encoding="utf-8"))}
+            out.append(Implementation("mutant", f"{part}/{m.name}", part, tests, files, why or ""))
+    for t in targets:
+        if wanted(t.part, t.name):
+            for kind in FLAVOURS:
+                out.append(
+                    Implementation(
+                        "garbage",
+                        f"{kind} {t.part}/{t.name}",
+                        t.part,
+                        tuple(by_key[t.part].tests),
+                        garbage_files(repo, t, kind),
+                    )
+                )
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The command
+# ------------------------------------------------------------------------------------------------
+
+
+def seconds_per_part(verdicts: list[Verdict]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for v in verdicts:
+        out[v.implementation.part] = out.get(v.implementation.part, 0.0) + sum(v.seconds)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """``cs336 audit --agreement``: check every implementation, report, 0 when all agree."""
+    start = time.monotonic()
+    timeout = args.timeout or RUN_TIMEOUT
+    speed_seed = secrets.randbelow(2**31)  # one per check, as a run draws one (tests/fresh.py)
+    found = implementations(args.repo, args.only)
+    kinds: dict[str, int] = {}
+    for i in found:
+        kinds[i.kind] = kinds.get(i.kind, 0) + 1
+    print(
+        f"audit --agreement: {len(found)} implementations ({', '.join(f'{n} {k}' for k, n in kinds.items())}), "
+        f"each run on its public tests in one process and split; {args.jobs} jobs, {timeout:.0f} s per run; "
+        f"the speed tests draw their inputs with {SEED_ENV}={speed_seed} in both runs",
+        flush=True,
+    )
+    verdicts = check(
+        args.repo,
+        found,
+        jobs=args.jobs,
+        timeout=timeout,
+        speed_seed=speed_seed,
+        echo=lambda line: print(line, flush=True),
+    )
+    print("time per part (both runs of each implementation, summed):")
+    for part, secs in seconds_per_part(verdicts).items():
+        print(f"  {part:<14} {secs:7.0f} s")
+    bad = [v for v in verdicts if not v.ok]
+    for status in ("differs", "problem"):
+        names = [v.implementation.label for v in bad if v.status == status]
+        if names:
+            print(f"audit --agreement: {status}: {', '.join(names)}")
+    agree = len(verdicts) - len(bad)
+    print(
+        f"audit --agreement: {'passed' if not bad else 'FAILED'} in {time.monotonic() - start:.0f} s; "
+        f"{agree} of {len(verdicts)} implementations agree"
+    )
+    return 0 if not bad else 1

@@ -1,0 +1,214 @@
+"""`cs336 audit --agreement` on the tiny staff repository, and the implementations it builds here.
+
+One light warm server (the tiny repository needs no torch) runs an implementation that agrees,
+one whose ``add`` answers otherwise inside the grading worker (every test of ``add`` must be
+listed, with both outcomes and the split run's message), and one that hangs (a problem, killed at
+the timeout). The split runs use ``--split-insecure``: the same judge and crossing, without
+bubblewrap, so the check runs wherever the staff tests do. The comparison itself and the list of
+implementations of this repository (the zoo, garbage and the corpus) are checked without a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import random
+from pathlib import Path
+
+import pytest
+
+from cs336_staff.audit import agreement
+from cs336_staff.audit import cli as audit
+from cs336_staff.audit.agreement import Implementation, check, compare, implementations
+from cs336_staff.audit.garbage import FLAVOUR_ENV
+from cs336_staff.grade.testing import calc_with, make_staff_repo
+from cs336_staff.session.runner import Outcome, PytestRun
+from cs336_staff.session.warm import WarmPool
+
+pytestmark = [pytest.mark.staff, pytest.mark.timeout(600)]
+
+REPO = Path(__file__).resolve().parents[2]
+CALC = "cs336_assignment/calc.py"
+PUBLIC = ("tests/test_calc.py",)
+ADD_TESTS = [
+    "tests/test_calc.py::test_add_matches_python[1-2]",
+    "tests/test_calc.py::test_add_matches_python[3-4]",
+]
+#: ``add`` that is right in the student's own process and off by one in the grading worker (which
+#: imports its own package, ``cs336_worker``): the kind of submission the check exists to find.
+WORKER_ONLY_BUG = "return a + b + ('cs336_worker' in __import__('sys').modules)"
+#: The speed tests' seed in both runs, and ``sum_below`` right on the inputs the tiny repository's speed
+#: test draws from it (``testing.PUBLIC_TESTS``) and wrong on any other: it passes only where both runs draw them.
+SPEED_SEED = 336
+_DRAWN = random.Random(SPEED_SEED)
+ONLY_THE_SEEDS_INPUTS = f"return n * (n - 1) // 2 if n in {sorted(3_000_000 + _DRAWN.randrange(1_000_000) for _ in range(3))} else -1"
+#: The hanging implementation's timeout: long enough to start, short enough to wait for.
+HANG_SECONDS = 5.0
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The verdicts of three implementations of the tiny repository, and the report's lines."""
+    repo = make_staff_repo(tmp_path_factory.mktemp("agreement") / "repo")
+    found = [
+        Implementation("reference", "reference", "calc", PUBLIC),
+        Implementation(
+            "corpus", "seeded", "calc", PUBLIC, {CALC: calc_with(sum_below=ONLY_THE_SEEDS_INPUTS)}
+        ),
+        Implementation(
+            "corpus", "worker-only-bug", "calc", PUBLIC, {CALC: calc_with(add=WORKER_ONLY_BUG)}
+        ),
+    ]
+    lines: list[str] = []
+    with WarmPool(light=True) as pool:
+        verdicts = check(
+            repo, found, jobs=2, insecure=True, speed_seed=SPEED_SEED, echo=lines.append, pool=pool
+        )
+        hang = Implementation(
+            "corpus", "hangs", "calc", PUBLIC, {CALC: calc_with(mul="while True: pass")}
+        )
+        (hung,) = check(
+            repo, [hang], jobs=1, timeout=HANG_SECONDS, insecure=True, echo=lines.append, pool=pool
+        )
+    return {v.implementation.name: v for v in [*verdicts, hung]}, lines, repo
+
+
+def test_an_implementation_that_behaves_alike_in_both_runs_agrees(runs):
+    """The tiny repository's own implementation: every public test ends the same (a GPU test skips in both)."""
+    verdicts, lines, _ = runs
+    reference = verdicts["reference"]
+    assert reference.status == "agrees" and reference.ok, "\n".join(lines)
+    assert reference.tally == "8 tests: 7 passed, 1 skipped", reference.tally
+    assert lines[0].startswith("[1/3] reference  AGREES  8 tests: 7 passed, 1 skipped"), lines[0]
+
+
+def test_both_runs_draw_the_speed_tests_inputs_from_one_seed(runs):
+    """A ``sum_below`` right only on the inputs ``SPEED_SEED`` draws passes the speed test in both runs."""
+    verdicts, lines, _ = runs
+    seeded = verdicts["seeded"]
+    assert seeded.status == "agrees" and seeded.tally == "8 tests: 7 passed, 1 skipped", "\n".join(
+        lines
+    )
+
+
+def test_an_implementation_that_differs_split_is_reported_test_by_test(runs):
+    """Every test whose outcome differs is listed with both outcomes and the first line of the failure."""
+    verdicts, lines, _ = runs
+    differs = verdicts["worker-only-bug"]
+    assert differs.status == "differs" and not differs.ok
+    got = [(d.nodeid, d.one, d.split, d.one_message, d.split_message) for d in differs.differences]
+    assert got == [
+        (ADD_TESTS[0], "passed", "failed", "", "AssertionError: assert 4 == (1 + 2)"),
+        (ADD_TESTS[1], "passed", "failed", "", "AssertionError: assert 8 == (3 + 4)"),
+    ]
+    report = lines[2]
+    assert report.startswith("[3/3] corpus worker-only-bug  DIFFERS"), report
+    assert "2 tests end otherwise split than in one process:" in report
+    for nodeid in ADD_TESTS:
+        assert (
+            f"      {nodeid}\n          one process  passed\n          split        failed: AssertionError: assert"
+            in report
+        )
+
+
+def test_a_run_that_hangs_is_a_problem_killed_at_the_timeout(runs):
+    """A run that outlives its timeout is killed and makes the implementation a problem (the check fails)."""
+    verdicts, _, _ = runs
+    hung = verdicts["hangs"]
+    assert hung.status == "problem" and not hung.ok
+    assert any(
+        p.startswith(f"one process: killed after {HANG_SECONDS:.0f} s") for p in hung.problems
+    ), hung.problems
+
+
+def test_the_check_leaves_the_repository_as_it_was(runs):
+    """The implementations are laid over scratch copies: the staff repository's own code is untouched."""
+    _, _, repo = runs
+    assert "cs336_worker" not in (repo / CALC).read_text()
+
+
+def _run(
+    outcomes: dict[str, tuple[str, str]], collected: list[str] | None = None, errors=()
+) -> PytestRun:
+    tests = {n: Outcome(n, o, message=m) for n, (o, m) in outcomes.items()}
+    return PytestRun(
+        0, collected if collected is not None else list(outcomes), list(errors), [], tests, ""
+    )
+
+
+def test_compare_lists_outcome_changes_tests_not_run_and_modules_that_did_not_collect():
+    """Same outcomes agree whatever the messages; another outcome, a test one run never finished and a
+    module one run could not collect each differ."""
+    one = _run(
+        {
+            "t::a": ("passed", ""),
+            "t::b": ("failed", "AssertionError: x"),
+            "t::c": ("passed", ""),
+            "t::d": ("skipped", "no GPU"),
+        }
+    )
+    split = _run(
+        {
+            "t::a": ("passed", ""),
+            "t::b": ("failed", "AssertionError: y"),
+            "t::d": ("skipped", "no GPU"),
+            "t::e": ("passed", ""),
+        },
+        collected=["t::a", "t::b", "t::c", "t::d", "t::e"],
+        errors=[{"nodeid": "u.py", "message": "Traceback\nImportError: no module"}],
+    )
+    got = {d.nodeid: (d.one, d.split, d.split_message) for d in compare(one, split)}
+    assert got == {
+        "t::c": ("passed", agreement.NOT_RUN, ""),
+        "t::e": (agreement.NOT_RUN, "passed", ""),
+        "u.py": (agreement.NOT_RUN, "collection error", "ImportError: no module"),
+    }
+
+
+def test_this_repositorys_implementations_of_a_part():
+    """``--only tensors``: the reference on the part's tests, the corpus entries that touch it, every mutant
+    (each applies) and both garbage flavours of every graded target, with the garbage inside the package."""
+    found = implementations(REPO, ["tensors"])
+    kinds = [i.kind for i in found]
+    assert kinds[0] == "reference" and found[0].tests == ("tests/test_tensors.py",)
+    assert (
+        kinds.count("corpus") >= 2 and kinds.count("mutant") >= 20 and kinds.count("garbage") >= 20
+    )
+    assert not [i.label for i in found if i.problem]
+    garbage = next(i for i in found if i.kind == "garbage")
+    module = agreement.GARBAGE_MODULE.replace(".", "/") + ".py"
+    assert module.startswith("cs336_assignment/") and module in garbage.files
+    assert f"os.environ[{FLAVOUR_ENV!r}] = " in garbage.files[module], (
+        "the worker gets no environment: pin the flavour"
+    )
+    assert any(
+        f"import {agreement.GARBAGE_MODULE} as" in text
+        for rel, text in garbage.files.items()
+        if rel != module
+    )
+    with pytest.raises(SystemExit, match="no-such-part"):
+        implementations(REPO, ["no-such-part"])
+
+
+def test_the_corpus_spans_three_parts_and_only_replaces_modules_of_the_reference():
+    """At least four entries over at least three parts; each replaces existing modules of one part (a
+    submission's files), says in its docstring what idiom it is, and parses."""
+    entries = agreement.corpus_entries()
+    assert len(entries) >= 4, sorted(entries)
+    parts = {i.part for i in implementations(REPO) if i.kind == "corpus"}
+    assert len(parts) >= 3 and all("," not in p for p in parts), parts
+    for name, files in entries.items():
+        for rel, text in files.items():
+            assert (REPO / rel).is_file(), f"corpus {name}: {rel} is not a module of the reference"
+            assert f"Corpus entry ``{name}``" in (ast.get_docstring(ast.parse(text)) or ""), (
+                f"corpus {name}: {rel}"
+            )
+
+
+def test_cs336_audit_agreement_reaches_this_check_and_refuses_an_unknown_name():
+    """``cs336 audit --agreement --only NAME`` runs this check (not the zoo), which names what ``--only`` may be."""
+    parser = argparse.ArgumentParser()
+    audit.add_arguments(parser)
+    args = parser.parse_args(["--agreement", "--only", "no-such-part"])
+    with pytest.raises(SystemExit, match="names no part, mutant, graded target or corpus entry"):
+        audit.run(args)
