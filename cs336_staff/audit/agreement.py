@@ -23,7 +23,7 @@ both outcomes and the first line of each failure message. The implementations:
                 reference as ``cs336 audit`` applies it (``Mutant.mutate``, ``audit.problem``)
     garbage     each graded function or class replaced by its zero and its noise garbage
                 (``garbage.py``, applied by ``garbage_check.with_garbage``); the garbage module is
-                placed inside the package (``cs336_assignment/cs336_garbage.py``, the only place a
+                placed inside the package (as its module ``cs336_garbage``, the only place a
                 submission's code can be) with its flavour written into it, since the worker
                 starts with a fresh environment
     corpus      each entry of ``cs336_staff/corpus/<name>/``: independent implementations of some
