@@ -347,6 +347,12 @@ def test_train_applies_the_lr_and_weight_decay_it_is_given(tmp_path):
     (checked for weight decay 0 and 0.5, lr 0.02 and 0.05)."""
     seed, steps, dim, layers, batch = 3, 8, 4, 2, 8
     init = scenario.initial_state(seed, dim, layers)
+    if all(not w.any() for w in init.values()):
+        raise AssertionError(
+            f"the initial Cruncher (set_seed({seed}), then Cruncher({dim}, {layers})) has every weight zero: a "
+            "stack of zero matrices gets zero gradients, so no lr or weight decay can show in the weights; "
+            "initialise Linear as its docstring says (truncated normal)"
+        )
     for lr, weight_decay in [(0.02, 0.0), (0.02, 0.5), (0.05, 0.5)]:
         options = f"--lr {lr} --weight-decay {weight_decay}"
         path = tmp_path / f"lr{lr}-wd{weight_decay}.pt"
