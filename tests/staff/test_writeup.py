@@ -115,8 +115,19 @@ def test_reference_answers_match_the_lecture(answers):
         value["bytes_momentum_mixed"],
         value["bytes_sgd_mixed"],
     ) == (12, 12, 8)
-    assert value["e4m3_max"] == 448 and value["e5m2_max"] == 57344 and value["fp16_max"] == 65504
-    assert value["bf16_eps"] == 2**-7 and value["fp16_eps"] == 2**-10
+    # formats the handout's dtype_info does not cover (its docstrings print e4m3's 448, fp16's 65504)
+    assert value["tf32_max"] == (2 - 2**-10) * 2.0**127 and value["tf32_eps"] == 2**-10
+    assert value["tf32_smallest_normal"] == 2.0**-126
+    assert (value["fp6_e3m2_max"], value["fp6_e3m2_smallest_normal"], value["fp6_e3m2_eps"]) == (
+        28,
+        0.25,
+        0.25,
+    )
+    assert (value["fp4_e2m1_max"], value["fp4_e2m1_smallest_normal"], value["fp4_e2m1_eps"]) == (
+        6,
+        1,
+        0.5,
+    )
     assert value["mfu_bf16"] == pytest.approx(789 / 989.5)
     # the first layer's dx
     assert value["cruncher_6nd"] - value["cruncher_exact"] == 2 * 4096 * 1024 * 1024
