@@ -2,10 +2,11 @@
 
 Not a general PDF reader: enough for Typst's output (uncompressed object table, Flate-compressed
 content streams, Type0 fonts with Identity-H encoding and a ``ToUnicode`` CMap, text drawn with
-``Tj``/``TJ``). Each glyph is mapped back to its characters through its font's CMap; a new text
-object, a text move or a ``TJ`` gap wider than a fifth of an em starts a new word (a space).
-Superscripts lose their raise: ``2^(-7)`` reads ``2-7``, which is why ``answer_leaks`` also reads
-the writeup's source texts. The staff tests check it against the writeup's own sentences.
+``Tj``/``TJ``). Each glyph is mapped back to its characters through its font's CMap, and placed
+by the matrices and the fonts' widths: a glyph run back at the left on another baseline starts a
+new line; one more than a fifth of an em right of the last, or a ``TJ`` gap that wide, a new word.
+Superscripts lose their raise: ``2^(-7)`` reads ``2 -7``. The staff tests check the reader against
+the writeup's own sentences (tests/staff/test_writeup.py).
 """
 
 from __future__ import annotations
@@ -140,11 +141,12 @@ def _times(m: Matrix, n: Matrix) -> Matrix:
 
 
 def _show(stream: bytes, fonts: dict[bytes, Font]) -> str:
-    """The text a content stream draws, words separated by spaces.
+    """The text a content stream draws: lines separated by newlines, words by spaces.
 
     Glyph runs are placed by the transformation matrices (``cm``, ``Tm``) and advanced by the
-    fonts' widths: a run that starts on another baseline, or more than a fifth of an em right of
-    where the last one ended, starts a new word (Typst draws math glyph by glyph)."""
+    fonts' widths: a run on another baseline that starts left of where the last one ended starts
+    a new line; one on another baseline further right (a superscript), or more than a fifth of an
+    em right of where the last one ended, starts a new word (Typst draws math glyph by glyph)."""
     text: list[str] = []
     font: Font = ({}, {})
     size = 10.0
@@ -197,7 +199,9 @@ def _show(stream: bytes, fonts: dict[bytes, Font]) -> str:
             full = _times(tm, ctm)
             x, y = full[4], full[5]
             em = size * (abs(full[0]) or 1.0)
-            if last is not None and (abs(y - last[1]) > 0.3 * em or x - last[0] > 0.2 * em):
+            if last is not None and abs(y - last[1]) > 0.3 * em and x < last[0] - 0.5 * em:
+                text.append("\n")  # another baseline, back to the left: a new line
+            elif last is not None and (abs(y - last[1]) > 0.3 * em or x - last[0] > 0.2 * em):
                 text.append(" ")
             advance = 0.0
             for kind, value in operands:
@@ -211,11 +215,13 @@ def _show(stream: bytes, fonts: dict[bytes, Font]) -> str:
                         text.append(" ")
             last = (x + advance, y)
         operands = []
-    return re.sub(r"\s+", " ", "".join(text)).strip()
+    lines = (re.sub(r"\s+", " ", line).strip() for line in "".join(text).split("\n"))
+    return "\n".join(line for line in lines if line)
 
 
 def pdf_text(data: bytes) -> list[str]:
-    """The text of each page of a Typst PDF, in page order (words separated by single spaces)."""
+    """The text of each page of a Typst PDF, in page order: one line of text per line of the page
+    (a table row's cells on one line), words separated by single spaces."""
     objs = _objects(data)
     unicode: dict[int, Font] = {}
     for num, (body, _) in objs.items():
@@ -245,5 +251,5 @@ def pdf_text(data: bytes) -> list[str]:
             if contents
             else []
         )
-        pages.append(" ".join(_show(objs[s][1] or b"", fonts) for s in streams))
+        pages.append("\n".join(_show(objs[s][1] or b"", fonts) for s in streams))
     return pages

@@ -15,7 +15,16 @@ import pytest
 from cs336_staff.parts import load_parts
 from cs336_staff.release.build import build
 from cs336_staff.release.handout_parts import POINTS_FILE, check_parts, points_json
-from cs336_staff.writeup import PDF_NAME, _inputs, build_pdf, check, problems, query, written_points
+from cs336_staff.writeup import (
+    PDF_NAME,
+    _inputs,
+    build_pdf,
+    check,
+    problems,
+    query,
+    split_boxes,
+    written_points,
+)
 from cs336_staff.writeup.answers import compute
 
 pytestmark = pytest.mark.staff
@@ -176,8 +185,8 @@ def test_a_misplaced_problem_is_reported(tmp_path):
     assert any("part 5. Checkpointing: 2 code problems" in f for f in check(repo))
 
 
-def test_written_problem_without_points_does_not_build(tmp_path):
-    """Typst itself refuses a written problem whose points are not a positive integer."""
+def _writeup_repo(tmp_path: Path) -> Path:
+    """What the writeup's build reads, copied: the writeup, the rubric, the code, the public tests."""
     repo = tmp_path / "repo"
     shutil.copytree(REPO / "writeup", repo / "writeup")
     for f in ("rubric.toml", "adapters.py", "pyproject.toml"):
@@ -191,9 +200,61 @@ def test_written_problem_without_points_does_not_build(tmp_path):
         REPO / "tests", repo / "tests", ignore=shutil.ignore_patterns("__pycache__", "staff")
     )
     shutil.copytree(REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora")
+    return repo
+
+
+def test_written_problem_without_points_does_not_build(tmp_path):
+    """Typst itself refuses a written problem whose points are not a positive integer."""
+    repo = _writeup_repo(tmp_path)
     source = repo / "writeup" / "assignment.typ"
     source.write_text(source.read_text().replace("points: 3)[", "points: 0)[", 1))
     assert any("points must be a positive integer" in f for f in check(repo))
+
+
+def test_no_problem_box_splits_across_pages():
+    """Every problem is drawn in one box (lib.typ's _box, breakable: false) that starts and ends
+    on the same page of assignment.pdf; the answer key's boxes too."""
+    assert split_boxes(REPO) == []
+    starts = query(REPO, "box-start", key=True)
+    ends = query(REPO, "box-end", key=True)
+    assert starts == ends and len(starts) == len(problems(REPO)), (starts, ends)
+
+
+def test_a_split_box_is_reported(tmp_path):
+    """Were the boxes breakable, a problem longer than a page would split, and the check says where."""
+    repo = _writeup_repo(tmp_path)
+    lib = repo / "writeup" / "lib.typ"
+    lib.write_text(lib.read_text().replace("breakable: false", "breakable: true"))
+    source = repo / "writeup" / "assignment.typ"
+    text = source.read_text()
+    source.write_text(
+        text.replace("Let `x = torch.arange(24)", "#lorem(600) Let `x = torch.arange(24)")
+    )
+    found = split_boxes(repo)
+    assert any(f.startswith("problem 1.2's box runs from page 2 to page ") for f in found), found
+
+
+def test_test_commands_are_unbroken_in_the_pdf():
+    """Each code problem's `uv run pytest ...` command sits on one line of assignment.pdf: in the
+    PDF's words it appears whole (a line break would read as a space inside a path)."""
+    from cs336_staff.release.pdf_text import pdf_text
+
+    pages = pdf_text(build_pdf(REPO))
+    for part in load_parts(REPO):
+        command = "uv run pytest " + " ".join(part.tests)
+        assert any(command in page for page in pages), (
+            f"{command!r} is broken across lines in assignment.pdf (or missing)"
+        )
+
+
+def test_pdf_text_reads_the_writeup():
+    """The release check reads the PDF's words (answer_leaks): the reader gets titles, math and code."""
+    from cs336_staff.release.pdf_text import pdf_text
+
+    text = " ".join(pdf_text(build_pdf(REPO)))
+    assert "Problem 7.1 (code): Counting FLOPs and bytes, on paper and measured" in text
+    assert "1.75 ⋅ 2" in text and "= 448)" in text  # math, glyph by glyph
+    assert "x = torch.arange(24).view(2, 3, 4)" in text  # inline code
 
 
 def test_handout_ships_the_pdf_and_points_but_no_key(handout):
