@@ -294,3 +294,42 @@ def test_stale_pdf_in_the_handout_is_caught(handout, tmp_path):
         "answer-key.pdf: the writeup's sources and its answer key are staff-only" in d
         for d in result.details
     )
+
+
+def test_text_is_ragged_right():
+    """Justified lines stretch their spaces around unbreakable code into wide gaps: the writeup
+    sets ragged right, and no source file turns justification back on."""
+    lib = (REPO / "writeup" / "lib.typ").read_text()
+    assert "set par(justify: false)" in lib
+    for source in (REPO / "writeup").glob("*.typ"):
+        assert "justify: true" not in source.read_text(), source.name
+
+
+def test_code_problem_titles_name_only_classes_students_implement():
+    """A class of the part's module named in its code problem's title (as a whole word, not as
+    "AdamW's ...") has a method in the problem's Implement list: the title promises no class the
+    student does not write (Problem 3.1 once said "Adam and AdamW" with AdamW given)."""
+    import ast
+    import re
+
+    titles = re.findall(
+        r"#code-problem\[(.*?)\]\[", (REPO / "writeup" / "assignment.typ").read_text()
+    )
+    parts = load_parts(REPO)
+    assert len(titles) == len(parts)
+    for part, title in zip(parts, titles, strict=True):
+        module = REPO / part.module
+        files = sorted(module.glob("*.py")) if module.is_dir() else [module]
+        classes = {
+            node.name
+            for f in files
+            for node in ast.walk(ast.parse(f.read_text()))
+            if isinstance(node, ast.ClassDef)
+        }
+        implemented = {q.split(".")[0] for names in part.functions.values() for q in names}
+        for name in classes:
+            if re.search(rf"\b{re.escape(name)}\b(?!['’]s)", title):
+                assert name in implemented, (
+                    f"part {part.key}: the title {title!r} names {name}, which the Implement "
+                    f"list does not have ({sorted(implemented)})"
+                )
