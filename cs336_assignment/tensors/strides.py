@@ -189,8 +189,8 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     ``shape`` may be a tuple, a list or a ``torch.Size``. A dimension of size 0 counts as size 1
     here, as in ``torch.empty(shape).stride()``.
 
-    >>> contiguous_strides((2, 3, 4))
-    (12, 4, 1)
+    >>> contiguous_strides((5, 2, 3))
+    (6, 3, 1)
     """
     # BEGIN SOLUTION
     strides = []

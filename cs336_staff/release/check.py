@@ -23,8 +23,9 @@ Twelve checks, each a line of the report, each failure naming the file, test or 
                library boilerplate, not solution (see ``_library_only``)
     behaviour  no function the handout ships reproduces a graded adapter's recorded calls: a
                solution written independently of the reference (see ``behaviour.py``)
-    answers    no distinctive number of the writeup's answer key appears in the handout's code,
-               docstrings or README, in any spelling (``answer_leaks.py``)
+    answers    no distinctive number of the writeup's answer key appears in the handout (code,
+               docstrings, tests, fixtures, README, assignment.pdf's words), in any spelling:
+               448.0, 4.48e2, 1,011, 79.7%, 2**-7, 1/128, (12,4,1) (``answer_leaks.py``)
     leftovers  no staff path, staff command, staff pytest option or staff-only import in the
                handout (see ``leftovers.py``)
 

@@ -18,7 +18,8 @@ The PDF is deterministic: embedded fonts only (no system fonts), no creation dat
 sources give the same bytes on every machine. Written problems' points live in the source (the
 rubric's loader accepts only tests' points); ``check`` compares the problem list with the rubric:
 parts in the same order, one code problem per part worth the part's points, written problems
-numbered in order with positive points, and every written problem answered in the key.
+numbered in order with positive points, and every written problem answered in the key; and it
+checks the layout: every problem sits in one box that starts and ends on the same page.
 """
 
 from __future__ import annotations
@@ -135,6 +136,29 @@ def written_points(repo: Path = REPO, parts: list[Part] | None = None) -> dict[s
     return out
 
 
+def split_boxes(repo: Path = REPO, parts: list[Part] | None = None) -> list[str]:
+    """Every problem box of the student PDF that does not start and end on one page, and every
+    problem not drawn in a box (``_box`` in ``lib.typ`` records its first and last page)."""
+    try:
+        starts = {m["number"]: m["page"] for m in query(repo, "box-start", parts=parts)}
+        ends = {m["number"]: m["page"] for m in query(repo, "box-end", parts=parts)}
+        numbers = [q["number"] for q in problems(repo, parts)]
+    except WriteupError as e:
+        return [str(e)]
+    out = []
+    for n in numbers:
+        if n not in starts or n not in ends:
+            out.append(
+                f"problem {n} is not drawn by lib.typ's _box (no <box-start>/<box-end>): build it with #code-problem or #written"
+            )
+        elif starts[n] != ends[n]:
+            out.append(
+                f"problem {n}'s box runs from page {starts[n]} to page {ends[n]}: a problem box must fit on one page "
+                "(_box is breakable: false; shorten the problem or split it)"
+            )
+    return out
+
+
 def check(
     repo: Path = REPO, parts: list[Part] | None = None, key_answers: list[dict] | None = None
 ) -> list[str]:
@@ -182,6 +206,7 @@ def check(
             out.append(
                 f"problem {q['number']} ({q['id']}): points must be a positive integer, got {q['points']!r}"
             )
+    out += split_boxes(repo, parts)
     answered = [a["id"] for a in key_answers]
     if sorted(answered) != sorted(ids):
         out.append(

@@ -239,20 +239,59 @@ def _fp8() -> dict[str, dict]:
     return out
 
 
+#: The formats of the ranges problem (8.2a): none is a dtype that ``dtype_info`` (or ``torch.finfo``)
+#: covers, so the handout's docstrings and tests, which print the torch formats' constants (e4m3's 448,
+#: fp16's 65504, bf16's 2**-7), do not answer it. name -> (exponent bits, mantissa bits, IEEE rules):
+#: IEEE rules reserve the all-ones exponent for inf and NaN; the OCP microscaling (MX) element
+#: formats reserve no code at all.
+OTHER_FORMATS: dict[str, tuple[int, int, bool]] = {
+    "tf32": (8, 10, True),
+    "fp6_e3m2": (3, 2, False),
+    "fp4_e2m1": (2, 1, False),
+}
+
+
+def format_values(exponent_bits: int, mantissa_bits: int, ieee: bool) -> list[float]:
+    """Every finite non-negative value of a sign-exponent-mantissa format, decoded code by code.
+
+    The decoder is independent of the closed forms the problem asks for (``eps = 2**-m``, ...):
+    exponent field 0 is subnormal (``0.mantissa * 2**(1 - bias)``), any other field ``E`` is
+    ``1.mantissa * 2**(E - bias)``; with ``ieee``, the all-ones field is inf/NaN and skipped.
+
+    >>> sorted(set(format_values(2, 1, ieee=False)))
+    [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    """
+    bias = 2 ** (exponent_bits - 1) - 1
+    out = []
+    for field in range(2**exponent_bits):
+        if ieee and field == 2**exponent_bits - 1:
+            continue
+        for mantissa in range(2**mantissa_bits):
+            fraction = mantissa / 2**mantissa_bits
+            if field == 0:
+                out.append(fraction * 2.0 ** (1 - bias))
+            else:
+                out.append((1 + fraction) * 2.0 ** (field - bias))
+    return out
+
+
+def _format_entries(name: str, exponent_bits: int, mantissa_bits: int, ieee: bool) -> dict:
+    values = sorted(set(format_values(exponent_bits, mantissa_bits, ieee)))
+    bias = 2 ** (exponent_bits - 1) - 1
+    normal = min(v for v in values if v >= 2.0 ** (1 - bias))
+    eps = min(v for v in values if v > 1.0) - 1.0
+    largest = values[-1]
+    return {
+        f"{name}_max": _entry(largest, f"{largest:g}" if largest < 1e6 else _sig(largest)),
+        f"{name}_smallest_normal": _entry(normal, _pow2(normal)),
+        f"{name}_eps": _entry(eps, _pow2(eps)),
+    }
+
+
 def _precision() -> dict[str, dict]:
     out = {}
-    for name, dtype in (
-        ("bf16", torch.bfloat16),
-        ("fp16", torch.float16),
-        ("e4m3", torch.float8_e4m3fn),
-        ("e5m2", torch.float8_e5m2),
-    ):
-        info = precision.dtype_info(dtype)
-        out[f"{name}_max"] = _entry(
-            info["max"], f"{info['max']:,.0f}" if info["max"] < 1e6 else _sig(info["max"])
-        )
-        for key in ("smallest_normal", "eps"):
-            out[f"{name}_{key}"] = _entry(info[key], _pow2(info[key]))
+    for name, (e, m, ieee) in OTHER_FORMATS.items():
+        out.update(_format_entries(name, e, m, ieee))
     inc, steps = _g("increment"), _g("steps")
     for name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16), ("fp32", torch.float32)):
         acc = torch.zeros((), dtype=dtype)

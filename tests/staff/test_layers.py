@@ -10,7 +10,7 @@ never from a higher one, and the modules named in one layer do not import each o
     cs336_staff.audit: cli > agreement > mutants, garbage_check > part_reach
                        > contracts, garbage, reach_probe, raises_probe
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers, answer_leaks, student_output
-                         > results, lock, io_recorder
+                         > results, lock, io_recorder, pdf_text
     cs336_staff.grade:   cli > testing > batch, merge, example, autograder, gradescope > slurm > grader, judge
                          > sandbox > remote, spec, container > limits, intake, report, delegation, standin > mirror
 
@@ -55,7 +55,7 @@ LAYERS = {
         "check",
         "build",
         grimp.Layer("handout_parts", "behaviour", "leftovers", "answer_leaks", "student_output"),
-        grimp.Layer("results", "lock", "io_recorder"),
+        grimp.Layer("results", "lock", "io_recorder", "pdf_text"),
     ),
     "cs336_staff.grade": (
         "cli",

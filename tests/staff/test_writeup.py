@@ -15,7 +15,16 @@ import pytest
 from cs336_staff.parts import load_parts
 from cs336_staff.release.build import build
 from cs336_staff.release.handout_parts import POINTS_FILE, check_parts, points_json
-from cs336_staff.writeup import PDF_NAME, _inputs, build_pdf, check, problems, query, written_points
+from cs336_staff.writeup import (
+    PDF_NAME,
+    _inputs,
+    build_pdf,
+    check,
+    problems,
+    query,
+    split_boxes,
+    written_points,
+)
 from cs336_staff.writeup.answers import compute
 
 pytestmark = pytest.mark.staff
@@ -115,8 +124,19 @@ def test_reference_answers_match_the_lecture(answers):
         value["bytes_momentum_mixed"],
         value["bytes_sgd_mixed"],
     ) == (12, 12, 8)
-    assert value["e4m3_max"] == 448 and value["e5m2_max"] == 57344 and value["fp16_max"] == 65504
-    assert value["bf16_eps"] == 2**-7 and value["fp16_eps"] == 2**-10
+    # formats the handout's dtype_info does not cover (its docstrings print e4m3's 448, fp16's 65504)
+    assert value["tf32_max"] == (2 - 2**-10) * 2.0**127 and value["tf32_eps"] == 2**-10
+    assert value["tf32_smallest_normal"] == 2.0**-126
+    assert (value["fp6_e3m2_max"], value["fp6_e3m2_smallest_normal"], value["fp6_e3m2_eps"]) == (
+        28,
+        0.25,
+        0.25,
+    )
+    assert (value["fp4_e2m1_max"], value["fp4_e2m1_smallest_normal"], value["fp4_e2m1_eps"]) == (
+        6,
+        1,
+        0.5,
+    )
     assert value["mfu_bf16"] == pytest.approx(789 / 989.5)
     # the first layer's dx
     assert value["cruncher_6nd"] - value["cruncher_exact"] == 2 * 4096 * 1024 * 1024
@@ -165,8 +185,8 @@ def test_a_misplaced_problem_is_reported(tmp_path):
     assert any("part 5. Checkpointing: 2 code problems" in f for f in check(repo))
 
 
-def test_written_problem_without_points_does_not_build(tmp_path):
-    """Typst itself refuses a written problem whose points are not a positive integer."""
+def _writeup_repo(tmp_path: Path) -> Path:
+    """What the writeup's build reads, copied: the writeup, the rubric, the code, the public tests."""
     repo = tmp_path / "repo"
     shutil.copytree(REPO / "writeup", repo / "writeup")
     for f in ("rubric.toml", "adapters.py", "pyproject.toml"):
@@ -180,9 +200,61 @@ def test_written_problem_without_points_does_not_build(tmp_path):
         REPO / "tests", repo / "tests", ignore=shutil.ignore_patterns("__pycache__", "staff")
     )
     shutil.copytree(REPO / "fixtures" / "corpora", repo / "fixtures" / "corpora")
+    return repo
+
+
+def test_written_problem_without_points_does_not_build(tmp_path):
+    """Typst itself refuses a written problem whose points are not a positive integer."""
+    repo = _writeup_repo(tmp_path)
     source = repo / "writeup" / "assignment.typ"
     source.write_text(source.read_text().replace("points: 3)[", "points: 0)[", 1))
     assert any("points must be a positive integer" in f for f in check(repo))
+
+
+def test_no_problem_box_splits_across_pages():
+    """Every problem is drawn in one box (lib.typ's _box, breakable: false) that starts and ends
+    on the same page of assignment.pdf; the answer key's boxes too."""
+    assert split_boxes(REPO) == []
+    starts = query(REPO, "box-start", key=True)
+    ends = query(REPO, "box-end", key=True)
+    assert starts == ends and len(starts) == len(problems(REPO)), (starts, ends)
+
+
+def test_a_split_box_is_reported(tmp_path):
+    """Were the boxes breakable, a problem longer than a page would split, and the check says where."""
+    repo = _writeup_repo(tmp_path)
+    lib = repo / "writeup" / "lib.typ"
+    lib.write_text(lib.read_text().replace("breakable: false", "breakable: true"))
+    source = repo / "writeup" / "assignment.typ"
+    text = source.read_text()
+    source.write_text(
+        text.replace("Let `x = torch.arange(24)", "#lorem(600) Let `x = torch.arange(24)")
+    )
+    found = split_boxes(repo)
+    assert any(f.startswith("problem 1.2's box runs from page 2 to page ") for f in found), found
+
+
+def test_test_commands_are_unbroken_in_the_pdf():
+    """Each code problem's `uv run pytest ...` command sits on one line of assignment.pdf: in the
+    PDF's words it appears whole (a line break would read as a space inside a path)."""
+    from cs336_staff.release.pdf_text import pdf_text
+
+    pages = pdf_text(build_pdf(REPO))
+    for part in load_parts(REPO):
+        command = "uv run pytest " + " ".join(part.tests)
+        assert any(command in page for page in pages), (
+            f"{command!r} is broken across lines in assignment.pdf (or missing)"
+        )
+
+
+def test_pdf_text_reads_the_writeup():
+    """The release check reads the PDF's words (answer_leaks): the reader gets titles, math and code."""
+    from cs336_staff.release.pdf_text import pdf_text
+
+    text = " ".join(pdf_text(build_pdf(REPO)))
+    assert "Problem 7.1 (code): Counting FLOPs and bytes, on paper and measured" in text
+    assert "1.75 ⋅ 2" in text and "= 448)" in text  # math, glyph by glyph
+    assert "x = torch.arange(24).view(2, 3, 4)" in text  # inline code
 
 
 def test_handout_ships_the_pdf_and_points_but_no_key(handout):
@@ -222,3 +294,42 @@ def test_stale_pdf_in_the_handout_is_caught(handout, tmp_path):
         "answer-key.pdf: the writeup's sources and its answer key are staff-only" in d
         for d in result.details
     )
+
+
+def test_text_is_ragged_right():
+    """Justified lines stretch their spaces around unbreakable code into wide gaps: the writeup
+    sets ragged right, and no source file turns justification back on."""
+    lib = (REPO / "writeup" / "lib.typ").read_text()
+    assert "set par(justify: false)" in lib
+    for source in (REPO / "writeup").glob("*.typ"):
+        assert "justify: true" not in source.read_text(), source.name
+
+
+def test_code_problem_titles_name_only_classes_students_implement():
+    """A class of the part's module named in its code problem's title (as a whole word, not as
+    "AdamW's ...") has a method in the problem's Implement list: the title promises no class the
+    student does not write (Problem 3.1 once said "Adam and AdamW" with AdamW given)."""
+    import ast
+    import re
+
+    titles = re.findall(
+        r"#code-problem\[(.*?)\]\[", (REPO / "writeup" / "assignment.typ").read_text()
+    )
+    parts = load_parts(REPO)
+    assert len(titles) == len(parts)
+    for part, title in zip(parts, titles, strict=True):
+        module = REPO / part.module
+        files = sorted(module.glob("*.py")) if module.is_dir() else [module]
+        classes = {
+            node.name
+            for f in files
+            for node in ast.walk(ast.parse(f.read_text()))
+            if isinstance(node, ast.ClassDef)
+        }
+        implemented = {q.split(".")[0] for names in part.functions.values() for q in names}
+        for name in classes:
+            if re.search(rf"\b{re.escape(name)}\b(?!['’]s)", title):
+                assert name in implemented, (
+                    f"part {part.key}: the title {title!r} names {name}, which the Implement "
+                    f"list does not have ({sorted(implemented)})"
+                )
