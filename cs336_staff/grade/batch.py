@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +35,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cs336_staff.grade.grader import Plan, already_graded, grade_one
+from cs336_staff.grade import container
+from cs336_staff.grade.grader import Plan, SandboxRefused, already_graded, grade_one
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE, submission_name
 from cs336_staff.grade.report import write_gradebook
 from cs336_staff.grade.slurm import JobWatch, SlurmJobEnded, grade_in_slurm_job
@@ -94,6 +96,24 @@ def assign_names(submissions: list[Path]) -> list[tuple[Path, str]]:
     return out
 
 
+def private_to_the_grader(out: Path, uploads: list[Path]) -> None:
+    """On the container tier a worker is another uid of this machine: the output folder (every result)
+    becomes the grader's alone (0700), and a batch of several uploads that another uid could open is
+    refused (one submission's worker would read the others'), saying what to run."""
+    out.chmod(0o700)
+    if len(uploads) < 2:
+        return
+    open_to_all = container.readable_by_others(uploads)
+    if open_to_all:
+        shown = " ".join(shlex.quote(str(p)) for p in open_to_all[:5])
+        more = f" and {len(open_to_all) - 5} more" if len(open_to_all) > 5 else ""
+        raise SandboxRefused(
+            f"other users of this machine may read {len(open_to_all)} of the uploads ({shown}{more}), "
+            "and on the container tier each submission's worker is another user: make them the "
+            f"grader's alone (`chmod -R go-rwx {shown}`, or move them into a 0700 folder), then rerun"
+        )
+
+
 def _error_row(name: str, e: BaseException) -> dict:
     """The row of a submission whose grading process itself died (grade_one writes a result otherwise)."""
     return {
@@ -122,6 +142,8 @@ def run_batch(
         raise ValueError(f"executor={executor!r} must be one of {EXECUTORS}")
     out.mkdir(parents=True, exist_ok=True)
     named = assign_names(submissions)
+    if plan.tier == container.TIER and not plan.insecure:
+        private_to_the_grader(out, [path for path, _ in named])
     rows: list[dict] = []
     bar = tqdm(total=len(named), desc="grading", unit="sub", disable=not progress, file=sys.stderr)
 

@@ -208,6 +208,9 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             slurm=slurm,
         )
+    except SandboxRefused as e:
+        print(f"cs336 grade: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: finished results are kept in {out}/; rerun the same command to resume",
