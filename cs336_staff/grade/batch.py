@@ -98,19 +98,36 @@ def assign_names(submissions: list[Path]) -> list[tuple[Path, str]]:
 
 def private_to_the_grader(out: Path, uploads: list[Path]) -> None:
     """On the container tier a worker is another uid of this machine: the output folder (every result)
-    becomes the grader's alone (0700), and a batch of several uploads that another uid could open is
-    refused (one submission's worker would read the others'), saying what to run."""
+    and the uploads (other students' code) become the grader's alone (``chmod go-rwx``, folders
+    walked without following a symlink), checked by a fresh uid's attempt to open each; where that
+    cannot be done grading is refused, saying what to run."""
     out.chmod(0o700)
-    if len(uploads) < 2:
-        return
+    closed = 0
+    for upload in uploads:
+        with contextlib.suppress(OSError):
+            for p in [
+                upload,
+                *(upload.rglob("*") if upload.is_dir() and not upload.is_symlink() else []),
+            ]:
+                if p == upload or not p.is_symlink():
+                    mode = p.stat().st_mode
+                    if mode & 0o077:
+                        p.chmod(mode & ~0o077 & 0o7777)
+                        closed += 1
+    if closed:
+        print(
+            f"cs336 grade: the container tier runs each worker as another user of this machine: "
+            f"{closed} of the uploads' files and folders are now readable by the grader alone (chmod go-rwx)",
+            file=sys.stderr,
+        )
     open_to_all = container.readable_by_others(uploads)
     if open_to_all:
         shown = " ".join(shlex.quote(str(p)) for p in open_to_all[:5])
         more = f" and {len(open_to_all) - 5} more" if len(open_to_all) > 5 else ""
         raise SandboxRefused(
-            f"other users of this machine may read {len(open_to_all)} of the uploads ({shown}{more}), "
+            f"other users of this machine may still read {len(open_to_all)} of the uploads ({shown}{more}), "
             "and on the container tier each submission's worker is another user: make them the "
-            f"grader's alone (`chmod -R go-rwx {shown}`, or move them into a 0700 folder), then rerun"
+            f"grader's alone (`chmod -R go-rwx {shown}`, or copy them into a 0700 folder), then rerun"
         )
 
 
