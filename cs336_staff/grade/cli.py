@@ -35,7 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=Path("grades"), help="output folder (default: grades/)"
     )
     parser.add_argument(
-        "--jobs", type=int, default=1, help="submissions graded at once (local executor)"
+        "--jobs",
+        type=int,
+        default=1,
+        help="submissions graded at once (local executor; the container tier grades one at a time)",
     )
     parser.add_argument(
         "--executor",

@@ -246,16 +246,45 @@ def held(uid: int) -> bool:
 # -- what a worker can leave where others reach it ------------------------------------------------
 
 
+#: File systems never walked for world-writable folders: the kernel's, and network ones (a walk of
+#: an NFS home would take minutes; a folder there is shared with other machines anyway).
+SKIPPED_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "fuse",
+    "autofs",
+    "9p",
+    "ceph",
+    "lustre",
+    "gpfs",
+)
+
+
+def _skipped_mounts() -> set[str]:
+    skipped = set(NOT_WALKED)
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 2 and parts[2].split(".")[0] in SKIPPED_FS:
+                skipped.add(parts[1].replace("\\040", " "))
+    return skipped
+
+
 def _discover_roots() -> list[str]:
     """Every world-writable folder another user can reach, outside other world-writable ones: a walk
-    of the machine (but /proc, /sys, /dev) through folders others may pass (o+x)."""
+    of the machine (but /proc, /sys, /dev and network file systems) through folders others may pass
+    (o+x)."""
     found = [d for d in DEV_SHARED if _world_writable(d)]
+    skipped = _skipped_mounts()
     stack = ["/"]
     while stack:
         with contextlib.suppress(OSError), os.scandir(stack.pop()) as it:
             for entry in it:
                 with contextlib.suppress(OSError):
-                    if entry.path in NOT_WALKED or not entry.is_dir(follow_symlinks=False):
+                    if entry.path in skipped or not entry.is_dir(follow_symlinks=False):
                         continue
                     mode = entry.stat(follow_symlinks=False).st_mode
                     if not mode & 0o001:
@@ -316,11 +345,6 @@ def leftovers(owned: Callable[[int], bool]) -> list[tuple[int, str]]:
                     elif stat.S_ISDIR(st.st_mode) and st.st_mode & 0o001:
                         stack.append(entry.path)
     return found
-
-
-def owned_entries(uid: int) -> list[Path]:
-    """What ``uid`` made in the world-writable folders, at any depth (``leftovers``)."""
-    return [Path(p) for _, p in leftovers(lambda u: u == uid)]
 
 
 SYSV = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
