@@ -446,7 +446,7 @@ def make_plan(
             )
         if why:
             warn(
-                f"bubblewrap cannot start here ({why}); grading on the container tier (a uid of its own per worker)"
+                f"bubblewrap cannot start here ({why}); grading on the container tier (each worker a uid never given to another, one submission at a time)"
             )
         tier = chosen
     limits = limits or Limits()
