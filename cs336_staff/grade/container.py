@@ -167,7 +167,12 @@ def _in_use(uid: int) -> bool:
         return True
     except KeyError:
         pass
-    return any(uid in r for r in _subordinate()) or bool(uid_pids(uid))
+    return _subordinate_end(uid) is not None or bool(uid_pids(uid))
+
+
+def _subordinate_end(uid: int) -> int | None:
+    """The end of another user's subordinate range holding ``uid``, if one does."""
+    return next((r.stop for r in _subordinate() if uid in r), None)
 
 
 def _next_uid(state: Path) -> int:
@@ -180,7 +185,7 @@ def _next_uid(state: Path) -> int:
             except (OSError, ValueError):
                 uid = r.start
             while uid < r.stop and _in_use(uid):
-                uid += 1
+                uid = _subordinate_end(uid) or uid + 1  # a whole subordinate range at once
             if uid < r.stop:
                 tmp = counter.with_suffix(".tmp")
                 tmp.write_text(str(uid + 1))
