@@ -20,7 +20,8 @@ boundary, the uid:
                   submission and after it, ``sweep`` kills every process of an earlier worker uid,
                   deletes what any of them left in the world-writable folders (found at any depth:
                   ``world_writable_roots``) and their SysV IPC objects, and checks that nothing is
-                  left, else grading stops, naming it
+                  left, else grading stops, naming it; each worker's own end (``Claim.release``)
+                  does the same for its uid
     files         the staff tree must be unreadable by other users (``probe`` refuses otherwise;
                   ``run_autograder`` makes it 0700); the judge's folder is 0711 with its spec and
                   results 0600, so the worker reaches only the staged submission (group-readable,
@@ -28,8 +29,9 @@ boundary, the uid:
                   the two swap names around each call, so the judge's own stays the judge's, 0700),
                   which the judge hands over to the worker's uid before each call (``Handover``:
                   directories, and files with one link, found without following symlinks); the
-                  batch's output folder is made 0700, and a batch of several uploads any other
-                  user could read is refused (``readable_by_others``)
+                  batch's output folder is made 0700 and the uploads lose every permission of
+                  other users (``batch.private_to_the_grader``), checked by a fresh uid's attempt
+                  to open each (``readable_by_others``)
     limits        the same as elsewhere (``limits.py``: cgroup or watchdog, rlimits); the watchdog
                   finds the tree by its uid, so a child that leaves the process group is still
                   counted and killed, and counts the disk use of that uid's files only;
@@ -40,8 +42,10 @@ boundary, the uid:
                   namespace: where there is none of its own, the worker's die with its processes)
 
 Deliberately left out: a private /proc (the worker sees other processes' command lines, never
-their files), disk quotas in /tmp (the watchdog samples the uid's leftovers there), the metadata
-of shared folders (a worker can set when /tmp last changed; the next one can read it).
+their files), disk quotas in /tmp (the watchdog samples the uid's leftovers at the top of /tmp,
+/var/tmp and /dev/shm), the metadata of shared folders (a worker can set when /tmp last changed;
+the next one can read it), files another account made world-writable (written into, never
+removed), grading submissions at once (a private /tmp needs the mount namespace Docker refuses).
 """
 
 from __future__ import annotations
