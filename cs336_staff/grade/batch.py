@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +35,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from cs336_staff.grade.grader import Plan, already_graded, grade_one
+from cs336_staff.grade import container
+from cs336_staff.grade.grader import Plan, SandboxRefused, already_graded, grade_one
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE, submission_name
 from cs336_staff.grade.report import write_gradebook
 from cs336_staff.grade.slurm import JobWatch, SlurmJobEnded, grade_in_slurm_job
@@ -94,6 +96,41 @@ def assign_names(submissions: list[Path]) -> list[tuple[Path, str]]:
     return out
 
 
+def private_to_the_grader(out: Path, uploads: list[Path]) -> None:
+    """On the container tier a worker is another uid of this machine: the output folder (every result)
+    and the uploads (other students' code) become the grader's alone (``chmod go-rwx``, folders
+    walked without following a symlink), checked by a fresh uid's attempt to open each; where that
+    cannot be done grading is refused, saying what to run."""
+    out.chmod(0o700)
+    closed = 0
+    for upload in uploads:
+        with contextlib.suppress(OSError):
+            for p in [
+                upload,
+                *(upload.rglob("*") if upload.is_dir() and not upload.is_symlink() else []),
+            ]:
+                if p == upload or not p.is_symlink():
+                    mode = p.stat().st_mode
+                    if mode & 0o077:
+                        p.chmod(mode & ~0o077 & 0o7777)
+                        closed += 1
+    if closed:
+        print(
+            f"cs336 grade: the container tier runs each worker as another user of this machine: "
+            f"{closed} of the uploads' files and folders are now readable by the grader alone (chmod go-rwx)",
+            file=sys.stderr,
+        )
+    open_to_all = container.readable_by_others(uploads)
+    if open_to_all:
+        shown = " ".join(shlex.quote(str(p)) for p in open_to_all[:5])
+        more = f" and {len(open_to_all) - 5} more" if len(open_to_all) > 5 else ""
+        raise SandboxRefused(
+            f"other users of this machine may still read {len(open_to_all)} of the uploads ({shown}{more}), "
+            "and on the container tier each submission's worker is another user: make them the "
+            f"grader's alone (`chmod -R go-rwx {shown}`, or copy them into a 0700 folder), then rerun"
+        )
+
+
 def _error_row(name: str, e: BaseException) -> dict:
     """The row of a submission whose grading process itself died (grade_one writes a result otherwise)."""
     return {
@@ -122,6 +159,8 @@ def run_batch(
         raise ValueError(f"executor={executor!r} must be one of {EXECUTORS}")
     out.mkdir(parents=True, exist_ok=True)
     named = assign_names(submissions)
+    if plan.tier == container.TIER and not plan.insecure:
+        private_to_the_grader(out, [path for path, _ in named])
     rows: list[dict] = []
     bar = tqdm(total=len(named), desc="grading", unit="sub", disable=not progress, file=sys.stderr)
 

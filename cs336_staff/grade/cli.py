@@ -35,7 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", type=Path, default=Path("grades"), help="output folder (default: grades/)"
     )
     parser.add_argument(
-        "--jobs", type=int, default=1, help="submissions graded at once (local executor)"
+        "--jobs",
+        type=int,
+        default=1,
+        help="submissions graded at once (local executor; the container tier grades one at a time)",
     )
     parser.add_argument(
         "--executor",
@@ -208,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             slurm=slurm,
         )
+    except SandboxRefused as e:
+        print(f"cs336 grade: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: finished results are kept in {out}/; rerun the same command to resume",

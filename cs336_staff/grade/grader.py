@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_staff.grade import delegation
+from cs336_staff.grade import container, delegation
 from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
@@ -274,7 +274,8 @@ def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun
     Bubblewrap tier only (``PARALLEL_TIERS``): there the two workers share no writable folder, no
     network and no IPC, so the hidden tests' worker cannot pass what it is given to the visible
     tests' worker while both run (their output is shown at once). On the container tier two uids
-    share /tmp and the loopback network, so the hidden tests wait for the visible ones, as before.
+    share /tmp and the loopback network, so the hidden tests wait for the visible ones, as before,
+    and no other submission's judge runs on this machine meanwhile (``container.one_submission_at_a_time``).
     """
     visible = [n for n in only if not n.startswith(HIDDEN_PREFIX)]
     hidden = [n for n in only if n.startswith(HIDDEN_PREFIX)]
@@ -292,6 +293,11 @@ def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun
             tier=plan.tier,
         )
 
+    if plan.tier == container.TIER and not plan.insecure:
+        # one submission at a time on this machine (its workers share /tmp, loopback and maybe SysV IPC
+        # with any other's), with every core, and what earlier workers left removed before and after
+        with container.one_submission_at_a_time():
+            return judge(only, 1)
     if (
         plan.judges < 2
         or plan.tier not in PARALLEL_TIERS
@@ -440,7 +446,7 @@ def make_plan(
             )
         if why:
             warn(
-                f"bubblewrap cannot start here ({why}); grading on the container tier (a uid of its own per worker)"
+                f"bubblewrap cannot start here ({why}); grading on the container tier (each worker a uid never given to another, one submission at a time)"
             )
         tier = chosen
     limits = limits or Limits()

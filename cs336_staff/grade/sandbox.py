@@ -23,8 +23,9 @@ Tiers, strongest first (``choose_tier``; every result's isolation record names i
 
     bubblewrap   the above
     container    where bubblewrap cannot start but the grader is root (Gradescope, Docker, CI
-                 runners): the worker runs as a uid of its own, kept from the staff files by
-                 permissions (``container.py``)
+                 runners): the worker runs as a uid never given to another worker, kept from the
+                 staff files by permissions, one submission at a time with what earlier workers
+                 left removed (``container.py``)
     none         ``--insecure``: a plain child process (fresh environment, rlimits, the same
                  watchdog); every result says it was not sandboxed
 
@@ -383,17 +384,28 @@ def _start_as_own_uid(
     os.chown(home, claim.uid, gid)
     env = {**env, "HOME": str(home), "TMPDIR": str(home)}
     network = container.network_namespace_available()
+    ipc = container.ipc_namespace_available()
     isolation = {
         "tier": container.TIER,
-        "sandbox": f"{container.DESCRIPTION}; uid {claim.uid}",
+        "sandbox": f"{container.DESCRIPTION}; "
+        + (
+            "its own IPC namespace"
+            if ipc
+            else "SysV IPC shared with the machine (its objects removed when it ends)"
+        )
+        + f"; uid {claim.uid}",
         "network": "none: a network namespace of its own"
         if network
         else "NOT dropped: this kernel or container refuses a network namespace",
+        "ipc": "its own IPC namespace"
+        if ipc
+        else "shared: this kernel or container refuses an IPC namespace; its SysV objects are "
+        "removed when it ends, and it may create no POSIX message queue",
         "limits": _describe_limits(spec.limits, cgroup),
     }
     setup, become = (
         preexec(spec.limits, spec.gpu, cgroup),
-        container.become(claim.uid, gid, spec.limits.processes, network),
+        container.become(claim.uid, gid, spec.limits.processes, network, ipc),
     )
     try:
         proc = subprocess.Popen(

@@ -262,3 +262,158 @@ def test_split_runs_on_the_container_tier_where_bubblewrap_cannot_start(enterabl
     assert "PASSED tests/test_calc.py::test_sum_saved_to_a_file_reads_back" in r.stdout, r.stdout[
         -3000:
     ]
+
+
+def test_a_uid_is_never_handed_out_twice_in_this_process_or_another(claim):
+    """Each claim, here or in another process, after a release or not, gets a uid above every earlier one."""
+    code = "from cs336_staff.grade import container; c = container.Claim.take(); print(c.uid); c.release()"
+    first = claim.uid
+    claim.release()
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parents[2],
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    other = int(r.stdout.strip())
+    again = container.Claim.take()
+    try:
+        assert first < other < again.uid, (first, other, again.uid)
+    finally:
+        again.release()
+
+
+def test_the_last_uid_of_the_range_is_followed_by_an_error_that_says_how_to_start_over(
+    monkeypatch, enterable
+):
+    """A range of two uids gives two claims; the third is refused, naming reset-uids; reset-uids (no claim
+    left, nothing left over) starts over."""
+    state = enterable / "state"
+    monkeypatch.setattr(container, "STATE_DIRS", (str(state),))
+    tiny = range(64990, 64992)
+    monkeypatch.setattr(container, "usable_ranges", lambda: (tiny,))
+    got = []
+    for _ in range(2):
+        c = container.Claim.take()
+        got.append(c.uid)
+        c.release()
+    assert got == list(tiny)
+    with pytest.raises(RuntimeError, match="reset-uids"):
+        container.Claim.take()
+    container.reset_uids()
+    c = container.Claim.take()
+    c.release()
+    assert c.uid == tiny.start
+
+
+def test_the_worker_runs_with_no_new_privs_and_no_posix_message_queues(claim):
+    """become() sets no_new_privs (a setuid binary gives the uid nothing) and RLIMIT_MSGQUEUE 0."""
+    r = as_uid(
+        claim.uid,
+        "grep",
+        "-h",
+        "NoNewPrivs\\|Max msgqueue",
+        "/proc/self/status",
+        "/proc/self/limits",
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["NoNewPrivs:", "1", "Max", "msgqueue", "size", "0", "0", "bytes"], (
+        r.stdout
+    )
+
+
+def leave_everything(uid: int, mark: str, shared: Path) -> None:
+    """As ``uid``: files in a sticky folder three deep in /tmp, in ``shared`` (a world-writable folder
+    below a root-owned one), /var/tmp and /dev/shm; a SysV segment, semaphore set and queue; a process
+    in a session of its own."""
+    script = (
+        f"mkdir -p /tmp/{mark}/a/b && chmod 1777 /tmp/{mark} /tmp/{mark}/a /tmp/{mark}/a/b && "
+        f"echo 918273645 > /tmp/{mark}/a/b/leak && echo 918273645 > {shared}/leak-{mark} && "
+        f"echo 918273645 > /var/tmp/{mark} && echo 918273645 > /dev/shm/{mark} && "
+        "ipcmk -M 4096 >/dev/null && ipcmk -S 1 >/dev/null && ipcmk -Q >/dev/null && "
+        "(setsid sleep 300 >/dev/null 2>&1 &)"
+    )
+    r = as_uid(uid, "sh", "-c", script)
+    assert r.returncode == 0, r.stderr
+    for _ in range(100):
+        if uid_pids(uid):
+            break
+        subprocess.run(["sleep", "0.05"])
+
+
+def left_by(uid: int) -> list[str]:
+    return container.what_is_left(lambda u: u == uid)
+
+
+@pytest.fixture
+def shared_below_root(enterable):
+    """A world-writable sticky folder below a root-owned 0755 one in /tmp (as a system may have)."""
+    top = Path(tempfile.mkdtemp(prefix="cs336-sticky-"))
+    top.chmod(0o755)
+    (top / "pub").mkdir()
+    (top / "pub").chmod(0o1777)
+    yield top / "pub"
+    subprocess.run(["rm", "-rf", str(top)], check=False)
+
+
+def test_release_removes_what_the_uid_left_at_any_depth_its_sysv_objects_and_processes(
+    claim, shared_below_root
+):
+    """Everything ``leave_everything`` leaves is found, and gone after release; nothing of root's is touched."""
+    mark = f"cs336-left-{claim.uid}"
+    (shared_below_root / "roots-own").write_text("stays")
+    leave_everything(claim.uid, mark, shared_below_root)
+    left = left_by(claim.uid)
+    for what in (
+        f"/tmp/{mark} ",
+        f"{shared_below_root}/leak-{mark}",
+        f"/var/tmp/{mark}",
+        f"/dev/shm/{mark}",
+        "SysV shm",
+        "SysV sem",
+        "SysV msg",
+        "process",
+    ):
+        assert any(what in x for x in left), (what, left)
+    claim.release()
+    assert left_by(claim.uid) == []
+    assert (shared_below_root / "roots-own").read_text() == "stays"
+
+
+def test_sweep_removes_what_a_uid_no_claim_holds_left_and_spares_live_claims(
+    shared_below_root,
+):
+    """A grader that died without releasing its uid: the next sweep kills and removes what it left; a
+    uid a live claim holds keeps its files."""
+    dead, live = container.Claim.take(), container.Claim.take()
+    try:
+        leave_everything(dead.uid, f"cs336-dead-{dead.uid}", shared_below_root)
+        r = as_uid(live.uid, "sh", "-c", f"echo x > /tmp/cs336-live-{live.uid}")
+        assert r.returncode == 0, r.stderr
+        os.close(dead._fd)  # dies holding it: the flock goes with the process
+        dead._fd = -1
+        container.sweep()
+        assert left_by(dead.uid) == []
+        assert Path(f"/tmp/cs336-live-{live.uid}").exists()
+    finally:
+        live.release()
+    assert not Path(f"/tmp/cs336-live-{live.uid}").exists()
+
+
+def test_uploads_another_uid_could_open_are_named(enterable):
+    """A 0644 zip in an enterable folder and a directory upload others may pass are named; a 0600 zip and
+    a folder closed to others are not."""
+    subs = enterable / "subs"
+    (subs / "open_dir" / "cs336_assignment").mkdir(parents=True)
+    (subs / "open_dir" / "cs336_assignment" / "calc.py").write_text("x = 1")
+    (subs / "open_dir").chmod(0o711)
+    (subs / "open.zip").write_bytes(b"PK")
+    (subs / "closed.zip").write_bytes(b"PK")
+    (subs / "closed.zip").chmod(0o600)
+    (subs / "closed_dir").mkdir(mode=0o700)
+    (subs / "closed_dir" / "calc.py").write_text("x = 1")
+    subs.chmod(0o755)
+    paths = [subs / n for n in ("open_dir", "open.zip", "closed.zip", "closed_dir")]
+    assert container.readable_by_others(paths) == paths[:2]
