@@ -265,6 +265,18 @@ def test_get_batch_reads_from_a_read_only_memmap(tmp_path, generator):
     )
 
 
+@pytest.mark.parametrize("dtype", [">u2", ">u4", ">i8", "<u4", "<i8", "<i4"])
+def test_get_batch_returns_every_id_exactly_whatever_its_dtype_and_byte_order(dtype):
+    """Any integer dtype, in either byte order (">u4" is a big-endian uint32): each id comes back as itself,
+    as int64, the largest ones too (2**32 - 1 for uint32; ids above 2**24, which float32 would round)."""
+    top = min(int(np.iinfo(np.dtype(dtype)).max), 2**40 + 1)
+    # distinct ids counting down from the dtype's largest: odd and even, most above 2**24
+    dataset = (top - np.random.default_rng(5).permutation(300)).astype(dtype)
+    x, y = adapters.run_get_batch(dataset, 16, 6, "cpu", torch.Generator().manual_seed(4))
+    assert x.dtype == torch.int64 and y.dtype == torch.int64, f"x is {x.dtype}, y {y.dtype}: int64"
+    assert_rows_are_windows(x, y, dataset)
+
+
 def test_get_batch_on_a_memmap_does_not_read_the_whole_file(tmp_path):
     """Sampling a batch from a 64 MiB memmapped token file keeps the peak resident memory far below 64 MiB."""
     n = 32 * 1024 * 1024  # uint16 tokens: 64 MiB
