@@ -389,6 +389,10 @@ def test_a_load_that_fails_changes_neither_the_model_nor_the_optimizer_nor_the_r
     path = tmp_path / "ckpt.pt"
     setup = OPTIMIZERS["adamw"]
     scenario.save(setup, 2, 2, path)
+    # evidence that the checkpoint holds the run (failing to load garbage would prove nothing)
+    fitting, saved = scenario.load_into_fresh(setup, path), scenario.straight(setup, 2)
+    assert fitting.iteration == 2, f"the checkpoint loads as iteration {fitting.iteration}, not 2"
+    assert_state_dicts_equal(fitting.model, saved.model, "the checkpoint's model vs the run saved")
     failed = scenario.load_that_does_not_fit_the_optimizer(setup, path, rng_seed=5)
     assert failed.error.startswith("ValueError") and path.name in failed.error, (
         f"loading a checkpoint whose optimizer has another number of parameter groups should raise the "
