@@ -33,6 +33,7 @@ from cs336_assignment import (
     precision,
     tensors,
     tokenization,
+    training,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -367,6 +368,23 @@ def run_mixed_precision_step(
 def get_loss_scaler_cls() -> type:
     """See cs336_assignment.precision.DynamicLossScaler."""
     return precision.DynamicLossScaler
+
+
+# --------------------------------------------------------------------------------------------
+# 9. Training loop
+# --------------------------------------------------------------------------------------------
+
+
+def run_train_loop(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    get_batch: Callable[[int], tuple[Tensor, Tensor]],
+    loss_fn: Callable[[Tensor, Tensor], Tensor],
+    num_steps: int,
+    **kwargs: Any,
+) -> list[float]:
+    """See cs336_assignment.training.train_loop."""
+    return training.train_loop(model, optimizer, get_batch, loss_fn, num_steps, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ Rules (tests/rules.toml; a test that reaches code breaking one earns no points):
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 from pathlib import Path
@@ -149,6 +150,12 @@ def load_checkpoint(
             or buffer names differ from the model's does not fit (even with the same shapes), and
             the message then also names the missing or unexpected keys. A ``KeyError`` or a
             ``RuntimeError`` from torch is wrapped into this ValueError (``raise ... from err``).
+
+    A load that fails changes nothing: ``model``, ``optimizer`` and the global RNGs are as they
+    were before the call (torch's ``load_state_dict`` copies the entries that fit before it
+    raises, so keep what was there and put it back; restore the RNGs only once both loaded). A
+    checkpoint without an ``"rng"`` entry (written before RNG states were saved, or by another
+    tool) loads like any other and leaves the global RNGs as they are.
     """
     # BEGIN SOLUTION
     path = src if isinstance(src, (str, os.PathLike)) else None
@@ -167,15 +174,19 @@ def load_checkpoint(
         raise ValueError(
             f"{name} is not a checkpoint written by save_checkpoint: it lacks {missing}"
         )
+    # torch's load_state_dict copies what fits before it raises: keep what was there to put back
+    before = copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict())
     try:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError) as err:
+        model.load_state_dict(before[0])
+        optimizer.load_state_dict(before[1])
         raise ValueError(
             f"checkpoint {name} does not fit this model/optimizer; build them exactly as the run "
             f"that saved it did ({err})"
         ) from err
-    if "rng" in state:
+    if "rng" in state:  # last: a load that fails leaves the global RNGs alone
         restore_rng_state(state["rng"])
     return int(state["iteration"])
     # END SOLUTION

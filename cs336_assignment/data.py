@@ -56,8 +56,10 @@ def get_batch(
     reads the file into memory, and the tests measure the memory a batch takes.
 
     Args:
-        dataset: 1-D integer array of token ids of any integer dtype (an ``np.ndarray`` or a
-            read-only ``np.memmap``). It is never read whole: only the sampled windows are.
+        dataset: 1-D integer array of token ids of any integer dtype, in either byte order (an
+            ``np.ndarray`` or a read-only ``np.memmap``; a file written on a big-endian machine
+            is ``dtype=">u2"``, which ``torch.from_numpy`` refuses: convert the windows with numpy).
+            It is never read whole: only the sampled windows are.
         batch_size: number of windows B, at least 1.
         context_length: tokens per window T, at least 1; ``len(dataset)`` must be at least T + 1.
         device: where the tensors go (``"cpu"``, ``"cuda:0"``, ``"meta"``, ..., a string or a
@@ -79,7 +81,8 @@ def get_batch(
             x[b] = dataset[s_b     : s_b + T]
             y[b] = dataset[s_b + 1 : s_b + T + 1]        # y[b, i] is the token after x[b, i]
 
-    Token ids come back exactly (no overflow: a uint16 65535 or a uint32 2**32 - 1 stays itself).
+    Token ids come back exactly (no overflow: a uint16 65535 or a uint32 2**32 - 1 stays itself;
+    never through a float: float32 rounds ids above 2**24, 16,777,217 to 16,777,216).
     ``x`` and ``y`` are new tensors: they share memory neither with each other nor with
     ``dataset``, so writing into ``x`` in place changes nothing else.
 

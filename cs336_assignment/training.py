@@ -164,6 +164,12 @@ def train_loop(
     (progress bars, logging). Both count from step 0, in a resumed run too: resumed at
     ``start_step=30`` with ``checkpoint_every=7``, the run saves at 35, 42, ... (where the
     uninterrupted run saves, not at 37, 44, ...), and ``on_step`` gets 31, 32, ... (not 1, 2, ...).
+
+    Returns:
+        The loss of each step run, in order: a list of ``num_steps - start_step`` Python floats
+        (``loss.item()``; empty when ``start_step >= num_steps``), never tensors: a loss tensor
+        keeps its step's autograd graph alive, a list of them every step's. ``on_step`` gets the
+        same float.
     """
     # BEGIN SOLUTION
     losses = []

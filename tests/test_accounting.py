@@ -195,6 +195,27 @@ def test_flop_counter_breakdown_matches_flop_counter_mode() -> None:
     assert counter["total"] == expected["Global"]
 
 
+def test_flop_counter_leaves_no_module_hook_installed_after_its_block() -> None:
+    """What a FlopCounter installs to track modules (global module hooks, hooks on the model's modules) is
+    gone after __exit__, after a block that raised too: the hooks installed are those before the block
+    (and the block counted FlopCounterMode's total: the counter did run)."""
+    net, x = Net("Cruncher", (6, 2)), torch.randn(4, 6, generator=torch.Generator().manual_seed(2))
+    seen = accounting.student_flop_counter_hooks(net, x)
+    expected = torch_flops_by_module(net, x, backward=True)["Global"]
+    assert seen["total"] == expected, (
+        f"the block counted {seen['total']} FLOPs, FlopCounterMode {expected}"
+    )
+    assert seen["after"] == seen["before"], (
+        f"{seen['before']} module hooks were installed before the counter's block, {seen['inside']} inside, "
+        f"{seen['after']} after it: __exit__ must remove every hook __enter__ installed (exit the ModuleTracker, "
+        "remove each handle), or every later forward pass of every module keeps calling them"
+    )
+    assert seen["after_a_failed_block"] == seen["before"], (
+        f"after a block that raised, {seen['after_a_failed_block']} module hooks were installed, "
+        f"{seen['before']} before it: remove them in __exit__ whether or not the block raised"
+    )
+
+
 def torch_flops_by_module(net: Net, x: torch.Tensor, backward: bool) -> dict[str, int]:
     """The oracle per module: FlopCounterMode's counts of one block, model(x) (and its backward)."""
     model = accounting.build(net)

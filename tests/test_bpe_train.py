@@ -234,6 +234,54 @@ def test_train_bpe_numbers_special_tokens_in_the_order_given(tmp_path: Path) -> 
     )
 
 
+#: Letters and numbers beyond ASCII, where GPT-2's ``\\p{L}``/``\\p{N}`` and ``\\w``/``\\d`` cut differently:
+#: superscripts and subscripts, fractions, Roman and circled numbers, a combining mark, ``_``, and scripts
+#: without case whose vowel signs are marks, not letters.
+UNICODE_TEXT = "x² + 3½, H₂O snake_case ¼! Ⅻ ① cafe\u0301s naïve देवनागरी ภาษาไทย 中文字 x²y\n"
+
+
+def test_train_bpe_cuts_unicode_letters_and_numbers_where_gpt2_does(tmp_path: Path) -> None:
+    """Trained until no pair is left, every pre-token of GPT-2's pattern is one token and no learned
+    token spans two: letters are \\p{L} and numbers \\p{N}, not \\w and \\d (x² is x + ², " 3½" one number,
+    a combining mark or a vowel sign no letter, ¼! a number and a punctuation mark)."""
+    path = tmp_path / "unicode.txt"
+    path.write_text(UNICODE_TEXT, encoding="utf-8", newline="")
+    pretokens = {p.encode("utf-8") for p in regex.findall(GPT2_PATTERN, UNICODE_TEXT)}
+    _, merges = adapters.run_train_bpe(path, 256 + len(UNICODE_TEXT.encode("utf-8")), [])
+    learned = {a + b for a, b in merges}
+    spanning = sorted(t for t in learned if not any(t in p for p in pretokens))
+    assert not spanning, (
+        f"learned {[t.decode('utf-8', errors='replace') for t in spanning[:5]]}, which cross a boundary of "
+        "GPT-2's pre-tokens: letters are \\p{L} (no digits, marks or '_'), numbers \\p{N} (², ½ and Ⅻ too), "
+        "not \\w and \\d"
+    )
+    missing = sorted(p for p in pretokens if len(p) > 1 and p not in learned)
+    assert not missing, (
+        f"trained until no pair was left, yet the pre-tokens "
+        f"{[p.decode('utf-8', errors='replace') for p in missing[:5]]} never became tokens: they were cut "
+        "where GPT-2's pattern does not cut (numbers are \\p{N}: ' 3½' is one pre-token)"
+    )
+
+
+def test_train_bpe_counts_a_special_token_given_twice_once(tmp_path: Path) -> None:
+    """A special token repeated in ``special_tokens`` is one special token at its first place: one id,
+    counted once in vocab_size, the same vocab and merges as the list without the repeat."""
+    path = tmp_path / "twice.txt"
+    path.write_text(f"a b<|pad|>ab{EOT}ba ab ab", encoding="utf-8")
+    once = adapters.run_train_bpe(path, 262, [EOT, "<|pad|>"])
+    twice = adapters.run_train_bpe(path, 262, [EOT, "<|pad|>", EOT])
+    vocab, merges = twice
+    assert list(vocab.values()).count(EOT.encode()) == 1, (
+        f"{EOT!r}, given twice, has the ids {[i for i, t in vocab.items() if t == EOT.encode()]}: a repeated "
+        "special token is one token with one id"
+    )
+    assert len(vocab) == 262 and len(merges) == 262 - 256 - 2, (
+        f"vocab_size 262 with the special tokens {[EOT, '<|pad|>', EOT]} gave {len(vocab)} ids and {len(merges)} "
+        "merges: the repeat counts once, so 2 special tokens and 4 merges"
+    )
+    assert_same_bpe(twice, once)
+
+
 def test_train_bpe_matches_stored_merges_on_mini_corpus(snapshot) -> None:
     """mini.txt (multilingual, emoji, special tokens) at vocab 400: the stored merges and vocab."""
     vocab, merges = adapters.run_train_bpe(CORPORA / "mini.txt", 400, [EOT])

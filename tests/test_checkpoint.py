@@ -379,3 +379,58 @@ def test_loading_never_runs_code_stored_in_the_file(tmp_path):
     assert path.name in str(err), (
         f"the error does not name the file {path.name}: {type(err).__name__}: {err}"
     )
+
+
+def test_a_load_that_fails_changes_neither_the_model_nor_the_optimizer_nor_the_rngs(tmp_path):
+    """A checkpoint whose model fits but whose optimizer does not (one parameter group, the optimizer two)
+    fails with the documented ValueError, and leaves everything as it was: the model (torch's
+    load_state_dict had already copied the weights in), the optimizer and the global RNGs (restored only
+    once both loaded)."""
+    path = tmp_path / "ckpt.pt"
+    setup = OPTIMIZERS["adamw"]
+    scenario.save(setup, 2, 2, path)
+    # evidence that the checkpoint holds the run (failing to load garbage would prove nothing)
+    fitting, saved = scenario.load_into_fresh(setup, path), scenario.straight(setup, 2)
+    assert fitting.iteration == 2, f"the checkpoint loads as iteration {fitting.iteration}, not 2"
+    assert_state_dicts_equal(fitting.model, saved.model, "the checkpoint's model vs the run saved")
+    failed = scenario.load_that_does_not_fit_the_optimizer(setup, path, rng_seed=5)
+    assert failed.error.startswith("ValueError") and path.name in failed.error, (
+        f"loading a checkpoint whose optimizer has another number of parameter groups should raise the "
+        f"documented ValueError naming the file, got: {failed.error or 'no error'}"
+    )
+    assert_state_dicts_equal(
+        failed.after.model,
+        failed.before.model,
+        "the model after a load that failed vs before it (put back what load_state_dict copied in)",
+    )
+    assert_state_dicts_equal(
+        failed.after.optimizer,
+        failed.before.optimizer,
+        "the optimizer after a failed load vs before it",
+    )
+    with scenario.global_rngs_seeded(5):
+        untouched = scenario.rng_draws()
+    assert failed.draws_after == untouched, (
+        "after a load that failed, the global RNGs (torch, NumPy, random) were no longer as they were: "
+        "restore the saved RNG states only once the model and the optimizer have loaded"
+    )
+
+
+def test_a_checkpoint_without_rng_states_loads_and_leaves_the_rngs_alone(tmp_path):
+    """A checkpoint without its "rng" entry (written before RNG states were saved) loads: the model,
+    optimizer and iteration come back, and the global RNGs are left as they are (no KeyError)."""
+    path = tmp_path / "ckpt.pt"
+    setup = OPTIMIZERS["sgd_momentum"]
+    scenario.save(setup, 3, 3, path)
+    loaded, draws = scenario.load_without_rng(setup, path, rng_seed=7)
+    expected = scenario.straight(setup, 3)
+    assert loaded.iteration == 3, f"the load returned iteration {loaded.iteration}, expected 3"
+    assert_state_dicts_equal(loaded.model, expected.model, "the model loaded vs the run saved")
+    assert_state_dicts_equal(
+        loaded.optimizer, expected.optimizer, "the optimizer loaded vs the run saved"
+    )
+    with scenario.global_rngs_seeded(7):
+        untouched = scenario.rng_draws()
+    assert draws == untouched, (
+        "loading a checkpoint without RNG states changed the global RNGs: leave them as they are"
+    )

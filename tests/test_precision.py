@@ -936,6 +936,19 @@ def test_loss_scaler_with_two_optimizers_and_unscale_before_clipping_matches_gra
     _assert_same_run(ours, theirs, {2: float("nan")})
 
 
+def test_loss_scaler_step_returns_what_the_optimizer_step_returned_or_none_when_skipped():
+    """step(optimizer) hands back what optimizer.step() returned (as GradScaler.step does), and None for a
+    step skipped for an inf gradient: checked with an optimizer whose step() returns its step count."""
+    infs = [False, True, False, False]
+    ours = precision.student_step_results(infs)
+    theirs = precision.step_results(precision.torch_grad_scaler, infs)
+    assert theirs == [1, None, 2, 3], f"the oracle itself changed: GradScaler gave {theirs}"
+    assert ours == theirs, (
+        f"step(optimizer) returned {ours} over steps with inf gradients at {infs}; GradScaler returns "
+        f"{theirs}: what optimizer.step() returned (return optimizer.step()), None when the step is skipped"
+    )
+
+
 def test_loss_scaler_defaults_and_first_decisions():
     """Defaults are GradScaler's: scale 2**16; an inf halves it and skips the step; a clean step leaves it."""
     initial, _ = precision.student_scaled_losses({}, [])

@@ -42,6 +42,30 @@ def test_character_decode_rejects_ids_that_are_not_code_points() -> None:
         tokenization.simple_decode("character", [104, 0x110000])
 
 
+@pytest.mark.parametrize(
+    "ids",
+    [[0x10FFFF], [0xD800, 0xDBFF, 0xDC00, 0xDFFF], [0, 0xD7FF, 0xE000, 0xFFFF, 0x10000]],
+    ids=["last-code-point", "surrogates", "edges-of-the-surrogates"],
+)
+def test_character_decode_accepts_every_code_point_up_to_0x10ffff(ids: list[int]) -> None:
+    """Every id in 0..0x10FFFF is a code point and decodes to chr(id): the last one, 0x10FFFF, and the
+    surrogates 0xD800..0xDFFF included (the bound is inclusive; the docstring says so)."""
+    decoded = tokenization.simple_decode_code_points("character", ids)
+    assert decoded == ids, (
+        f"decode({[hex(i) for i in ids]}) gave the code points {[hex(c) for c in decoded]}: every id in "
+        "0..0x10FFFF (inclusive, surrogates too) decodes to chr(id)"
+    )
+
+
+@pytest.mark.parametrize("bad", [-1, -0x110000, 0x110000, 2**32])
+def test_character_decode_rejects_negative_ids_and_ids_past_0x10ffff(bad: int) -> None:
+    """A negative id, or one past 0x10FFFF, is a ValueError naming the id in decimal (the ids next to it
+    decode)."""
+    assert tokenization.simple_decode("character", [104, 0x10FFFF]) == "h\U0010ffff"
+    with pytest.raises(ValueError, match=rf"(?<![0-9]){bad}(?![0-9])"):
+        tokenization.simple_decode("character", [104, bad])
+
+
 @pytest.mark.parametrize("text", TEXTS)
 def test_byte_tokenizer_ids_are_utf8_bytes(text: str) -> None:
     """ByteTokenizer.encode gives the UTF-8 bytes as ints 0..255, and decode inverts it."""

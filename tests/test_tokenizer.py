@@ -536,6 +536,39 @@ def test_new_special_tokens_get_ids_that_collide_with_none_when_vocab_ids_have_g
     )
 
 
+def test_vocab_holding_the_same_bytes_twice_and_a_special_token_given_twice() -> None:
+    """The same bytes under two ids: an ordinary token (a byte, a merge's result) encodes to its lowest id, a
+    special token to its highest, and every id decodes; a special token given twice is one token, one id."""
+    vocab = {i: bytes([i]) for i in range(256)} | {
+        256: b"ab",
+        257: b"<|e|>",
+        300: b"ab",
+        301: b"<|e|>",
+        302: b"a",
+    }
+    bpe = tokenization.BPE(vocab, [(b"a", b"b")], ["<|n|>", "<|e|>", "<|n|>", "<|e|>"])
+    texts = ["ab", "a", "<|e|>", "<|n|>", "ab<|n|>a<|e|><|n|>"]
+    ab, a, e, n, mixed = tokenization.round_trips(bpe, texts)
+    assert (ab.ids, a.ids) == ([256], [97]), (
+        f"encode('ab') = {ab.ids}, encode('a') = {a.ids}: b'ab' has the ids 256 and 300, b'a' 97 and 302; an "
+        "ordinary token encodes to the LOWEST of its ids (keep the first id when inverting vocab, not the last)"
+    )
+    assert e.ids == [301], (
+        f"encode('<|e|>') = {e.ids}: b'<|e|>' has the ids 257 and 301; a special token encodes to the HIGHEST"
+    )
+    assert n.ids == [303], (
+        f"encode('<|n|>') = {n.ids}: the one new special token gets max(vocab) + 1 = 303, once: given twice, "
+        "it is one special token with one id"
+    )
+    assert mixed.ids == [256, 303, 97, 301, 303] and mixed.decoded == texts[-1], (
+        f"encode({texts[-1]!r}) = {mixed.ids}, decoded {mixed.decoded!r}; expected [256, 303, 97, 301, 303]"
+    )
+    every = [256, 300, 257, 301, 302, 97, 303]
+    assert tokenization.decode(bpe, every) == "abab<|e|><|e|>aa<|n|>", (
+        f"decode({every}) = {tokenization.decode(bpe, every)!r}: every id of the vocab decodes to its bytes"
+    )
+
+
 def test_building_a_tokenizer_leaves_the_callers_vocab_alone(trained) -> None:
     """Adding special tokens that are not in vocab changes the tokenizer's own vocab, not the dict it was given
     (nor the merges and special-token lists it was given)."""

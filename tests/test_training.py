@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from tests.scenarios import training as scenario
@@ -395,3 +396,69 @@ def test_train_applies_the_lr_and_weight_decay_it_is_given(tmp_path):
             f"torch.optim.AdamW(lr={lr}, weight_decay={weight_decay}) run {steps} steps on the documented batches "
             f"from the same initial Cruncher{hint}"
         )
+
+
+def sgd_reference(
+    weight: torch.Tensor, lr: float, batches: list[tuple[torch.Tensor, torch.Tensor]], start: int
+) -> tuple[list[float], torch.Tensor]:
+    """The documented loop computed here with torch alone: steps ``start .. len(batches) - 1`` of SGD on
+    a bias-free linear model under mean squared error, step t on ``batches[t]``; each step's loss (taken
+    before its update) and the final weight."""
+    w = weight.clone().requires_grad_()
+    optimizer = torch.optim.SGD([w], lr=lr)
+    losses = []
+    for x, y in batches[start:]:
+        loss = torch.nn.functional.mse_loss((x @ w.T).squeeze(-1), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses, w.detach()
+
+
+@pytest.mark.parametrize(("start", "num_steps"), [(0, 5), (3, 7)], ids=["fresh", "resumed"])
+def test_train_loop_returns_each_steps_loss_as_a_float_and_steps_from_start_to_num_steps(
+    start, num_steps
+):
+    """`train_loop(..., num_steps, start_step=start)` runs steps start .. num_steps - 1, step t on
+    get_batch(t), and returns their losses as Python floats (`loss.item()`, not tensors that keep each
+    step's graph alive), the losses torch computes for the same run; on_step gets (t + 1, that float).
+    Checked on a torch linear model under torch's SGD, against the same run done here."""
+    generator = torch.Generator().manual_seed(31)
+    dim, lr = 3, 0.05
+    weight = torch.randn(1, dim, generator=generator)
+    batches = []
+    for _ in range(num_steps):
+        x = torch.randn(6, dim, generator=generator)
+        batches.append((x, x @ torch.arange(dim, dtype=torch.float32)))
+    run = scenario.loop_run(weight, lr, batches, start)
+    want_losses, want_weight = sgd_reference(weight, lr, batches, start)
+    steps = list(range(start, num_steps))
+    assert run.batches_asked == steps, (
+        f"train_loop(num_steps={num_steps}, start_step={start}) asked get_batch for steps {run.batches_asked}, "
+        f"expected {steps}: step t trains on get_batch(t), for t from start_step up to num_steps - 1"
+    )
+    assert run.returned_type == "list" and all(run.value_is_float), (
+        f"train_loop returned a {run.returned_type} of {sorted(set(run.value_types))}: return a list of Python "
+        "floats (loss.item()); a loss tensor keeps its step's autograd graph alive"
+    )
+    assert run.values == pytest.approx(want_losses, rel=1e-5, abs=1e-7), (
+        f"train_loop returned the losses {run.values}, the same run in torch has {want_losses}: each step's "
+        "loss, computed on its batch before that step's update"
+    )
+    assert all(run.on_step_is_int_float) and run.on_step_calls == [
+        (t + 1, pytest.approx(loss, rel=1e-5, abs=1e-7))
+        for t, loss in zip(steps, want_losses, strict=True)
+    ], (
+        f"on_step was called with {run.on_step_calls} (types {run.on_step_types}); expected (t + 1, the step's "
+        f"loss as a float) for t in {steps}: {[(t + 1, loss) for t, loss in zip(steps, want_losses, strict=True)]}"
+    )
+    torch.testing.assert_close(
+        run.weight,
+        want_weight,
+        rtol=1e-5,
+        atol=1e-6,
+        msg=lambda m: (
+            f"after the run the weight is not what torch's SGD reaches on the same batches: {m}"
+        ),
+    )

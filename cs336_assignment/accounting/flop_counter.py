@@ -81,7 +81,10 @@ class FlopCounter(TorchDispatchMode):
 
     Each ``with`` block starts from zero: entering the counter again forgets the previous counts.
     A counter counts only what runs inside its ``with`` block, on every entry: after ``__exit__``
-    it neither counts nor tracks modules, and its counts stay as the block left them.
+    it neither counts nor tracks modules, and its counts stay as the block left them. Nor does it
+    leave anything installed: the module hooks it (or its ``ModuleTracker``) installed on
+    ``__enter__`` are all removed on ``__exit__``, also when the block raised, so the global module
+    hooks and the hooks of every module are as they were before the block.
     """
 
     def __init__(self) -> None:

@@ -24,11 +24,16 @@ class CharacterTokenizer:
         # END SOLUTION
 
     def decode(self, ids: list[int]) -> str:
-        """The inverse of ``encode``.
+        """The inverse of ``encode``: ``"".join(chr(i) for i in ids)``.
+
+        Every id in 0..0x10FFFF decodes, the last code point 0x10FFFF and the surrogates
+        0xD800..0xDFFF included (a lone surrogate is a code point, as ``chr`` and ``ord`` have it,
+        though no UTF-8 text holds one).
 
         Raises:
-            ValueError: for an id that is no code point (outside 0..0x10FFFF); the message names
-                the id in decimal: "id 1114112 is not a Unicode code point (0..0x10FFFF)".
+            ValueError: for an id that is no code point (outside 0..0x10FFFF: negative, or 0x110000
+                and above); the message names the id in decimal: "id 1114112 is not a Unicode code
+                point (0..0x10FFFF)", "id -1 is not ...".
         """
         # BEGIN SOLUTION
         for i in ids:

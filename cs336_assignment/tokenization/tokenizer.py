@@ -99,7 +99,10 @@ class Tokenizer:
     or one with tokens removed), and a single byte's id is the one ``vocab`` gives it, not
     necessarily the byte's value. Special tokens missing from ``vocab`` get new ids after the largest
     one (``max(vocab) + 1``, then the next: never ``len(vocab)``, which a vocabulary with gaps
-    already uses), each its own. The tokenizer keeps its own copies of ``vocab``, ``merges`` and
+    already uses), each its own; a special token given twice is one special token, with one id.
+    ``vocab`` may hold the same bytes under several ids (vocabularies merged, a special token also
+    learned as text): each of them decodes, and encoding gives an ordinary token (a single byte, a
+    merge's result) the lowest of its ids and a special token the highest. The tokenizer keeps its own copies of ``vocab``, ``merges`` and
     ``special_tokens``: the dict and lists passed in are left as they were (not extended, not
     sorted). Overlapping special tokens match longest first. Pre-tokenization uses GPT-2's
     pattern as given, case-sensitive: ``"DON'T"`` is ``DON + ' + T`` (as in tiktoken). Its classes

@@ -230,14 +230,19 @@ def train_bpe(
     Returns ``(vocab, merges)``: ``vocab`` maps ids to bytes, with ids 0-255 the single bytes, then
     one id per merge in the order learned, then the special tokens in the order given;
     ``vocab_size`` counts all three, so there are ``vocab_size - 256 - len(special_tokens)`` merges
-    (fewer if the corpus runs out of pairs: an empty corpus gives none). ``merges[i] = (a, b)``
+    (fewer if the corpus runs out of pairs: an empty corpus gives none). A special token given
+    twice is one special token, at its first place: one id, counted once in ``vocab_size`` (the
+    result is the one of the list without the repeat). ``merges[i] = (a, b)``
     created token ``256 + i = a + b``.
 
     The corpus is read (on every call: nothing is cached across calls, so a file rewritten at the
     same path trains afresh) as bytes and decoded as UTF-8, with no newline translation: ``\\r\\n`` and a
     lone ``\\r`` take part in merges like any other bytes (``open(path, encoding="utf-8")`` would
     turn both into ``\\n``). Pre-tokenization is GPT-2's regex, after splitting the text on the
-    special tokens (which therefore never take part in a merge); the regex is case-sensitive, so
+    special tokens (which therefore never take part in a merge). Its classes are Unicode's
+    (``pretokenize.GPT2_PATTERN``), not ``\\w`` and ``\\d``: a letter ``\\p{L}`` of any script (not a
+    digit, a combining mark or ``_``), a number ``\\p{N}`` (``²``, ``½``, ``Ⅻ`` too), so ``"x²"`` is
+    ``x + ²`` and ``" 3½"`` one pre-token, as in encoding. The regex is case-sensitive, so
     its contractions (``'s 't 're 've 'm 'll 'd``) match lowercase only and ``"DON'T"`` is
     ``DON + ' + T``. Each merge takes the most frequent adjacent pair of tokens, counted over all
     pre-tokens; ties go to the lexicographically greater ``(a, b)``.

@@ -39,7 +39,10 @@ reference, so each value is garbled once.
 
 ``HANDWRITTEN`` holds garbage for the functions whose effect is outside their arguments and result,
 where a copy cannot contain it: ``set_seed`` (the global RNGs) does nothing, ``save_checkpoint`` (a
-file) saves a garbled copy of the model and the optimizer's state at a garbled iteration.
+file) saves a garbled copy of the model and the optimizer's state at a garbled iteration, and
+``train_loop`` (the model, the optimizer, checkpoint files, ``on_step``) trains and saves nothing
+and reports a garbage float loss for each step (zeros: 0; noise: between 1 and a few, with no
+trend, as an untrained model's), to ``on_step`` and in the list it returns.
 
 Deliberately left out: an open file other than ``io.BytesIO``, and an iterator, are passed as they
 are (the reference reads, writes or consumes them, as any implementation would); other arguments
@@ -437,10 +440,41 @@ def _save_checkpoint(fn: Callable) -> Callable:
     return save_checkpoint
 
 
+def _train_loop(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def train_loop(
+        model: Any,
+        optimizer: Any,
+        get_batch: Any,
+        loss_fn: Any,
+        num_steps: int,
+        *,
+        start_step: int = 0,
+        on_step: Callable[[int, float], None] | None = None,
+        **kwargs: Any,
+    ) -> list[float]:
+        if _inside():
+            return fn(
+                model, optimizer, get_batch, loss_fn, num_steps, start_step=start_step,
+                on_step=on_step, **kwargs,
+            )  # fmt: skip
+        _calls["returned"] += 1  # trains nothing, saves nothing
+        steps = range(start_step + 1, num_steps + 1)
+        # zeros: every loss 0; noise: losses of an untrained model, positive and without a trend
+        losses = [0.0 if (g := float(garble(1.0))) == 0 else 1.0 + abs(g) for _ in steps]
+        for step, loss in zip(steps, losses, strict=True):
+            if on_step is not None:
+                on_step(step, loss)
+        return losses
+
+    return train_loop
+
+
 #: Graded function name -> a maker of its garbage from the reference.
 HANDWRITTEN: dict[str, Callable[[Callable], Callable]] = {
     "set_seed": _set_seed,
     "save_checkpoint": _save_checkpoint,
+    "train_loop": _train_loop,
 }
 
 

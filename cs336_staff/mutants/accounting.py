@@ -273,3 +273,27 @@ MUTANTS = [
         tests=TESTS,
     ),
 ]
+
+# Error paths and side effects (issue 31): nothing left installed after __exit__.
+MUTANTS += [
+    Mutant(
+        name="accounting-flop-counter-exit-leaves-the-tracker-hooks",
+        file=FLOP_COUNTER,
+        function="FlopCounter.__exit__",
+        old="        self._tracker.__exit__(*exc)\n",
+        new="",
+        why="stops counting on __exit__ but never exits its ModuleTracker: its global module hooks stay "
+        "installed and run on every later forward pass of every module",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-flop-counter-exit-cleans-up-only-without-an-error",
+        file=FLOP_COUNTER,
+        function="FlopCounter.__exit__",
+        old="        self._tracker.__exit__(*exc)\n",
+        new="        if exc[0] is None:\n            self._tracker.__exit__(*exc)\n",
+        why="removes the tracker's hooks only when the block ended normally: a block that raised leaves "
+        "them installed",
+        tests=TESTS,
+    ),
+]

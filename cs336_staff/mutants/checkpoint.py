@@ -230,3 +230,45 @@ MUTANTS += [
         tests=TESTS,
     ),
 ]
+
+# Error paths leave nothing changed, and a checkpoint without RNG states loads (issue 31).
+MUTANTS += [
+    Mutant(
+        name="checkpoint-failed-load-keeps-the-half-loaded-model",
+        file=FILE,
+        function="load_checkpoint",
+        old="""        model.load_state_dict(before[0])
+        optimizer.load_state_dict(before[1])
+""",
+        new="",
+        why="raises the documented ValueError when the optimizer does not fit, but leaves the model holding "
+        "the checkpoint's weights load_state_dict had already copied in",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="checkpoint-rngs-restored-before-the-state-loads",
+        file=FILE,
+        function="load_checkpoint",
+        old="""    before = copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict())
+""",
+        new="""    before = copy.deepcopy(model.state_dict()), copy.deepcopy(optimizer.state_dict())
+    if "rng" in state:
+        restore_rng_state(state["rng"])
+""",
+        why="restores the global RNGs first: a load that then fails has already replaced the caller's RNG "
+        "states",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="checkpoint-load-needs-the-rng-entry",
+        file=FILE,
+        function="load_checkpoint",
+        old="""    if "rng" in state:  # last: a load that fails leaves the global RNGs alone
+        restore_rng_state(state["rng"])
+""",
+        new="""    restore_rng_state(state["rng"])
+""",
+        why="reads state['rng'] unconditionally: a checkpoint without RNG states fails with a bare KeyError",
+        tests=TESTS,
+    ),
+]

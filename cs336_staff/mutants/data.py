@@ -233,3 +233,27 @@ MUTANTS = [
         tests=TESTS,
     ),
 ]
+
+# Token ids exactly, whatever the dtype and byte order (issue 31).
+MUTANTS += [
+    Mutant(
+        name="data-reads-ids-through-float32",
+        file=FILE,
+        function="get_batch",
+        old=READ,
+        new=READ.replace("dtype=np.int64)", "dtype=np.float32).astype(np.int64)"),
+        why="converts the windows through float32: ids above 2**24 come back rounded to another token",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="data-converts-windows-with-torch-from-numpy",
+        file=FILE,
+        function="get_batch",
+        old=READ,
+        new="windows = torch.from_numpy(np.ascontiguousarray("
+        "dataset[starts[:, None] + np.arange(context_length + 1)])).long().numpy()",
+        why="converts the windows with torch.from_numpy(...).long(): fine for native arrays, a ValueError "
+        "for a big-endian one ('>u2', a file written on another machine)",
+        tests=TESTS,
+    ),
+]

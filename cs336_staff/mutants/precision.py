@@ -348,3 +348,32 @@ MUTANTS = [
         tests=_TESTS,
     ),
 ]
+
+# Documented return values (issue 31): step() hands back what optimizer.step() returned.
+MUTANTS += [
+    Mutant(
+        name="loss-scaler-step-drops-the-optimizers-return-value",
+        file=f"{PKG}/loss_scaling.py",
+        function="DynamicLossScaler.step",
+        old="        return optimizer.step()\n",
+        new="        optimizer.step()\n",
+        why="runs optimizer.step() but returns None: a closure's loss (or any optimizer's result) is lost",
+        tests=_TESTS,
+    ),
+    Mutant(
+        name="loss-scaler-step-returns-whether-it-stepped",
+        file=f"{PKG}/loss_scaling.py",
+        function="DynamicLossScaler.step",
+        old="""        if state["found_inf"]:
+            return None
+        return optimizer.step()
+""",
+        new="""        if state["found_inf"]:
+            return False
+        optimizer.step()
+        return True
+""",
+        why="returns whether the step ran (True/False) instead of the optimizer's result, or None when skipped",
+        tests=_TESTS,
+    ),
+]

@@ -442,3 +442,117 @@ MUTANTS += [
         tests=TOKENIZER_TESTS,
     ),
 ]
+
+# The bounds of the code-point range (issue 31): 0..0x10FFFF inclusive, surrogates included.
+MUTANTS += [
+    Mutant(
+        name="character-decode-rejects-the-last-code-point",
+        file=f"{PKG}/simple.py",
+        function="CharacterTokenizer.decode",
+        old="not 0 <= i <= 0x10FFFF",
+        new="not 0 <= i < 0x10FFFF",
+        why="takes the range's bound 0x10FFFF as exclusive: the last valid code point is refused",
+        tests=("tests/test_tokenization.py",),
+    ),
+    Mutant(
+        name="character-decode-rejects-surrogates",
+        file=f"{PKG}/simple.py",
+        function="CharacterTokenizer.decode",
+        old="not 0 <= i <= 0x10FFFF",
+        new="not 0 <= i <= 0x10FFFF or 0xD800 <= i <= 0xDFFF",
+        why="refuses the surrogates 0xD800..0xDFFF, code points the docstring says decode (chr takes them)",
+        tests=("tests/test_tokenization.py",),
+    ),
+    Mutant(
+        name="character-decode-leaves-negative-ids-to-chr",
+        file=f"{PKG}/simple.py",
+        function="CharacterTokenizer.decode",
+        old="not 0 <= i <= 0x10FFFF",
+        new="i > 0x10FFFF",
+        why="checks only the upper bound: a negative id fails inside chr() with a message that names no id",
+        tests=("tests/test_tokenization.py",),
+    ),
+]
+
+# Pre-tokenization in training over non-ASCII (issue 31): a trainer with its own pattern, \w or \d for
+# \p{L} or \p{N}.
+COUNT = "counts.update(GPT2_REGEX.findall(segment))"
+MUTANTS += [
+    Mutant(
+        name="train-letters-as-word-characters",
+        file=f"{PKG}/pretokenize.py",
+        function="count_pretokens",
+        old=COUNT,
+        new=r"""counts.update(regex.findall(r"'(?:[sdmt]|ll|ve|re)| ?\w+| ?\p{N}+| ?[^\s\w\p{N}]+|\s+(?!\S)|\s+", segment))""",
+        why="trains with GPT-2's pattern written with \\w for \\p{L}: x², H₂O and snake_case are one pre-token, "
+        "a combining mark or vowel sign joins its letters",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="train-numbers-as-decimal-digits",
+        file=f"{PKG}/pretokenize.py",
+        function="count_pretokens",
+        old=COUNT,
+        new=r"""counts.update(regex.findall(r"'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\d+| ?[^\s\p{L}\d]+|\s+(?!\S)|\s+", segment))""",
+        why="trains with GPT-2's pattern written with \\d for \\p{N}: ½, ² and Ⅻ fall among the punctuation, "
+        "so ' 3½' is cut in two and '¼!' is one pre-token",
+        tests=TRAIN_TESTS,
+    ),
+]
+
+# Repeats (issue 31): a special token given twice, the same bytes under two ids of a vocabulary.
+MUTANTS += [
+    Mutant(
+        name="train-special-token-given-twice-counted-twice",
+        file=f"{PKG}/train.py",
+        function="train_bpe",
+        old="special_tokens = check_special_tokens(special_tokens)",
+        new="check_special_tokens(special_tokens)",
+        why="validates the special tokens but keeps the list as given: a repeated one takes two ids and one "
+        "merge fewer is learned",
+        tests=TRAIN_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-repeated-special-token-gets-a-second-id",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="""for token in self.special_tokens:
+    data = token.encode("utf-8")
+    matching = [i for i, t in self.vocab.items() if t == data]
+    if matching:
+        self._special_ids[token] = max(matching)
+    else:
+        self._special_ids[token] = max(self.vocab, default=-1) + 1
+        self.vocab[self._special_ids[token]] = data""",
+        new="""for token in special_tokens or []:
+    data = token.encode("utf-8")
+    matching = [i for i, t in vocab.items() if t == data]
+    if matching:
+        self._special_ids[token] = max(matching)
+    else:
+        self._special_ids[token] = max(self.vocab, default=-1) + 1
+        self.vocab[self._special_ids[token]] = data""",
+        why="walks the special tokens as given and looks each up in the vocab it was given: a repeated new "
+        "special token gets a second fresh id, which then replaces the first",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-duplicate-bytes-take-the-last-id",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="token_to_id.setdefault(self.vocab[i], i)",
+        new="token_to_id[self.vocab[i]] = i",
+        why="inverts vocab with the last id winning ({v: k for k, v in vocab.items()}): bytes held twice encode "
+        "to their higher id",
+        tests=TOKENIZER_TESTS,
+    ),
+    Mutant(
+        name="tokenizer-special-takes-the-lowest-matching-id",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="self._special_ids[token] = max(matching)",
+        new="self._special_ids[token] = min(matching)",
+        why="gives a special token held twice in vocab its lower id, where the docstring says the highest",
+        tests=TOKENIZER_TESTS,
+    ),
+]

@@ -116,3 +116,36 @@ MUTANTS += [
         tests=TESTS,
     ),
 ]
+
+# The values the loop hands back have their documented types (issue 31): Python floats, not loss tensors.
+MUTANTS += [
+    Mutant(
+        name="training-loop-returns-loss-tensors",
+        file=FILE,
+        function="train_loop",
+        old="        losses.append(loss.item())\n",
+        new="        losses.append(loss.detach())\n",
+        why="keeps each step's loss as a 0-d tensor where floats are documented: `cs336 train` prints it "
+        "alike, but every caller that adds, serialises or compares the losses gets tensors",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="training-loop-returns-losses-with-their-graphs",
+        file=FILE,
+        function="train_loop",
+        old="        losses.append(loss.item())\n",
+        new="        losses.append(loss)\n",
+        why="keeps each step's loss tensor with its autograd graph: the list holds every step's graph alive "
+        "and hands back tensors where floats are documented",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="training-on-step-gets-the-loss-tensor",
+        file=FILE,
+        function="train_loop",
+        old="            on_step(done, losses[-1])\n",
+        new="            on_step(done, loss)\n",
+        why="passes on_step the step's loss tensor (graph and all) instead of the float it returns",
+        tests=TESTS,
+    ),
+]

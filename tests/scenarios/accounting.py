@@ -227,6 +227,47 @@ def student_flop_counter(
     return runs
 
 
+def installed_module_hooks(model: torch.nn.Module) -> int:
+    """How many module hooks are installed: torch's global ones (``register_module_forward_hook`` and
+    the like, the tables of ``torch.nn.modules.module``) and those on ``model``'s modules."""
+    tables = vars(torch.nn.modules.module)
+    global_hooks = sum(
+        len(table)
+        for name, table in tables.items()
+        if name.startswith("_global_") and "hook" in name and isinstance(table, dict)
+    )
+    own = sum(
+        len(table)
+        for module in model.modules()
+        for name, table in vars(module).items()
+        if name.endswith("hooks") and isinstance(table, dict)
+    )
+    return global_hooks + own
+
+
+@driver
+def student_flop_counter_hooks(net: Net, x: torch.Tensor) -> dict[str, int]:
+    """The module hooks installed (``installed_module_hooks``) before your ``FlopCounter`` is entered, inside
+    its block, after a block that ends normally and after one that raises; and the total it counted for
+    the normal block (``model(x)`` and its backward)."""
+    model = build(net)
+    counter = adapters.get_flop_counter_cls()()
+    seen = {"before": installed_module_hooks(model)}
+    with counter:
+        model(x).sum().backward()
+        seen["inside"] = installed_module_hooks(model)
+    seen["after"] = installed_module_hooks(model)
+    seen["total"] = counter.total
+    try:
+        with adapters.get_flop_counter_cls()():
+            model(x)
+            raise KeyError("a block that fails")
+    except KeyError:
+        pass
+    seen["after_a_failed_block"] = installed_module_hooks(model)
+    return seen
+
+
 @driver
 def student_time_matmul_flops(
     a: torch.Tensor, b: torch.Tensor, warmup: int, iters: int

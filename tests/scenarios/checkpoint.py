@@ -9,7 +9,9 @@ your load returned, the ``state_dict()`` of the model and optimizer read back af
 driver runs beside your code as one call; errors your code raises reach the test with their class
 and message. The ``*_on_random_batches`` pair does the same on batches drawn from the global RNGs of
 torch, NumPy and Python (a ``RandomRun``), so a resumed run continues exactly only if the checkpoint
-carries those RNGs' states.
+carries those RNGs' states. ``load_that_does_not_fit_the_optimizer`` reports what a load that fails
+left of the model, the optimizer and the global RNGs; ``load_without_rng`` loads a checkpoint whose
+``"rng"`` entry was removed.
 
 Every run here is single-threaded (``OneTorchThread``): some CPU kernels (BatchNorm's, say) sum in
 an order that depends on the number of threads, and a resumed run must be bit-identical to the
@@ -22,6 +24,7 @@ in-memory ``io.BytesIO``; the path is then unused, so the save and the load happ
 
 from __future__ import annotations
 
+import copy
 import io
 import random
 from collections import OrderedDict
@@ -362,3 +365,61 @@ def save_crashable(path: Path, iteration: int, *, shift: float = 0.0, crash: boo
         model.linear.weight.add_(shift)
     model.crash = crash
     adapters.run_save_checkpoint(model, optimizer, iteration, path)
+
+
+@plain_data
+@dataclass
+class FailedLoad:
+    """What a load that raised left behind: the error (``"Class: message"``, empty if it did not raise),
+    the model's and optimizer's state before and after the call, and one draw of each global RNG
+    (``rng_draws``) after it."""
+
+    error: str
+    before: State
+    after: State
+    draws_after: list[float]
+
+
+def rng_draws() -> list[float]:
+    """One draw of each global RNG (torch's, NumPy's, Python's), which tells their states apart."""
+    return [float(torch.rand(())), float(np.random.rand()), random.random()]
+
+
+@driver
+def load_that_does_not_fit_the_optimizer(setup: Setup, path: Path, rng_seed: int) -> FailedLoad:
+    """Build the setup's model (seed 1) with its optimizer over two parameter groups (the checkpoint at
+    ``path`` has one), trained a step so it has state; seed the global RNGs with ``rng_seed``; load the
+    checkpoint with your code (which should fail); report the error, the states, and the RNGs' next draws."""
+    with OneTorchThread():
+        model, _ = setup.build(1)
+        params = list(model.parameters())
+        cls = getattr(torch.optim, setup.optimizer)
+        optimizer = cls([{"params": params[:1]}, {"params": params[1:]}], **setup.options)
+        train(model, optimizer, range(1))
+        before = copy.deepcopy(observe(0, model, optimizer))
+        with global_rngs_seeded(rng_seed):
+            error = ""
+            try:
+                adapters.run_load_checkpoint(path, model, optimizer)
+            except NotImplementedError:
+                raise
+            except Exception as err:  # noqa: BLE001 - the test checks the type and message
+                error = f"{type(err).__name__}: {err}"
+            draws = rng_draws()
+        return FailedLoad(error, before, copy.deepcopy(observe(0, model, optimizer)), draws)
+
+
+@driver
+def load_without_rng(setup: Setup, path: Path, rng_seed: int) -> tuple[State, list[float]]:
+    """Rewrite the checkpoint at ``path`` without its ``"rng"`` entry (torch.load, del, torch.save), seed
+    the global RNGs with ``rng_seed``, load it into the setup built from seed 1 with your code; return
+    what your load returned with the state dicts, and the RNGs' next draws."""
+    state = torch.load(path, weights_only=True)
+    del state["rng"]
+    torch.save(state, path)
+    with OneTorchThread():
+        model, optimizer = setup.build(1)
+        with global_rngs_seeded(rng_seed):
+            iteration = adapters.run_load_checkpoint(path, model, optimizer)
+            draws = rng_draws()
+        return observe(iteration, model, optimizer), draws

@@ -3,7 +3,7 @@
 The ``student_...`` functions are drivers (``tests/boundary.py``): each builds what your code needs
 from plain data (torch's model, optimizer and loss for your ``mixed_precision_step``; a chain of
 linear layers and torch's optimizers for your ``DynamicLossScaler``), runs your code over the
-steps, and returns what each step did as plain data. ``scaler_run`` and ``clean_steps`` are plain
+steps, and returns what each step did as plain data. ``scaler_run``, ``step_results`` and ``clean_steps`` are plain
 functions of a scaler class: the drivers call them with yours, the tests with ``torch.amp.GradScaler``,
 and compare. ``student_fp8_matmul_ops`` logs the aten ops your ``fp8_matmul`` ran.
 """
@@ -276,6 +276,41 @@ def scaler_run(
 def student_scaler_run(kwargs: dict[str, Any], run: ScalerRun) -> tuple[list[float], list[Tensor]]:
     """``scaler_run`` with your ``DynamicLossScaler``."""
     return scaler_run(student_loss_scaler, kwargs, run)
+
+
+class NumberedSGD(torch.optim.SGD):
+    """torch's SGD whose ``step()`` returns how many steps it has taken: a value a loss scaler's
+    ``step(optimizer)`` hands back (torch's own optimizers return None without a closure)."""
+
+    def __init__(self, params: Sequence[Tensor], lr: float) -> None:
+        super().__init__(params, lr=lr)
+        self.taken = 0
+
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        super().step(closure)
+        self.taken += 1
+        return self.taken
+
+
+def step_results(make_scaler: Callable[..., Any], infs: list[bool]) -> list[Any]:
+    """What ``make_scaler().step(optimizer)`` returned at each step, over one weight under
+    ``NumberedSGD`` (lr 0), the gradient inf where ``infs`` says (else 0), ``update()`` after each."""
+    scaler = make_scaler()
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = NumberedSGD([weight], lr=0.0)
+    scaler.scale(torch.ones(()))  # GradScaler sets its scale up on the first scale()
+    returned = []
+    for inf in infs:
+        weight.grad = torch.full((2,), float("inf") if inf else 0.0)
+        returned.append(scaler.step(optimizer))
+        scaler.update()
+    return returned
+
+
+@driver
+def student_step_results(infs: list[bool]) -> list[Any]:
+    """``step_results`` with your ``DynamicLossScaler``."""
+    return step_results(student_loss_scaler, infs)
 
 
 def clean_steps(

@@ -75,6 +75,13 @@ def simple_decode(kind: str, ids: list[int]) -> str:
 
 
 @driver
+def simple_decode_code_points(kind: str, ids: list[int]) -> list[int]:
+    """Build your ``kind`` tokenizer; return the code points of ``decode(ids)`` (as numbers: a string of
+    lone surrogates would not cross the line to the tests as it is)."""
+    return [ord(c) for c in SIMPLE[kind]().decode(ids)]
+
+
+@driver
 def round_trips(bpe: BPE, texts: list[str]) -> list[Encoded]:
     """Build your Tokenizer from ``bpe``; encode each text and decode its ids (a bad ``bpe`` raises here)."""
     return _encoded(build(bpe), texts)

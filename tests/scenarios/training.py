@@ -6,7 +6,9 @@ checkpoints hold.
 calls of ``adapters.run_cs336`` (see ``tests/boundary.py``). ``load_final_state`` is a driver: it
 builds your Cruncher and AdamW beside your code, loads a checkpoint into them with your code and
 returns their state dicts; ``initial_state`` builds your Cruncher as ``cs336 train`` does (after
-``set_seed``) and returns its weights, the start of the run the tests recompute with torch.
+``set_seed``) and returns its weights, the start of the run the tests recompute with torch;
+``loop_run`` runs your ``train_loop`` on a torch linear model and optimizer and returns what it
+handed back, what it asked for and what it reported, as it did.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 import adapters
-from tests.boundary import driver, killed_midway, printed_by
+from tests.boundary import driver, killed_midway, plain_data, printed_by
 
 
 @dataclass
@@ -73,3 +77,68 @@ def initial_state(seed: int, dim: int, layers: int) -> dict:
     ``layers``), as ``train_regression`` builds it; return its state dict."""
     adapters.run_set_seed(seed)
     return adapters.get_cruncher_cls()(dim, layers).state_dict()
+
+
+@plain_data
+@dataclass
+class LoopRun:
+    """What your ``train_loop`` did in one run: what it returned (the container's type name, each
+    value's type name and value as a float), the steps it asked ``get_batch`` for, the calls it made to
+    ``on_step`` (the type names and values of both arguments) and the weight it left."""
+
+    returned_type: str
+    value_types: list[str]
+    value_is_float: list[
+        bool
+    ]  # isinstance(value, float): a Python float (or a subclass, np.float64)
+    values: list[float]
+    batches_asked: list[int]
+    on_step_types: list[tuple[str, str]]
+    on_step_is_int_float: list[bool]
+    on_step_calls: list[tuple[int, float]]
+    weight: torch.Tensor
+
+
+@driver
+def loop_run(
+    weight: torch.Tensor, lr: float, batches: list[tuple[torch.Tensor, torch.Tensor]], start: int
+) -> LoopRun:
+    """Your ``train_loop`` on ``torch.nn.Linear(D, 1, bias=False)`` loaded with ``weight``, under
+    ``torch.optim.SGD(lr=lr)`` and mean squared error, ``get_batch(t)`` giving ``batches[t]``, run from
+    ``start_step=start`` to ``num_steps=len(batches)`` with an ``on_step`` that records its calls."""
+    model = torch.nn.Linear(weight.shape[1], 1, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(weight)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    asked: list[int] = []
+    calls: list[tuple[object, object]] = []
+
+    def get_batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        asked.append(step)
+        return batches[step]
+
+    def loss_fn(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(out.squeeze(-1), y)
+
+    returned = adapters.run_train_loop(
+        model,
+        optimizer,
+        get_batch,
+        loss_fn,
+        len(batches),
+        start_step=start,
+        on_step=lambda step, loss: calls.append((step, loss)),
+    )
+    return LoopRun(
+        returned_type=type(returned).__name__,
+        value_types=[type(v).__name__ for v in returned],
+        value_is_float=[isinstance(v, float) for v in returned],
+        values=[float(v) for v in returned],
+        batches_asked=asked,
+        on_step_types=[(type(step).__name__, type(loss).__name__) for step, loss in calls],
+        on_step_is_int_float=[
+            isinstance(step, int) and isinstance(loss, float) for step, loss in calls
+        ],
+        on_step_calls=[(int(step), float(loss)) for step, loss in calls],  # type: ignore[call-overload,arg-type]
+        weight=model.weight.detach().clone(),
+    )
