@@ -7,7 +7,9 @@ value of theirs actually crosses).
 
 What crosses, and how (``{"$": tag, ...}`` nodes inside an otherwise JSON tree):
 
-    None, bool, int, float (nan/inf too), str     themselves
+    None, bool, int, float (nan/inf too), str     themselves (a str holding lone surrogates: its code
+                                                  points, tagged, since JSON would join a high and a
+                                                  low one into one character)
     list                                          a JSON array
     tuple, set, frozenset, bytes, slice, ...      tagged
     dict (any hashable keys: vocab ids, pairs)    {"$": "dict", "items": [[k, v], ...]}
@@ -48,6 +50,7 @@ import ctypes
 import dataclasses
 import hashlib
 import math
+import re
 import pathlib
 import sys
 from collections.abc import Sequence
@@ -119,6 +122,14 @@ class Record:
 
     def __repr__(self) -> str:
         return f"{self.type_name}({', '.join(f'{k}={v!r}' for k, v in self.fields.items())})"
+
+
+#: A lone surrogate (U+D800..U+DFFF): a str may hold one, UTF-8 and JSON cannot carry it as itself.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _code_points(text: str) -> Tree:
+    return {"$": "str", "v": [ord(c) for c in text]}
 
 
 def storage_key(storage: torch.UntypedStorage) -> tuple[str, int, int]:
@@ -206,7 +217,9 @@ class Encoder:
             raise CodecError(f"value nested deeper than {MAX_DEPTH} levels")
         d = depth + 1
         kind = type(value)
-        if value is None or kind is bool or kind is str or kind is int:
+        if kind is str:
+            return value if _SURROGATE.search(value) is None else _code_points(value)
+        if value is None or kind is bool or kind is int:
             return value
         if kind is float:
             return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
@@ -221,8 +234,8 @@ class Encoder:
             }
         if kind is tuple:
             return {"$": "tuple", "v": [self.encode(v, d) for v in value]}
-        if isinstance(value, str):  # a str subclass: itself, as before
-            return value
+        if isinstance(value, str):  # a str subclass: as a str
+            return self.encode(str(value), depth)
         t = sys.modules.get("torch")  # no torch imported: no value can be a tensor
         if t is not None:
             if isinstance(value, t.Tensor):
@@ -474,6 +487,12 @@ class Decoder:
         tag = tree["$"]
         if tag == "tuple":
             return tuple(self.decode(v, d) for v in tree["v"])
+        if tag == "str":
+            if not isinstance(tree["v"], list) or not all(
+                type(c) is int and 0 <= c <= sys.maxunicode for c in tree["v"]
+            ):
+                raise CodecError("a str's code points must be ints in 0..0x10FFFF")
+            return "".join(map(chr, tree["v"]))
         if tag == "dict":
             items = {self.decode(k, d): self.decode(v, d) for k, v in tree["items"]}
             if "default" not in tree:

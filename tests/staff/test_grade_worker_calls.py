@@ -317,3 +317,23 @@ def test_an_adapter_returning_an_object_is_not_an_exception_of_the_submission(mo
             call="call",
         )
     assert not isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["\ud83d\ude00", "a\udfff\ud800b", "\ud800", "plain é 😀", "\udcff"],
+    ids=["high-then-low", "low-then-high", "lone-high", "no-surrogate", "lone-low"],
+)
+def test_a_string_crosses_the_line_as_the_same_code_points(text):
+    """JSON joins a lone high and a lone low surrogate into one character; a str holding any crosses as
+    its code points, so a driver that returns decoded text gives the judge what a student's run shows."""
+    encoder = codec.Encoder()
+    tree = encoder.encode({text: [text, (text,)]})
+    read, write = os.pipe()
+    try:
+        channel.send(write, {"ok": tree}, encoder.blobs)
+        message, blobs = channel.receive(read, 1 << 20)
+    finally:
+        os.close(read)
+        os.close(write)
+    assert codec.Decoder([], blobs).decode(message["ok"]) == {text: [text, (text,)]}
