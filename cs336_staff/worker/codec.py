@@ -50,8 +50,8 @@ import ctypes
 import dataclasses
 import hashlib
 import math
-import re
 import pathlib
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
