@@ -13,8 +13,13 @@ follows Gradescope's autograder specification::
 
 A test's ``status`` is ``passed`` or ``failed`` (what Gradescope accepts) except ``pending`` for a
 test this runner could not run (a GPU test on a CPU runner): pending tests are worth 0 until
-``cs336 merge`` fills them in from the other runner. The precise outcome (``timeout``,
-``crashed``, ``not_run`` ...) is in the test's ``extra_data.outcome``.
+``cs336 merge`` fills them in from the other runner; and ``not_graded`` for a test that is no part
+of the grade (``TestResult.graded``: weight 0 in the rubric, or skipped on this runner for a reason
+that is no device's), which is never counted as passed or failed and whose points are left out of
+``max_score``; ``gradescope.for_gradescope`` leaves both kinds out of what Gradescope shows, so
+nothing that is not graded shows red there. Every test is exactly one of passed, failed, pending and
+not graded, and the summary's columns count them so (their sum is the number of tests). The
+precise outcome (``timeout``, ``crashed``, ``not_run`` ...) is in the test's ``extra_data.outcome``.
 
 Deliberately left out: HTML reports and uploading to Gradescope (its autograder harness reads
 ``results.json`` itself).
@@ -30,6 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 OUTPUT_CHARS = 4000
+#: A test's ``status`` when it is no part of the grade (``TestResult.graded``).
+NOT_GRADED = "not_graded"
+#: The summary's columns: every test is in exactly one (``TestResult.status``).
+STATUSES = ("passed", "failed", "pending", NOT_GRADED)
 
 
 @dataclass
@@ -47,8 +56,19 @@ class TestResult:
     duration: float = 0.0
 
     @property
+    def graded(self) -> bool:
+        """Is this test part of the grade? Not when the rubric gives it no points (weight 0), nor when
+        it skipped itself on this runner (a GPU test without a GPU is ``pending`` instead)."""
+        return self.outcome == "pending" or (self.max_points > 0 and self.outcome != "skipped")
+
+    @property
     def status(self) -> str:
-        return {"passed": "passed", "pending": "pending"}.get(self.outcome, "failed")
+        """One of ``STATUSES``: ``pending`` and ``not_graded`` are neither passed nor failed."""
+        if self.outcome == "pending":
+            return "pending"
+        if not self.graded:
+            return NOT_GRADED
+        return "passed" if self.outcome == "passed" else "failed"
 
 
 @dataclass
@@ -71,7 +91,8 @@ class GradeResult:
 
     @property
     def max_score(self) -> float:
-        return round(sum(t.max_points for t in self.tests), 2)
+        """The points at stake: every graded test's (pending ones included), none of a test not graded."""
+        return round(sum(t.max_points for t in self.tests if t.graded), 2)
 
     # ------------------------------------------------------------------------------ tables
     def concept_rows(self) -> list[dict]:
@@ -82,18 +103,16 @@ class GradeResult:
                 {
                     "concept": t.concept,
                     "title": self.concepts.get(t.concept, t.concept),
-                    "passed": 0,
                     "tests": 0,
-                    "pending": 0,
+                    **dict.fromkeys(STATUSES, 0),
                     "score": 0.0,
                     "max": 0.0,
                 },
             )
             r["tests"] += 1
-            r["passed"] += t.outcome == "passed"
-            r["pending"] += t.outcome == "pending"
+            r[t.status] += 1
             r["score"] += t.points
-            r["max"] += t.max_points
+            r["max"] += t.max_points if t.graded else 0.0
         return sorted(rows.values(), key=lambda r: r["title"])
 
     def summary(self) -> str:
@@ -101,24 +120,44 @@ class GradeResult:
         lines = [
             f"## {self.submission}: {self.score:g} / {self.max_score:g} ({self.status})",
             "",
-            "| concept | passed | pending | points |",
-            "|---|---:|---:|---:|",
+            "| concept | tests | passed | failed | pending | not graded | points |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for r in self.concept_rows():
             lines.append(
-                f"| {r['title']} | {r['passed']}/{r['tests']} | {r['pending']} | "
-                f"{r['score']:.2f} / {r['max']:.2f} |"
+                f"| {r['title']} | {r['tests']} | "
+                + " | ".join(str(r[s]) for s in STATUSES)
+                + f" | {r['score']:.2f} / {r['max']:.2f} |"
             )
         lines.append(
-            f"| **total** | {sum(t.outcome == 'passed' for t in self.tests)}/{len(self.tests)} | "
-            f"{sum(t.outcome == 'pending' for t in self.tests)} | **{self.score:.2f} / {self.max_score:.2f}** |"
+            f"| **total** | {len(self.tests)} | "
+            + " | ".join(str(sum(t.status == s for t in self.tests)) for s in STATUSES)
+            + f" | **{self.score:.2f} / {self.max_score:.2f}** |"
         )
         bad: dict[str, int] = {}
         for t in self.tests:
-            if t.outcome not in ("passed", "pending"):
+            if t.status == "failed":
                 bad[t.outcome] = bad.get(t.outcome, 0) + 1
         if bad:
-            lines += ["", "Not passed: " + ", ".join(f"{n} {k}" for k, n in sorted(bad.items()))]
+            lines += ["", "Failed: " + ", ".join(f"{n} {k}" for k, n in sorted(bad.items()))]
+        unused = [t for t in self.tests if t.status == NOT_GRADED]
+        if unused:
+            zero = sum(t.max_points == 0 for t in unused)
+            lines += [
+                "",
+                f"Not graded: {len(unused)} tests ("
+                + ", ".join(
+                    x
+                    for x in (
+                        f"{zero} worth no points in the rubric" if zero else "",
+                        f"{len(unused) - zero} skipped on this runner"
+                        if len(unused) > zero
+                        else "",
+                    )
+                    if x
+                )
+                + "); they count neither as passed nor as failed.",
+            ]
         for title, items in (("Ignored from the submission", self.ignored), ("Notes", self.notes)):
             if items:
                 lines += ["", f"{title}:"] + [
@@ -210,11 +249,9 @@ class GradeResult:
             "testsuite",
             name=self.submission,
             tests=str(len(self.tests)),
-            failures=str(sum(t.outcome == "failed" for t in self.tests)),
-            errors=str(
-                sum(t.outcome in ("error", "timeout", "crashed", "not_run") for t in self.tests)
-            ),
-            skipped=str(sum(t.outcome in ("skipped", "pending") for t in self.tests)),
+            failures=str(sum(t.status == "failed" and t.outcome == "failed" for t in self.tests)),
+            errors=str(sum(t.status == "failed" and t.outcome != "failed" for t in self.tests)),
+            skipped=str(sum(t.status in ("pending", NOT_GRADED) for t in self.tests)),
             time=f"{self.execution_time:.3f}",
         )
         for t in self.tests:
@@ -227,7 +264,9 @@ class GradeResult:
                 time=f"{t.duration:.3f}",
             )
             text = _xml_safe(_truncate(t.output, OUTPUT_CHARS))
-            if t.outcome == "failed":
+            if t.status == NOT_GRADED:
+                ET.SubElement(case, "skipped", message=_xml_safe(f"not graded: {t.output[:200]}"))
+            elif t.outcome == "failed":
                 ET.SubElement(
                     case,
                     "failure",
