@@ -17,6 +17,9 @@ tests (other seeds, shapes and dtypes) and, separately, the written problems of 
 Where the points come from: ``tests/points.json``, generated from the course rubric (never edit
 it by hand). Only public tests (``tests/test_*.py``) are counted; any other tests that ran (the
 staff have more) are counted in one line under the table, not scored.
+When tests reach functions you have not written yet (``tests/not_written.py``), a line under the
+table says where to start: the first part, in the handout's order, whose tests reach one. Test
+files run in that order too (``handout_order``, called from ``tests/conftest.py``).
 A public test file that cannot be collected (a syntax error, a failed import) is listed under the
 table and its part scores nothing, since none of its tests ran. Nothing is printed when no public
 test ran or failed to collect, or with ``--collect-only``; ``-p no:cs336_progress`` turns the
@@ -33,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.not_written import NOT_WRITTEN
 
 POINTS_FILE = "tests/points.json"
 RUBRIC_FILE = "rubric.toml"
@@ -78,6 +83,27 @@ def score(nodeid: str, rules: list[dict]) -> dict:
     return out
 
 
+def handout_order(items: list[pytest.Item], data: dict) -> None:
+    """Sort ``items`` in place so that, within each folder, test files run in the handout's order of
+    parts (the parts' order in ``data``); a file of no part comes after them. Folders keep their
+    order (grading runs the hidden tests apart from the visible ones), and so do the tests of a file
+    and the files of one part."""
+    order = {p["key"]: i for i, p in enumerate(data["parts"])}
+    folders: dict[str, int] = {}
+    files: dict[str, tuple[int, int, int]] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if path not in files:
+            folder = folders.setdefault(path.rpartition("/")[0], len(folders))
+            concept = score(f"{path}::*", data["rules"]).get("concept")
+            files[path] = (folder, order.get(concept, len(order)), len(files))
+
+    def key(item: pytest.Item) -> tuple[int, int, int]:
+        return files[item.nodeid.split("::")[0]]
+
+    items.sort(key=key)
+
+
 @dataclass
 class Row:
     """One part's public tests in this run."""
@@ -90,6 +116,9 @@ class Row:
     fixed: dict[str, float] = field(default_factory=dict)
     # its public test files that failed to collect
     uncollected: list[str] = field(default_factory=list)
+    # the first "not written yet" line of its tests, and how many tests reached a function not written
+    not_written: str = ""
+    stubs: int = 0
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes.values() if o == outcome)
@@ -119,6 +148,7 @@ class Progress:
     def __init__(self, data: dict) -> None:
         self.data = data
         self.outcomes: dict[str, str] = {}
+        self.stubs: dict[str, str] = {}  # nodeid -> the "Implement ..." of the stub it reached
         self.others: set[str] = set()
         self.uncollected: list[str] = []  # public test files that failed to collect
         # set once pytest's summary ran; the table comes after it
@@ -131,6 +161,9 @@ class Progress:
             return
         if report.failed:
             self.outcomes[nodeid] = "failed"
+            text = str(report.longrepr)
+            if text.startswith(NOT_WRITTEN):
+                self.stubs.setdefault(nodeid, text.removeprefix(NOT_WRITTEN))
         elif report.skipped and self.outcomes.get(nodeid) != "failed":
             self.outcomes[nodeid] = "skipped"
         elif report.when == "call" and report.passed and nodeid not in self.outcomes:
@@ -151,6 +184,9 @@ class Progress:
                 unscored.append(nodeid)
                 continue
             row.outcomes[nodeid] = outcome
+            if nodeid in self.stubs:
+                row.stubs += 1
+                row.not_written = row.not_written or self.stubs[nodeid]
             row.weights[nodeid] = float(s.get("weight", 1.0))
             if "points" in s:
                 row.fixed[nodeid] = float(s["points"])
@@ -201,6 +237,12 @@ class Progress:
         )
         parts = len(self.data["parts"])
         notes = []
+        start = next((r for r in rows if r.stubs), None)
+        if start is not None:
+            notes.append(
+                f"Where to start: {start.title} (the first part in the handout's order with functions "
+                f"not written yet: {start.stubs} of its tests reach one, e.g. {start.not_written})."
+            )
         if self.uncollected:
             notes.append(
                 f"Could not be collected (see the errors above), so their parts score 0 here: "

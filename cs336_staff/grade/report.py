@@ -113,7 +113,10 @@ class GradeResult:
             r[t.status] += 1
             r["score"] += t.points
             r["max"] += t.max_points if t.graded else 0.0
-        return sorted(rows.values(), key=lambda r: r["title"])
+        order = {c: i for i, c in enumerate(self.concepts)}  # the parts' order (the rubric's)
+        return sorted(
+            rows.values(), key=lambda r: (order.get(r["concept"], len(order)), r["title"])
+        )
 
     def summary(self) -> str:
         """A Markdown table: one row per concept, then the total and every remark."""
@@ -305,7 +308,10 @@ def write_gradebook(out: Path) -> Path:
                 results.append((d.name, load(d)))
             except (ValueError, KeyError, OSError):
                 continue
-    concepts = sorted({t.concept for _, r in results for t in r.tests})
+    # the parts' columns in the parts' order (``concepts`` lists them as the rubric does), then any other
+    seen = {t.concept for _, r in results for t in r.tests}
+    concepts = [c for c in dict.fromkeys(c for _, r in results for c in r.concepts) if c in seen]
+    concepts += sorted(seen - set(concepts))
     path = out / "gradebook.csv"
     tmp = path.with_suffix(".csv.tmp")
     with open(tmp, "w", newline="") as f:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 
@@ -12,7 +13,7 @@ from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
 from cs336_staff.grade.gradescope import for_gradescope
 from cs336_staff.grade.limits import Limits
-from cs336_staff.grade.report import NOT_GRADED
+from cs336_staff.grade.report import NOT_GRADED, GradeResult, TestResult, write_gradebook
 from cs336_staff.grade.sandbox import probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
 
@@ -89,3 +90,19 @@ def test_a_test_not_graded_is_neither_passed_nor_failed_and_the_counts_add_up(un
         str(sum(s == "pending" for s in status.values())),
         "2",
     ], total
+
+
+def test_gradebook_and_summary_list_the_parts_in_the_handouts_order(tmp_path):
+    """The parts' columns of gradebook.csv and the rows of summary.md follow the rubric's order of
+    parts, not the alphabet (10. after 9., Tokenization after Checkpointing)."""
+    concepts = {f"k{n}": f"{n}. Part {chr(ord('z') - n)}" for n in (1, 2, 9, 10)}
+    tests = [
+        TestResult(f"t::{key}", "passed", 1.0, 1.0, key, "visible", "cpu")
+        for key in sorted(concepts, reverse=True)
+    ]
+    GradeResult("alice", "ok", tests, concepts=concepts).write(tmp_path / "alice")
+    header = next(csv.reader(write_gradebook(tmp_path).read_text().splitlines()))
+    assert [c for c in header if c in concepts] == ["k1", "k2", "k9", "k10"], header
+    summary = (tmp_path / "alice" / "summary.md").read_text()
+    rows = [line.split("|")[1].strip() for line in summary.splitlines() if line.startswith("| ")]
+    assert [r for r in rows if r in concepts.values()] == list(concepts.values()), summary

@@ -45,7 +45,22 @@ visibility = "after_due_date"
 FILES = {
     "tests/__init__.py": "",
     "tests/hidden/__init__.py": "",
-    "tests/conftest.py": "from tests import progress\n\n\ndef pytest_configure(config):\n    progress.register(config)\n",
+    "tests/conftest.py": """
+        from pathlib import Path
+
+        from tests import not_written, progress
+
+
+        def pytest_configure(config):
+            progress.register(config)
+            not_written.register(config)
+
+
+        def pytest_collection_modifyitems(config, items):
+            data = progress.load_points(Path(str(config.rootpath)))
+            if data is not None:
+                progress.handout_order(items, data)
+        """,
     "tests/test_alpha.py": """
         import pytest
 
@@ -79,7 +94,8 @@ def sample(root: Path, rubric: bool = True) -> Path:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"))
-    shutil.copyfile(REPO / "tests" / "progress.py", root / "tests" / "progress.py")
+    for name in ("progress.py", "not_written.py"):
+        shutil.copyfile(REPO / "tests" / name, root / "tests" / name)
     (root / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n'
     )
@@ -172,3 +188,58 @@ def test_stubs_show_zero_and_nothing_prints_without_points_or_public_tests(tmp_p
     assert "public progress" not in pytest_out(root, "-p", "no:cs336_progress")
     bare = sample(tmp_path / "b", rubric=False)
     assert "public progress" not in pytest_out(bare)
+
+
+def test_files_run_in_the_handouts_order_and_the_stub_run_says_where_to_start(tmp_path):
+    """With Beta first in the rubric, Beta's file runs first (the hidden folder keeps its place) and the
+    line under the table names the first part whose tests reach a function not written yet."""
+    root = sample(tmp_path)
+    rubric = (root / "rubric.toml").read_text()
+    alpha, beta = rubric.index("[concepts.alpha]"), rubric.index("[concepts.beta]")
+    rules = rubric.index("[[rules]]")
+    swapped = rubric[:alpha] + rubric[beta:rules].replace("2. Beta", "1. Beta")
+    (root / "rubric.toml").write_text(
+        swapped + rubric[alpha:beta].replace("1. Alpha", "2. Alpha") + rubric[rules:]
+    )
+    collected = pytest_out(root, "--collect-only", "-q").splitlines()
+    files = list(dict.fromkeys(line.split("::")[0] for line in collected if "::" in line))
+    assert files == ["tests/hidden/test_alpha.py", "tests/test_beta.py", "tests/test_alpha.py"], (
+        collected
+    )
+    out = " ".join(pytest_out(root).split())
+    assert (
+        "Where to start: 1. Beta (the first part in the handout's order with functions not written "
+        "yet: 1 of its tests reach one, e.g. Implement heavy in beta.py)"
+    ) in out, out[-1500:]
+    (root / "tests" / "test_beta.py").write_text("def test_light():\n    pass\n")
+    out = " ".join(pytest_out(root).split())
+    assert "Where to start: 2. Alpha" in out, out[-1500:]
+    (root / "tests" / "test_alpha.py").write_text("def test_one():\n    pass\n")
+    assert "Where to start" not in pytest_out(root)
+
+
+def test_the_suites_test_files_run_in_the_parts_order():
+    """tests/conftest.py orders the public test files as cs336_staff/parts.py lists the parts' files."""
+    from cs336_staff.parts import load_parts
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--collect-only",
+            "-q",
+            *sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py")),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    files = list(
+        dict.fromkeys(line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line)
+    )
+    expected = [f for part in load_parts(REPO) for f in part.tests]
+    assert files == expected, proc.stdout[-2000:]
