@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_staff.grade import delegation
+from cs336_staff.grade import delegation, neutral
 from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
@@ -664,7 +664,10 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
         )
         result.write(folder)
     if console:
-        (folder / "console.txt").write_bytes(console.encode("utf-8", "backslashreplace"))
+        # what the submission printed is in it: control characters escaped (a reader may cat it)
+        (folder / "console.txt").write_bytes(
+            neutral.controls(console).encode("utf-8", "backslashreplace")
+        )
     return {
         "name": name,
         "score": result.score,

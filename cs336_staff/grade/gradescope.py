@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from cs336_staff.grade import neutral
 from cs336_staff.grade.container import lock_down
 from cs336_staff.grade.grader import WORKER_OUTPUT, SandboxRefused, grade_one, make_plan
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE
@@ -102,7 +103,8 @@ def for_gradescope(data: dict) -> dict:
         "score": round(sum(float(t["score"]) for t in tests), 2),
         "execution_time": data.get("execution_time", 0),
         "output": output,
-        "output_format": "md",
+        "output_format": "md",  # the summary: a submission's text in it is inert (neutral.markdown)
+        "test_output_format": "text",  # each test's output: shown as written, control characters escaped
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -128,6 +130,12 @@ def staff_console(text: str) -> str:
     return f"{head}\n[... console.txt cut here ...]\n{text[-STDOUT_TAIL:]}"
 
 
+def staff_stdout(console: Path) -> str:
+    """What run_autograder prints of ``console`` (console.txt): ``staff_console`` of it, every control
+    character a submission printed shown escaped (``neutral.controls``), for whoever reads the log."""
+    return staff_console(neutral.controls(console.read_text(errors="replace")))
+
+
 def failed(why: str, elapsed: float) -> dict:
     """results.json for a grading that could not happen (Gradescope shows the output; score 0)."""
     return {
@@ -135,9 +143,10 @@ def failed(why: str, elapsed: float) -> dict:
         "execution_time": round(elapsed),
         "output_format": "md",
         "stdout_visibility": "hidden",
-        "output": f"The autograder could not grade this submission; the course staff have been told:\n\n{why}\n",
+        "output": "The autograder could not grade this submission; the course staff have been told:\n\n"
+        f"{neutral.markdown(why)}\n",
         "tests": [],
-        "extra_data": {"status": "error", "error": why},
+        "extra_data": {"status": "error", "error": neutral.line(why)},
     }
 
 
@@ -178,7 +187,7 @@ def grade(root: Path, limits: Limits = GRADESCOPE_LIMITS) -> dict:
             data = json.loads((out / "submission" / "results.json").read_text())
             console = out / "submission" / "console.txt"
             if console.is_file():  # for the staff: Gradescope keeps stdout, hidden from students
-                print(staff_console(console.read_text()))
+                print(staff_stdout(console))
         return for_gradescope(data)
     except SandboxRefused as e:
         return failed(

@@ -34,6 +34,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cs336_staff.grade import neutral
+
 OUTPUT_CHARS = 4000
 #: A test's ``status`` when it is no part of the grade (``TestResult.graded``).
 NOT_GRADED = "not_graded"
@@ -121,7 +123,7 @@ class GradeResult:
     def summary(self) -> str:
         """A Markdown table: one row per concept, then the total and every remark."""
         lines = [
-            f"## {self.submission}: {self.score:g} / {self.max_score:g} ({self.status})",
+            f"## {neutral.markdown(self.submission)}: {self.score:g} / {self.max_score:g} ({self.status})",
             "",
             "| concept | tests | passed | failed | pending | not graded | points |",
             "|---|---:|---:|---:|---:|---:|---:|",
@@ -163,11 +165,16 @@ class GradeResult:
             ]
         for title, items in (("Ignored from the submission", self.ignored), ("Notes", self.notes)):
             if items:
+                # a submission's text (the names it uploaded, what it raised): inert in Markdown and HTML
                 lines += ["", f"{title}:"] + [
-                    f"- {x.splitlines()[0] if x else x}" for x in items[:50]
+                    f"- {neutral.markdown(x.splitlines()[0] if x else x)}" for x in items[:50]
                 ]
         if self.isolation:
-            lines += ["", "Isolation: " + "; ".join(f"{k}: {v}" for k, v in self.isolation.items())]
+            lines += [
+                "",
+                "Isolation: "
+                + "; ".join(f"{k}: {neutral.markdown(str(v))}" for k, v in self.isolation.items()),
+            ]
         return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------------------------ Gradescope
@@ -177,6 +184,7 @@ class GradeResult:
             "execution_time": round(self.execution_time),
             "output": self.summary(),
             "output_format": "md",
+            "test_output_format": "text",
             "visibility": "visible",
             "stdout_visibility": "hidden",
             "tests": [
@@ -185,7 +193,8 @@ class GradeResult:
                     "score": round(t.points, 6),
                     "max_score": round(t.max_points, 6),
                     "status": t.status,
-                    "output": _truncate(t.output, OUTPUT_CHARS),
+                    # what the submission printed or raised: plain text (test_output_format), no controls
+                    "output": neutral.controls(_truncate(t.output, OUTPUT_CHARS)),
                     "visibility": t.visibility,
                     "tags": [t.concept],
                     "extra_data": {
@@ -266,19 +275,29 @@ class GradeResult:
                 name=name or path,
                 time=f"{t.duration:.3f}",
             )
-            text = _xml_safe(_truncate(t.output, OUTPUT_CHARS))
+            text = _xml_safe(neutral.controls(_truncate(t.output, OUTPUT_CHARS)))
             if t.status == NOT_GRADED:
-                ET.SubElement(case, "skipped", message=_xml_safe(f"not graded: {t.output[:200]}"))
+                ET.SubElement(
+                    case,
+                    "skipped",
+                    message=_xml_safe(neutral.line(f"not graded: {t.output[:200]}")),
+                )
             elif t.outcome == "failed":
                 ET.SubElement(
                     case,
                     "failure",
-                    message=_xml_safe(t.output.splitlines()[-1][:200] if t.output else "failed"),
+                    message=_xml_safe(
+                        neutral.line(t.output.splitlines()[-1][:200] if t.output else "failed")
+                    ),
                 ).text = text
             elif t.outcome in ("error", "timeout", "crashed", "not_run"):
                 ET.SubElement(case, "error", message=t.outcome).text = text
             elif t.outcome in ("skipped", "pending"):
-                ET.SubElement(case, "skipped", message=_xml_safe(f"{t.outcome}: {t.output[:200]}"))
+                ET.SubElement(
+                    case,
+                    "skipped",
+                    message=_xml_safe(neutral.line(f"{t.outcome}: {t.output[:200]}")),
+                )
         ET.indent(suites)
         return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 
@@ -335,9 +354,9 @@ def write_gradebook(out: Path) -> Path:
             pct = 100 * r.score / r.max_score if r.max_score else 0.0
             remarks = "; ".join(n.splitlines()[0] for n in r.notes if n)[:300]
             w.writerow(
-                [
-                    name,
-                    r.status,
+                [  # a name or a remark may be a submission's text: no cell a spreadsheet runs
+                    neutral.cell(name),
+                    neutral.cell(r.status),
                     f"{r.score:.4g}",
                     f"{r.max_score:.4g}",
                     f"{pct:.1f}",
@@ -345,7 +364,7 @@ def write_gradebook(out: Path) -> Path:
                     sum(t.outcome == "pending" for t in r.tests),
                     f"{r.execution_time:.1f}",
                     r.sha256[:12],
-                    remarks,
+                    neutral.cell(remarks),
                 ]
             )
     os.replace(tmp, path)

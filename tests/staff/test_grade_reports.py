@@ -9,9 +9,10 @@ import re
 
 import pytest
 
+from cs336_staff.grade import neutral
 from cs336_staff.grade.batch import run_batch
 from cs336_staff.grade.grader import make_plan
-from cs336_staff.grade.gradescope import for_gradescope
+from cs336_staff.grade.gradescope import for_gradescope, staff_stdout
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.report import NOT_GRADED, GradeResult, TestResult, write_gradebook
 from cs336_staff.grade.sandbox import probe
@@ -106,3 +107,105 @@ def test_gradebook_and_summary_list_the_parts_in_the_handouts_order(tmp_path):
     summary = (tmp_path / "alice" / "summary.md").read_text()
     rows = [line.split("|")[1].strip() for line in summary.splitlines() if line.startswith("| ")]
     assert [r for r in rows if r in concepts.values()] == list(concepts.values()), summary
+
+
+ESC_SEQUENCES = (
+    "\x1b[2J\x1b[H\x1b]0;owned\x07"  # clear the screen, home the cursor, retitle the window
+)
+OSC8 = "\x1b]8;;https://evil.example/\x07click me\x1b]8;;\x07"  # a link that shows other text
+IMG = "<img src=x onerror=alert(1)>"
+JS_LINK = "[x](javascript:alert(1))"
+HOSTILE_CALC = calc_with(
+    f"print({ESC_SEQUENCES + OSC8 + IMG + JS_LINK!r})",
+    mul=f"raise ValueError({OSC8 + ESC_SEQUENCES + IMG!r})",
+)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    """A submission named -2-3 that prints and raises escape sequences, an OSC 8 link and HTML, and
+    uploads files named as HTML and a javascript: link (ignored, so named in the report)."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    root = make_staff_repo(tmp / "repo")
+    sub = make_zip(
+        tmp / "-2-3.zip",
+        {f"{IMG}.txt": "x", f"{JS_LINK}.txt": "x", f"notes\x1b[31m{OSC8}.txt": "x"},
+        calc=HOSTILE_CALC,
+    )
+    plan = make_plan(
+        root,
+        limits=Limits(test_timeout=5, run_timeout=60),
+        cache_dir=tmp / ".cache",
+        insecure=INSECURE,
+    )
+    run_batch([sub], tmp / "out", plan, progress=False)
+    return tmp / "out"
+
+
+def _raw_strings(value):
+    """Every string in a parsed JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _raw_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _raw_strings(v)
+
+
+def test_a_submissions_text_is_inert_in_every_report(hostile):
+    """No control character in results.json (nor in what Gradescope gets), console.txt or
+    run_autograder's stdout: each shows as its escape; no live HTML or link in summary.md or Gradescope's
+    Markdown output; each test's output declared plain text; no formula in gradebook.csv."""
+    folder = hostile / "-2-3"
+    data = json.loads((folder / "results.json").read_text())
+    shown = for_gradescope(data)
+    for where, value in (("results.json", data), ("Gradescope's results.json", shown)):
+        bad = [s for s in _raw_strings(value) if re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", s)]
+        assert not bad, f"{where} holds control characters: {bad[:3]!r}"
+    mul = next(t for t in data["tests"] if t["name"].endswith("test_mul_matches_python"))
+    assert "\\x1b]8;;https://evil.example/\\x07click me" in mul["output"], mul["output"][-800:]
+    assert shown["output_format"] == "md" and shown["test_output_format"] == "text"
+
+    console = (folder / "console.txt").read_bytes()
+    assert b"\x1b" not in console and b"\x07" not in console
+    assert b"\\x1b[2J" in console, console[-2000:]
+    stdout = staff_stdout(folder / "console.txt")
+    assert "\x1b" not in stdout and "\\x1b]0;owned\\x07" in stdout
+
+    for where, text in (
+        ("summary.md", (folder / "summary.md").read_text()),
+        ("output", shown["output"]),
+    ):
+        assert IMG not in text and "<img" not in text, f"{where} holds live HTML:\n{text}"
+        assert not re.search(r"(?<!\\)\]\(javascript", text), f"{where} holds a live link:\n{text}"
+        assert "\x1b" not in text
+        assert "&lt;img src=x onerror=alert(1)&gt;" in text, (
+            f"{where} lost the ignored name:\n{text}"
+        )
+        assert "\\[x\\](javascript:alert(1))" in text, text
+
+    rows = list(csv.reader((hostile / "gradebook.csv").read_text().splitlines()))
+    assert rows[1][0] == "'-2-3", rows[1]
+    formula = ("=", "+", "-", "@", "\t", "\r")
+    assert not [c for row in rows for c in row if c.startswith(formula)], rows
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("-2-3", "'-2-3"),
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\t=1", "\\t=1"),
+        ("\r=1", "\\r=1"),
+        ("alice-2", "alice-2"),
+    ],
+)
+def test_no_gradebook_cell_is_a_formula(text, expected):
+    """OWASP's advice on CSV injection: a cell that starts as a formula starts with ' instead; a tab or a
+    carriage return is shown escaped, so the cell starts with a backslash."""
+    assert neutral.cell(text) == expected
