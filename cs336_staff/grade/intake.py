@@ -178,7 +178,10 @@ def _read_zip(path: Path, intake: Intake, max_bytes: int) -> None:
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as e:
-        intake.error = f"corrupt zip: {path.name} is not a readable zip archive ({e})"
+        intake.error = (
+            f"corrupt zip: {path.name} is not a readable zip archive ({e}); a submission is the .zip that "
+            "`bash make_submission.sh` builds, or a folder with cs336_assignment/ and adapters.py"
+        )
         return
     with zf:
         infos = zf.infolist()
