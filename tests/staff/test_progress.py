@@ -243,3 +243,131 @@ def test_the_suites_test_files_run_in_the_parts_order():
     )
     expected = [f for part in load_parts(REPO) for f in part.tests]
     assert files == expected, proc.stdout[-2000:]
+
+
+def test_a_part_whose_files_did_not_all_run_says_partial_instead_of_points(tmp_path):
+    """One of a part's two files run, or -k leaving some tests out: `partial`, how many ran, and which
+    file did not; a part that ran whole keeps its points."""
+    root = sample(tmp_path)
+    (root / "tests" / "test_alpha_more.py").write_text("def test_three():\n    pass\n")
+    out = pytest_out(root, "tests/test_alpha.py", "tests/test_beta.py")
+    lines = out.splitlines()
+    assert next(line for line in lines if line.startswith("1. Alpha")).split()[-1] == "partial", out
+    assert next(line for line in lines if line.startswith("2. Beta")).split()[-1] == "2.0/6", out
+    flat = " ".join(out.split())
+    assert "1. Alpha: partial: 3 tests ran; tests/test_alpha_more.py did not run." in flat, out
+    out = " ".join(pytest_out(root, "-k", "one or beta or three").split())
+    assert "1. Alpha: partial: 2 of 4 tests ran." in out, out
+    whole = pytest_out(root)
+    assert "partial" not in whole, whole
+    picked = pytest_out(root, "tests/test_alpha.py::test_one", "tests/test_alpha_more.py")
+    assert "tests/test_alpha.py (only the tests named)" in " ".join(picked.split()), picked
+
+
+RULED = {
+    "tests/conftest.py": """
+        from tests import progress, rules
+
+
+        def pytest_configure(config):
+            progress.register(config)
+            rules.register(config)
+        """,
+    "tests/rules.toml": """
+        [parts.alpha]
+        may_use = "Python"
+
+        [parts.beta]
+        may_use = "Python"
+
+        [[rules]]
+        id = "no-prod"
+        short = "math.prod"
+        part = "alpha"
+        forbidden = ["math.prod"]
+        says = "math.prod may not be used: multiply yourself"
+        """,
+    "adapters.py": """
+        from cs336_assignment import alpha, beta
+
+        # ----------------------------------------------------------------------------------------
+        # 1. Alpha
+        # ----------------------------------------------------------------------------------------
+
+
+        def run_prod(xs):
+            return alpha.prod(xs)
+
+
+        def run_total(xs):
+            return alpha.total(xs)
+
+
+        # ----------------------------------------------------------------------------------------
+        # 2. Beta
+        # ----------------------------------------------------------------------------------------
+
+
+        def run_double(x):
+            return beta.double(x)
+        """,
+    "cs336_assignment/__init__.py": "",
+    "cs336_assignment/alpha.py": """
+        import math
+
+
+        def prod(xs):
+            return math.prod(xs)
+
+
+        def total(xs):
+            return sum(xs)
+        """,
+    "cs336_assignment/beta.py": "def double(x):\n    return 2 * x\n",
+    "tests/test_alpha.py": """
+        import adapters
+
+
+        def test_prod():
+            assert adapters.run_prod([2, 3]) == 6
+
+
+        def test_total():
+            assert adapters.run_total([2, 3]) == 5
+        """,
+    "tests/test_beta.py": "import adapters\n\n\ndef test_double():\n    assert adapters.run_double(4) == 8\n",
+}
+
+
+def test_a_test_that_reaches_a_rule_break_earns_nothing_in_the_table_as_in_grading(tmp_path):
+    """math.prod in Alpha's code: the test that reaches it scores 0 (the other Alpha test and Beta's keep
+    theirs); a break of a rule of every part (sys._getframe, here in Beta's code) costs every test."""
+    root = sample(tmp_path)
+    for rel, text in RULED.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text).lstrip("\n"))
+    shutil.copyfile(REPO / "tests" / "rules.py", root / "tests" / "rules.py")
+    out = pytest_out(root)
+    lines = out.splitlines()
+    assert "RULE adapters.run_prod reaches math.prod" in out, out
+    assert next(line for line in lines if line.startswith("1. Alpha")).split()[2:] == [
+        "1/2",
+        "1",
+        "0",
+        "5.0/10",
+    ], out
+    assert next(line for line in lines if line.startswith("2. Beta")).split()[-1] == "6.0/6", out
+    assert "1 tests passed but earn no points here, as in grading" in " ".join(out.split()), out
+
+    with open(root / "tests" / "rules.toml", "a") as f:
+        f.write(
+            '\n[[rules]]\nid = "no-reaching-the-tests"\nshort = "the interpreter\'s insides"\n'
+            'part = "all"\nforbidden = ["sys._getframe"]\nsays = "no frames"\n'
+        )
+    (root / "cs336_assignment" / "beta.py").write_text(
+        "import sys\n\n\ndef double(x):\n    sys._getframe(0)\n    return 2 * x\n"
+    )
+    out = pytest_out(root)
+    lines = out.splitlines()
+    assert next(line for line in lines if line.startswith("1. Alpha")).split()[-1] == "0.0/10", out
+    assert next(line for line in lines if line.startswith("2. Beta")).split()[-1] == "0.0/6", out
