@@ -962,7 +962,7 @@ class Report:
 
 
 # ------------------------------------------------------------------------------------------------
-# Which tests a violation costs (grading: cs336_staff/grade/delegation.py; your run: the table)
+# Which tests a violation costs (the same decision in grading and in the table of your run)
 # ------------------------------------------------------------------------------------------------
 
 _SECTION = re.compile(r"^#\s+(?:(\d+)\.\s+)?(\S.*?)\s*$")
