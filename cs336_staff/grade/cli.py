@@ -253,7 +253,8 @@ def _under(out: Path, rows: list[dict], percent: float) -> bool:
 
     under = False
     for r in rows:
-        tests = [t for t in load(out / r["name"]).tests if t.outcome != "pending"]
+        # graded here: neither pending for another runner nor not graded at all (report.TestResult.graded)
+        tests = [t for t in load(out / r["name"]).tests if t.outcome != "pending" and t.graded]
         here, got = sum(t.max_points for t in tests), sum(t.points for t in tests)
         if here and 100 * got / here < percent - 1e-6:
             under = True
