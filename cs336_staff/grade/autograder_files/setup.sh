@@ -51,4 +51,4 @@ export UV_PYTHON_INSTALL_DIR="$env_dir/python" UV_PROJECT_ENVIRONMENT="$env_dir/
 cd "$source_dir"
 "$uv" sync --frozen --no-install-project --python "$python_version"
 chmod -R a+rX "$env_dir"
-"$env_dir/venv/bin/python" -c "import torch, pytest, safetensors; print('cs336 autograder environment ready: torch', torch.__version__)"
+"$env_dir/venv/bin/python" -c "import torch, pytest; print('cs336 autograder environment ready: torch', torch.__version__)"
