@@ -3,6 +3,11 @@
 Each subcommand lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``.
 Modules are imported only when their subcommand runs, so ``cs336 --help`` stays instant.
 
+Bad input ends in one line, in argparse's form, on stderr: ``cs336 CMD: error: what is wrong and
+what to do``, exit status 2. argparse says it for what it checks itself (after its usage line); a
+command raises ``CommandError`` for what it finds later (a flag's value this machine cannot honour,
+a file in the way), and ``main`` prints it the same way, never a traceback.
+
     $ uv run cs336 --help
     $ uv run cs336 train --steps 200
 """
@@ -58,6 +63,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class CommandError(Exception):
+    """Bad input to a command, found after parsing: ``main`` prints ``cs336 CMD: error: MESSAGE`` and
+    returns ``status`` (2, as argparse; 1 for a command whose own check failed). The message names
+    flags as typed (``--gpus``) and says what to do."""
+
+    def __init__(self, message: object, status: int = 2) -> None:
+        super().__init__(str(message))
+        self.status = status
+
+
 def _available() -> dict[str, tuple[str, str]]:
     """Commands whose top-level package is importable in this tree (a staff checkout without its
     staff dependencies still gets the student commands)."""
@@ -83,7 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     cmd_parser = argparse.ArgumentParser(prog=f"cs336 {name}", description=module.__doc__)
     cmd_parser.formatter_class = argparse.RawDescriptionHelpFormatter
     module.add_arguments(cmd_parser)
-    return int(module.run(cmd_parser.parse_args(rest)) or 0)
+    try:
+        args = cmd_parser.parse_args(rest)
+    except SystemExit as e:  # argparse printed its error (or --help): the status, as a return value
+        return e.code if isinstance(e.code, int) else 2
+    try:
+        return int(module.run(args) or 0)
+    except CommandError as e:
+        sys.stdout.flush()  # the error comes last, on a line of its own
+        print(f"{cmd_parser.prog}: error: {e}", file=sys.stderr)
+        return e.status
 
 
 if __name__ == "__main__":

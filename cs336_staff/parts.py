@@ -42,14 +42,11 @@ from pathlib import Path
 from cs336_staff import rules_docs
 from cs336_staff.markers import OPTIONAL, Region, find_regions, is_staff_only
 from cs336_staff.rubric import Rubric
-from cs336_staff.worker.adapter_rule import is_adapter
-from tests.rules import load_rules
+from tests.rules import adapter_sections, load_rules
 
 PACKAGE = "cs336_assignment"
 TITLE = re.compile(r"^(\d+)\.\s+(\S.*)$")
 README_BEGIN, README_END = "<!-- parts:begin -->", "<!-- parts:end -->"
-_SECTION = re.compile(r"^#\s+(?:(\d+)\.\s+)?(\S.*?)\s*$")
-_DEF = re.compile(r"^def\s+(\w+)")
 
 
 #: Which other parts' public test files execute each part's solution functions, as ``cs336 audit``
@@ -115,29 +112,6 @@ def module_files(repo: Path, module: str) -> list[str]:
             if "__pycache__" not in p.parts
         )
     return [f for f in files if not is_staff_only((repo / f).read_text(encoding="utf-8"))]
-
-
-def adapter_sections(
-    adapters_source: str,
-) -> tuple[dict[str, int | None], list[tuple[int | None, str, int]]]:
-    """Adapter name -> the number of its ``adapters.py`` section (None: an unnumbered section), and
-    the section headers as (number, text, line). A header is the comment line after a ``# ---`` rule."""
-    owner: dict[str, int | None] = {}
-    headers: list[tuple[int | None, str, int]] = []
-    current: int | None = None
-    lines = adapters_source.splitlines()
-    for i, line in enumerate(lines):
-        if (
-            i
-            and lines[i - 1].startswith("# ---")
-            and (m := _SECTION.match(line))
-            and not line.startswith("# ---")
-        ):
-            current = int(m.group(1)) if m.group(1) else None
-            headers.append((current, m.group(2), i + 1))
-        elif (m := _DEF.match(line)) and is_adapter(m.group(1)):
-            owner[m.group(1)] = current
-    return owner, headers
 
 
 def _graded_files(rubric: Rubric, files: list[str]) -> dict[str, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.parts import PartsError, load_parts, problems, readme_table, with_readme_block
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +47,5 @@ def run(args: argparse.Namespace) -> int:
         if not (args.write or args.check):
             print(readme_table(parts))
     except PartsError as e:
-        print(f"parts: error: {e}")
-        return 1
+        raise CommandError(e, status=1) from None
     return 0

@@ -4,6 +4,9 @@ the rules check.
 At the end of a run, tests/rules.py reads your code (it runs nothing) and prints a line, in the
 rule's words, for each graded function that reaches an API tests/rules.toml forbids.
 
+Test files run in the handout's order of parts (tests/progress.py, ``handout_order``), so the first
+failures you read are those of the first part.
+
 The device markers (gpu, fp8, h100) and what each needs are defined in tests/devices.py; a test
 whose device is missing is skipped with the reason.
 
@@ -65,6 +68,9 @@ def _capability() -> tuple[int, int] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    data = progress.load_points(Path(str(config.rootpath)))
+    if data is not None:  # test files run in the handout's order of parts
+        progress.handout_order(items, data)
     cap = _capability()
     for item in items:
         reason = skip_reason({m.name for m in item.iter_markers()}, cap)

@@ -11,12 +11,19 @@ part, as the very last thing ``uv run pytest`` prints (after pytest's own summar
 
 A part's points here are its rubric points times the (weighted) share of its public tests that
 passed, among those that ran: skipped tests (GPU tests on a machine without one) are left out,
-since staff grade them on GPU runners. This is an estimate: your grade also counts the hidden
+since staff grade them on GPU runners. As in grading, a test that passed but reached code that
+breaks the assignment's rules (the ``RULE`` lines above the table, tests/rules.py) earns nothing
+here. A part whose public test files did not all run (``uv run pytest tests/test_bpe_train.py``,
+``-k flop``) shows ``partial`` instead of points, and a line under the table says how many of its
+tests ran and which files did not. This is an estimate: your grade also counts the hidden
 tests (other seeds, shapes and dtypes) and, separately, the written problems of assignment.pdf.
 
 Where the points come from: ``tests/points.json``, generated from the course rubric (never edit
 it by hand). Only public tests (``tests/test_*.py``) are counted; any other tests that ran (the
 staff have more) are counted in one line under the table, not scored.
+When tests reach functions you have not written yet (``tests/not_written.py``), a line under the
+table says where to start: the first part, in the handout's order, whose tests reach one. Test
+files run in that order too (``handout_order``, called from ``tests/conftest.py``).
 A public test file that cannot be collected (a syntax error, a failed import) is listed under the
 table and its part scores nothing, since none of its tests ran. Nothing is printed when no public
 test ran or failed to collect, or with ``--collect-only``; ``-p no:cs336_progress`` turns the
@@ -33,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from tests.not_written import NOT_WRITTEN
 
 POINTS_FILE = "tests/points.json"
 RUBRIC_FILE = "rubric.toml"
@@ -78,6 +87,27 @@ def score(nodeid: str, rules: list[dict]) -> dict:
     return out
 
 
+def handout_order(items: list[pytest.Item], data: dict) -> None:
+    """Sort ``items`` in place so that, within each folder, test files run in the handout's order of
+    parts (the parts' order in ``data``); a file of no part comes after them. Folders keep their
+    order (grading runs the hidden tests apart from the visible ones), and so do the tests of a file
+    and the files of one part."""
+    order = {p["key"]: i for i, p in enumerate(data["parts"])}
+    folders: dict[str, int] = {}
+    files: dict[str, tuple[int, int, int]] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        if path not in files:
+            folder = folders.setdefault(path.rpartition("/")[0], len(folders))
+            concept = score(f"{path}::*", data["rules"]).get("concept")
+            files[path] = (folder, order.get(concept, len(order)), len(files))
+
+    def key(item: pytest.Item) -> tuple[int, int, int]:
+        return files[item.nodeid.split("::")[0]]
+
+    items.sort(key=key)
+
+
 @dataclass
 class Row:
     """One part's public tests in this run."""
@@ -90,6 +120,18 @@ class Row:
     fixed: dict[str, float] = field(default_factory=dict)
     # its public test files that failed to collect
     uncollected: list[str] = field(default_factory=list)
+    # the first "not written yet" line of its tests, and how many tests reached a function not written
+    not_written: str = ""
+    stubs: int = 0
+    # tests that passed but reached a rule break (no points, as in grading); tests deselected (-k, -m);
+    # its public test files of which nothing ran
+    rule_breaks: int = 0
+    deselected: int = 0
+    not_run: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.deselected or self.not_run)
 
     def count(self, outcome: str) -> int:
         return sum(1 for o in self.outcomes.values() if o == outcome)
@@ -116,9 +158,15 @@ class Row:
 class Progress:
     """Collects the outcome of every public test and prints the per-part table at the end."""
 
-    def __init__(self, data: dict) -> None:
+    def __init__(self, data: dict, root: Path | None = None) -> None:
         self.data = data
+        self.root = root  # where tests/test_*.py are: a part whose files did not all run is partial
+        self.deselected: set[str] = set()  # public tests -k / -m left out
+        self.picked: set[str] = (
+            set()
+        )  # files of which the command line named single tests (FILE::test)
         self.outcomes: dict[str, str] = {}
+        self.stubs: dict[str, str] = {}  # nodeid -> the "Implement ..." of the stub it reached
         self.others: set[str] = set()
         self.uncollected: list[str] = []  # public test files that failed to collect
         # set once pytest's summary ran; the table comes after it
@@ -131,17 +179,35 @@ class Progress:
             return
         if report.failed:
             self.outcomes[nodeid] = "failed"
+            text = str(report.longrepr)
+            if text.startswith(NOT_WRITTEN):
+                self.stubs.setdefault(nodeid, text.removeprefix(NOT_WRITTEN))
         elif report.skipped and self.outcomes.get(nodeid) != "failed":
             self.outcomes[nodeid] = "skipped"
         elif report.when == "call" and report.passed and nodeid not in self.outcomes:
             self.outcomes[nodeid] = "passed"
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        for arg in session.config.args:
+            path, sep, _ = str(arg).partition("::")
+            if sep and self.root is not None:
+                try:
+                    self.picked.add(
+                        Path(path).resolve().relative_to(self.root.resolve()).as_posix()
+                    )
+                except ValueError:
+                    continue
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected.update(i.nodeid for i in items if i.nodeid.startswith(PUBLIC_PREFIX))
+
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed and report.nodeid.startswith(PUBLIC_PREFIX):
             self.uncollected.append(report.nodeid.split("::")[0])
 
-    def rows(self) -> tuple[list[Row], list[str]]:
-        """The parts with public tests in this run, in the rubric's order; and unscored tests."""
+    def rows(self, lost: dict[str, list[str]] | None = None) -> tuple[list[Row], list[str]]:
+        """The parts with public tests in this run, in the rubric's order; and unscored tests.
+        ``lost``: the tests whose points the rules take (``rules.LocalWarning.lost``)."""
         rows = {p["key"]: Row(p["title"], p["points"]) for p in self.data["parts"]}
         unscored = []
         for nodeid, outcome in self.outcomes.items():
@@ -150,7 +216,13 @@ class Progress:
             if row is None:
                 unscored.append(nodeid)
                 continue
+            if outcome == "passed" and nodeid in (lost or {}):
+                outcome = "failed"  # as grading has it: no points, the RULE lines say why
+                row.rule_breaks += 1
             row.outcomes[nodeid] = outcome
+            if nodeid in self.stubs:
+                row.stubs += 1
+                row.not_written = row.not_written or self.stubs[nodeid]
             row.weights[nodeid] = float(s.get("weight", 1.0))
             if "points" in s:
                 row.fixed[nodeid] = float(s["points"])
@@ -160,7 +232,42 @@ class Progress:
             row = rows.get(score(f"{path}::*", self.data["rules"]).get("concept"))
             if row is not None:
                 row.uncollected.append(path)
-        return [r for r in rows.values() if r.outcomes or r.uncollected], unscored
+        seen = {n.split("::")[0] for n in [*self.outcomes, *self.deselected]} | set(
+            self.uncollected
+        )
+        for nodeid in self.deselected:
+            row = rows.get(score(nodeid, self.data["rules"]).get("concept"))
+            if row is not None:
+                row.deselected += 1
+        for path in self.public_files():
+            row = rows.get(score(f"{path}::*", self.data["rules"]).get("concept"))
+            if row is not None and path not in seen:
+                row.not_run.append(path)
+            elif row is not None and path in self.picked:
+                row.not_run.append(f"{path} (only the tests named)")
+        shown = [r for r in rows.values() if r.outcomes or r.uncollected]
+        return shown, unscored
+
+    def public_files(self) -> list[str]:
+        """The public test files (``tests/test_*.py``) of the tree, as node ids name them."""
+        if self.root is None:
+            return []
+        return sorted(
+            p.relative_to(self.root).as_posix() for p in (self.root / "tests").glob("test_*.py")
+        )
+
+    def lost(self, config: pytest.Config) -> dict[str, list[str]]:
+        """The public tests that passed whose points the rules take (tests/rules.py decides, from the
+        adapters each test called), as grading would."""
+        rules = config.pluginmanager.get_plugin("cs336_rules")
+        if rules is None or not hasattr(rules, "lost"):
+            return {}
+        passed = {
+            n: score(n, self.data["rules"]).get("concept")
+            for n, o in self.outcomes.items()
+            if o == "passed"
+        }
+        return rules.lost(passed, [p["key"] for p in self.data["parts"]])
 
     def pytest_terminal_summary(self, exitstatus: int) -> None:
         self.exitstatus = exitstatus
@@ -171,7 +278,7 @@ class Progress:
         tr = config.pluginmanager.get_plugin("terminalreporter")
         if tr is None or self.exitstatus is None or config.option.collectonly:
             return
-        rows, unscored = self.rows()
+        rows, unscored = self.rows(self.lost(config))
         if not rows:
             return
         width = max(len("part"), *(len(r.title) for r in rows))
@@ -187,20 +294,50 @@ class Progress:
                 got = (0.0, float(r.points or 0))
             if got is None:
                 pts = "-"
+            elif r.partial and not r.uncollected:  # its points would say more than this run knows
+                pts = "partial"
             else:
                 earned_total, stake_total = earned_total + got[0], stake_total + got[1]
                 pts = f"{got[0]:.1f}/{got[1]:g}"
             line = f"{r.title:<{width}}  {r.count('passed'):>4}/{n:<4}  {r.count('failed'):>6}  {r.count('skipped'):>7}  {pts:>11}"
             tr.write_line(
                 line,
-                green=got is not None and got[0] == got[1] > 0,
+                green=got is not None and got[0] == got[1] > 0 and not r.partial,
                 red=r.count("failed") > 0 or bool(r.uncollected),
             )
-        tr.write_line(
-            f"{'total':<{width}}  {'':>9}  {'':>6}  {'':>7}  {f'{earned_total:.1f}/{stake_total:g}':>11}"
-        )
+        total = f"{earned_total:.1f}/{stake_total:g}"
+        if any(r.partial and not r.uncollected for r in rows):  # the parts that ran whole, if any
+            total = f"{total} +partial" if stake_total else "partial"
+        tr.write_line(f"{'total':<{width}}  {'':>9}  {'':>6}  {'':>7}  {total:>11}")
         parts = len(self.data["parts"])
         notes = []
+        start = next((r for r in rows if r.stubs), None)
+        if start is not None:
+            notes.append(
+                f"Where to start: {start.title} (the first part in the handout's order with functions "
+                f"not written yet: {start.stubs} of its tests reach one, e.g. {start.not_written})."
+            )
+        for r in rows:
+            if r.partial and not r.uncollected:
+                ran = len(r.outcomes)
+                what = (
+                    f"{ran} of {ran + r.deselected} tests ran"
+                    if r.deselected
+                    else f"{ran} tests ran"
+                )
+
+                if r.not_run:
+                    what += f"; {', '.join(r.not_run)} did not run"
+                notes.append(
+                    f"{r.title}: partial: {what}. Run all of its tests for its points (and for the "
+                    "total): `uv run pytest` with no -k, or with every file of the part."
+                )
+        breaks = sum(r.rule_breaks for r in rows)
+        if breaks:
+            notes.append(
+                f"{breaks} tests passed but earn no points here, as in grading: they reach code that "
+                "breaks the assignment's rules (the RULE lines above)."
+            )
         if self.uncollected:
             notes.append(
                 f"Could not be collected (see the errors above), so their parts score 0 here: "
@@ -230,4 +367,4 @@ def register(config: pytest.Config) -> None:
     """Register the summary (called from ``tests/conftest.py``) if points data is found."""
     data = load_points(Path(str(config.rootpath)))
     if data is not None and not config.pluginmanager.has_plugin("cs336_progress"):
-        config.pluginmanager.register(Progress(data), "cs336_progress")
+        config.pluginmanager.register(Progress(data, Path(str(config.rootpath))), "cs336_progress")

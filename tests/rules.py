@@ -22,7 +22,8 @@ do not count); in grading, code that equals the handout built from the staff's r
 
 Your local ``uv run pytest`` prints each violation in the rule's words at the end of the run
 (before the per-part table); the graders run the same check on your submission and give no points
-to the tests that call an adapter which reaches a violation.
+to the tests that call an adapter which reaches a violation (``costs`` says which), and so does the
+per-part table of your run: it records which adapters each test called (``LocalWarning``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib
 import re
 import tomllib
 from collections import deque
@@ -958,6 +960,77 @@ class Report:
         return out
 
 
+# ------------------------------------------------------------------------------------------------
+# Which tests a violation costs (the same decision in grading and in the table of your run)
+# ------------------------------------------------------------------------------------------------
+
+_SECTION = re.compile(r"^#\s+(?:(\d+)\.\s+)?(\S.*?)\s*$")
+_DEF = re.compile(r"^def\s+(\w+)")
+
+
+def adapter_sections(
+    adapters_source: str,
+) -> tuple[dict[str, int | None], list[tuple[int | None, str, int]]]:
+    """Adapter name -> the number of its ``adapters.py`` section (None: an unnumbered section), and
+    the section headers as (number, text, line). A header is the comment line after a ``# ---`` rule."""
+    owner: dict[str, int | None] = {}
+    headers: list[tuple[int | None, str, int]] = []
+    current: int | None = None
+    lines = adapters_source.splitlines()
+    for i, line in enumerate(lines):
+        if (
+            i
+            and lines[i - 1].startswith("# ---")
+            and (m := _SECTION.match(line))
+            and not line.startswith("# ---")
+        ):
+            current = int(m.group(1)) if m.group(1) else None
+            headers.append((current, m.group(2), i + 1))
+        elif (m := _DEF.match(line)) and m.group(1).startswith(("run_", "get_")):
+            owner[m.group(1)] = current
+    return owner, headers
+
+
+def part_of(file: str, parts: set[str]) -> str | None:
+    """The part whose module holds ``file`` (``cs336_assignment/optim.py`` -> optim); None: no part's."""
+    pieces = file.split("/")
+    if len(pieces) < 2 or pieces[0] != PACKAGE:
+        return None
+    key = pieces[1].removesuffix(".py")
+    return key if key in parts else None
+
+
+def costs(
+    report: Report,
+    reached: set[str],
+    concept: str | None,
+    parts: set[str],
+    sections: dict[str, str],
+) -> list[Violation]:
+    """The violations that take the points of a test of part ``concept`` that reached the adapters
+    ``reached`` (``sections``: adapter -> the part of its ``adapters.py`` section).
+
+    A violation costs the tests of the part whose code holds it (its module; in ``adapters.py``, the
+    adapter's section), and every test reaching it when it lies in code of no part (``validation.py``,
+    ``cli.py``): delegation costs points where it is, as a bug does. A violation of a rule of every
+    part (reaching the tests or the interpreter's insides) costs every test, reached or not: such
+    code can change any test that runs after it in the same process."""
+    by_adapter = report.by_adapter()
+
+    def part(v: Violation) -> str | None:
+        file = v.where.split(":")[0]
+        return sections.get(v.adapter) if file == f"{ENTRY_MODULE}.py" else part_of(file, parts)
+
+    everywhere = [v for a in sorted(by_adapter) for v in by_adapter[a] if v.rule.part == ALL_PARTS]
+    hits = [
+        v
+        for a in sorted(reached)
+        for v in by_adapter.get(a, [])
+        if v.rule.part != ALL_PARTS and part(v) in (concept, None)
+    ]
+    return list(dict.fromkeys(everywhere + hits))
+
+
 #: (file, line, what) -> whether it lies in given code, unchanged, that draws the same finding there.
 Given = Callable[[str, int, str], bool]
 
@@ -1090,16 +1163,79 @@ def check_tree(root: Path, book: RuleBook | None = None) -> Report:
 
 
 class LocalWarning:
-    """Prints the violations of the code under test at the end of the run, before the per-part table."""
+    """Prints the violations of the code under test at the end of the run, before the per-part table;
+    records which adapters each test called (wrapping ``adapters``' functions once collection starts)
+    so that the table (tests/progress.py, through ``lost``) gives no points where grading gives none."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.reached: dict[str, set[str]] = {}  # nodeid -> the adapters it called
+        self._test: str | None = None
+        self._report: Report | None = None
+        self._error: str | None = None
+
+    def report(self) -> Report | None:
+        """The check of the code under test (once per run); None when it could not run."""
+        if self._report is None and self._error is None:
+            try:
+                self._report = check_tree(self.root)
+            except (OSError, ValueError) as e:  # a broken rules file must not hide the test results
+                self._error = str(e)
+        return self._report
+
+    def pytest_collection(self, session) -> None:  # noqa: ANN001
+        """Wrap each adapter of ``adapters`` to record the test calling it (drivers call them too). Not
+        where ``adapters`` is a stand-in (grading's judge records its own), nor when it does not import
+        (the tests that import it say why)."""
+        try:
+            module = importlib.import_module(ENTRY_MODULE)
+        except Exception:  # noqa: BLE001 - reported where the tests import it
+            return
+        if getattr(module, "__file__", None) is None:
+            return
+        for name, fn in list(vars(module).items()):
+            if name.startswith(("run_", "get_")) and callable(fn) and not hasattr(fn, "_recorded"):
+                setattr(module, name, self._recorder(name, fn))
+
+    def _recorder(self, name: str, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            __tracebackhide__ = True
+            if self._test is not None:
+                self.reached.setdefault(self._test, set()).add(name)
+            return fn(*args, **kwargs)
+
+        call._recorded = True  # type: ignore[attr-defined]
+        return call
+
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        self._test = nodeid
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: object) -> None:
+        self._test = None
+
+    def lost(self, concepts: dict[str, str | None], parts: list[str]) -> dict[str, list[str]]:
+        """nodeid -> the ids of the rules that take its points in grading (``costs``), for the tests
+        in ``concepts`` (nodeid -> its part) by the adapters each called; ``parts``: the parts' keys in
+        the handout's order (an ``adapters.py`` section ``# N. ...`` is the N-th)."""
+        report = self.report()
+        if report is None or not report.violations:
+            return {}
+        adapters = self.root / f"{ENTRY_MODULE}.py"
+        source = adapters.read_text(errors="replace") if adapters.is_file() else ""
+        owner, _ = adapter_sections(source)
+        sections = {a: parts[n - 1] for a, n in owner.items() if n and 0 < n <= len(parts)}
+        out = {}
+        for nodeid, concept in concepts.items():
+            hits = costs(report, self.reached.get(nodeid, set()), concept, set(parts), sections)
+            if hits:
+                out[nodeid] = sorted({v.rule.id for v in hits})
+        return out
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
-        try:
-            report = check_tree(self.root)
-        except (OSError, ValueError) as e:  # a broken rules file must not hide the test results
-            terminalreporter.write_line(f"rules check skipped: {e}")
+        report = self.report()
+        if report is None:
+            terminalreporter.write_line(f"rules check skipped: {self._error}")
             return
         if not report.violations:
             return
@@ -1109,7 +1245,8 @@ class LocalWarning:
         for v in report.violations:
             terminalreporter.write_line(f"RULE {v.message()}", yellow=True)
         terminalreporter.write_line(
-            "grading gives no points to the tests of an adapter that reaches a forbidden API"
+            "grading gives no points to the tests of an adapter that reaches a forbidden API "
+            "(the table below neither)"
         )
 
 

@@ -15,7 +15,6 @@ Examples:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
@@ -37,6 +36,8 @@ from cs336_assignment.accounting import (
     six_nd_flops,
     training_days,
 )
+from cs336_assignment.cli import CommandError
+from cs336_assignment.commands import device, positive_int
 
 _SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _PEAK_DTYPES = sorted({d for table in PEAK_FLOPS.values() for d in table})
@@ -86,7 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tokens", type=_count, default=15e12, help="training tokens, e.g. 15T (default: 15T)"
     )
     q.add_argument(
-        "--gpus", type=int, default=1024, help="GPUs training together (default: %(default)s)"
+        "--gpus",
+        type=positive_int,
+        default=1024,
+        help="GPUs training together (default: %(default)s)",
     )
     q.add_argument(
         "--gpu",
@@ -109,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m = parser.add_argument_group("question 2: largest trainable model")
     m.add_argument(
         "--fit-gpus",
-        type=int,
+        type=positive_int,
         default=8,
         help="GPUs whose memory holds the model (default: %(default)s)",
     )
@@ -131,6 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument(
         "--device",
+        type=device,
         default="cuda" if torch.cuda.is_available() else "cpu",
         help="device to time on (default: %(default)s)",
     )
@@ -140,7 +145,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="matrix sizes n (default: 128..1024 on CPU, 1024..8192 on CUDA)",
     )
     t.add_argument(
-        "--iters", type=int, default=5, help="timed matmuls per size (default: %(default)s)"
+        "--iters",
+        type=positive_int,
+        default=5,
+        help="timed matmuls per size (default: %(default)s)",
     )
     t.add_argument(
         "--plot",
@@ -178,9 +186,7 @@ def _napkin(args: argparse.Namespace) -> None:
 
 
 def _measure(args: argparse.Namespace) -> None:
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda, but CUDA is not available here; use --device cpu")
+    device = torch.device(args.device)  # one this machine has (checked as it was parsed)
     kind = gpu_kind(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
     sizes = args.sizes or (
         [1024, 2048, 4096, 8192] if device.type == "cuda" else [128, 256, 512, 1024]
@@ -246,12 +252,9 @@ def _plot(
 def run(args: argparse.Namespace) -> int:
     try:
         if args.measure:
-            if args.iters < 1:
-                raise ValueError(f"--iters must be at least 1, got {args.iters}")
             _measure(args)
         else:
             _napkin(args)
-    except ValueError as err:
-        print(f"cs336 account: error: {err}", file=sys.stderr)
-        return 2
+    except ValueError as err:  # what argparse cannot check alone (--plot without matplotlib, ...)
+        raise CommandError(err) from None
     return 0

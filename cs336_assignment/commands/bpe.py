@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
+from cs336_assignment.commands import positive_int
 from cs336_assignment.tokenization import train_bpe
 from cs336_assignment.tokenization.io import save_bpe
 
@@ -25,7 +26,7 @@ FILES = ("vocab.json", "merges.txt", "special_tokens.json")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", type=Path, help="UTF-8 text file to train on")
     parser.add_argument(
-        "--vocab-size", type=int, required=True, help="bytes + merges + special tokens"
+        "--vocab-size", type=positive_int, required=True, help="bytes + merges + special tokens"
     )
     parser.add_argument(
         "--special-token",
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--num-processes",
-        type=int,
+        type=positive_int,
         default=None,
         help="pre-tokenization workers (default: one per core for big files)",
     )
@@ -53,15 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not args.corpus.is_file():
-        print(f"error: corpus {args.corpus} is not a file", file=sys.stderr)
-        return 2
+        raise CommandError(f"corpus {args.corpus} is not a file")
     existing = [name for name in FILES if (args.out / name).exists()]
     if existing and not args.overwrite:
-        print(
-            f"error: {args.out} already holds {', '.join(existing)}; pass --overwrite or choose another --out",
-            file=sys.stderr,
+        raise CommandError(
+            f"{args.out} already holds {', '.join(existing)}; pass --overwrite or choose another --out"
         )
-        return 2
     start = time.perf_counter()
     try:
         vocab, merges = train_bpe(
@@ -72,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
             progress=True,
         )
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(e) from None
     args.out.mkdir(parents=True, exist_ok=True)
     save_bpe(vocab, merges, args.out / "vocab.json", args.out / "merges.txt")
     (args.out / "special_tokens.json").write_text(

@@ -17,7 +17,6 @@ import io
 import json
 import multiprocessing
 import os
-import sys
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -25,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from cs336_assignment.cli import CommandError
+from cs336_assignment.commands import positive_int
 from cs336_assignment.files import atomic_write
 from cs336_assignment.tokenization import Tokenizer
 from cs336_assignment.tokenization.pretokenize import find_chunk_boundaries, read_utf8
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="output .npy file")
     parser.add_argument(
         "--num-processes",
-        type=int,
+        type=positive_int,
         default=1,
         help="encode chunks in parallel (default 1: streaming)",
     )
@@ -151,24 +152,17 @@ def _id_blocks(
 
 def run(args: argparse.Namespace) -> int:
     if not args.input.is_file():
-        print(f"error: input {args.input} is not a file", file=sys.stderr)
-        return 2
+        raise CommandError(f"input {args.input} is not a file")
     if args.out.exists() and not args.overwrite:
-        print(
-            f"error: {args.out} exists; pass --overwrite or choose another --out", file=sys.stderr
-        )
-        return 2
+        raise CommandError(f"{args.out} exists; pass --overwrite or choose another --out")
     if args.num_processes > 1 and "fork" not in multiprocessing.get_all_start_methods():
-        print(
-            "error: --num-processes > 1 needs the 'fork' start method (Linux, macOS); use 1",
-            file=sys.stderr,
+        raise CommandError(
+            "--num-processes > 1 needs the 'fork' start method (Linux, macOS); use 1"
         )
-        return 2
     try:
         tokenizer = load_tokenizer(args.tokenizer)
     except (OSError, ValueError) as e:
-        print(f"error: cannot load the tokenizer in {args.tokenizer}: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(f"cannot load the tokenizer in {args.tokenizer}: {e}") from None
     dtype = np.dtype(np.uint16 if max(tokenizer.vocab) < 2**16 else np.uint32)
 
     # Written beside the target and renamed into place: an interrupted run never leaves a truncated --out.
@@ -187,8 +181,7 @@ def run(args: argparse.Namespace) -> int:
             f.seek(0)
             f.write(header)
     except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(e) from None
     finally:
         bar.close()
     size = args.input.stat().st_size

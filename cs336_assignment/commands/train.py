@@ -12,11 +12,12 @@ last checkpoint and ends with exactly the parameters of a run that was never int
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from tqdm import tqdm
 
+from cs336_assignment.cli import CommandError
+from cs336_assignment.commands import count, device, nonnegative_float, positive_float, positive_int
 from cs336_assignment.training import TrainConfig, train_regression
 
 _DEFAULTS = TrainConfig()
@@ -25,49 +26,58 @@ _DEFAULTS = TrainConfig()
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--steps",
-        type=int,
+        type=positive_int,
         default=_DEFAULTS.steps,
         help="total optimizer steps (default: %(default)s)",
     )
     parser.add_argument(
-        "--dim", type=int, default=_DEFAULTS.dim, help="input dimension D (default: %(default)s)"
+        "--dim",
+        type=positive_int,
+        default=_DEFAULTS.dim,
+        help="input dimension D (default: %(default)s)",
     )
     parser.add_argument(
         "--layers",
-        type=int,
+        type=count,
         default=_DEFAULTS.num_layers,
         help="hidden D x D layers (default: %(default)s)",
     )
     parser.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_int,
         default=_DEFAULTS.batch_size,
         help="examples per step (default: %(default)s)",
     )
     parser.add_argument(
-        "--lr", type=float, default=_DEFAULTS.lr, help="AdamW learning rate (default: %(default)s)"
+        "--lr",
+        type=positive_float,
+        default=_DEFAULTS.lr,
+        help="AdamW learning rate (default: %(default)s)",
     )
     parser.add_argument(
         "--weight-decay",
-        type=float,
+        type=nonnegative_float,
         default=_DEFAULTS.weight_decay,
         help="AdamW weight decay (default: %(default)s)",
     )
     parser.add_argument(
         "--seed",
-        type=int,
+        type=count,
         default=_DEFAULTS.seed,
         help="seeds the initialisation and the data (default: %(default)s)",
     )
     parser.add_argument(
-        "--device", default=_DEFAULTS.device, help="torch device (default: %(default)s)"
+        "--device",
+        type=device,
+        default=_DEFAULTS.device,
+        help="torch device this machine has (default: %(default)s)",
     )
     parser.add_argument(
         "--checkpoint", type=Path, metavar="PATH", help="save a checkpoint here (atomically)"
     )
     parser.add_argument(
         "--checkpoint-every",
-        type=int,
+        type=positive_int,
         default=_DEFAULTS.checkpoint_every,
         metavar="N",
         help="save every N steps and after the last one (default: %(default)s)",
@@ -77,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--log-every",
-        type=int,
+        type=count,
         default=0,
         metavar="N",
         help="print the loss every N steps (default: steps/10)",
@@ -99,9 +109,10 @@ def run(args: argparse.Namespace) -> int:
             checkpoint_every=args.checkpoint_every,
             resume=args.resume,
         )
-    except ValueError as err:
-        print(f"cs336 train: error: {err}", file=sys.stderr)
-        return 2
+    except (
+        ValueError
+    ) as err:  # what argparse cannot check alone: --resume without --checkpoint, ...
+        raise CommandError(err) from None
     log_every = args.log_every if args.log_every > 0 else max(1, config.steps // 10)
     bar = tqdm(total=config.steps, unit="step", dynamic_ncols=True)
 
@@ -120,11 +131,12 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         result = train_regression(config, on_start=on_start, on_step=on_step)
-    except ValueError as err:
-        print(f"cs336 train: error: {err}", file=sys.stderr)
-        return 2
-    finally:  # whatever happens (NotImplementedError included): no bar left to print at exit
-        bar.close()
+    except (
+        ValueError
+    ) as err:  # a checkpoint in the way (start_or_resume): its message says what to do
+        raise CommandError(err) from None
+    finally:  # whatever happens (NotImplementedError included) the bar ends its line first, so the
+        bar.close()  # error (printed by cs336's main) starts on a line of its own
     if result.losses:
         print(f"done: {config.steps} steps, final loss {result.losses[-1]:.6g}")
     else:

@@ -24,6 +24,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.grade.grader import make_plan
 from cs336_staff.grade.spec import HIDDEN_PREFIX
 
@@ -141,11 +142,15 @@ def build(staff_root: Path, out: Path) -> tuple[Path, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out.exists() and not args.out.is_dir():
+        raise CommandError(
+            f"{args.out} is a file; give the folder to write {ZIP_NAME} into (e.g. `cs336 autograder "
+            f"{args.out.parent}/`)"
+        )
     try:
         dest, facts = build(args.staff_root, args.out)
     except (FileNotFoundError, RuntimeError, ValueError) as e:
-        print(f"cs336 autograder: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(e) from None
     print(f"{dest}: {dest.stat().st_size / 2**20:.1f} MiB")
     print(
         f"Gradescope grades {facts['cpu_tests']} CPU tests ({facts['hidden_tests']} of all tests are hidden until "

@@ -9,7 +9,10 @@ gradebook is rebuilt from the result folders after every submission.
 
 Executors:
 
-* ``local`` (default): ``--jobs N`` worker processes on this machine, with a tqdm progress bar.
+* ``local`` (default): ``--jobs N`` worker processes on this machine, with a tqdm progress bar;
+  with ``--jobs 1`` (one submission at a time, in this process) it also shows the submission's
+  progress per test (``TestProgress``: ``alice: 12/250 tests`` on the bar, live, on a terminal; a
+  plain line per tenth of its tests otherwise).
 * ``slurm``: one job per submission through ``submitit.AutoExecutor(cluster="slurm")``; the
   job grades and writes its own folder, so results survive the submitting process.
 * ``submitit-local`` / ``submitit-debug``: the same code path through submitit's
@@ -28,6 +31,7 @@ import contextlib
 import multiprocessing
 import shlex
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -142,6 +146,29 @@ def _error_row(name: str, e: BaseException) -> dict:
     }
 
 
+class TestProgress:
+    """One submission's progress per test (``grade_one``'s ``tick``, called from a thread): on a
+    terminal, ``NAME: k/N tests`` live on the batch's bar; elsewhere (a log, CI) a plain line each time
+    another tenth of the tests has ended, so a log is neither silent for minutes nor flooded."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, bar: tqdm, name: str, total: int, live: bool) -> None:
+        self.bar, self.name, self.total, self.live = bar, name, total, live
+        self.done, self.shown = 0, 0
+        self._lock = threading.Lock()
+
+    def __call__(self, n: int) -> None:
+        with self._lock:
+            self.done += n
+            line = f"{self.name}: {min(self.done, self.total)}/{self.total} tests"
+            if self.live:
+                self.bar.set_postfix_str(line[:60])
+            elif self.total and 10 * self.done // self.total > 10 * self.shown // self.total:
+                self.shown = self.done
+                tqdm.write(f"grading {line}", file=sys.stderr)
+
+
 def run_batch(
     submissions: list[Path],
     out: Path,
@@ -174,11 +201,14 @@ def run_batch(
         if on_result:
             on_result(row)
 
+    total = sum(plan.runs_here(n) for n in plan.items)
+    live = progress and sys.stderr.isatty()
     try:
         if executor == "local" and jobs <= 1:
             for path, name in named:
+                tick = TestProgress(bar, name, total, live) if progress else None
                 try:
-                    done(grade_one(path, name, out, plan, force))
+                    done(grade_one(path, name, out, plan, force, tick))
                 except Exception as e:  # a grader bug on one submission must not stop the batch
                     done(_error_row(name, e))
         elif executor == "local":

@@ -10,6 +10,13 @@
 Each submission gets OUT/<name>/ with results.json (Gradescope), junit.xml, summary.md and
 console.txt; OUT/gradebook.csv has one row per submission. Rerunning skips submissions already
 graded (same content, same tests and rubric) unless --force, so an interrupted batch resumes.
+
+Exit status: 2 for bad arguments (one line, ``cs336 grade: error: ...``); 1 when a submission was
+rejected (not a zip from make_submission.sh or a folder with cs336_assignment/, say: it still gets
+its results.json, score 0 and the reason, and in a batch every other submission is graded as usual;
+the last line names the rejected ones and what to upload), when the grader failed on one, or under
+--fail-under; else 0. A single submission's grading shows its progress per test (a live line on a
+terminal, a plain line per tenth of the tests otherwise; --quiet: none).
 The threat model is in cs336_staff/grade/THREAT_MODEL.md.
 """
 
@@ -19,6 +26,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+from cs336_assignment.cli import CommandError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,8 +155,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         _check(args)
     except ValueError as e:
-        print(f"cs336 grade: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(e) from None
     t0 = time.perf_counter()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -171,8 +179,10 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     if not submissions:
-        print("cs336 grade: no submissions found in the given folders", file=sys.stderr)
-        return 2
+        raise CommandError(
+            "no submissions found in the given folders; give .zip files from make_submission.sh, "
+            "submission folders, or folders of them"
+        )
     limits = Limits(
         test_timeout=args.test_timeout,
         run_timeout=args.timeout,
@@ -191,8 +201,7 @@ def run(args: argparse.Namespace) -> int:
             warn=lambda m: print(m, file=sys.stderr),
         )
     except (ValueError, RuntimeError, SandboxRefused) as e:
-        print(f"cs336 grade: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(e) from None
     slurm = {
         "slurm_partition": args.slurm_partition,
         "gpus_per_node": args.slurm_gpus_per_node,
@@ -232,6 +241,15 @@ def run(args: argparse.Namespace) -> int:
     )
     if any(r["status"].startswith("grader error") for r in rows):
         return 1
+    rejected = [r["name"] for r in rows if r["status"] == "rejected"]
+    if rejected:
+        why = next((n for n in load(out / rejected[0]).notes if n.startswith("rejected: ")), "")
+        raise CommandError(
+            f"{len(rejected)} of {len(rows)} submissions rejected ({', '.join(rejected[:5])}"
+            f"{', ...' if len(rejected) > 5 else ''}; each scored 0): {why.removeprefix('rejected: ')}; "
+            "upload the .zip that `bash make_submission.sh` builds (cs336_assignment/ and adapters.py)",
+            status=1,
+        )
     return 1 if args.fail_under is not None and _under(out, rows, args.fail_under) else 0
 
 
@@ -241,13 +259,14 @@ def _under(out: Path, rows: list[dict], percent: float) -> bool:
 
     under = False
     for r in rows:
-        tests = [t for t in load(out / r["name"]).tests if t.outcome != "pending"]
+        # graded here: neither pending for another runner nor not graded at all (report.TestResult.graded)
+        tests = [t for t in load(out / r["name"]).tests if t.outcome != "pending" and t.graded]
         here, got = sum(t.max_points for t in tests), sum(t.points for t in tests)
         if here and 100 * got / here < percent - 1e-6:
             under = True
             lost = ", ".join(t.nodeid for t in tests if t.outcome != "passed")
             print(
-                f"cs336 grade: {r['name']} got {got:.2f} of the {here:.2f} points graded here, under "
+                f"cs336 grade: error: {r['name']} got {got:.2f} of the {here:.2f} points graded here, under "
                 f"--fail-under {percent:g}%; not passed: {lost}",
                 file=sys.stderr,
             )

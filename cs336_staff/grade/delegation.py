@@ -44,6 +44,7 @@ from tests.rules import (
     RuleBook,
     canonical,
     check_sources,
+    costs,
     load_rules,
     read_tree,
 )
@@ -118,15 +119,6 @@ def adapters_reached(targets: list[str], staff_root: Path) -> set[str]:
                 names = (names - set(table.values())) | {table[key]}
         out |= names
     return out
-
-
-def part_of(file: str, parts: set[str]) -> str | None:
-    """The part whose module holds ``file`` (``cs336_assignment/optim.py`` -> optim); None: no part's."""
-    pieces = file.split("/")
-    if len(pieces) < 2 or pieces[0] != PACKAGE:
-        return None
-    key = pieces[1].removesuffix(".py")
-    return key if key in parts else None
 
 
 @functools.lru_cache(maxsize=4)
@@ -247,28 +239,16 @@ def penalties(
     A violation of a rule of every part (reaching the tests or the interpreter's insides) costs every
     test of the submission, wherever it is: a driver it rewired could be any later test's."""
     parts = set(concept_of.values())
-    by_adapter = report.by_adapter()
     sections = adapter_parts(Path(staff_root))
-
-    def part(v) -> str | None:  # noqa: ANN001
-        if v.rule.part == ALL_PARTS:
-            return None
-        file = v.where.split(":")[0]
-        return sections.get(v.adapter) if file == f"{ENTRY_MODULE}.py" else part_of(file, parts)
-
-    # Code that reaches the tests or the interpreter's insides (a rule of every part) can change every
-    # driver that runs after it in the same worker, whichever test first ran it: it costs every test.
-    everywhere = [v for a in sorted(by_adapter) for v in by_adapter[a] if v.rule.part == ALL_PARTS]
     out = {}
     for nodeid, targets in reached.items():
-        concept = concept_of.get(nodeid)
-        hits = [
-            v
-            for a in sorted(adapters_reached(targets, staff_root))
-            for v in by_adapter.get(a, [])
-            if part(v) == concept or (part(v) is None and v.rule.part != ALL_PARTS)
-        ]
-        hits = list(dict.fromkeys(everywhere + hits))
+        hits = costs(
+            report,
+            adapters_reached(targets, staff_root),
+            concept_of.get(nodeid),
+            parts,
+            sections,
+        )
         if hits:
             rules = sorted({v.rule.id for v in hits})
             out[nodeid] = (

@@ -28,12 +28,15 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_staff.grade import container, delegation
+from cs336_staff.grade import container, delegation, neutral
 from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
@@ -161,8 +164,10 @@ def run_judge(
     collect_only: bool = False,
     preload: tuple[str, ...] = (),
     tier: str = "bubblewrap",
+    tick: Callable[[int], None] | None = None,
 ) -> JudgeRun:
-    """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only)."""
+    """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only);
+    ``tick(n)`` is called from a thread as each ``n`` more tests end (``watch_results``)."""
     base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
     # The container tier's worker (another uid) must reach root/ and scratch/ by name, nothing else.
     base.chmod(0o711 if tier == "container" and not insecure else 0o700)
@@ -242,15 +247,16 @@ def run_judge(
         env = _judge_env(gpu, threads_per_job(limits, jobs))
         # never .hypothesis/ in the staff tree
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")
-        session = PytestJob(
-            staff_root,
-            args,
-            outcomes=False,
-            inherit_env=False,
-            prefix=prefix,
-            env=env,
-            timeout=limits.run_timeout,
-        ).result()
+        with watch_results(results, tick):
+            session = PytestJob(
+                staff_root,
+                args,
+                outcomes=False,
+                inherit_env=False,
+                prefix=prefix,
+                env=env,
+                timeout=limits.run_timeout,
+            ).result()
         run.console = session.output[-200_000:]
         if session.timed_out:
             run.timed_out = True
@@ -263,7 +269,51 @@ def run_judge(
         shutil.rmtree(base, ignore_errors=True)
 
 
-def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun:
+@contextmanager
+def watch_results(results: Path, tick: Callable[[int], None] | None) -> Iterator[None]:
+    """While the judge runs, call ``tick(n)`` from a thread each time ``n`` more tests have ended: the
+    judge writes a ``result`` line to ``results`` as each test ends (read here as it grows, twice a
+    second; a line is counted once it is whole). No ``tick``: nothing is watched."""
+    if tick is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def watch() -> None:
+        pos, rest = 0, b""
+        while True:
+            last = stop.wait(0.5)
+            try:
+                with open(results, "rb") as f:
+                    f.seek(pos)
+                    data = f.read()
+            except OSError:
+                data = b""
+            pos += len(data)
+            *lines, rest = (rest + data).split(b"\n")
+            ended = 0
+            for line in lines:
+                try:
+                    ended += json.loads(line).get("event") == "result"
+                except (ValueError, AttributeError):
+                    continue
+            if ended:
+                tick(ended)
+            if last:
+                return
+
+    thread = threading.Thread(target=watch, name="judge-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def run_judges(
+    plan: Plan, files: dict[str, bytes], only: list[str], tick: Callable[[int], None] | None = None
+) -> JudgeRun:
     """One submission's tests: the visible and the hidden ones in two judges at once where the cores allow, else one judge.
 
     A judge and its worker take turns (one waits while the other runs), so a pair keeps about one
@@ -291,6 +341,7 @@ def run_judges(plan: Plan, files: dict[str, bytes], only: list[str]) -> JudgeRun
             insecure=plan.insecure,
             preload=plan.preload,
             tier=plan.tier,
+            tick=tick,
         )
 
     if plan.tier == container.TIER and not plan.insecure:
@@ -638,8 +689,16 @@ def already_graded(submission: Path, name: str, out: Path, plan: Plan) -> dict |
     )
 
 
-def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = False) -> dict:
-    """Grade ``submission`` into ``out/name/``; always writes a result, even when the grader itself fails."""
+def grade_one(
+    submission: Path,
+    name: str,
+    out: Path,
+    plan: Plan,
+    force: bool = False,
+    tick: Callable[[int], None] | None = None,
+) -> dict:
+    """Grade ``submission`` into ``out/name/``; always writes a result, even when the grader itself fails.
+    ``tick(n)``: called as each ``n`` more of its tests end (``watch_results``), for a progress line."""
     start = time.monotonic()
     folder = out / name
     intake = Intake(name=name, source=str(submission))
@@ -649,7 +708,7 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
             return row
         run = None
         if intake.error is None:
-            run = run_judges(plan, intake.files, [n for n in plan.items if plan.runs_here(n)])
+            run = run_judges(plan, intake.files, [n for n in plan.items if plan.runs_here(n)], tick)
         result = score(plan, name, intake, run, time.monotonic() - start)
         console = run.console if run is not None else ""
     except Exception as e:  # a grader bug on one submission: that submission still gets a result
@@ -670,7 +729,10 @@ def grade_one(submission: Path, name: str, out: Path, plan: Plan, force: bool = 
         )
         result.write(folder)
     if console:
-        (folder / "console.txt").write_bytes(console.encode("utf-8", "backslashreplace"))
+        # what the submission printed is in it: control characters escaped (a reader may cat it)
+        (folder / "console.txt").write_bytes(
+            neutral.controls(console).encode("utf-8", "backslashreplace")
+        )
     return {
         "name": name,
         "score": result.score,

@@ -13,7 +13,9 @@ This module
 2. grades the upload as ``cs336 grade --device cpu`` would (the same plan, rubric and scores) with
    limits sized for Gradescope's "2.0 CPU, 4.0 GB" machine (``GRADESCOPE_LIMITS``);
 3. writes results.json for Gradescope (``for_gradescope``): GPU tests left out of the score
-   (Gradescope has no GPU; staff grade them with ``--device gpu``), hidden tests shown only after
+   (Gradescope has no GPU; staff grade them with ``--device gpu``), tests that are not graded
+   (``report.TestResult.graded``) left out of its tests (Gradescope would show them red or
+   green; the summary counts them in a column of their own), hidden tests shown only after
    grades are published (``after_published``, or ``hidden`` where the rubric says so), and the
    summary students see counting visible tests only. A grader failure still writes a result
    (score 0, the reason) so Gradescope never shows a bare "autograder failed".
@@ -32,11 +34,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from cs336_staff.grade import neutral
 from cs336_staff.grade.container import lock_down
 from cs336_staff.grade.grader import WORKER_OUTPUT, SandboxRefused, grade_one, make_plan
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE
 from cs336_staff.grade.limits import GiB, Limits
-from cs336_staff.grade.report import GradeResult
+from cs336_staff.grade.report import NOT_GRADED, GradeResult
 from cs336_staff.grade.spec import HIDDEN_PREFIX
 
 #: Sized for Gradescope's "2.0 CPU, 4.0 GB RAM" machine: the worker's tree gets 2.5 GiB of memory (its
@@ -77,16 +80,17 @@ def for_gradescope(data: dict) -> dict:
         notes=everything.notes,
         isolation=everything.isolation,
     )
+    shown = {t.nodeid for t in cpu if t.status != NOT_GRADED}
     tests = []
     for t in data["tests"]:
-        if t.get("extra_data", {}).get("device") == "gpu":
+        if t["name"] not in shown:
             continue
         t = dict(t)
         if t["name"].startswith(HIDDEN_PREFIX) and t.get("visibility") != "hidden":
             t["visibility"] = HIDDEN_VISIBILITY
         tests.append(t)
     gpu = [t for t in everything.tests if t.device == "gpu"]
-    hidden = len(cpu) - len(visible.tests)
+    hidden = len([t for t in cpu if t.graded]) - len([t for t in visible.tests if t.graded])
     output = visible.summary().replace("## ", "## visible tests of ", 1)
     if hidden:
         output += f"\n{hidden} hidden tests are graded too; their results appear once grades are published.\n"
@@ -99,7 +103,8 @@ def for_gradescope(data: dict) -> dict:
         "score": round(sum(float(t["score"]) for t in tests), 2),
         "execution_time": data.get("execution_time", 0),
         "output": output,
-        "output_format": "md",
+        "output_format": "md",  # the summary: a submission's text in it is inert (neutral.markdown)
+        "test_output_format": "text",  # each test's output: shown as written, control characters escaped
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -125,6 +130,12 @@ def staff_console(text: str) -> str:
     return f"{head}\n[... console.txt cut here ...]\n{text[-STDOUT_TAIL:]}"
 
 
+def staff_stdout(console: Path) -> str:
+    """What run_autograder prints of ``console`` (console.txt): ``staff_console`` of it, every control
+    character a submission printed shown escaped (``neutral.controls``), for whoever reads the log."""
+    return staff_console(neutral.controls(console.read_text(errors="replace")))
+
+
 def failed(why: str, elapsed: float) -> dict:
     """results.json for a grading that could not happen (Gradescope shows the output; score 0)."""
     return {
@@ -132,9 +143,10 @@ def failed(why: str, elapsed: float) -> dict:
         "execution_time": round(elapsed),
         "output_format": "md",
         "stdout_visibility": "hidden",
-        "output": f"The autograder could not grade this submission; the course staff have been told:\n\n{why}\n",
+        "output": "The autograder could not grade this submission; the course staff have been told:\n\n"
+        f"{neutral.markdown(why)}\n",
         "tests": [],
-        "extra_data": {"status": "error", "error": why},
+        "extra_data": {"status": "error", "error": neutral.line(why)},
     }
 
 
@@ -175,7 +187,7 @@ def grade(root: Path, limits: Limits = GRADESCOPE_LIMITS) -> dict:
             data = json.loads((out / "submission" / "results.json").read_text())
             console = out / "submission" / "console.txt"
             if console.is_file():  # for the staff: Gradescope keeps stdout, hidden from students
-                print(staff_console(console.read_text()))
+                print(staff_stdout(console))
         return for_gradescope(data)
     except SandboxRefused as e:
         return failed(

@@ -39,6 +39,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from cs336_staff.grade import neutral
 from cs336_staff.grade.mirror import file_kind
 
 PACKAGE = "cs336_assignment"
@@ -103,8 +104,7 @@ def printable(name: str) -> str:
     >>> printable("notes-\udcff.txt"), printable("a\nb.py"), printable("caf\u00e9.py")
     ('notes-\\xff.txt', 'a\\nb.py', 'café.py')
     """
-    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return neutral.line(name)
 
 
 def is_utf8(name: str) -> bool:
@@ -178,7 +178,10 @@ def _read_zip(path: Path, intake: Intake, max_bytes: int) -> None:
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as e:
-        intake.error = f"corrupt zip: {path.name} is not a readable zip archive ({e})"
+        intake.error = (
+            f"corrupt zip: {path.name} is not a readable zip archive ({e}); a submission is the .zip that "
+            "`bash make_submission.sh` builds, or a folder with cs336_assignment/ and adapters.py"
+        )
         return
     with zf:
         infos = zf.infolist()

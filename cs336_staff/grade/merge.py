@@ -12,9 +12,9 @@ and results.json, junit.xml, summary.md and the gradebook are rewritten by the s
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.grade.report import GradeResult, TestResult, load, write_gradebook
 
 SEVERITY = ["ok", "crashed", "timeout", "rejected", "error"]
@@ -83,11 +83,7 @@ def merge_results(cpu: GradeResult | None, gpu: GradeResult | None) -> GradeResu
 def run(args: argparse.Namespace) -> int:
     for d in (args.cpu, args.gpu):
         if not d.is_dir():
-            print(
-                f"cs336 merge: {d} is not a folder of results (the --out of a `cs336 grade` run)",
-                file=sys.stderr,
-            )
-            return 2
+            raise CommandError(f"{d} is not a folder of results (the --out of a `cs336 grade` run)")
     names = sorted(
         {
             p.parent.name
@@ -97,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
         }
     )
     if not names:
-        print(f"cs336 merge: no */results.json in {args.cpu} or {args.gpu}", file=sys.stderr)
-        return 2
+        raise CommandError(
+            f"no */results.json in {args.cpu} or {args.gpu}; give two --out folders of `cs336 grade`"
+        )
     for name in names:
         c = load(args.cpu / name) if (args.cpu / name / "results.json").is_file() else None
         g = load(args.gpu / name) if (args.gpu / name / "results.json").is_file() else None

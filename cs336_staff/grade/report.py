@@ -13,8 +13,13 @@ follows Gradescope's autograder specification::
 
 A test's ``status`` is ``passed`` or ``failed`` (what Gradescope accepts) except ``pending`` for a
 test this runner could not run (a GPU test on a CPU runner): pending tests are worth 0 until
-``cs336 merge`` fills them in from the other runner. The precise outcome (``timeout``,
-``crashed``, ``not_run`` ...) is in the test's ``extra_data.outcome``.
+``cs336 merge`` fills them in from the other runner; and ``not_graded`` for a test that is no part
+of the grade (``TestResult.graded``: weight 0 in the rubric, or skipped on this runner for a reason
+that is no device's), which is never counted as passed or failed and whose points are left out of
+``max_score``; ``gradescope.for_gradescope`` leaves both kinds out of what Gradescope shows, so
+nothing that is not graded shows red there. Every test is exactly one of passed, failed, pending and
+not graded, and the summary's columns count them so (their sum is the number of tests). The
+precise outcome (``timeout``, ``crashed``, ``not_run`` ...) is in the test's ``extra_data.outcome``.
 
 Deliberately left out: HTML reports and uploading to Gradescope (its autograder harness reads
 ``results.json`` itself).
@@ -29,7 +34,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cs336_staff.grade import neutral
+
 OUTPUT_CHARS = 4000
+#: A test's ``status`` when it is no part of the grade (``TestResult.graded``).
+NOT_GRADED = "not_graded"
+#: The summary's columns: every test is in exactly one (``TestResult.status``).
+STATUSES = ("passed", "failed", "pending", NOT_GRADED)
 
 
 @dataclass
@@ -47,8 +58,19 @@ class TestResult:
     duration: float = 0.0
 
     @property
+    def graded(self) -> bool:
+        """Is this test part of the grade? Not when the rubric gives it no points (weight 0), nor when
+        it skipped itself on this runner (a GPU test without a GPU is ``pending`` instead)."""
+        return self.outcome == "pending" or (self.max_points > 0 and self.outcome != "skipped")
+
+    @property
     def status(self) -> str:
-        return {"passed": "passed", "pending": "pending"}.get(self.outcome, "failed")
+        """One of ``STATUSES``: ``pending`` and ``not_graded`` are neither passed nor failed."""
+        if self.outcome == "pending":
+            return "pending"
+        if not self.graded:
+            return NOT_GRADED
+        return "passed" if self.outcome == "passed" else "failed"
 
 
 @dataclass
@@ -71,7 +93,8 @@ class GradeResult:
 
     @property
     def max_score(self) -> float:
-        return round(sum(t.max_points for t in self.tests), 2)
+        """The points at stake: every graded test's (pending ones included), none of a test not graded."""
+        return round(sum(t.max_points for t in self.tests if t.graded), 2)
 
     # ------------------------------------------------------------------------------ tables
     def concept_rows(self) -> list[dict]:
@@ -82,50 +105,76 @@ class GradeResult:
                 {
                     "concept": t.concept,
                     "title": self.concepts.get(t.concept, t.concept),
-                    "passed": 0,
                     "tests": 0,
-                    "pending": 0,
+                    **dict.fromkeys(STATUSES, 0),
                     "score": 0.0,
                     "max": 0.0,
                 },
             )
             r["tests"] += 1
-            r["passed"] += t.outcome == "passed"
-            r["pending"] += t.outcome == "pending"
+            r[t.status] += 1
             r["score"] += t.points
-            r["max"] += t.max_points
-        return sorted(rows.values(), key=lambda r: r["title"])
+            r["max"] += t.max_points if t.graded else 0.0
+        order = {c: i for i, c in enumerate(self.concepts)}  # the parts' order (the rubric's)
+        return sorted(
+            rows.values(), key=lambda r: (order.get(r["concept"], len(order)), r["title"])
+        )
 
     def summary(self) -> str:
         """A Markdown table: one row per concept, then the total and every remark."""
         lines = [
-            f"## {self.submission}: {self.score:g} / {self.max_score:g} ({self.status})",
+            f"## {neutral.markdown(self.submission)}: {self.score:g} / {self.max_score:g} ({self.status})",
             "",
-            "| concept | passed | pending | points |",
-            "|---|---:|---:|---:|",
+            "| concept | tests | passed | failed | pending | not graded | points |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for r in self.concept_rows():
             lines.append(
-                f"| {r['title']} | {r['passed']}/{r['tests']} | {r['pending']} | "
-                f"{r['score']:.2f} / {r['max']:.2f} |"
+                f"| {r['title']} | {r['tests']} | "
+                + " | ".join(str(r[s]) for s in STATUSES)
+                + f" | {r['score']:.2f} / {r['max']:.2f} |"
             )
         lines.append(
-            f"| **total** | {sum(t.outcome == 'passed' for t in self.tests)}/{len(self.tests)} | "
-            f"{sum(t.outcome == 'pending' for t in self.tests)} | **{self.score:.2f} / {self.max_score:.2f}** |"
+            f"| **total** | {len(self.tests)} | "
+            + " | ".join(str(sum(t.status == s for t in self.tests)) for s in STATUSES)
+            + f" | **{self.score:.2f} / {self.max_score:.2f}** |"
         )
         bad: dict[str, int] = {}
         for t in self.tests:
-            if t.outcome not in ("passed", "pending"):
+            if t.status == "failed":
                 bad[t.outcome] = bad.get(t.outcome, 0) + 1
         if bad:
-            lines += ["", "Not passed: " + ", ".join(f"{n} {k}" for k, n in sorted(bad.items()))]
+            lines += ["", "Failed: " + ", ".join(f"{n} {k}" for k, n in sorted(bad.items()))]
+        unused = [t for t in self.tests if t.status == NOT_GRADED]
+        if unused:
+            zero = sum(t.max_points == 0 for t in unused)
+            lines += [
+                "",
+                f"Not graded: {len(unused)} tests ("
+                + ", ".join(
+                    x
+                    for x in (
+                        f"{zero} worth no points in the rubric" if zero else "",
+                        f"{len(unused) - zero} skipped on this runner"
+                        if len(unused) > zero
+                        else "",
+                    )
+                    if x
+                )
+                + "); they count neither as passed nor as failed.",
+            ]
         for title, items in (("Ignored from the submission", self.ignored), ("Notes", self.notes)):
             if items:
+                # a submission's text (the names it uploaded, what it raised): inert in Markdown and HTML
                 lines += ["", f"{title}:"] + [
-                    f"- {x.splitlines()[0] if x else x}" for x in items[:50]
+                    f"- {neutral.markdown(x.splitlines()[0] if x else x)}" for x in items[:50]
                 ]
         if self.isolation:
-            lines += ["", "Isolation: " + "; ".join(f"{k}: {v}" for k, v in self.isolation.items())]
+            lines += [
+                "",
+                "Isolation: "
+                + "; ".join(f"{k}: {neutral.markdown(str(v))}" for k, v in self.isolation.items()),
+            ]
         return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------------------------ Gradescope
@@ -135,6 +184,7 @@ class GradeResult:
             "execution_time": round(self.execution_time),
             "output": self.summary(),
             "output_format": "md",
+            "test_output_format": "text",
             "visibility": "visible",
             "stdout_visibility": "hidden",
             "tests": [
@@ -143,7 +193,8 @@ class GradeResult:
                     "score": round(t.points, 6),
                     "max_score": round(t.max_points, 6),
                     "status": t.status,
-                    "output": _truncate(t.output, OUTPUT_CHARS),
+                    # what the submission printed or raised: plain text (test_output_format), no controls
+                    "output": neutral.controls(_truncate(t.output, OUTPUT_CHARS)),
                     "visibility": t.visibility,
                     "tags": [t.concept],
                     "extra_data": {
@@ -210,11 +261,9 @@ class GradeResult:
             "testsuite",
             name=self.submission,
             tests=str(len(self.tests)),
-            failures=str(sum(t.outcome == "failed" for t in self.tests)),
-            errors=str(
-                sum(t.outcome in ("error", "timeout", "crashed", "not_run") for t in self.tests)
-            ),
-            skipped=str(sum(t.outcome in ("skipped", "pending") for t in self.tests)),
+            failures=str(sum(t.status == "failed" and t.outcome == "failed" for t in self.tests)),
+            errors=str(sum(t.status == "failed" and t.outcome != "failed" for t in self.tests)),
+            skipped=str(sum(t.status in ("pending", NOT_GRADED) for t in self.tests)),
             time=f"{self.execution_time:.3f}",
         )
         for t in self.tests:
@@ -226,17 +275,29 @@ class GradeResult:
                 name=name or path,
                 time=f"{t.duration:.3f}",
             )
-            text = _xml_safe(_truncate(t.output, OUTPUT_CHARS))
-            if t.outcome == "failed":
+            text = _xml_safe(neutral.controls(_truncate(t.output, OUTPUT_CHARS)))
+            if t.status == NOT_GRADED:
+                ET.SubElement(
+                    case,
+                    "skipped",
+                    message=_xml_safe(neutral.line(f"not graded: {t.output[:200]}")),
+                )
+            elif t.outcome == "failed":
                 ET.SubElement(
                     case,
                     "failure",
-                    message=_xml_safe(t.output.splitlines()[-1][:200] if t.output else "failed"),
+                    message=_xml_safe(
+                        neutral.line(t.output.splitlines()[-1][:200] if t.output else "failed")
+                    ),
                 ).text = text
             elif t.outcome in ("error", "timeout", "crashed", "not_run"):
                 ET.SubElement(case, "error", message=t.outcome).text = text
             elif t.outcome in ("skipped", "pending"):
-                ET.SubElement(case, "skipped", message=_xml_safe(f"{t.outcome}: {t.output[:200]}"))
+                ET.SubElement(
+                    case,
+                    "skipped",
+                    message=_xml_safe(neutral.line(f"{t.outcome}: {t.output[:200]}")),
+                )
         ET.indent(suites)
         return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
 
@@ -266,7 +327,10 @@ def write_gradebook(out: Path) -> Path:
                 results.append((d.name, load(d)))
             except (ValueError, KeyError, OSError):
                 continue
-    concepts = sorted({t.concept for _, r in results for t in r.tests})
+    # the parts' columns in the parts' order (``concepts`` lists them as the rubric does), then any other
+    seen = {t.concept for _, r in results for t in r.tests}
+    concepts = [c for c in dict.fromkeys(c for _, r in results for c in r.concepts) if c in seen]
+    concepts += sorted(seen - set(concepts))
     path = out / "gradebook.csv"
     tmp = path.with_suffix(".csv.tmp")
     with open(tmp, "w", newline="") as f:
@@ -290,9 +354,9 @@ def write_gradebook(out: Path) -> Path:
             pct = 100 * r.score / r.max_score if r.max_score else 0.0
             remarks = "; ".join(n.splitlines()[0] for n in r.notes if n)[:300]
             w.writerow(
-                [
-                    name,
-                    r.status,
+                [  # a name or a remark may be a submission's text: no cell a spreadsheet runs
+                    neutral.cell(name),
+                    neutral.cell(r.status),
                     f"{r.score:.4g}",
                     f"{r.max_score:.4g}",
                     f"{pct:.1f}",
@@ -300,7 +364,7 @@ def write_gradebook(out: Path) -> Path:
                     sum(t.outcome == "pending" for t in r.tests),
                     f"{r.execution_time:.1f}",
                     r.sha256[:12],
-                    remarks,
+                    neutral.cell(remarks),
                 ]
             )
     os.replace(tmp, path)

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.markers import MarkerError
 from cs336_staff.release.build import build
 from cs336_staff.release.results import Handout, ReleaseError
@@ -61,8 +62,7 @@ def _summary(h: Handout) -> str:
 def run(args: argparse.Namespace) -> int:
     start = time.monotonic()
     if args.out_dir is None and not args.check:
-        print("cs336 release: give OUT_DIR (e.g. `uv run cs336 release handout/`), or --check")
-        return 2
+        raise CommandError("give OUT_DIR (e.g. `uv run cs336 release handout/`), or --check")
     scratch = None
     try:
         if args.out_dir is None:
@@ -91,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"release --check: all {len(checks)} checks passed in {took:.0f} s")
         return 0
     except (MarkerError, ReleaseError) as e:
-        print(f"release: error: {e}")
-        return 1
+        raise CommandError(e, status=1) from None
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

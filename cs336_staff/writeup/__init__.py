@@ -28,6 +28,7 @@ import argparse
 import json
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.parts import Part, PartsError, load_parts, writeup_data
 
 REPO = Path(__file__).resolve().parents[2]
@@ -240,10 +241,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.out_dir is None and not (args.answers or args.check):
-        print(
-            "cs336 writeup: give OUT_DIR (e.g. `uv run cs336 writeup out/`), or --answers, or --check"
+        raise CommandError(
+            "give OUT_DIR (e.g. `uv run cs336 writeup out/`), or --answers, or --check"
         )
-        return 2
     try:
         if args.answers:
             from cs336_staff.writeup.answers import compute
@@ -271,6 +271,5 @@ def run(args: argparse.Namespace) -> int:
                     f"writeup: wrote {args.out_dir / KEY_NAME} (staff only: never put it in the handout)"
                 )
     except (WriteupError, PartsError) as e:
-        print(f"writeup: error: {e}")
-        return 1
+        raise CommandError(e, status=1) from None
     return 0

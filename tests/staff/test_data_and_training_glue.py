@@ -91,18 +91,18 @@ def test_load_tokens_rejects_an_empty_file(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--steps", "0"], "steps must be a positive integer, got 0"),
-        (["--dim", "-2"], "dim must be a positive integer, got -2"),
-        (["--batch-size", "0"], "batch_size must be a positive integer"),
-        (["--layers", "-1"], "num_layers must be a non-negative integer"),
-        (["--lr", "0"], "lr must be a positive number"),
-        (["--lr", "nan"], "lr must be a positive number"),
-        (["--weight-decay", "-0.1"], "weight_decay must be >= 0"),
-        (["--seed", "-5"], "seed must be a non-negative integer"),
+        (["--steps", "0"], "argument --steps: must be a positive integer, got '0'"),
+        (["--dim", "-2"], "argument --dim: must be a positive integer, got '-2'"),
+        (["--batch-size", "0"], "argument --batch-size: must be a positive integer"),
+        (["--layers", "-1"], "argument --layers: must be an integer >= 0"),
+        (["--lr", "0"], "argument --lr: must be a positive number"),
+        (["--lr", "nan"], "argument --lr: must be a positive number"),
+        (["--weight-decay", "-0.1"], "argument --weight-decay: must be a number >= 0"),
+        (["--seed", "-5"], "argument --seed: must be an integer >= 0"),
         (["--resume"], "pass --checkpoint PATH"),
         (
             ["--checkpoint", "ckpt.pt", "--checkpoint-every", "0"],
-            "checkpoint_every must be a positive integer",
+            "argument --checkpoint-every: must be a positive integer",
         ),
         (["--checkpoint", "no/such/dir/ckpt.pt"], "does not exist; create it first"),
         (["--checkpoint", "."], "is a directory; give a file path"),
@@ -111,8 +111,10 @@ def test_load_tokens_rejects_an_empty_file(tmp_path):
 def test_train_rejects_bad_arguments_with_a_clear_message(
     args, message, capsys, tmp_path, monkeypatch
 ):
-    """Every bad argument of `cs336 train` exits with status 2 and an error saying what to pass."""
+    """Every bad argument of `cs336 train` exits with status 2 and ends in one error line naming the flag as
+    typed and saying what to pass."""
     monkeypatch.chdir(tmp_path)
     assert main(["train", *args]) == 2
     err = capsys.readouterr().err
-    assert "cs336 train: error:" in err and message in err, err
+    last = err.rstrip("\n").split("\n")[-1]
+    assert last.startswith("cs336 train: error:") and message in last, err

@@ -164,7 +164,7 @@ def test_cli_without_arguments_grades_the_bundled_example_with_full_marks(repo, 
         (root / "make_submission.sh").unlink()
     out = capsys.readouterr().out
     assert code == 0 and f"cs336-assignment-submission: {FULL:g} / {TOTAL}  [ok]" in out, out
-    assert "| **total** | 9/10 | 1 |" in out
+    assert "| **total** | 10 | 9 | 0 | 1 | 0 |" in out  # tests, passed, failed, pending, not graded
 
 
 def test_cli_merge_combines_cpu_and_gpu_runs(repo, tmp_path, capsys):
@@ -255,3 +255,36 @@ def test_the_container_tier_runs_hidden_tests_after_the_visible_ones_in_one_judg
         dataclasses.replace(repo["plan"], tier="bubblewrap", insecure=False), {}, only
     )
     assert len(calls) == 3 and sorted(calls[1] + calls[2]) == sorted(only)
+
+
+def test_grading_one_submission_shows_its_progress_per_test(repo, tmp_path, capsys):
+    """Not on a terminal (a log, CI): a plain line each time another tenth of the tests has ended, up to
+    every test; on a terminal the same count lives on the bar (TestProgress, below)."""
+    plan = repo["plan"]
+    run_batch(_sorted(repo["subs"])[:1], tmp_path / "out", plan, progress=True)
+    total = sum(plan.runs_here(n) for n in plan.items)
+    seen = [
+        (int(k), int(n))
+        for k, n in re.findall(
+            r"\bgrading alice: (\d+)/(\d+) tests$", capsys.readouterr().err, re.M
+        )
+    ]
+    assert seen and {n for _, n in seen} == {total}, seen
+    assert [k for k, _ in seen] == sorted({k for k, _ in seen}) and seen[-1][0] == total, seen
+    assert len(seen) <= 10, seen
+
+
+def test_progress_on_a_terminal_is_one_live_line():
+    """On a terminal the submission's count replaces the bar's postfix: one line, updated in place."""
+    from io import StringIO
+
+    from tqdm import tqdm
+
+    from cs336_staff.grade.batch import TestProgress
+
+    bar = tqdm(total=1, file=StringIO())
+    tick = TestProgress(bar, "alice", 250, live=True)
+    tick(3)
+    tick(9)
+    assert bar.postfix == "alice: 12/250 tests"
+    bar.close()

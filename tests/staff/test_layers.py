@@ -12,7 +12,7 @@ never from a higher one, and the modules named in one layer do not import each o
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers, answer_leaks, student_output
                          > results, lock, io_recorder, pdf_text
     cs336_staff.grade:   cli > testing > batch, merge, example, autograder, gradescope > slurm > grader, judge
-                         > sandbox > remote, spec, container > limits, intake, report, delegation, standin > mirror
+                         > sandbox > remote, spec, container > limits, intake, report, delegation, standin > mirror, neutral
 
 The worker package (``cs336_staff/worker``: the worker, its channel and codec, and the adapter
 rule that the judge, the parts and the release ask too) is at the bottom. It runs inside the
@@ -67,7 +67,7 @@ LAYERS = {
         grimp.Layer("remote", "spec", "container"),
         grimp.Layer("errors", "output"),
         grimp.Layer("limits", "intake", "report", "delegation", "standin", "bytecode"),
-        "mirror",
+        grimp.Layer("mirror", "neutral"),  # neutral: a submission's text made inert in reports
     ),
 }
 #: Imports allowed against the layers, each with its reason (none now).

@@ -45,7 +45,22 @@ visibility = "after_due_date"
 FILES = {
     "tests/__init__.py": "",
     "tests/hidden/__init__.py": "",
-    "tests/conftest.py": "from tests import progress\n\n\ndef pytest_configure(config):\n    progress.register(config)\n",
+    "tests/conftest.py": """
+        from pathlib import Path
+
+        from tests import not_written, progress
+
+
+        def pytest_configure(config):
+            progress.register(config)
+            not_written.register(config)
+
+
+        def pytest_collection_modifyitems(config, items):
+            data = progress.load_points(Path(str(config.rootpath)))
+            if data is not None:
+                progress.handout_order(items, data)
+        """,
     "tests/test_alpha.py": """
         import pytest
 
@@ -79,7 +94,8 @@ def sample(root: Path, rubric: bool = True) -> Path:
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"))
-    shutil.copyfile(REPO / "tests" / "progress.py", root / "tests" / "progress.py")
+    for name in ("progress.py", "not_written.py"):
+        shutil.copyfile(REPO / "tests" / name, root / "tests" / name)
     (root / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["."]\n'
     )
@@ -172,3 +188,186 @@ def test_stubs_show_zero_and_nothing_prints_without_points_or_public_tests(tmp_p
     assert "public progress" not in pytest_out(root, "-p", "no:cs336_progress")
     bare = sample(tmp_path / "b", rubric=False)
     assert "public progress" not in pytest_out(bare)
+
+
+def test_files_run_in_the_handouts_order_and_the_stub_run_says_where_to_start(tmp_path):
+    """With Beta first in the rubric, Beta's file runs first (the hidden folder keeps its place) and the
+    line under the table names the first part whose tests reach a function not written yet."""
+    root = sample(tmp_path)
+    rubric = (root / "rubric.toml").read_text()
+    alpha, beta = rubric.index("[concepts.alpha]"), rubric.index("[concepts.beta]")
+    rules = rubric.index("[[rules]]")
+    swapped = rubric[:alpha] + rubric[beta:rules].replace("2. Beta", "1. Beta")
+    (root / "rubric.toml").write_text(
+        swapped + rubric[alpha:beta].replace("1. Alpha", "2. Alpha") + rubric[rules:]
+    )
+    collected = pytest_out(root, "--collect-only", "-q").splitlines()
+    files = list(dict.fromkeys(line.split("::")[0] for line in collected if "::" in line))
+    assert files == ["tests/hidden/test_alpha.py", "tests/test_beta.py", "tests/test_alpha.py"], (
+        collected
+    )
+    out = " ".join(pytest_out(root).split())
+    assert (
+        "Where to start: 1. Beta (the first part in the handout's order with functions not written "
+        "yet: 1 of its tests reach one, e.g. Implement heavy in beta.py)"
+    ) in out, out[-1500:]
+    (root / "tests" / "test_beta.py").write_text("def test_light():\n    pass\n")
+    out = " ".join(pytest_out(root).split())
+    assert "Where to start: 2. Alpha" in out, out[-1500:]
+    (root / "tests" / "test_alpha.py").write_text("def test_one():\n    pass\n")
+    assert "Where to start" not in pytest_out(root)
+
+
+def test_the_suites_test_files_run_in_the_parts_order():
+    """tests/conftest.py orders the public test files as cs336_staff/parts.py lists the parts' files."""
+    from cs336_staff.parts import load_parts
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--collect-only",
+            "-q",
+            *sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_*.py")),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    files = list(
+        dict.fromkeys(line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line)
+    )
+    expected = [f for part in load_parts(REPO) for f in part.tests]
+    assert files == expected, proc.stdout[-2000:]
+
+
+def test_a_part_whose_files_did_not_all_run_says_partial_instead_of_points(tmp_path):
+    """One of a part's two files run, or -k leaving some tests out: `partial`, how many ran, and which
+    file did not; a part that ran whole keeps its points."""
+    root = sample(tmp_path)
+    (root / "tests" / "test_alpha_more.py").write_text("def test_three():\n    pass\n")
+    out = pytest_out(root, "tests/test_alpha.py", "tests/test_beta.py")
+    lines = out.splitlines()
+    assert next(line for line in lines if line.startswith("1. Alpha")).split()[-1] == "partial", out
+    assert next(line for line in lines if line.startswith("2. Beta")).split()[-1] == "2.0/6", out
+    flat = " ".join(out.split())
+    assert "1. Alpha: partial: 3 tests ran; tests/test_alpha_more.py did not run." in flat, out
+    out = " ".join(pytest_out(root, "-k", "one or beta or three").split())
+    assert "1. Alpha: partial: 2 of 4 tests ran." in out, out
+    whole = pytest_out(root)
+    assert "partial" not in whole, whole
+    picked = pytest_out(root, "tests/test_alpha.py::test_one", "tests/test_alpha_more.py")
+    assert "tests/test_alpha.py (only the tests named)" in " ".join(picked.split()), picked
+
+
+RULED = {
+    "tests/conftest.py": """
+        from tests import progress, rules
+
+
+        def pytest_configure(config):
+            progress.register(config)
+            rules.register(config)
+        """,
+    "tests/rules.toml": """
+        [parts.alpha]
+        may_use = "Python"
+
+        [parts.beta]
+        may_use = "Python"
+
+        [[rules]]
+        id = "no-prod"
+        short = "math.prod"
+        part = "alpha"
+        forbidden = ["math.prod"]
+        says = "math.prod may not be used: multiply yourself"
+        """,
+    "adapters.py": """
+        from cs336_assignment import alpha, beta
+
+        # ----------------------------------------------------------------------------------------
+        # 1. Alpha
+        # ----------------------------------------------------------------------------------------
+
+
+        def run_prod(xs):
+            return alpha.prod(xs)
+
+
+        def run_total(xs):
+            return alpha.total(xs)
+
+
+        # ----------------------------------------------------------------------------------------
+        # 2. Beta
+        # ----------------------------------------------------------------------------------------
+
+
+        def run_double(x):
+            return beta.double(x)
+        """,
+    "cs336_assignment/__init__.py": "",
+    "cs336_assignment/alpha.py": """
+        import math
+
+
+        def prod(xs):
+            return math.prod(xs)
+
+
+        def total(xs):
+            return sum(xs)
+        """,
+    "cs336_assignment/beta.py": "def double(x):\n    return 2 * x\n",
+    "tests/test_alpha.py": """
+        import adapters
+
+
+        def test_prod():
+            assert adapters.run_prod([2, 3]) == 6
+
+
+        def test_total():
+            assert adapters.run_total([2, 3]) == 5
+        """,
+    "tests/test_beta.py": "import adapters\n\n\ndef test_double():\n    assert adapters.run_double(4) == 8\n",
+}
+
+
+def test_a_test_that_reaches_a_rule_break_earns_nothing_in_the_table_as_in_grading(tmp_path):
+    """math.prod in Alpha's code: the test that reaches it scores 0 (the other Alpha test and Beta's keep
+    theirs); a break of a rule of every part (sys._getframe, here in Beta's code) costs every test."""
+    root = sample(tmp_path)
+    for rel, text in RULED.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text).lstrip("\n"))
+    shutil.copyfile(REPO / "tests" / "rules.py", root / "tests" / "rules.py")
+    out = pytest_out(root)
+    lines = out.splitlines()
+    assert "RULE adapters.run_prod reaches math.prod" in out, out
+    assert next(line for line in lines if line.startswith("1. Alpha")).split()[2:] == [
+        "1/2",
+        "1",
+        "0",
+        "5.0/10",
+    ], out
+    assert next(line for line in lines if line.startswith("2. Beta")).split()[-1] == "6.0/6", out
+    assert "1 tests passed but earn no points here, as in grading" in " ".join(out.split()), out
+
+    with open(root / "tests" / "rules.toml", "a") as f:
+        f.write(
+            '\n[[rules]]\nid = "no-reaching-the-tests"\nshort = "the interpreter\'s insides"\n'
+            'part = "all"\nforbidden = ["sys._getframe"]\nsays = "no frames"\n'
+        )
+    (root / "cs336_assignment" / "beta.py").write_text(
+        "import sys\n\n\ndef double(x):\n    sys._getframe(0)\n    return 2 * x\n"
+    )
+    out = pytest_out(root)
+    lines = out.splitlines()
+    assert next(line for line in lines if line.startswith("1. Alpha")).split()[-1] == "0.0/10", out
+    assert next(line for line in lines if line.startswith("2. Beta")).split()[-1] == "0.0/6", out
