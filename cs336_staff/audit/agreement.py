@@ -37,9 +37,13 @@ mutant names). Both runs of an implementation come from the audit's warm fork-se
 real, cold, sandboxed one. The speed tests draw their inputs per run (``tests/fresh.py``): both
 runs of every implementation draw them from one ``CS336_SPEED_SEED``, printed at the start, so a
 difference in a speed test is one of timing, never of inputs. Each run has a timeout
-(``--timeout``); a run killed at it, a run that could not start, collected nothing, or imported
-the implementation from outside its copy, or a mutant that no longer applies is a *problem*. The
-check fails (non-zero exit) on any difference or problem, and ends with the time it took per part.
+(``--timeout``; a split run stops itself a little before it, so that its judge ends its worker,
+and any process still naming the run's own folder afterwards is killed and reported). A run
+stopped at its timeout, a run that could not start, collected nothing, or imported the
+implementation from outside its copy, a process left running, or a mutant that no longer applies
+is a *problem*. The check fails (non-zero exit) on any difference or problem, and ends with the
+time it took per part. On this VM's two shared cores a part takes 5 to 25 minutes (tensors, 45
+implementations: 24 minutes, loaded) and the whole check hours: ``.ci/run`` should run it per part.
 
 Deliberately left out: the hidden tests (a student never runs them, so there is nothing to
 agree with), the training loop's tests for a mutant of a part it uses (``used_by.json``: they
@@ -61,6 +65,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from cs336_staff.audit import garbage_check
 from cs336_staff.audit import mutants as audit
 from cs336_staff.audit.garbage import FLAVOUR_ENV, FLAVOURS
@@ -75,21 +81,37 @@ PACKAGE = "cs336_assignment"
 #: Where a garbage implementation keeps ``garbage.py``: inside the package, the only code a submission has.
 GARBAGE_MODULE = f"{PACKAGE}.cs336_garbage"
 RUN_TIMEOUT = 900.0  # seconds for one run (one process or split) of an implementation's tests
-#: Run in a warm child in the staff repository (argv: the outcomes file, then pytest's arguments):
-#: pytest with the judge plugin, recording each test's outcome with the staff tools' recorder (the
-#: judge registers its own under the name the warm children's recorder takes, so this one has none).
-SPLIT_SCRIPT = """\
-import os, sys
+#: The split run's exit status when it stopped itself at its alarm (as ``timeout`` exits).
+STOPPED = 124
+#: The share of its timeout after which a split run stops itself: a judge that ends on its own ends
+#: its worker too, where one killed from outside can leave it running (without bubblewrap, a plain
+#: child in a session of its own).
+STOP_AT = 0.9
+#: Run in a warm child in the staff repository (argv: the outcomes file, the seconds before it stops
+#: itself, then pytest's arguments): pytest with the judge plugin, recording each test's outcome with
+#: the staff tools' recorder (the judge registers its own under the name the warm children's
+#: recorder takes, so this one has none). Its TMPDIR, which holds the judge's folders, is the run's own.
+SPLIT_SCRIPT = f"""\
+import os, signal, sys, tempfile
 import pytest
 from cs336_staff.session.outcomes import Recorder
-out, *rest = sys.argv[1:]
+out, seconds, *rest = sys.argv[1:]
+tempfile.tempdir = None  # this run's TMPDIR, not the folder the warm server looked up
+alarms = []
+def stop(signum, frame):
+    alarms.append(signum)
+    raise KeyboardInterrupt("the split run reached its timeout")
+signal.signal(signal.SIGALRM, stop)
+signal.alarm(max(1, int(float(seconds))))
 quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
-args = ["-p", "no:cacheprovider", *quiet, f"--rootdir={os.getcwd()}", *rest]
-sys.exit(int(pytest.main(args, plugins=[Recorder(out)])))
+args = ["-p", "no:cacheprovider", *quiet, f"--rootdir={{os.getcwd()}}", *rest]
+code = int(pytest.main(args, plugins=[Recorder(out)]))
+sys.exit({STOPPED} if alarms else code)
 """
 #: The outcome of a test one run collected and did not finish (or never collected).
 NOT_RUN = "not run"
 MESSAGE_CHARS = 300  # of each failure's first line in the report
+LEFT_CHARS = 160  # of each left-running process's command line in the report
 
 
 @dataclass(frozen=True)
@@ -205,7 +227,7 @@ def run_problems(mode: str, run: PytestRun, timeout: float) -> list[str]:
     if run.timed_out or run.returncode == KILLED:
         unfinished = [n for n, t in outcomes(run).items() if t.outcome == NOT_RUN]
         out.append(
-            f"{mode}: killed after {timeout:.0f} s with {len(run.tests)} tests done"
+            f"{mode}: stopped at its timeout ({timeout:.0f} s) with {len(run.tests)} tests done"
             + (f", {len(unfinished)} not (the first: {unfinished[0]})" if unfinished else "")
             + f"; its last lines:\n{run.tail(5)}"
         )
@@ -217,6 +239,21 @@ def run_problems(mode: str, run: PytestRun, timeout: float) -> list[str]:
             + "; ".join(run.foreign_modules)
         )
     return out
+
+
+def left_running(marker: Path) -> list[str]:
+    """Kill every process whose command line names ``marker`` (a split run's own folder, which
+    its judge's worker or sandbox is given): ``pid command`` of each, [] when the run ended them all."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        command = " ".join(proc.info["cmdline"] or [])
+        if str(marker) in command:
+            try:
+                proc.kill()
+            except psutil.Error:
+                continue
+            found.append(f"{proc.pid} {command[:LEFT_CHARS]}")
+    return found
 
 
 def verdict(
@@ -275,13 +312,22 @@ class Runner:
             timeout=self.timeout,
         )
 
-    def split(self, tree: Path, tests: list[str]) -> PytestRun:
-        """Grading's run: the judge in the staff repository, ``tree``'s implementation in the worker."""
+    def split(self, tree: Path, tests: list[str]) -> tuple[PytestRun, list[str]]:
+        """Grading's run: the judge in the staff repository, ``tree``'s implementation in the worker;
+        and the processes it left running (``left_running``), killed."""
         out = tree.parent / f"{tree.name}-split.jsonl"
         out.unlink(missing_ok=True)
+        # the judge's folders: its worker's command line names them
+        own_tmp = tree.parent / f"{tree.name}-split-tmp"
+        shutil.rmtree(own_tmp, ignore_errors=True)
+        own_tmp.mkdir()
+        own_tmp.chmod(
+            0o711
+        )  # the container tier's worker (another uid) passes through to its folder
         mode = "--split-insecure" if self.insecure else "--split"
         args = [
             str(out),
+            str(self.timeout * STOP_AT),
             *tests,
             "-p",
             "no:randomly",
@@ -291,17 +337,21 @@ class Runner:
             "--split-root",
             str(tree),
         ]
-        run = self.pool.run(
-            self.repo,
-            args,
-            code=SPLIT_SCRIPT,
-            env=self._env(),
-            timeout=self.timeout,
-        )
+        try:
+            run = self.pool.run(
+                self.repo,
+                args,
+                code=SPLIT_SCRIPT,
+                env={**self._env(), "TMPDIR": str(own_tmp)},
+                timeout=self.timeout,
+            )
+        finally:
+            left = left_running(own_tmp)
+            shutil.rmtree(own_tmp, ignore_errors=True)
         result = read_run(run.returncode, out if out.is_file() else None, run.output)
-        result.seconds, result.timed_out = run.seconds, run.timed_out
+        result.seconds, result.timed_out = run.seconds, run.timed_out or run.returncode == STOPPED
         out.unlink(missing_ok=True)
-        return result
+        return result, left
 
     def check(self, implementation: Implementation) -> Verdict:
         """Lay ``implementation`` over the reference in a scratch copy, run it both ways, put the copy back."""
@@ -318,8 +368,14 @@ class Runner:
                 (tree / rel).write_text(text, encoding="utf-8")
             tests = list(implementation.tests)
             one = self.one_process(tree, tests)
-            split = self.split(tree, tests)
-            return verdict(implementation, one, split, self.timeout)
+            split, left = self.split(tree, tests)
+            found = verdict(implementation, one, split, self.timeout)
+            if left:
+                found.status = "problem"
+                found.problems.append(
+                    f"split: {len(left)} processes outlived the run (killed): " + "; ".join(left)
+                )
+            return found
         finally:
             for rel, data in originals.items():
                 if data is None:

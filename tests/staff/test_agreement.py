@@ -1,9 +1,10 @@
 """`cs336 audit --agreement` on the tiny staff repository, and the implementations it builds here.
 
 One light warm server (the tiny repository needs no torch) runs an implementation that agrees,
-one whose ``add`` answers otherwise inside the grading worker (every test of ``add`` must be
-listed, with both outcomes and the split run's message), and one that hangs (a problem, killed at
-the timeout). The split runs use ``--split-insecure``: the same judge and crossing, without
+one right only on the speed test's inputs of the pinned seed, one whose ``add`` answers otherwise
+inside the grading worker (every test of ``add`` must be listed, with both outcomes and the split
+run's message), and one that hangs (a problem, stopped at the timeout, its worker with it). The
+split runs use ``--split-insecure``: the same judge and crossing, without
 bubblewrap, so the check runs wherever the staff tests do. The comparison itself and the list of
 implementations of this repository (the zoo, garbage and the corpus) are checked without a run.
 """
@@ -15,6 +16,7 @@ import ast
 import random
 from pathlib import Path
 
+import psutil
 import pytest
 
 from cs336_staff.audit import agreement
@@ -111,14 +113,23 @@ def test_an_implementation_that_differs_split_is_reported_test_by_test(runs):
         )
 
 
-def test_a_run_that_hangs_is_a_problem_killed_at_the_timeout(runs):
-    """A run that outlives its timeout is killed and makes the implementation a problem (the check fails)."""
-    verdicts, _, _ = runs
+def test_a_run_that_hangs_is_stopped_at_its_timeout_and_leaves_no_worker_running(runs):
+    """Both runs of an implementation that hangs stop at the timeout and make it a problem (the check
+    fails); the split run's judge stops itself first, ending its worker (which, without bubblewrap,
+    would outlive a judge killed from outside), so no process of the run is left."""
+    verdicts, _, repo = runs
     hung = verdicts["hangs"]
     assert hung.status == "problem" and not hung.ok
-    assert any(
-        p.startswith(f"one process: killed after {HANG_SECONDS:.0f} s") for p in hung.problems
-    ), hung.problems
+    for mode in ("one process", "split"):
+        assert any(
+            p.startswith(f"{mode}: stopped at its timeout ({HANG_SECONDS:.0f} s)")
+            for p in hung.problems
+        ), hung.problems
+    assert not any("outlived" in p for p in hung.problems), hung.problems
+    running = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+    assert not [c for c in running if str(repo) in c], (
+        "a worker of the tiny repository is still running"
+    )
 
 
 def test_the_check_leaves_the_repository_as_it_was(runs):
