@@ -54,6 +54,7 @@ on a GPU runner it runs in both).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import queue
 import secrets
@@ -64,12 +65,23 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import psutil
 
-from cs336_staff.audit import garbage_check
+from cs336_staff.audit import garbage_check, part_reach
 from cs336_staff.audit import mutants as audit
+from cs336_staff.audit.agreement_plan import (
+    Implementation,
+    every_function,
+    narrowed,
+    plan,
+    restrict,
+    tree_files,
+    tree_tests,
+)
 from cs336_staff.audit.garbage import FLAVOUR_ENV, FLAVOURS
+from cs336_staff.mutants import Mutant
 from cs336_staff.parts import Part, PartsError, load_parts
 from cs336_staff.session.runner import KILLED, Outcome, PytestRun, hide_installed, read_run
 from cs336_staff.session.warm import WarmPool
@@ -78,8 +90,14 @@ from tests.fresh import SEED_ENV
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"  # cs336_staff/corpus
 PACKAGE = "cs336_assignment"
-#: Where a garbage implementation keeps ``garbage.py``: inside the package, the only code a submission has.
-GARBAGE_MODULE = f"{PACKAGE}.cs336_garbage"
+
+
+def garbage_module(kind: str) -> str:
+    """Where a garbage implementation of flavour ``kind`` keeps ``garbage.py``: inside the package, the
+    only code a submission has; one module per flavour, so that garbage of both can share a tree."""
+    return f"{PACKAGE}.cs336_garbage_{kind}"
+
+
 RUN_TIMEOUT = 900.0  # seconds for one run (one process or split) of an implementation's tests
 #: The split run's exit status when it stopped itself at its alarm (as ``timeout`` exits).
 STOPPED = 124
@@ -105,30 +123,17 @@ signal.signal(signal.SIGALRM, stop)
 signal.alarm(max(1, int(float(seconds))))
 quiet = ["-W", "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"]
 args = ["-p", "no:cacheprovider", *quiet, f"--rootdir={{os.getcwd()}}", *rest]
-code = int(pytest.main(args, plugins=[Recorder(out)]))
+try:
+    code = int(pytest.main(args, plugins=[Recorder(out)]))
+except KeyboardInterrupt:  # the alarm before pytest's session could take it (still starting up)
+    if not alarms:
+        raise
 sys.exit({STOPPED} if alarms else code)
 """
 #: The outcome of a test one run collected and did not finish (or never collected).
 NOT_RUN = "not run"
 MESSAGE_CHARS = 300  # of each failure's first line in the report
 LEFT_CHARS = 160  # of each left-running process's command line in the report
-
-
-@dataclass(frozen=True)
-class Implementation:
-    """One implementation to check: its files that differ from the reference, and the tests it runs."""
-
-    kind: str  # reference | mutant | garbage | corpus
-    name: str
-    part: str  # the part it belongs to, for the per-part times ("all" for the reference of every part)
-    tests: tuple[str, ...]  # public test files
-    #: relative path -> text, laid over the reference
-    files: dict[str, str] = field(default_factory=dict, hash=False)
-    problem: str = ""  # why it cannot be run (a mutant that no longer applies)
-
-    @property
-    def label(self) -> str:
-        return self.kind if self.kind == "reference" else f"{self.kind} {self.name}"
 
 
 @dataclass
@@ -163,6 +168,7 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
     tally: str = ""  # "176 tests: 160 passed, 16 failed" (one process)
     seconds: tuple[float, float] = (0.0, 0.0)  # one process, split
+    shared: int = 1  # implementations that ran in its tree (whose runs ``seconds`` are)
 
     @property
     def ok(self) -> bool:
@@ -173,7 +179,8 @@ class Verdict:
         one, split = self.seconds
         head = (
             f"[{index:>{w}}/{total}] {self.implementation.label}  {self.status.upper()}  {self.tally} "
-            f"(one process {one:.1f} s, split {split:.1f} s)"
+            f"({'' if self.shared == 1 else f'a tree of {self.shared}: '}"
+            f"one process {one:.1f} s, split {split:.1f} s)"
         )
         lines = [head]
         if self.differences:
@@ -353,29 +360,52 @@ class Runner:
         out.unlink(missing_ok=True)
         return result, left
 
-    def check(self, implementation: Implementation) -> Verdict:
-        """Lay ``implementation`` over the reference in a scratch copy, run it both ways, put the copy back."""
-        if implementation.problem:
-            return Verdict(implementation, "problem", problems=[implementation.problem])
+    def reach(self, tests: list[str]) -> tuple[dict[str, list[str]], str]:
+        """What each of ``tests`` enters on the reference (``reach_probe.py``, every function of the
+        package), in the order they ran; or {} and why it could not be measured."""
+        tree = audit.make_scratch(self.repo, self.root / "reach")  # its own: the trees' are busy
+        functions, out = self.root / "reach-functions.json", self.root / "reach.json"
+        shutil.copyfile(part_reach.PROBE_SOURCE, tree / f"{part_reach.PROBE_MODULE}.py")
+        try:
+            functions.write_text(json.dumps(every_function(tree)), encoding="utf-8")
+            env = {
+                **self._env(),
+                "CS336_REACH_FUNCTIONS": str(functions),
+                "CS336_REACH_OUT": str(out),
+            }
+            run = self.pool.run(
+                tree,
+                [*tests, "-p", "no:randomly", "-p", part_reach.PROBE_MODULE],
+                hide=hide_installed(tree),
+                env=env,
+                timeout=self.timeout,
+            )
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
+        if not out.is_file():
+            return (
+                {},
+                f"the reference's profiled run wrote nothing (exit {run.returncode}): {run.tail(5)}",
+            )
+        found: dict[str, list[str]] = json.loads(out.read_text(encoding="utf-8"))
+        return found, ""
+
+    def check(self, members: list[Implementation], tests: list[str]) -> list[Verdict]:
+        """Lay ``members`` over the reference in a scratch copy, run ``tests`` both ways, put the copy
+        back: a verdict per member, on its own tests."""
+        if len(members) == 1 and members[0].problem:
+            return [Verdict(members[0], "problem", problems=[members[0].problem])]
+        files = tree_files(members)
         tree = self.scratches.get()
         originals = {
-            rel: (tree / rel).read_bytes() if (tree / rel).is_file() else None
-            for rel in implementation.files
+            rel: (tree / rel).read_bytes() if (tree / rel).is_file() else None for rel in files
         }
         try:
-            for rel, text in implementation.files.items():
+            for rel, text in files.items():
                 (tree / rel).parent.mkdir(parents=True, exist_ok=True)
                 (tree / rel).write_text(text, encoding="utf-8")
-            tests = list(implementation.tests)
             one = self.one_process(tree, tests)
             split, left = self.split(tree, tests)
-            found = verdict(implementation, one, split, self.timeout)
-            if left:
-                found.status = "problem"
-                found.problems.append(
-                    f"split: {len(left)} processes outlived the run (killed): " + "; ".join(left)
-                )
-            return found
         finally:
             for rel, data in originals.items():
                 if data is None:
@@ -383,6 +413,23 @@ class Runner:
                 else:
                     (tree / rel).write_bytes(data)
             self.scratches.put(tree)
+        out = []
+        for m in members:
+            mine = (
+                (one, split)
+                if len(members) == 1
+                else (restrict(one, m.tests), restrict(split, m.tests))
+            )
+            found = verdict(m, *mine, self.timeout)
+            if len(members) > 1:
+                found.shared = len(members)
+            if left:
+                found.status = "problem"
+                found.problems.append(
+                    f"split: {len(left)} processes outlived the run (killed): " + "; ".join(left)
+                )
+            out.append(found)
+        return out
 
 
 def check(
@@ -404,17 +451,27 @@ def check(
     root = Path(tempfile.mkdtemp(prefix="cs336-agreement-"))
     own_pool, ex = pool is None, None
     try:
-        pool = WarmPool() if own_pool else pool
+        pool = WarmPool() if pool is None else pool
         runner = Runner(
             repo, pool, root, jobs, timeout=timeout, insecure=insecure, speed_seed=speed_seed
         )
         ex = ThreadPoolExecutor(max_workers=runner.jobs)
-        futures = [ex.submit(runner.check, i) for i in implementations]
-        verdicts = []
-        for k, f in enumerate(futures, 1):
-            v = f.result()
-            echo(v.render(k, len(implementations)))
-            verdicts.append(v)
+        alone = [[i] for i in implementations if not i.focus or i.problem]
+        futures = [ex.submit(runner.check, t, list(t[0].tests)) for t in alone]
+        rest = [i for i in implementations if i.focus and not i.problem]
+        if rest:  # measured while the first trees run, then the rest narrowed and shared
+            reach, why = runner.reach(sorted({t for i in rest for t in i.tests}))
+            if why:
+                echo(f"audit --agreement: each implementation runs alone on all its tests: {why}")
+                trees = [[i] for i in rest]
+            else:
+                trees = plan([narrowed(i, reach) for i in rest], reach)
+            futures += [ex.submit(runner.check, t, tree_tests(t, reach)) for t in trees]
+        verdicts: list[Verdict] = []
+        for f in futures:
+            for v in f.result():
+                verdicts.append(v)
+                echo(v.render(len(verdicts), len(implementations)))
         return verdicts
     finally:  # as the audit does: the pool first (it kills the runs), so the threads return at once
         if own_pool and pool is not None:
@@ -458,10 +515,11 @@ def garbage_files(repo: Path, target: garbage_check.Target, kind: str) -> dict[s
     """The files of ``target``'s garbage of flavour ``kind``: its module rebinding it, and the garbage module."""
     source = (Path(repo) / target.file).read_text(encoding="utf-8")
     module = garbage_check.GARBAGE_SOURCE.read_text(encoding="utf-8")
+    name = garbage_module(kind)
     pinned = f"\n\n# The worker starts with a fresh environment: the flavour is written here.\nos.environ[{FLAVOUR_ENV!r}] = {kind!r}\n"
     return {
-        target.file: garbage_check.with_garbage(source, target, module=GARBAGE_MODULE),
-        GARBAGE_MODULE.replace(".", "/") + ".py": module.rstrip() + pinned,
+        target.file: garbage_check.with_garbage(source, target, module=name),
+        name.replace(".", "/") + ".py": module.rstrip() + pinned,
     }
 
 
@@ -476,37 +534,37 @@ def implementations(
     except PartsError as e:
         raise SystemExit(f"audit --agreement: {e}") from None
     by_key = {p.key: p for p in parts}
-    mutants = audit.load_mutants()
+    mutants = [(part, cast(Mutant, m)) for part, m in audit.load_mutants()]
     targets = garbage_check.targets(repo)
     entries = corpus_entries(corpus)
-    only = set(only or [])
+    chosen = set(only or [])
     known = set(by_key) | {m.name for _, m in mutants} | {t.name for t in targets} | set(entries)
-    unknown = sorted(only - known)
+    unknown = sorted(chosen - known)
     if unknown:
         raise SystemExit(
             f"audit --agreement: --only {', '.join(unknown)} names no part, mutant, graded target or "
             f"corpus entry; parts are {', '.join(by_key)}"
         )
-    wanted = lambda part, name: not only or part in only or name in only  # noqa: E731
+    wanted = lambda part, name: not chosen or part in chosen or name in chosen  # noqa: E731
 
     out = []
-    if not only or only & set(by_key):
+    if not chosen or chosen & set(by_key):
         tests = (
             public_tests(repo)
-            if not only
-            else sorted({t for k in only & set(by_key) for t in by_key[k].tests})
+            if not chosen
+            else sorted({t for k in chosen & set(by_key) for t in by_key[k].tests})
         )
         out.append(
             Implementation(
                 "reference",
                 "reference",
-                "all" if not only else ",".join(sorted(only & set(by_key))),
+                "all" if not chosen else ",".join(sorted(chosen & set(by_key))),
                 tuple(tests),
             )
         )
     for name, files in entries.items():
         touched = sorted({p.key for rel in files if (p := part_of(rel, parts)) is not None})
-        if not only or name in only or only & set(touched):
+        if not chosen or name in chosen or chosen & set(touched):
             tests = sorted({t for k in touched for t in by_key[k].tests})
             out.append(
                 Implementation(
@@ -516,16 +574,28 @@ def implementations(
                     tuple(tests),
                     files,
                     "" if touched else "its files belong to no part",
+                    focus=tuple(f"{rel}::" for rel in files),
                 )
             )
     for part, m in mutants:
         if wanted(part, m.name):
-            tests = (
+            candidates = (
                 tuple(sorted({*by_key[part].tests, *m.tests})) if part in by_key else tuple(m.tests)
             )
             why = audit.problem(m, repo)
             files = {} if why else {m.file: m.mutate((repo / m.file).read_text(encoding="utf-8"))}
-            out.append(Implementation("mutant", f"{part}/{m.name}", part, tests, files, why or ""))
+            out.append(
+                Implementation(
+                    "mutant",
+                    f"{part}/{m.name}",
+                    part,
+                    candidates,
+                    files,
+                    why or "",
+                    focus=(f"{m.file}::{m.function}",),
+                    narrow=True,
+                )
+            )
     for t in targets:
         if wanted(t.part, t.name):
             for kind in FLAVOURS:
@@ -536,6 +606,8 @@ def implementations(
                         t.part,
                         tuple(by_key[t.part].tests),
                         garbage_files(repo, t, kind),
+                        focus=(f"{t.file}::{t.name}" + ("." if t.is_class else ""),),
+                        narrow=not t.is_class,
                     )
                 )
     return out
@@ -549,7 +621,7 @@ def implementations(
 def seconds_per_part(verdicts: list[Verdict]) -> dict[str, float]:
     out: dict[str, float] = {}
     for v in verdicts:
-        out[v.implementation.part] = out.get(v.implementation.part, 0.0) + sum(v.seconds)
+        out[v.implementation.part] = out.get(v.implementation.part, 0.0) + sum(v.seconds) / v.shared
     return out
 
 

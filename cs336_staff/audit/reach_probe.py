@@ -4,11 +4,16 @@ Copied into the audit's scratch tree as ``cs336_reach_probe.py`` and loaded with
 ``-p cs336_reach_probe`` (the scratch tree imports nothing of the staff repository). It reads
 ``CS336_REACH_FUNCTIONS``, a JSON file ``{"cs336_assignment/optim.py": ["AdamW.step", ...]}``, and
 writes ``CS336_REACH_OUT``: ``{nodeid: ["cs336_assignment/optim.py::AdamW.step", ...]}``, the
-functions entered while the test ran (setup, call and teardown, in any thread of this process).
+functions entered while the test ran (setup, call and teardown, in any thread of this process and
+in the processes it forks), and those entered by the setup of every fixture the test uses, whenever
+that setup ran (a module-scoped fixture is set up once, in the first test that needs it; the tests
+after it read what it built).
 
 A profile hook (``sys.setprofile``) sees every call; only the listed functions are kept, matched by
-file and ``co_qualname``. Code run in another process (a multiprocessing pool, a subprocess) is not
-seen.
+file and ``co_qualname``. A forked child (a ``fork`` multiprocessing pool) inherits the hook and
+appends what it enters to a file of its own (it ends with ``os._exit``, so nothing is kept in
+memory), read back when the test ends. Code run in a process started otherwise (``spawn``, a
+subprocess) is not seen.
 """
 
 from __future__ import annotations
@@ -29,6 +34,13 @@ _wanted: dict[str, set[str]] = {
 _rel = {path: Path(path).relative_to(_root).as_posix() for path in _wanted}
 _current: set[str] = set()
 _reach: dict[str, list[str]] = {}
+#: What each fixture's setups entered (by fixture name, over all its setups), and the fixtures being set up.
+_by_fixture: dict[str, set[str]] = {}
+_open: list[set[str]] = []
+#: Where forked children append what they enter, and what this process (when one) has appended.
+_children = Path(os.environ["CS336_REACH_OUT"] + ".children")
+_parent = os.getpid()
+_in_child: set[str] = set()
 
 
 def _profile(frame, event, arg):  # noqa: ANN001, ARG001
@@ -36,12 +48,40 @@ def _profile(frame, event, arg):  # noqa: ANN001, ARG001
         code = frame.f_code
         names = _wanted.get(code.co_filename)
         if names is not None and code.co_qualname in names:
-            _current.add(f"{_rel[code.co_filename]}::{code.co_qualname}")
+            entry = f"{_rel[code.co_filename]}::{code.co_qualname}"
+            _current.add(entry)
+            for opened in _open:
+                opened.add(entry)
+            if os.getpid() != _parent and entry not in _in_child:
+                _in_child.add(entry)
+                with open(
+                    _children, "a"
+                ) as f:  # one short line: appends from children do not interleave
+                    f.write(entry + "\n")
+
+
+def _after_fork() -> None:
+    _in_child.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):  # noqa: ANN001, ARG001
+    entered: set[str] = set()
+    _open.append(entered)
+    try:
+        return (yield)
+    finally:
+        _open.remove(entered)
+        _by_fixture.setdefault(fixturedef.argname, set()).update(entered)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001, ARG001
     _current.clear()
+    _children.unlink(missing_ok=True)
     sys.setprofile(_profile)
     threading.setprofile(_profile)
     try:
@@ -49,6 +89,11 @@ def pytest_runtest_protocol(item, nextitem):  # noqa: ANN001, ARG001
     finally:
         sys.setprofile(None)
         threading.setprofile(None)
+        if _children.is_file():
+            _current.update(_children.read_text().split())
+            _children.unlink()
+        for name in getattr(item, "fixturenames", ()):
+            _current.update(_by_fixture.get(name, ()))
         _reach[item.nodeid] = sorted(_current)
 
 
