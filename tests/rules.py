@@ -33,7 +33,7 @@ import hashlib
 import re
 import tomllib
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase, translate
 from pathlib import Path
@@ -534,7 +534,7 @@ class _Refs(ast.NodeVisitor):
 
 
 def _collect(
-    module: Module, nodes: list[ast.AST], watch: re.Pattern[str] | None
+    module: Module, nodes: Sequence[ast.AST], watch: re.Pattern[str] | None
 ) -> tuple[list[Ref], list[tuple[str, int]]]:
     v = _Refs(module, watch)
     for n in nodes:
@@ -652,10 +652,9 @@ def _runs_at_import(body: list[ast.stmt]) -> list[ast.AST]:
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             out += stmt.items
             out += _runs_at_import(stmt.body)
-        elif _MAIN_GUARD.match(canonical(getattr(stmt, "test", None))):
-            out += _runs_at_import(
-                stmt.orelse
-            )  # `if __name__ == "__main__":` runs only as a script
+        elif isinstance(stmt, ast.If) and _MAIN_GUARD.match(canonical(stmt.test)):
+            # `if __name__ == "__main__":` runs only as a script
+            out += _runs_at_import(stmt.orelse)
         elif isinstance(stmt, _BLOCKS):
             head = [getattr(stmt, f, None) for f in ("test", "iter", "subject")]
             out += _calls([*head, *(h.type for h in getattr(stmt, "handlers", []))])

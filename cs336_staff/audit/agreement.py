@@ -65,7 +65,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 import psutil
 
@@ -81,7 +80,6 @@ from cs336_staff.audit.agreement_plan import (
     tree_tests,
 )
 from cs336_staff.audit.garbage import FLAVOUR_ENV, FLAVOURS
-from cs336_staff.mutants import Mutant
 from cs336_staff.parts import Part, PartsError, load_parts
 from cs336_staff.session.runner import KILLED, Outcome, PytestRun, hide_installed, read_run
 from cs336_staff.session.warm import WarmPool
@@ -534,7 +532,7 @@ def implementations(
     except PartsError as e:
         raise SystemExit(f"audit --agreement: {e}") from None
     by_key = {p.key: p for p in parts}
-    mutants = [(part, cast(Mutant, m)) for part, m in audit.load_mutants()]
+    mutants = audit.load_mutants()
     targets = garbage_check.targets(repo)
     entries = corpus_entries(corpus)
     chosen = set(only or [])

@@ -175,7 +175,7 @@ def missing_words(tree: list, text: str, values: str, ignorecase: bool) -> list[
     for node in tree:
         if isinstance(node, tuple):
             options = [missing_words(b, text, values, ignorecase) for b in node[1]]
-            missing.extend(min(options, key=len) if options else [])
+            missing.extend(min(options, key=len) if options else [])  # type: ignore[arg-type]
         elif not _is_value(node, values, ignorecase) and not _contains(node, text, ignorecase):
             missing.append(node)
     return missing
@@ -239,7 +239,7 @@ def check_record(record: RaisesRecord, docstrings: str) -> str | None:
 class Definition:
     module: str  # "cs336_assignment.tensors.strides"
     qualname: str  # "Adam.step"
-    node: ast.AST
+    node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     has_region: bool
 
 

@@ -154,6 +154,7 @@ def _garble_number(x: int | float | bool, kind: str) -> int | float | bool:
     rng = _noise()[1]
     if isinstance(x, bool):
         return rng.random() < 0.5
+    out: int | float
     if isinstance(x, int):
         out = rng.randint(-2 * abs(x) - 1, 2 * abs(x) + 1)
     else:
@@ -365,7 +366,7 @@ def garbage_class(cls: type, methods: list[str]) -> type:
     """``cls`` with the ``methods`` students write turned into garbage, in place (see the module docstring)."""
     for name in methods:
         attribute = cls.__dict__.get(name)
-        if isinstance(attribute, property):
+        if isinstance(attribute, property) and attribute.fget is not None:
             setattr(
                 cls,
                 name,

@@ -430,7 +430,7 @@ def check(
     root = Path(tempfile.mkdtemp(prefix="cs336-garbage-"))
     own_pool = pool is None
     try:
-        pool = WarmPool() if own_pool else pool
+        pool = WarmPool() if pool is None else pool
         runner = Check(repo, pool, root, max(1, jobs), echo)
         base, reach = runner.baseline(test_files, part_reach.graded_functions(parts))
         problems = [

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cs336_staff.audit import part_reach
+from cs336_staff.mutants import Mutant
 from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.session.runner import PytestRun, hide_installed
 from cs336_staff.session.warm import KILLED, WarmPool
@@ -70,7 +71,7 @@ class Verdict:
     """What happened to one mutant."""
 
     part: str
-    mutant: object  # cs336_staff.mutants.Mutant
+    mutant: Mutant
     status: str  # caught | survived | invalid | inconclusive
     caught_by: list[str] = field(default_factory=list)  # "nodeid: first line of the failure"
     note: str = ""
@@ -90,7 +91,7 @@ class Verdict:
         return "\n".join(lines)
 
 
-def load_mutants(only: list[str] | None = None) -> list[tuple[str, object]]:
+def load_mutants(only: list[str] | None = None) -> list[tuple[str, Mutant]]:
     """(part, mutant) for every mutant of ``cs336_staff.mutants``, in a stable order, filtered by ``only``."""
     import cs336_staff.mutants as zoo
 
@@ -201,7 +202,7 @@ def verdict(
             [f"pytest crashed (exit {run.returncode}): {run.tail(3)}"],
             seconds=seconds,
         )
-    counts = {}
+    counts: dict[str, int] = {}
     for t in run.tests.values():
         counts[t.outcome] = counts.get(t.outcome, 0) + 1
     tally = ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "no test ran"
@@ -233,7 +234,7 @@ def problem(mutant, root: Path) -> str | None:
     return None
 
 
-def applicability(repo: Path, mutants: list[tuple[str, object]]) -> list[str]:
+def applicability(repo: Path, mutants: list[tuple[str, Mutant]]) -> list[str]:
     """``part/name: problem`` for every mutant that cannot run against ``repo`` (see ``problem``);
     [] when all can. Runs no test: a second or two for the whole zoo."""
     notes = ((part, m, problem(m, Path(repo))) for part, m in mutants)
@@ -290,7 +291,7 @@ def _baseline_failures(run: PytestRun) -> list[str]:
 
 def audit(
     repo: Path,
-    mutants: list[tuple[str, object]],
+    mutants: list[tuple[str, Mutant]],
     *,
     jobs: int = 2,
     full: bool = False,
@@ -310,7 +311,7 @@ def audit(
     root = Path(tempfile.mkdtemp(prefix="cs336-audit-"))
     own_pool, ex = pool is None, None
     try:
-        pool = WarmPool() if own_pool else pool
+        pool = WarmPool() if pool is None else pool
         scratches: queue.Queue[Path] = queue.Queue()
         for i in range(jobs):
             scratches.put(make_scratch(repo, root / f"worker{i}"))

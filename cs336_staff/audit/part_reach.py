@@ -89,7 +89,8 @@ def used_by(reach: dict[str, list[str]], parts: list[Part]) -> dict[str, list[st
     for nodeid, functions in reach.items():
         test_file = nodeid.split("::")[0]
         for entry in functions:
-            key = owner.get(tuple(entry.split("::", 1)))
+            module, _, qualname = entry.partition("::")
+            key = owner.get((module, qualname))
             if key is not None and part_of_file.get(test_file) not in (None, key):
                 out[key].add(test_file)
     return {k: sorted(v) for k, v in out.items()}
