@@ -1,8 +1,8 @@
 """A student's own run and grading agree: every public test ends the same in one process and split.
 
-    $ uv run cs336 audit --agreement                      # every implementation below, every part
+    $ uv run cs336 audit --agreement --jobs 2             # every implementation below, every part (.ci/run)
     $ uv run cs336 audit --agreement --only tensors       # one part (or one mutant, target or corpus entry)
-    $ uv run cs336 audit --agreement --only data --jobs 2 --timeout 600
+    $ uv run cs336 audit --agreement --full               # each alone on all its part's tests (hours)
 
 An *implementation* is a folder with ``adapters.py`` and ``cs336_assignment/``. Each is run twice
 on the public tests (``tests/test_*.py``; never ``tests/hidden`` or ``tests/staff``):
@@ -23,16 +23,26 @@ both outcomes and the first line of each failure message. The implementations:
                 reference as ``cs336 audit`` applies it (``Mutant.mutate``, ``audit.problem``)
     garbage     each graded function or class replaced by its zero and its noise garbage
                 (``garbage.py``, applied by ``garbage_check.with_garbage``); the garbage module is
-                placed inside the package (as its module ``cs336_garbage``, the only place a
-                submission's code can be) with its flavour written into it, since the worker
-                starts with a fresh environment
+                placed inside the package (as its module ``cs336_garbage_<flavour>``, the only
+                place a submission's code can be) with its flavour written into it, since the
+                worker starts with a fresh environment
     corpus      each entry of ``cs336_staff/corpus/<name>/``: independent implementations of some
                 modules, written from the handout's docstrings in other idioms (see its README);
                 the files of an entry replace the reference's, the rest stays the reference
 
-The reference and the corpus run the public tests of every part they touch (with ``--only``, of
-the parts named); a mutant or a garbage target runs its part's public tests (and the files a
-mutant names). Both runs of an implementation come from the audit's warm fork-server
+The reference runs every public test (with ``--only``, those of the parts named) and alone. The
+others' *candidate* tests are the public tests of their part (the corpus: of every part it
+touches; a mutant: and the files it names), and of these each runs the ones that can see it
+(``agreement_plan.py``): a mutant or a garbage function runs the candidates that enter its
+function on the reference, measured once per check by a profiled run of the reference beside the
+first runs; a garbage class and a corpus entry run all of them. Implementations where no test of
+one enters what another changes share one scratch copy and one run of each kind (each test then
+runs the code of the one implementation it can see), and each verdict is read from its own tests.
+A test that enters nothing an implementation changes runs the reference's code under it, so the
+reference's own runs are its comparison: narrowing and sharing drop only runs that repeat
+another's, on the assumption that a test's outcome depends on the code it runs (not on its order
+or its neighbours). ``--full`` drops both (each implementation alone on all its candidates), for a
+staff run that checks the assumption too. Both runs of an implementation come from the audit's warm fork-server
 (``session/warm.py``), so neither pays Python's and torch's start-up; the split run's worker is a
 real, cold, sandboxed one. The speed tests draw their inputs per run (``tests/fresh.py``): both
 runs of every implementation draw them from one ``CS336_SPEED_SEED``, printed at the start, so a
@@ -42,12 +52,16 @@ and any process still naming the run's own folder afterwards is killed and repor
 stopped at its timeout, a run that could not start, collected nothing, or imported the
 implementation from outside its copy, a process left running, or a mutant that no longer applies
 is a *problem*. The check fails (non-zero exit) on any difference or problem, and ends with the
-time it took per part. On this VM's two shared cores a part takes 5 to 25 minutes (tensors, 45
-implementations: 24 minutes, loaded) and the whole check hours: ``.ci/run`` should run it per part.
+time it took per part (a shared run's seconds split among its implementations).
+
+``.ci/run`` runs the whole check, ``--jobs 2``: 321 implementations (the reference, 5 corpus
+entries, 223 mutants, 92 garbage) in about 10,500 test runs of each kind instead of 34,900 (785
+public tests), in 1 + 5 + 50 scratch copies instead of 321. TIMING_PLACEHOLDER
 
 Deliberately left out: the hidden tests (a student never runs them, so there is nothing to
-agree with), the training loop's tests for a mutant of a part it uses (``used_by.json``: they
-would multiply the runs by the slowest file), and GPU runs (a GPU test skips in both modes here;
+agree with), the training loop's tests for a mutant of a part it uses (``used_by.json``; they are
+not candidates, so the training loop's code and the other parts' meet only in the reference's
+runs), and GPU runs (a GPU test skips in both modes here;
 on a GPU runner it runs in both).
 """
 
@@ -55,7 +69,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import queue
 import secrets
 import shutil
@@ -80,6 +93,8 @@ from cs336_staff.audit.agreement_plan import (
     tree_tests,
 )
 from cs336_staff.audit.garbage import FLAVOUR_ENV, FLAVOURS
+from cs336_staff.grade.limits import Limits
+from cs336_staff.grade.sandbox import threads_per_job
 from cs336_staff.parts import Part, PartsError, load_parts
 from cs336_staff.session.runner import KILLED, Outcome, PytestRun, hide_installed, read_run
 from cs336_staff.session.warm import WarmPool
@@ -299,7 +314,10 @@ class Runner:
             self.scratches.put(audit.make_scratch(self.repo, root / f"tree{i}"))
 
     def _env(self) -> dict[str, str]:
-        threads = str(max(1, (os.cpu_count() or 1) // self.jobs))
+        # The threads the split run's worker gets (``--split`` grades one submission: every usable
+        # core), in both runs: with fewer in one process than in the worker, a vectorised get_batch
+        # timed against a Python loop passed in one process and failed split (6 data mutants, 2 jobs).
+        threads = str(threads_per_job(Limits(), 1))
         # the speed tests draw their inputs per run (tests/fresh.py): both runs must draw the same
         return {
             "OMP_NUM_THREADS": threads,
@@ -440,12 +458,14 @@ def check(
     speed_seed: int = 0,
     echo: Callable[[str], None] = print,
     pool: WarmPool | None = None,
+    whole: bool = False,
 ) -> list[Verdict]:
     """Run every implementation both ways over ``repo``'s public tests: a verdict each, echoed as it comes.
 
     ``insecure``: the split run's worker without a sandbox (``--split-insecure``: the same crossing,
     quicker to start; for tests of this module). ``speed_seed``: the speed tests' inputs in both runs
-    (``CS336_SPEED_SEED``). ``pool``: a warm fork-server to reuse (its owner closes it)."""
+    (``CS336_SPEED_SEED``). ``pool``: a warm fork-server to reuse (its owner closes it). ``whole``:
+    each implementation alone on all its tests (``agreement_plan.py`` neither narrows nor shares)."""
     root = Path(tempfile.mkdtemp(prefix="cs336-agreement-"))
     own_pool, ex = pool is None, None
     try:
@@ -454,9 +474,9 @@ def check(
             repo, pool, root, jobs, timeout=timeout, insecure=insecure, speed_seed=speed_seed
         )
         ex = ThreadPoolExecutor(max_workers=runner.jobs)
-        alone = [[i] for i in implementations if not i.focus or i.problem]
+        alone = [[i] for i in implementations if whole or not i.focus or i.problem]
         futures = [ex.submit(runner.check, t, list(t[0].tests)) for t in alone]
-        rest = [i for i in implementations if i.focus and not i.problem]
+        rest = [i for i in implementations if not whole and i.focus and not i.problem]
         if rest:  # measured while the first trees run, then the rest narrowed and shared
             reach, why = runner.reach(sorted({t for i in rest for t in i.tests}))
             if why:
@@ -634,7 +654,9 @@ def run(args: argparse.Namespace) -> int:
         kinds[i.kind] = kinds.get(i.kind, 0) + 1
     print(
         f"audit --agreement: {len(found)} implementations ({', '.join(f'{n} {k}' for k, n in kinds.items())}), "
-        f"each run on its public tests in one process and split; {args.jobs} jobs, {timeout:.0f} s per run; "
+        f"each run in one process and split on "
+        + ("all its public tests" if args.full else "the public tests that enter what it changes")
+        + f"; {args.jobs} jobs, {timeout:.0f} s per run; "
         f"the speed tests draw their inputs with {SEED_ENV}={speed_seed} in both runs",
         flush=True,
     )
@@ -645,6 +667,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=timeout,
         speed_seed=speed_seed,
         echo=lambda line: print(line, flush=True),
+        whole=args.full,
     )
     print("time per part (both runs of each implementation, summed):")
     for part, secs in seconds_per_part(verdicts).items():
