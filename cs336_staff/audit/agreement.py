@@ -76,7 +76,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psutil
@@ -87,6 +87,7 @@ from cs336_staff.audit.agreement_plan import (
     Implementation,
     every_function,
     narrowed,
+    owns,
     plan,
     restrict,
     tree_files,
@@ -182,6 +183,7 @@ class Verdict:
     tally: str = ""  # "176 tests: 160 passed, 16 failed" (one process)
     seconds: tuple[float, float] = (0.0, 0.0)  # one process, split
     shared: int = 1  # implementations that ran in its tree (whose runs ``seconds`` are)
+    note: str = ""  # how it came to be run as it was, when not as planned
 
     @property
     def ok(self) -> bool:
@@ -195,7 +197,7 @@ class Verdict:
             f"({'' if self.shared == 1 else f'a tree of {self.shared}: '}"
             f"one process {one:.1f} s, split {split:.1f} s)"
         )
-        lines = [head]
+        lines = [head] + ([f"      {self.note}"] if self.note else [])
         if self.differences:
             lines.append(
                 f"      {len(self.differences)} tests end otherwise split than in one process:"
@@ -274,6 +276,15 @@ def left_running(marker: Path) -> list[str]:
                 continue
             found.append(f"{proc.pid} {command[:LEFT_CHARS]}")
     return found
+
+
+def _failed(one: PytestRun, split: PytestRun, tests: tuple[str, ...]) -> bool:
+    """Whether any of ``tests`` failed (or erred) in either run."""
+    return any(
+        t.outcome in ("failed", "error") and owns(n, tests)
+        for run in (one, split)
+        for n, t in run.tests.items()
+    )
 
 
 def verdict(
@@ -443,6 +454,15 @@ class Runner:
                 found.status = "problem"
                 found.problems.append(
                     f"split: {len(left)} processes outlived the run (killed): " + "; ".join(left)
+                )
+            if m.candidates and not found.problems and not _failed(one, split, m.tests):
+                # every test it was narrowed to passed: a bug no test of them sees (the zoo's are
+                # all caught), so what catches it entered its focus unseen: run it on all of them
+                whole = replace(m, tests=m.candidates, candidates=())
+                (found,) = self.check([whole], list(whole.tests))
+                found.note = (
+                    f"all {len(m.tests)} tests that enter {', '.join(m.focus)} passed: "
+                    f"run alone on all {len(whole.tests)} of its part"
                 )
             out.append(found)
         return out

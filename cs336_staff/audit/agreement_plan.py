@@ -50,6 +50,7 @@ class Implementation:
     #: names ending in ``.`` (a class's methods) or ``::`` (a whole module)
     focus: tuple[str, ...] = ()
     narrow: bool = False  # its tests may be cut to those that enter its focus
+    candidates: tuple[str, ...] = ()  # once narrowed: the tests it was narrowed from
 
     @property
     def label(self) -> str:
@@ -105,7 +106,7 @@ def narrowed(impl: Implementation, reach: dict[str, list[str]]) -> Implementatio
     if not impl.narrow or not impl.focus:
         return impl
     hit = [n for n in candidates(impl.tests, reach) if enters(reach[n], impl.focus)]
-    return replace(impl, tests=tuple(hit)) if hit else impl
+    return replace(impl, tests=tuple(hit), candidates=impl.tests) if hit else impl
 
 
 def plan(

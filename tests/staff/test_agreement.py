@@ -79,6 +79,15 @@ def runs(tmp_path_factory):
             focus=(f"{CALC}::add",),
             narrow=True,
         ),
+        Implementation(
+            "mutant",
+            "calc/mul-unchanged",
+            "calc",
+            PUBLIC,
+            {CALC: calc_with(mul="return a * b")},
+            focus=(f"{CALC}::mul",),
+            narrow=True,
+        ),
     ]
     lines: list[str] = []
     with WarmPool(light=True) as pool:
@@ -100,7 +109,7 @@ def test_an_implementation_that_behaves_alike_in_both_runs_agrees(runs):
     reference = verdicts["reference"]
     assert reference.status == "agrees" and reference.ok, "\n".join(lines)
     assert reference.tally == "8 tests: 7 passed, 1 skipped", reference.tally
-    assert lines[0].startswith("[1/4] reference  AGREES  8 tests: 7 passed, 1 skipped"), lines[0]
+    assert lines[0].startswith("[1/5] reference  AGREES  8 tests: 7 passed, 1 skipped"), lines[0]
 
 
 def test_both_runs_draw_the_speed_tests_inputs_from_one_seed(runs):
@@ -123,7 +132,7 @@ def test_an_implementation_that_differs_split_is_reported_test_by_test(runs):
         (ADD_TESTS[1], "passed", "failed", "", "AssertionError: assert 8 == (3 + 4)"),
     ]
     report = lines[2]
-    assert report.startswith("[3/4] corpus worker-only-bug  DIFFERS"), report
+    assert report.startswith("[3/5] corpus worker-only-bug  DIFFERS"), report
     assert "2 tests end otherwise split than in one process:" in report
     for nodeid in ADD_TESTS:
         assert (
@@ -142,6 +151,19 @@ def test_a_mutant_runs_only_the_tests_that_enter_its_function(runs):
     assert [(d.nodeid, d.one, d.split) for d in mutant.differences] == [
         (n, "passed", "failed") for n in ADD_TESTS
     ]
+
+
+def test_a_mutant_that_its_narrowed_tests_all_pass_is_run_on_all_of_them(runs):
+    """A mutant no test it was narrowed to fails (here: no bug at all) is run again alone on every
+    candidate test: what catches a zoo mutant may have entered its function unseen."""
+    verdicts, lines, _ = runs
+    unchanged = verdicts["calc/mul-unchanged"]
+    assert unchanged.status == "agrees" and unchanged.tally == "8 tests: 7 passed, 1 skipped", (
+        "\n".join(lines)
+    )
+    assert unchanged.note.startswith(
+        f"all 1 tests that enter {CALC}::mul passed: run alone on all"
+    ), unchanged.note
 
 
 def test_a_run_that_hangs_is_stopped_at_its_timeout_and_leaves_no_worker_running(runs):
@@ -357,19 +379,30 @@ def test_in_a_forked_pool():
 
 def test_none():
     assert True
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_cached(k):
+    assert work.table() == 2
 """
-WORK = "def build():\n    return 1\n\n\ndef square(x):\n    return x * x\n"
+WORK = (
+    "import functools\n\n\ndef build():\n    return 1\n\n\ndef square(x):\n    return x * x\n"
+    "\n\n@functools.cache\ndef table():\n    return 2\n"
+)
 
 
 def test_the_probe_counts_a_shared_fixtures_setup_for_every_test_and_forked_children(tmp_path):
     """A module-scoped fixture set up in the first test counts for the second; a function run only in
-    a forked pool's child counts for its test."""
+    a forked pool's child counts for its test; a cached function for every test that calls it, not
+    only the first (``encode-contractions-ignore-case`` changes a cached regex)."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg/__init__.py").write_text("")
     (tmp_path / "pkg/work.py").write_text(WORK)
     (tmp_path / "test_probed.py").write_text(PROBED)
     shutil.copyfile(part_reach.PROBE_SOURCE, tmp_path / f"{part_reach.PROBE_MODULE}.py")
-    (tmp_path / "functions.json").write_text(json.dumps({"pkg/work.py": ["build", "square"]}))
+    (tmp_path / "functions.json").write_text(
+        json.dumps({"pkg/work.py": ["build", "square", "table"]})
+    )
     env = {
         **os.environ,
         "CS336_REACH_FUNCTIONS": str(tmp_path / "functions.json"),
@@ -391,4 +424,6 @@ def test_the_probe_counts_a_shared_fixtures_setup_for_every_test_and_forked_chil
         "test_probed.py::test_second": ["pkg/work.py::build"],
         "test_probed.py::test_in_a_forked_pool": ["pkg/work.py::square"],
         "test_probed.py::test_none": [],
+        "test_probed.py::test_cached[1]": ["pkg/work.py::table"],
+        "test_probed.py::test_cached[2]": ["pkg/work.py::table"],
     }
