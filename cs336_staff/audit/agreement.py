@@ -144,6 +144,14 @@ except KeyboardInterrupt:  # the alarm before pytest's session could take it (st
         raise
 sys.exit({STOPPED} if alarms else code)
 """
+#: Tests whose outcome on an implementation about as fast as the reference depends on the machine's
+#: load: a difference in one is listed as *weak* and does not fail the check. Each with its reason.
+KNOWN_WEAK = {
+    "tests/test_data.py::test_get_batch_costs_far_less_per_row_and_per_position_than_a_python_loop"
+    "[per-position]": "issue 31 (a helper reworks this speed test): under load a get_batch as fast as "
+    "the reference's misses the 4x margin over a Python loop in either run (data-batch-size-left-to-"
+    "torch failed it split at 3.8x, data-starts-run-past-the-end passed and failed on two draws)",
+}
 #: The outcome of a test one run collected and did not finish (or never collected).
 NOT_RUN = "not run"
 MESSAGE_CHARS = 300  # of each failure's first line in the report
@@ -184,6 +192,7 @@ class Verdict:
     seconds: tuple[float, float] = (0.0, 0.0)  # one process, split
     shared: int = 1  # implementations that ran in its tree (whose runs ``seconds`` are)
     note: str = ""  # how it came to be run as it was, when not as planned
+    weak: list[Difference] = field(default_factory=list)  # differences in ``KNOWN_WEAK`` tests
 
     @property
     def ok(self) -> bool:
@@ -204,6 +213,9 @@ class Verdict:
             )
             for d in self.differences:
                 lines += d.render()
+        for d in self.weak:
+            lines.append(f"      known weak, not counted ({KNOWN_WEAK[d.nodeid]}):")
+            lines += d.render()
         lines += [f"      problem: {p}" for p in self.problems]
         return "\n".join(lines)
 
@@ -292,10 +304,17 @@ def verdict(
 ) -> Verdict:
     """Compare ``implementation``'s two finished runs."""
     problems = run_problems("one process", one, timeout) + run_problems("split", split, timeout)
-    differences = compare(one, split)
+    found = compare(one, split)
+    differences = [d for d in found if d.nodeid not in KNOWN_WEAK]
     status = "problem" if problems else "differs" if differences else "agrees"
     return Verdict(
-        implementation, status, differences, problems, tally(one), (one.seconds, split.seconds)
+        implementation,
+        status,
+        differences,
+        problems,
+        tally(one),
+        (one.seconds, split.seconds),
+        weak=[d for d in found if d.nodeid in KNOWN_WEAK],
     )
 
 
@@ -697,6 +716,9 @@ def run(args: argparse.Namespace) -> int:
         names = [v.implementation.label for v in bad if v.status == status]
         if names:
             print(f"audit --agreement: {status}: {', '.join(names)}")
+    weak = [v.implementation.label for v in verdicts if v.weak]
+    if weak:
+        print(f"audit --agreement: known weak tests differ (not counted): {', '.join(weak)}")
     agree = len(verdicts) - len(bad)
     print(
         f"audit --agreement: {'passed' if not bad else 'FAILED'} in {time.monotonic() - start:.0f} s; "

@@ -427,3 +427,21 @@ def test_the_probe_counts_a_shared_fixtures_setup_for_every_test_and_forked_chil
         "test_probed.py::test_cached[1]": ["pkg/work.py::table"],
         "test_probed.py::test_cached[2]": ["pkg/work.py::table"],
     }
+
+
+def test_a_difference_in_a_known_weak_test_is_listed_and_not_counted():
+    """A known weak test (each names its issue and exists) differing leaves the verdict "agrees", the
+    difference listed with its reason; any other test's difference still counts."""
+    weak = next(iter(agreement.KNOWN_WEAK))
+    for nodeid, reason in agreement.KNOWN_WEAK.items():
+        path, name = nodeid.split("::")
+        assert f"def {name.split('[')[0]}(" in (REPO / path).read_text(), nodeid
+        assert "issue " in reason, reason
+    impl = Implementation("mutant", "m", "data", ("tests/test_data.py",))
+    one = _run({weak: ("passed", ""), "t::a": ("passed", "")})
+    split = _run({weak: ("failed", "slow"), "t::a": ("passed", "")})
+    v = agreement.verdict(impl, one, split, 10.0)
+    assert v.status == "agrees" and [d.nodeid for d in v.weak] == [weak]
+    assert "known weak, not counted (issue " in v.render(1, 1)
+    split = _run({weak: ("failed", "slow"), "t::a": ("failed", "")})
+    assert agreement.verdict(impl, one, split, 10.0).status == "differs"
