@@ -47,7 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--full",
         action="store_true",
-        help="run every named test instead of stopping at the first failure (-x)",
+        help="run every named test instead of stopping at the first failure (-x); with --agreement, "
+        "each implementation alone on every test of its part (hours), not only the tests that enter "
+        "what it changes",
     )
     parser.add_argument(
         "--no-baseline",

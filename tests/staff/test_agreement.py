@@ -1,25 +1,37 @@
 """`cs336 audit --agreement` on the tiny staff repository, and the implementations it builds here.
 
 One light warm server (the tiny repository needs no torch) runs an implementation that agrees,
-one whose ``add`` answers otherwise inside the grading worker (every test of ``add`` must be
-listed, with both outcomes and the split run's message), and one that hangs (a problem, killed at
-the timeout). The split runs use ``--split-insecure``: the same judge and crossing, without
+one right only on the speed test's inputs of the pinned seed, one whose ``add`` answers otherwise
+inside the grading worker (every test of ``add`` must be listed, with both outcomes and the split
+run's message), the same as a mutant of ``add`` (run on the tests that enter ``add`` alone, as the
+reference's profiled run measures them), and one that hangs (a problem, stopped at the timeout,
+its worker with it). The
+split runs use ``--split-insecure``: the same judge and crossing, without
 bubblewrap, so the check runs wherever the staff tests do. The comparison itself and the list of
-implementations of this repository (the zoo, garbage and the corpus) are checked without a run.
+implementations of this repository (the zoo, garbage and the corpus), which tests each runs and
+which share a tree (``agreement_plan.py``) are checked without a run; the probe that measures what
+each test enters, on a tiny tree of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
+import os
 import random
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
-from cs336_staff.audit import agreement
+from cs336_staff.audit import agreement, agreement_plan, part_reach
 from cs336_staff.audit import cli as audit
 from cs336_staff.audit.agreement import Implementation, check, compare, implementations
+from cs336_staff.audit.agreement_plan import narrowed, plan
 from cs336_staff.audit.garbage import FLAVOUR_ENV
 from cs336_staff.grade.testing import calc_with, make_staff_repo
 from cs336_staff.session.runner import Outcome, PytestRun
@@ -58,6 +70,24 @@ def runs(tmp_path_factory):
         Implementation(
             "corpus", "worker-only-bug", "calc", PUBLIC, {CALC: calc_with(add=WORKER_ONLY_BUG)}
         ),
+        Implementation(
+            "mutant",
+            "calc/add-off-in-the-worker",
+            "calc",
+            PUBLIC,
+            {CALC: calc_with(add=WORKER_ONLY_BUG)},
+            focus=(f"{CALC}::add",),
+            narrow=True,
+        ),
+        Implementation(
+            "mutant",
+            "calc/mul-unchanged",
+            "calc",
+            PUBLIC,
+            {CALC: calc_with(mul="return a * b")},
+            focus=(f"{CALC}::mul",),
+            narrow=True,
+        ),
     ]
     lines: list[str] = []
     with WarmPool(light=True) as pool:
@@ -79,7 +109,7 @@ def test_an_implementation_that_behaves_alike_in_both_runs_agrees(runs):
     reference = verdicts["reference"]
     assert reference.status == "agrees" and reference.ok, "\n".join(lines)
     assert reference.tally == "8 tests: 7 passed, 1 skipped", reference.tally
-    assert lines[0].startswith("[1/3] reference  AGREES  8 tests: 7 passed, 1 skipped"), lines[0]
+    assert lines[0].startswith("[1/5] reference  AGREES  8 tests: 7 passed, 1 skipped"), lines[0]
 
 
 def test_both_runs_draw_the_speed_tests_inputs_from_one_seed(runs):
@@ -102,7 +132,7 @@ def test_an_implementation_that_differs_split_is_reported_test_by_test(runs):
         (ADD_TESTS[1], "passed", "failed", "", "AssertionError: assert 8 == (3 + 4)"),
     ]
     report = lines[2]
-    assert report.startswith("[3/3] corpus worker-only-bug  DIFFERS"), report
+    assert report.startswith("[3/5] corpus worker-only-bug  DIFFERS"), report
     assert "2 tests end otherwise split than in one process:" in report
     for nodeid in ADD_TESTS:
         assert (
@@ -111,14 +141,48 @@ def test_an_implementation_that_differs_split_is_reported_test_by_test(runs):
         )
 
 
-def test_a_run_that_hangs_is_a_problem_killed_at_the_timeout(runs):
-    """A run that outlives its timeout is killed and makes the implementation a problem (the check fails)."""
-    verdicts, _, _ = runs
+def test_a_mutant_runs_only_the_tests_that_enter_its_function(runs):
+    """A mutant of ``add`` runs the two tests that call it (measured on the reference), and its
+    differences are the same as on the whole file."""
+    verdicts, lines, _ = runs
+    mutant = verdicts["calc/add-off-in-the-worker"]
+    assert mutant.implementation.tests == tuple(ADD_TESTS), mutant.implementation.tests
+    assert mutant.tally == "2 tests: 2 passed", "\n".join(lines)
+    assert [(d.nodeid, d.one, d.split) for d in mutant.differences] == [
+        (n, "passed", "failed") for n in ADD_TESTS
+    ]
+
+
+def test_a_mutant_that_its_narrowed_tests_all_pass_is_run_on_all_of_them(runs):
+    """A mutant no test it was narrowed to fails (here: no bug at all) is run again alone on every
+    candidate test: what catches a zoo mutant may have entered its function unseen."""
+    verdicts, lines, _ = runs
+    unchanged = verdicts["calc/mul-unchanged"]
+    assert unchanged.status == "agrees" and unchanged.tally == "8 tests: 7 passed, 1 skipped", (
+        "\n".join(lines)
+    )
+    assert unchanged.note.startswith(
+        f"all 1 tests that enter {CALC}::mul passed: run alone on all"
+    ), unchanged.note
+
+
+def test_a_run_that_hangs_is_stopped_at_its_timeout_and_leaves_no_worker_running(runs):
+    """Both runs of an implementation that hangs stop at the timeout and make it a problem (the check
+    fails); the split run's judge stops itself first, ending its worker (which, without bubblewrap,
+    would outlive a judge killed from outside), so no process of the run is left."""
+    verdicts, _, repo = runs
     hung = verdicts["hangs"]
     assert hung.status == "problem" and not hung.ok
-    assert any(
-        p.startswith(f"one process: killed after {HANG_SECONDS:.0f} s") for p in hung.problems
-    ), hung.problems
+    for mode in ("one process", "split"):
+        assert any(
+            p.startswith(f"{mode}: stopped at its timeout ({HANG_SECONDS:.0f} s)")
+            for p in hung.problems
+        ), hung.problems
+    assert not any("outlived" in p for p in hung.problems), hung.problems
+    running = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+    assert not [c for c in running if str(repo) in c], (
+        "a worker of the tiny repository is still running"
+    )
 
 
 def test_the_check_leaves_the_repository_as_it_was(runs):
@@ -176,13 +240,14 @@ def test_this_repositorys_implementations_of_a_part():
     )
     assert not [i.label for i in found if i.problem]
     garbage = next(i for i in found if i.kind == "garbage")
-    module = agreement.GARBAGE_MODULE.replace(".", "/") + ".py"
+    flavour = garbage.name.split()[0]  # "zero tensors/attention_scores"
+    module = agreement.garbage_module(flavour).replace(".", "/") + ".py"
     assert module.startswith("cs336_assignment/") and module in garbage.files
     assert f"os.environ[{FLAVOUR_ENV!r}] = " in garbage.files[module], (
         "the worker gets no environment: pin the flavour"
     )
     assert any(
-        f"import {agreement.GARBAGE_MODULE} as" in text
+        f"import {agreement.garbage_module(flavour)} as" in text
         for rel, text in garbage.files.items()
         if rel != module
     )
@@ -212,3 +277,171 @@ def test_cs336_audit_agreement_reaches_this_check_and_refuses_an_unknown_name():
     args = parser.parse_args(["--agreement", "--only", "no-such-part"])
     with pytest.raises(SystemExit, match="names no part, mutant, graded target or corpus entry"):
         audit.run(args)
+
+
+#: What each test of a made-up suite enters: two parts, and a test of ``b`` that also calls ``a.f``.
+REACH = {
+    "tests/test_a.py::test_f": ["a.py::f"],
+    "tests/test_a.py::test_g": ["a.py::g"],
+    "tests/test_a.py::test_class": ["a.py::K.__init__", "a.py::K.run"],
+    "tests/test_b.py::test_h": ["b.py::h"],
+    "tests/test_b.py::test_h_and_f": ["a.py::f", "b.py::h"],
+    "tests/test_c.py::test_nothing": [],
+}
+
+
+def _member(name: str, file: str, focus: str, tests: str, narrow: bool = True) -> Implementation:
+    return Implementation(
+        "mutant", name, file[0], (tests,), {file: name}, focus=(focus,), narrow=narrow
+    )
+
+
+def test_a_mutant_keeps_the_tests_that_enter_its_focus_or_all_when_none_does():
+    """Narrowed to the tests entering its function; a class's methods by prefix; a function no test
+    enters (code a spawned process runs) keeps every candidate; a member not to narrow keeps its files."""
+    assert narrowed(_member("f", "a.py", "a.py::f", "tests/test_a.py"), REACH).tests == (
+        "tests/test_a.py::test_f",
+    )
+    assert agreement_plan.enters(REACH["tests/test_a.py::test_class"], ("a.py::K.",))
+    assert not agreement_plan.enters(REACH["tests/test_a.py::test_f"], ("a.py::K.",))
+    unseen = _member("z", "a.py", "a.py::z", "tests/test_a.py")
+    assert narrowed(unseen, REACH) == unseen
+    whole = _member("K", "a.py", "a.py::K.", "tests/test_a.py", narrow=False)
+    assert narrowed(whole, REACH) == whole
+
+
+def test_implementations_share_a_tree_only_where_no_test_of_one_enters_the_others_focus():
+    """``g`` of a and ``h`` of b share a tree; ``f`` of a cannot join ``h`` (a test of b enters f) nor
+    ``g`` (same file); the reference goes alone; each member's verdict reads only its own tests."""
+    reference = Implementation("reference", "reference", "all", ("tests",))
+    f = narrowed(_member("f", "a.py", "a.py::f", "tests/test_a.py"), REACH)
+    g = narrowed(_member("g", "a.py", "a.py::g", "tests/test_a.py"), REACH)
+    h = narrowed(_member("h", "b.py", "b.py::h", "tests/test_b.py"), REACH)
+    trees = plan([reference, f, g, h], REACH)
+    assert [[m.name for m in t] for t in trees] == [["reference"], ["g", "h"], ["f"]], trees
+    shared = trees[1]
+    assert agreement_plan.tree_tests(shared, REACH) == [
+        "tests/test_a.py::test_g",
+        "tests/test_b.py::test_h",
+        "tests/test_b.py::test_h_and_f",
+    ]
+    assert agreement_plan.tree_files(shared) == {"a.py": "g", "b.py": "h"}
+    run = _run(
+        {
+            "tests/test_a.py::test_g": ("passed", ""),
+            "tests/test_b.py::test_h": ("failed", "x"),
+            "tests/test_b.py::test_h_and_f": ("failed", "x"),
+        },
+        errors=[{"nodeid": "tests/test_b.py", "message": "ImportError"}],
+    )
+    mine = agreement_plan.restrict(run, g.tests)
+    assert list(mine.tests) == mine.collected == ["tests/test_a.py::test_g"]
+    assert mine.collect_errors == []
+    assert len(agreement_plan.restrict(run, h.tests).collect_errors) == 1
+
+
+def test_every_function_is_named_as_the_probe_sees_it(tmp_path):
+    """Functions, methods and nested functions by ``co_qualname``, file by file."""
+    (tmp_path / "cs336_assignment").mkdir()
+    (tmp_path / "cs336_assignment/m.py").write_text(
+        "def f():\n    def inner():\n        pass\n\nclass K:\n    def run(self):\n        pass\n"
+    )
+    assert agreement_plan.every_function(tmp_path) == {
+        "cs336_assignment/m.py": ["f", "f.<locals>.inner", "K.run"]
+    }
+
+
+PROBED = """
+import multiprocessing
+
+import pytest
+
+from pkg import work
+
+
+@pytest.fixture(scope="module")
+def built():
+    return work.build()
+
+
+def test_first(built):
+    assert built == 1
+
+
+def test_second(built):
+    assert built == 1
+
+
+def test_in_a_forked_pool():
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(work.square, [3]) == [9]
+
+
+def test_none():
+    assert True
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_cached(k):
+    assert work.table() == 2
+"""
+WORK = (
+    "import functools\n\n\ndef build():\n    return 1\n\n\ndef square(x):\n    return x * x\n"
+    "\n\n@functools.cache\ndef table():\n    return 2\n"
+)
+
+
+def test_the_probe_counts_a_shared_fixtures_setup_for_every_test_and_forked_children(tmp_path):
+    """A module-scoped fixture set up in the first test counts for the second; a function run only in
+    a forked pool's child counts for its test; a cached function for every test that calls it, not
+    only the first (``encode-contractions-ignore-case`` changes a cached regex)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/work.py").write_text(WORK)
+    (tmp_path / "test_probed.py").write_text(PROBED)
+    shutil.copyfile(part_reach.PROBE_SOURCE, tmp_path / f"{part_reach.PROBE_MODULE}.py")
+    (tmp_path / "functions.json").write_text(
+        json.dumps({"pkg/work.py": ["build", "square", "table"]})
+    )
+    env = {
+        **os.environ,
+        "CS336_REACH_FUNCTIONS": str(tmp_path / "functions.json"),
+        "CS336_REACH_OUT": str(tmp_path / "reach.json"),
+        "PYTHONPATH": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+        + ["-p", part_reach.PROBE_MODULE, "test_probed.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((tmp_path / "reach.json").read_text()) == {
+        "test_probed.py::test_first": ["pkg/work.py::build"],
+        "test_probed.py::test_second": ["pkg/work.py::build"],
+        "test_probed.py::test_in_a_forked_pool": ["pkg/work.py::square"],
+        "test_probed.py::test_none": [],
+        "test_probed.py::test_cached[1]": ["pkg/work.py::table"],
+        "test_probed.py::test_cached[2]": ["pkg/work.py::table"],
+    }
+
+
+def test_a_difference_in_a_known_weak_test_is_listed_and_not_counted():
+    """A known weak test (each names its issue and exists) differing leaves the verdict "agrees", the
+    difference listed with its reason; any other test's difference still counts."""
+    weak = next(iter(agreement.KNOWN_WEAK))
+    for nodeid, reason in agreement.KNOWN_WEAK.items():
+        path, name = nodeid.split("::")
+        assert f"def {name.split('[')[0]}(" in (REPO / path).read_text(), nodeid
+        assert "issue " in reason, reason
+    impl = Implementation("mutant", "m", "data", ("tests/test_data.py",))
+    one = _run({weak: ("passed", ""), "t::a": ("passed", "")})
+    split = _run({weak: ("failed", "slow"), "t::a": ("passed", "")})
+    v = agreement.verdict(impl, one, split, 10.0)
+    assert v.status == "agrees" and [d.nodeid for d in v.weak] == [weak]
+    assert "known weak, not counted (issue " in v.render(1, 1)
+    split = _run({weak: ("failed", "slow"), "t::a": ("failed", "")})
+    assert agreement.verdict(impl, one, split, 10.0).status == "differs"
