@@ -50,8 +50,9 @@ def get_batch(
     Vectorised (graded): the whole batch is read from ``dataset`` with a number of indexing
     operations that does not grow with ``batch_size`` or ``context_length`` (one fancy index,
     ``dataset[starts[:, None] + np.arange(context_length + 1)]``, does it); your own test run
-    counts the reads, and grading times a batch of 16,384 rows against a Python loop over them
-    (per row, it must be several times cheaper). Never convert the whole dataset
+    counts the reads, and the tests time a batch of 16,384 one-token rows and one window of 131,072
+    tokens against Python loops over the rows and over the positions (per row and per position, it
+    must be several times cheaper). Never convert the whole dataset
     (``np.array(dataset)``, ``torch.tensor(dataset)``, ``dataset.astype(...)``): on a memmap that
     reads the file into memory, and the tests measure the memory a batch takes.
 

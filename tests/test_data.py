@@ -323,9 +323,14 @@ def test_get_batch_indexes_the_dataset_a_constant_number_of_times():
     )
 
 
-#: Rows of the timed batch: enough that a loop over them costs far more than the round trip and the copy.
-#: The big batches the speed tests time: many one-token rows, and one long window.
-SPEED_ITEMS = 1 << 14
+#: The big batches the speed tests time: many one-token rows, and one long window. Each is long enough
+#: that a Python loop over it costs far more than a round trip and its copies, jitter of a loaded
+#: machine included (a loop over 2**14 positions took about 3 ms, within reach of a graded call's
+#: jitter under load; over 2**17, 25 ms and more).
+SPEED_ROWS = 1 << 14
+SPEED_WINDOW = 1 << 17
+#: Tokens of the dataset the speed tests draw: room for the long window's starts.
+SPEED_DATASET = 1 << 18
 #: A vectorised get_batch's extra cost per row (or per position) is at least this many times below a Python loop's.
 SPEED_MARGIN = 4
 
@@ -334,7 +339,7 @@ SPEED_MARGIN = 4
     ("rows", "context_length", "item", "advice"),
     [
         (
-            SPEED_ITEMS,
+            SPEED_ROWS,
             1,
             "row",
             "index the dataset once for the whole batch, e.g. "
@@ -342,7 +347,7 @@ SPEED_MARGIN = 4
         ),
         (
             1,
-            SPEED_ITEMS,
+            SPEED_WINDOW,
             "position",
             "read each window as one slice or one fancy index, not token by token in a "
             "loop over the positions",
@@ -353,13 +358,13 @@ SPEED_MARGIN = 4
 def test_get_batch_costs_far_less_per_row_and_per_position_than_a_python_loop(
     rows, context_length, item, advice
 ):
-    """Vectorised, timed: a batch of 16,384 one-token rows, and one window of 16,384 tokens, each cost
+    """Vectorised, timed: a batch of 16,384 one-token rows, and one window of 131,072 tokens, each cost
     (over a batch of one token) far less per row, per position, than a Python loop over the rows, the
     positions, run where get_batch runs and timed alike in the same run (the best of 5 each, on a
     dataset drawn per run; get_batch's generator seeds are the same in every run, so whether this
     test passes a wrong range of starts does not depend on the draw)."""
     seed = run_seed()
-    dataset = np.random.default_rng(seed).permutation(100_000).astype(np.uint32)  # distinct tokens
+    dataset = np.random.default_rng(seed).permutation(SPEED_DATASET).astype(np.uint32)  # distinct
     costs = scenario.batch_seconds(dataset, rows, context_length, seed=seed % 2**31)
     assert costs.windows, (
         "the batch is not windows of the dataset (x[b] = dataset[s : s + T], y shifted by one)"
