@@ -1,7 +1,7 @@
 """``cs336 audit``: the staff checks that the public tests grade what they claim (see ``__init__.py``).
 
     $ uv run cs336 audit                  # the bug zoo, then the garbage check; fails if either does
-    $ uv run cs336 audit --only optim     # one part (a module of cs336_staff/mutants/), mutant or graded target
+    $ uv run cs336 audit --only optim     # one part (a module of cs336_staff/mutants/), mutant, control or graded target
     $ uv run cs336 audit --jobs 2 --full  # two at a time; list every catching test, not just the first
     $ uv run cs336 audit --dry-run        # only check that every mutant applies (no tests run)
     $ uv run cs336 audit --mutants        # only the bug zoo (mutants.py)
@@ -10,7 +10,7 @@
     $ uv run cs336 audit --write-used-by  # rewrite cs336_staff/used_by.json from the zoo's baseline (part_reach.py)
 
 The bug zoo (``cs336_staff/audit/mutants.py``): every realistic mutant of ``cs336_staff/mutants/``
-must fail a public test, and no part's tests may execute another part's solution functions (the
+must fail a public test, every control (a correct rewrite) must pass its part's public and hidden tests, and no part's tests may execute another part's solution functions (the
 training loop's excepted; ``part_reach.py``). The garbage check (``cs336_staff/audit/garbage_check.py``):
 zero or noise garbage of a graded function must fail every test its stub fails. SIGINT and SIGTERM
 stop the children and delete the scratch copies.
@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cs336_staff.audit import garbage_check, mutants
+from cs336_staff.session.warm import WarmPool
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -135,9 +136,8 @@ def _run(args: argparse.Namespace) -> int:
         return run_mutants(args)
     # both: --only may name a part, a mutant or a garbage target; each check takes what it knows
     only = set(args.only)
-    mutant_names = {p for p, _ in mutants.load_mutants()} | {
-        m.name for _, m in mutants.load_mutants()
-    }
+    zoo = mutants.load_mutants() + mutants.load_controls(repo=args.repo)
+    mutant_names = {p for p, _ in zoo} | {m.name for _, m in zoo}
     target_names = {t.part for t in garbage_check.targets(args.repo)} | {
         t.name for t in garbage_check.targets(args.repo)
     }
@@ -161,36 +161,62 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def run_mutants(args: argparse.Namespace) -> int:
-    """The bug zoo alone (``--mutants``)."""
+    """The bug zoo alone (``--mutants``): its mutants, then its controls."""
     start = time.monotonic()
     zoo = mutants.load_mutants(args.only)
-    parts = sorted({p for p, _ in zoo})
+    controls = mutants.load_controls(args.only, repo=args.repo)
+    parts = sorted({p for p, _ in zoo + controls})
     if args.dry_run:
         problems = mutants.applicability(args.repo, zoo)
         for line in problems:
             print(line)
         print(f"audit --dry-run: {len(zoo) - len(problems)} of {len(zoo)} mutants apply")
-        return 1 if problems else 0
+        control_problems = mutants.applicability(args.repo, controls)
+        for line in control_problems:
+            print(f"control {line}")
+        print(
+            f"audit --dry-run: {len(controls) - len(control_problems)} of {len(controls)} controls apply"
+        )
+        return 1 if problems or control_problems else 0
     print(
-        f"audit: {len(zoo)} mutants of {len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only",
+        f"audit: {len(zoo)} mutants and {len(controls)} controls of {len(parts)} parts "
+        f"({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only (controls: public "
+        "and hidden)",
         flush=True,
     )
-    if not zoo:
+    if not zoo and not controls:
         print("caught 0 of 0")
         print("audit: no mutants to audit; write cs336_staff/mutants/<part>.py")
         return 1
+    verdicts: list[mutants.Verdict] = []
+    baseline_failures: list[str] = []
+    control_verdicts: list[mutants.Verdict] = []
+    control_seconds = 0.0
     try:
-        with _terminable():
-            verdicts, baseline_failures = mutants.audit(
-                args.repo,
-                zoo,
-                jobs=args.jobs,
-                full=args.full,
-                baseline=args.baseline,
-                timeout=args.timeout or mutants.MUTANT_TIMEOUT,
-                echo=lambda line: print(line, flush=True),
-                write_used_by=args.write_used_by,
-            )
+        with _terminable(), WarmPool() as pool:
+            if zoo:
+                verdicts, baseline_failures = mutants.audit(
+                    args.repo,
+                    zoo,
+                    jobs=args.jobs,
+                    full=args.full,
+                    baseline=args.baseline,
+                    timeout=args.timeout or mutants.MUTANT_TIMEOUT,
+                    echo=lambda line: print(line, flush=True),
+                    pool=pool,
+                    write_used_by=args.write_used_by,
+                )
+            if controls:
+                control_start = time.monotonic()
+                control_verdicts = mutants.audit_controls(
+                    args.repo,
+                    controls,
+                    jobs=args.jobs,
+                    timeout=args.timeout or mutants.CONTROL_TIMEOUT,
+                    echo=lambda line: print(line, flush=True),
+                    pool=pool,
+                )
+                control_seconds = time.monotonic() - control_start
     except KeyboardInterrupt:
         print("audit: interrupted; the scratch copies are deleted")
         return 130
@@ -207,8 +233,19 @@ def run_mutants(args: argparse.Namespace) -> int:
     for status in ("survived", "invalid", "inconclusive"):
         if by_status.get(status):
             print(f"audit: {status}: {', '.join(by_status[status])}")
+    for v in control_verdicts:
+        if not v.ok:
+            for line in v.caught_by or [f"control {v.mutant.name} {v.status}: {v.note}"]:
+                print(f"audit: {line}")
     caught = len(by_status.get("caught", []))
-    ok = caught == len(verdicts) and not baseline_failures
+    passed = sum(v.ok for v in control_verdicts)
+    ok = caught == len(verdicts) and not baseline_failures and passed == len(control_verdicts)
     print(f"audit: {'passed' if ok else 'FAILED'} in {time.monotonic() - start:.0f} s")
-    print(f"caught {caught} of {len(verdicts)}")
+    if zoo:
+        print(f"caught {caught} of {len(verdicts)}")
+    if controls:
+        print(
+            f"controls: {passed} of {len(control_verdicts)} pass "
+            f"({control_seconds:.0f} s, {control_seconds / len(controls):.1f} s per control)"
+        )
     return 0 if ok else 1

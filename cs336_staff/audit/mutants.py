@@ -33,8 +33,14 @@ The report gives, per mutant, the tests that caught it and the first line of eac
 (non-zero exit) if any mutant survives, does not apply (its ``old`` code no longer matches exactly
 once in its function), does not parse, names no public test, or if a named test already fails on
 the unmutated reference. ``applicability`` (``--dry-run``) runs those checks alone, without tests. SIGINT and SIGTERM stop the children and delete the scratch copies.
+Controls (``Control``, a part module's ``CONTROLS``) are the other direction: correct rewrites of
+the reference in another idiom, each run (``audit_controls``) against every public and hidden test
+of its part (``control_tests``) in a scratch copy that holds the hidden tests too. A control that
+fails a test fails the audit ("control X failed test Y: the tests reject a correct
+implementation"): that test would cost a student with right code points.
 Deliberately left out: generating mutants automatically (mutmut-style operators make mostly
-unrealistic bugs) and running the hidden tests (the zoo proves what the public suite teaches).
+unrealistic bugs) and running the hidden tests against mutants (the zoo proves what the public
+suite teaches).
 """
 
 from __future__ import annotations
@@ -48,11 +54,11 @@ import shutil
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cs336_staff.audit import part_reach
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import Control, Mutant
 from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.session.runner import PytestRun, hide_installed
 from cs336_staff.session.warm import KILLED, WarmPool
@@ -61,6 +67,8 @@ from cs336_staff.shipped import SHIPPED_DIRS, shipped_sources
 REPO = Path(__file__).resolve().parents[2]
 EXTRA_FILES = ("pyproject.toml", "README.md")
 MUTANT_TIMEOUT = 300.0  # seconds; a mutant's tests normally take a few
+CONTROL_TIMEOUT = 900.0  # seconds; a control runs every public and hidden test of its part
+HIDDEN_DIRS = ("tests/hidden", "fixtures/hidden")  # what a control's scratch copy adds
 BASELINE_TIMEOUT = 1800.0
 CROSS_PART = "(cross-part) "  # how a crossing starts among the baseline's lines
 USED_BY = "(used-by) "  # how a stale cs336_staff/used_by.json starts among them
@@ -79,11 +87,12 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return self.status == "caught"
+        return self.status == ("passed" if isinstance(self.mutant, Control) else "caught")
 
     def render(self, index: int, total: int) -> str:
         w = len(str(total))
-        head = f"[{index:>{w}}/{total}] {self.part}/{self.mutant.name}  {self.status.upper()}  ({self.seconds:.1f} s)"
+        kind = "control " if isinstance(self.mutant, Control) else ""
+        head = f"[{index:>{w}}/{total}] {kind}{self.part}/{self.mutant.name}  {self.status.upper()}  ({self.seconds:.1f} s)"
         lines = [head, f"      why: {self.mutant.why}"]
         lines += [f"      {c}" for c in self.caught_by]
         if self.note:
@@ -91,30 +100,65 @@ class Verdict:
         return "\n".join(lines)
 
 
-def load_mutants(only: list[str] | None = None) -> list[tuple[str, Mutant]]:
-    """(part, mutant) for every mutant of ``cs336_staff.mutants``, in a stable order, filtered by ``only``."""
+def _zoo(only: list[str] | None, kind: str) -> list[tuple[str, Mutant]]:
+    """(part, entry) for every entry of the ``kind`` list (MUTANTS or CONTROLS) of the zoo's part
+    modules, in a stable order, filtered by ``only`` (names of parts, mutants or controls)."""
     import cs336_staff.mutants as zoo
 
-    zoo.all_mutants()  # validates: unique names, importable modules
-    pairs = []
+    zoo.all_mutants()  # validates: unique names, importable modules, controls are Controls
+    pairs: dict[str, list[tuple[str, Mutant]]] = {"MUTANTS": [], "CONTROLS": []}
     for info in sorted(pkgutil.iter_modules(zoo.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{zoo.__name__}.{info.name}")
-        pairs += [(info.name, m) for m in getattr(module, "MUTANTS", [])]
+        for k, found in pairs.items():
+            found += [(info.name, m) for m in getattr(module, k, [])]
     if only:
-        known = {p for p, _ in pairs} | {m.name for _, m in pairs}
-        unknown = sorted(set(only) - known)
+        every = pairs["MUTANTS"] + pairs["CONTROLS"]
+        unknown = sorted(set(only) - {p for p, _ in every} - {m.name for _, m in every})
         if unknown:
-            parts = sorted({p for p, _ in pairs})
+            parts = sorted({p for p, _ in every})
             raise SystemExit(
                 f"audit: --only {', '.join(unknown)} names no part or mutant; parts are {', '.join(parts) or 'none yet'}"
             )
-        pairs = [(p, m) for p, m in pairs if p in only or m.name in only]
-    return pairs
+    return [(p, m) for p, m in pairs[kind] if not only or p in only or m.name in only]
 
 
-def make_scratch(repo: Path, dest: Path) -> Path:
-    """A copy of the public tree of ``repo`` at ``dest`` (what the handout ships, unstripped)."""
-    for rel in [*shipped_sources(repo), *EXTRA_FILES]:
+def load_mutants(only: list[str] | None = None) -> list[tuple[str, Mutant]]:
+    """(part, mutant) for every mutant of ``cs336_staff.mutants``, in a stable order, filtered by ``only``."""
+    return _zoo(only, "MUTANTS")
+
+
+def load_controls(only: list[str] | None = None, repo: Path = REPO) -> list[tuple[str, Mutant]]:
+    """(part, control) for every control of ``cs336_staff.mutants``, filtered by ``only``; a control
+    that names no tests gets its part's (``control_tests``)."""
+    mutants = load_mutants()
+    return [
+        (p, c if c.tests else replace(c, tests=control_tests(repo, p, mutants)))
+        for p, c in _zoo(only, "CONTROLS")
+    ]
+
+
+def control_tests(repo: Path, part: str, mutants: list[tuple[str, Mutant]]) -> tuple[str, ...]:
+    """Every public and hidden test file of ``part``: ``tests/test_<part>*.py``,
+    ``tests/hidden/test_<part>*.py``, the files its mutants name and their hidden namesakes."""
+    repo = Path(repo)
+    files = {f"tests/test_{part}.py", f"tests/hidden/test_{part}.py"}
+    files |= {p.relative_to(repo).as_posix() for p in repo.glob(f"tests/test_{part}*.py")}
+    files |= {p.relative_to(repo).as_posix() for p in repo.glob(f"tests/hidden/test_{part}*.py")}
+    named = {t.split("::")[0] for p, m in mutants if p == part for t in m.tests}
+    files |= named | {"tests/hidden/" + Path(t).name for t in named}
+    return tuple(sorted(f for f in files if (repo / f).is_file()))
+
+
+def make_scratch(repo: Path, dest: Path, *, hidden: bool = False) -> Path:
+    """A copy of the public tree of ``repo`` at ``dest`` (what the handout ships, unstripped);
+    with ``hidden``, the hidden tests and fixtures too (``HIDDEN_DIRS``), for controls."""
+    extra = [
+        p.relative_to(repo).as_posix()
+        for d in (HIDDEN_DIRS if hidden else ())
+        for p in sorted((repo / d).rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    ]
+    for rel in [*shipped_sources(repo), *EXTRA_FILES, *extra]:
         if (repo / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(repo / rel, dest / rel)
@@ -127,6 +171,10 @@ def _public(test: str) -> bool:
     return path.startswith("tests/") and not any(
         path == h or path.startswith(h + "/") for h in hidden
     )
+
+
+def _hidden(test: str) -> bool:
+    return test.split("::")[0].startswith("tests/hidden/")
 
 
 def _pytest_args(tests: list[str], full: bool) -> list[str]:
@@ -218,8 +266,11 @@ def verdict(
 def problem(mutant, root: Path) -> str | None:
     """Why ``mutant`` cannot run against the public tree at ``root``, or None if it can: its tests
     must be public and exist, its file must exist, its ``old`` code must match exactly once in its
-    function, and the mutated file must parse (``Mutant.mutate``)."""
-    if not mutant.tests or not all(_public(t) for t in mutant.tests):
+    function, and the mutated file must parse (``Mutant.mutate``). A control's tests may be hidden."""
+    if isinstance(mutant, Control):
+        if not mutant.tests or not all(_public(t) or _hidden(t) for t in mutant.tests):
+            return f"tests {mutant.tests!r} must name public or hidden tests (tests/..., not staff)"
+    elif not mutant.tests or not all(_public(t) for t in mutant.tests):
         return f"tests {mutant.tests!r} must name public tests (tests/..., not hidden or staff)"
     missing = [t for t in mutant.tests if not (root / t.split("::")[0]).exists()]
     if missing:
@@ -396,6 +447,93 @@ def audit(
     finally:
         if own_pool and pool is not None:
             pool.close()  # kills any child still running, so the workers return
+        if ex is not None:
+            ex.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def control_verdict(
+    part: str, control: Mutant, run: PytestRun, seconds: float, timeout: float = CONTROL_TIMEOUT
+) -> Verdict:
+    """Classify a finished run of ``control``'s tests: passed, failed (a test rejects it) or invalid."""
+    if run.foreign_modules:
+        return Verdict(
+            part,
+            control,
+            "invalid",
+            note="the run imported code from outside its scratch copy, so it tested nothing: "
+            + "; ".join(run.foreign_modules),
+            seconds=seconds,
+        )
+    reject = f"control {control.name} failed test {{}}: the tests reject a correct implementation"
+    failed = [
+        f"{reject.format(n)} ({m.strip().splitlines()[0] if m.strip() else ''})"
+        for n, m in _failures(run)
+    ]
+    if run.returncode == KILLED:
+        failed.append(reject.format(f"(a run killed after {timeout:.0f} s)"))
+    if failed:
+        return Verdict(part, control, "failed", failed, seconds=seconds)
+    if run.returncode != 0 or not run.tests:
+        return Verdict(
+            part,
+            control,
+            "invalid",
+            note=f"the test run ended with exit {run.returncode} and no failing test:\n{run.tail(8)}",
+            seconds=seconds,
+        )
+    counts: dict[str, int] = {}
+    for t in run.tests.values():
+        counts[t.outcome] = counts.get(t.outcome, 0) + 1
+    tally = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+    return Verdict(
+        part, control, "passed", note=f"{len(control.tests)} test files: {tally}", seconds=seconds
+    )
+
+
+def audit_controls(
+    repo: Path,
+    controls: list[tuple[str, Mutant]],
+    *,
+    jobs: int = 2,
+    timeout: float = CONTROL_TIMEOUT,
+    echo=print,
+    pool: WarmPool | None = None,
+) -> list[Verdict]:
+    """Run each control against its tests (public and hidden) in a scratch copy holding the hidden
+    tree: one verdict per control. ``pool`` as in ``audit``."""
+    repo = Path(repo).resolve()
+    jobs = max(1, min(jobs, len(controls) or 1))
+    root = Path(tempfile.mkdtemp(prefix="cs336-controls-"))
+    own_pool, ex = pool is None, None
+    try:
+        pool = WarmPool() if pool is None else pool
+        scratches: queue.Queue[Path] = queue.Queue()
+        for i in range(jobs):
+            scratches.put(make_scratch(repo, root / f"worker{i}", hidden=True))
+        ex = ThreadPoolExecutor(max_workers=jobs)
+
+        def task(part: str, control: Mutant) -> Verdict | tuple[PytestRun, float]:
+            scratch = scratches.get()
+            try:
+                return run_mutant(
+                    part, control, scratch, pool, full=True, jobs=jobs, timeout=timeout
+                )
+            finally:
+                scratches.put(scratch)
+
+        futures = [ex.submit(task, p, c) for p, c in controls]
+        verdicts = []
+        for i, ((part, control), f) in enumerate(zip(controls, futures, strict=True), 1):
+            v = f.result()
+            if not isinstance(v, Verdict):
+                v = control_verdict(part, control, v[0], v[1], timeout)
+            echo(v.render(i, len(controls)))
+            verdicts.append(v)
+        return verdicts
+    finally:
+        if own_pool and pool is not None:
+            pool.close()
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(root, ignore_errors=True)

@@ -4,6 +4,10 @@ One module per graded part (``optim.py``, ``data.py``, ...) defines ``MUTANTS: l
 ``uv run cs336 audit`` applies each in a scratch copy of the repository, runs the public tests
 named by the mutant, and fails unless every mutant is caught.
 
+Beside them, ``CONTROLS: list[Control]``: correct rewrites of the same code in another idiom. The
+audit runs each against every public and hidden test of its part and fails unless all pass: a
+test that rejects a control rejects right code written differently.
+
 A mutant is anchored to code, not to text: it names the function it changes and gives the old and
 new code, and the old code is found by comparing syntax trees. Reformatting the reference (``ruff
 format``: line breaks, quotes, parentheses, trailing commas) or editing its comments leaves every
@@ -100,6 +104,15 @@ class Mutant:
     @property
     def _where(self) -> str:
         return f"{self.function} ({self.file})"
+
+
+@dataclass(frozen=True)
+class Control(Mutant):
+    """A correct rewrite: patched like a ``Mutant``, but it must PASS every test of its part.
+
+    ``why`` says which idiom it uses instead of the reference's. ``tests`` may stay empty: the audit
+    runs the part's public and hidden test files (``cs336_staff.audit.mutants.control_tests``).
+    """
 
 
 def _find_scope(tree: ast.Module, qualname: str, where: str) -> ast.AST:
@@ -227,11 +240,17 @@ def _offset(lines: list[str], lineno: int, col: int) -> int:
 
 
 def all_mutants() -> list[Mutant]:
-    """Every mutant of every part, in a stable order."""
+    """Every mutant and then every control of every part, in a stable order; names are unique."""
     out: list[Mutant] = []
+    controls: list[Mutant] = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
         out.extend(getattr(module, "MUTANTS", []))
+        controls.extend(getattr(module, "CONTROLS", []))
+    wrong = [c.name for c in controls if not isinstance(c, Control)]
+    if wrong:
+        raise ValueError(f"CONTROLS must hold Control entries, not Mutant: {wrong}")
+    out += controls
     names = [m.name for m in out]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

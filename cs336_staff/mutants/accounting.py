@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import Control, Mutant
 
 FLOPS = "cs336_assignment/accounting/flops.py"
 FLOP_COUNTER = "cs336_assignment/accounting/flop_counter.py"
@@ -295,5 +295,35 @@ MUTANTS += [
         why="removes the tracker's hooks only when the block ended normally: a block that raised leaves "
         "them installed",
         tests=TESTS,
+    ),
+]
+
+# Controls (issue 31): hooks removed on __exit__, written another way.
+CONTROLS = [
+    Control(
+        name="accounting-control-flop-counter-exit-in-finally",
+        file=FLOP_COUNTER,
+        function="FlopCounter.__exit__",
+        old="""        super().__exit__(*exc)
+        self._tracker.__exit__(*exc)
+""",
+        new="""        try:
+            super().__exit__(*exc)
+        finally:
+            self._tracker.__exit__(*exc)
+""",
+        why="exits the ModuleTracker in a finally block, so its hooks go even if leaving the mode raises",
+    ),
+    Control(
+        name="accounting-control-flop-counter-exit-tracker-first",
+        file=FLOP_COUNTER,
+        function="FlopCounter.__exit__",
+        old="""        super().__exit__(*exc)
+        self._tracker.__exit__(*exc)
+""",
+        new="""        self._tracker.__exit__(*exc)
+        super().__exit__(*exc)
+""",
+        why="removes the tracker's module hooks first, then leaves the dispatch mode",
     ),
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import Control, Mutant
 
 FILE = "cs336_assignment/checkpoint.py"
 TESTS = ("tests/test_checkpoint.py",)
@@ -270,5 +270,89 @@ MUTANTS += [
 """,
         why="reads state['rng'] unconditionally: a checkpoint without RNG states fails with a bare KeyError",
         tests=TESTS,
+    ),
+]
+
+# Controls (issue 31): a failed load changes nothing and a checkpoint without 'rng' loads, written
+# another way.
+CONTROLS = [
+    Control(
+        name="checkpoint-control-restores-in-finally",
+        file=FILE,
+        function="load_checkpoint",
+        old="""    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as err:
+        model.load_state_dict(before[0])
+        optimizer.load_state_dict(before[1])
+        raise ValueError(
+            f"checkpoint {name} does not fit this model/optimizer; build them exactly as the run "
+            f"that saved it did ({err})"
+        ) from err
+""",
+        new="""    loaded = False
+    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        loaded = True
+    except (RuntimeError, ValueError, KeyError) as err:
+        raise ValueError(
+            f"checkpoint {name} does not fit this model/optimizer; build them exactly as the run "
+            f"that saved it did ({err})"
+        ) from err
+    finally:
+        if not loaded:
+            model.load_state_dict(before[0])
+            optimizer.load_state_dict(before[1])
+""",
+        why="puts the model and optimizer back in a finally block guarded by a `loaded` flag, instead "
+        "of in the except clause",
+    ),
+    Control(
+        name="checkpoint-control-rng-via-get",
+        file=FILE,
+        function="load_checkpoint",
+        old="""    if "rng" in state:
+        restore_rng_state(state["rng"])
+""",
+        new="""    rng = state.get("rng")
+    if rng is not None:
+        restore_rng_state(rng)
+""",
+        why="reads the optional RNG states with state.get('rng') and a None check, not `'rng' in state`",
+    ),
+    Control(
+        name="checkpoint-control-rng-in-try-else",
+        file=FILE,
+        function="load_checkpoint",
+        old="""    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as err:
+        model.load_state_dict(before[0])
+        optimizer.load_state_dict(before[1])
+        raise ValueError(
+            f"checkpoint {name} does not fit this model/optimizer; build them exactly as the run "
+            f"that saved it did ({err})"
+        ) from err
+    if "rng" in state:
+        restore_rng_state(state["rng"])
+""",
+        new="""    try:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+    except (RuntimeError, ValueError, KeyError) as err:
+        model.load_state_dict(before[0])
+        optimizer.load_state_dict(before[1])
+        raise ValueError(
+            f"checkpoint {name} does not fit this model/optimizer; build them exactly as the run "
+            f"that saved it did ({err})"
+        ) from err
+    else:
+        if "rng" in state:
+            restore_rng_state(state["rng"])
+""",
+        why="restores the RNG states in the try statement's else block (only after both loads succeeded)",
     ),
 ]

@@ -3,7 +3,7 @@ the wrong RNG when no generator is given, and a batch whose inputs and targets s
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import Control, Mutant
 
 FILE = "cs336_assignment/data.py"
 TESTS = ("tests/test_data.py",)
@@ -255,5 +255,26 @@ MUTANTS += [
         why="converts the windows with torch.from_numpy(...).long(): fine for native arrays, a ValueError "
         "for a big-endian one ('>u2', a file written on another machine)",
         tests=TESTS,
+    ),
+]
+
+# Controls (issue 31): exact ids whatever the dtype's byte order, converted another way.
+CONTROLS = [
+    Control(
+        name="data-control-windows-astype-little-endian-int64",
+        file=FILE,
+        function="get_batch",
+        old=READ,
+        new="windows = dataset[starts[:, None] + np.arange(context_length + 1)].astype('<i8')",
+        why="converts the gathered windows with .astype('<i8') instead of np.asarray(..., dtype=np.int64)",
+    ),
+    Control(
+        name="data-control-windows-np-take",
+        file=FILE,
+        function="get_batch",
+        old=READ,
+        new="windows = np.take(dataset, starts[:, None] + np.arange(context_length + 1)).astype(np.int64)",
+        why="gathers the windows with np.take and converts with astype(np.int64), not fancy indexing "
+        "under np.asarray",
     ),
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import Control, Mutant
 
 PKG = "cs336_assignment/precision"
 _TESTS = ("tests/test_precision.py",)
@@ -375,5 +375,36 @@ MUTANTS += [
 """,
         why="returns whether the step ran (True/False) instead of the optimizer's result, or None when skipped",
         tests=_TESTS,
+    ),
+]
+
+# Controls (issue 31): step() returns the optimizer's result, or None when skipped, another way.
+CONTROLS = [
+    Control(
+        name="loss-scaler-control-step-conditional-expression",
+        file=f"{PKG}/loss_scaling.py",
+        function="DynamicLossScaler.step",
+        old="""        if state["found_inf"]:
+            return None
+        return optimizer.step()
+""",
+        new="""        result = None if state["found_inf"] else optimizer.step()
+        return result
+""",
+        why="picks the result with a conditional expression instead of an early `return None`",
+    ),
+    Control(
+        name="loss-scaler-control-step-falls-through-to-none",
+        file=f"{PKG}/loss_scaling.py",
+        function="DynamicLossScaler.step",
+        old="""        if state["found_inf"]:
+            return None
+        return optimizer.step()
+""",
+        new="""        if not state["found_inf"]:
+            return optimizer.step()
+        return None
+""",
+        why="returns optimizer.step() inside `if not found_inf` and None after it",
     ),
 ]

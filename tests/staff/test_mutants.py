@@ -5,6 +5,10 @@ the mutant's own, matches that are missing or ambiguous), then the proof on the 
 the reference run through ``ruff format`` (at the project's line length and at a narrow one, which
 rewraps most calls) changes the text of most modules, yet every mutant still applies, and makes
 the same program there as on the unformatted reference, so the audit's verdicts carry over.
+
+Controls (correct rewrites): every one applies to the current reference and runs against its part's
+public and hidden tests; on the sample repository, a control that a hidden test rejects fails the
+audit, which names the control and the test.
 """
 
 from __future__ import annotations
@@ -17,8 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from cs336_staff.audit.mutants import REPO, applicability, load_mutants, make_scratch
-from cs336_staff.mutants import Mutant
+from cs336_staff.audit.mutants import (
+    REPO,
+    applicability,
+    audit_controls,
+    load_controls,
+    load_mutants,
+    make_scratch,
+)
+from cs336_staff.mutants import Control, Mutant
+from cs336_staff.session.warm import WarmPool
+from tests.staff.test_release import make_sample_repo
 
 pytestmark = pytest.mark.staff
 
@@ -153,3 +166,51 @@ def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_p
         assert _program(m.mutate(after[m.file])) == _program(m.mutate(before[m.file])), (
             f"{m.name}: the mutated formatted {m.file} is another program than the mutated reference"
         )
+
+
+def test_every_control_applies_to_the_reference_and_names_public_and_hidden_tests():
+    """The zoo has controls; each applies (``--dry-run``'s check) and runs its part's public and hidden test files."""
+    controls = load_controls()
+    assert controls, "the zoo has no controls: add CONTROLS to cs336_staff/mutants/<part>.py"
+    assert applicability(REPO, controls) == []
+    for part, c in controls:
+        assert isinstance(c, Control)
+        public = [t for t in c.tests if not t.startswith("tests/hidden/")]
+        hidden = [t for t in c.tests if t.startswith("tests/hidden/")]
+        assert public and hidden, (
+            f"{c.name}: runs {c.tests}, not both public and hidden tests of {part}"
+        )
+        assert c.tests == tuple(sorted(set(c.tests)))
+    names = {c.name for _, c in controls}
+    assert not names & {m.name for _, m in load_mutants()}
+    one = sorted(names)[0]
+    assert [c.name for _, c in load_controls([one])] == [one] and load_mutants([one]) == []
+
+
+def test_a_control_that_a_hidden_test_rejects_fails_the_audit_and_names_both(tmp_path: Path):
+    """On the sample repository: a correct rewrite passes public and hidden tests; a rewrite that is
+    wrong only for negatives passes the public test but fails the hidden one, and the audit says so."""
+    repo = make_sample_repo(tmp_path / "repo")
+    arith, tests = (
+        "cs336_assignment/arith.py",
+        # the sample ships no snapshot: its snapshot test is left out
+        ("tests/test_arith.py::test_add_adds", "tests/hidden/test_arith.py"),
+    )
+    good = Control(
+        "add-flipped", arith, "add", "return a + b", "return b + a", "operands flipped", tests
+    )
+    bad = Control("add-abs", arith, "add", "return a + b", "return abs(a) + abs(b)", "wrong", tests)
+    original = (repo / arith).read_text()
+    lines: list[str] = []
+    with WarmPool(light=True) as pool:  # the sample's tests need no torch
+        verdicts = audit_controls(
+            repo, [("arith", good), ("arith", bad)], jobs=1, echo=lines.append, pool=pool
+        )
+    assert [v.status for v in verdicts] == ["passed", "failed"], "\n".join(lines)
+    assert verdicts[0].ok and not verdicts[1].ok
+    assert verdicts[1].caught_by == [
+        "control add-abs failed test tests/hidden/test_arith.py::test_add_negative: the tests "
+        "reject a correct implementation (AssertionError: assert 3.0 == -3.0)"
+    ]
+    assert "control arith/add-abs  FAILED" in lines[1]
+    assert (repo / arith).read_text() == original, "the audit patched the repository itself"
