@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import Control, Mutant
 
 PKG = "cs336_assignment/tokenization"
 TRAIN_TESTS = ("tests/test_bpe_train.py",)
@@ -554,5 +554,91 @@ MUTANTS += [
         new="self._special_ids[token] = min(matching)",
         why="gives a special token held twice in vocab its lower id, where the docstring says the highest",
         tests=TOKENIZER_TESTS,
+    ),
+]
+
+# Controls (issue 31): the same contracts (code-point bounds, \p{L}/\p{N} pre-tokens, duplicates and
+# repeats) in another idiom; each must pass every public and hidden tokenization test.
+CONTROLS = [
+    Control(
+        name="character-control-decode-bounds-sys-maxunicode",
+        file=f"{PKG}/simple.py",
+        function="CharacterTokenizer.decode",
+        old="not 0 <= i <= 0x10FFFF",
+        new="i < 0 or i > __import__('sys').maxunicode",
+        why="bounds the ids by sys.maxunicode (0x10FFFF) with two comparisons, not the literal chained range",
+    ),
+    Control(
+        name="character-control-decode-lets-chr-check",
+        file=f"{PKG}/simple.py",
+        function="CharacterTokenizer.decode",
+        old="""for i in ids:
+    if not 0 <= i <= 0x10FFFF:
+        raise ValueError(
+            f"id {i} is not a Unicode code point (0..0x10FFFF); was it produced by another tokenizer?"
+        )
+return "".join(map(chr, ids))""",
+        new="""chars = []
+for i in ids:
+    try:
+        chars.append(chr(i))
+    except (ValueError, OverflowError):
+        raise ValueError(
+            f"id {i} is not a Unicode code point (0..0x10FFFF); was it produced by another tokenizer?"
+        ) from None
+return "".join(chars)""",
+        why="lets chr() reject an id out of range and turns its error into the documented ValueError",
+    ),
+    Control(
+        name="encode-control-pretokens-with-the-regex-package",
+        file=f"{PKG}/pretokenize.py",
+        function="_bmp_regex",
+        old="""re.compile(rf\"\"\"'(?:[sdmt]|ll|ve|re)| ?[{_L}]+| ?[{_N}]+| ?[^{_S}{_L}{_N}]+|[{_S}]+(?![^{_S}])|[{_S}]+\"\"\")""",
+        new="regex.compile(GPT2_PATTERN)",
+        why="pre-tokenizes every text with the regex package's \\p{L}/\\p{N} pattern, not re with spelled-out ranges",
+    ),
+    Control(
+        name="train-control-pretokens-with-finditer",
+        file=f"{PKG}/pretokenize.py",
+        function="count_pretokens",
+        old=COUNT,
+        new="counts.update(m.group() for m in regex.finditer(GPT2_PATTERN, segment))",
+        why="counts the pre-tokens from regex.finditer over GPT-2's \\p{L}/\\p{N} pattern, not GPT2_REGEX.findall",
+    ),
+    Control(
+        name="tokenizer-control-inverts-vocab-in-descending-order",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="""for i in sorted(self.vocab):
+    token_to_id.setdefault(self.vocab[i], i)""",
+        new="token_to_id.update({t: i for i, t in sorted(self.vocab.items(), reverse=True)})",
+        why="inverts vocab with a dict comprehension over descending ids, so the lowest id of duplicate "
+        "bytes is written last and wins",
+    ),
+    Control(
+        name="tokenizer-control-special-takes-the-last-sorted-id",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="self._special_ids[token] = max(matching)",
+        new="self._special_ids[token] = sorted(matching)[-1]",
+        why="takes the highest matching id as the last of the sorted ids, not max()",
+    ),
+    Control(
+        name="tokenizer-control-dedups-specials-with-dict-fromkeys",
+        file=f"{PKG}/tokenizer.py",
+        function="Tokenizer.__init__",
+        old="self.special_tokens = check_special_tokens(special_tokens)",
+        new="""check_special_tokens(special_tokens)
+self.special_tokens = list(dict.fromkeys(special_tokens or []))""",
+        why="validates the special tokens, then drops repeats with dict.fromkeys (first occurrence kept)",
+    ),
+    Control(
+        name="train-control-dedups-specials-with-dict-fromkeys",
+        file=f"{PKG}/train.py",
+        function="train_bpe",
+        old="special_tokens = check_special_tokens(special_tokens)",
+        new="""check_special_tokens(special_tokens)
+special_tokens = list(dict.fromkeys(special_tokens or []))""",
+        why="validates the special tokens, then drops repeats with dict.fromkeys (first occurrence kept)",
     ),
 ]

@@ -3,7 +3,7 @@ logs counted from the wrong step, and batches that are not a function of (seed, 
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import Control, Mutant
 
 FILE = "cs336_assignment/training.py"
 TESTS = ("tests/test_training.py",)
@@ -147,5 +147,75 @@ MUTANTS += [
         new="            on_step(done, loss)\n",
         why="passes on_step the step's loss tensor (graph and all) instead of the float it returns",
         tests=TESTS,
+    ),
+]
+
+# Controls (issue 31): the documented floats, taken another way; a right loop must pass every test.
+CONTROLS = [
+    Control(
+        name="training-control-losses-as-floats-after-the-loop",
+        file=FILE,
+        function="train_loop",
+        old="""for step in range(start_step, num_steps):
+    x, y = get_batch(step)
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    done = step + 1
+    losses.append(loss.item())
+    if checkpoint is not None and (done % checkpoint_every == 0 or done == num_steps):
+        save_checkpoint(model, optimizer, done, checkpoint)
+    if on_step is not None:
+        on_step(done, losses[-1])
+return losses
+""",
+        new="""for step in range(start_step, num_steps):
+    x, y = get_batch(step)
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    done = step + 1
+    losses.append(loss.detach())
+    if checkpoint is not None and (done % checkpoint_every == 0 or done == num_steps):
+        save_checkpoint(model, optimizer, done, checkpoint)
+    if on_step is not None:
+        on_step(done, float(losses[-1]))
+return [float(loss) for loss in losses]
+""",
+        why="keeps the detached loss tensors while training and converts them with float() at the end "
+        "(and for on_step), instead of loss.item() at each step",
+    ),
+    Control(
+        name="training-control-loss-float-from-tolist",
+        file=FILE,
+        function="train_loop",
+        old="losses.append(loss.item())",
+        new="losses.append(loss.detach().cpu().tolist())",
+        why="takes each loss as a Python float with tensor.tolist() (a 0-d tensor's tolist is a float), "
+        "not loss.item()",
+    ),
+]
+
+# Controls of the options' effect and the regression task (issue 31).
+CONTROLS += [
+    Control(
+        name="training-control-options-as-a-param-group",
+        file=FILE,
+        function="train_regression",
+        old="optimizer = AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)",
+        new="""optimizer = AdamW(
+    [{"params": list(model.parameters()), "lr": config.lr, "weight_decay": config.weight_decay}]
+)""",
+        why="passes --lr and --weight-decay as a parameter group's options instead of AdamW's keywords",
+    ),
+    Control(
+        name="training-control-true-weights-from-a-list",
+        file=FILE,
+        function="regression_batch",
+        old="true_w = torch.arange(dim, dtype=torch.float32)",
+        new="true_w = torch.tensor([float(i) for i in range(dim)])",
+        why="builds the true weights [0, 1, ..., D - 1] from a Python list instead of torch.arange",
     ),
 ]
