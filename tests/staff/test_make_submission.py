@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -20,8 +19,17 @@ SCRIPT = ROOT / "make_submission.sh"
 ZIP = "cs336-assignment-submission.zip"
 
 
+def scratch_dir(tree: Path) -> Path:
+    """The temp folder ``run_script`` gives the script: beside ``tree``, named after it."""
+    return tree.with_name(tree.name + "-tmp")
+
+
 def run_script(tree: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CS336_PYTHON": sys.executable}
+    """Run the script in ``tree`` with a temp folder of its own, so what it leaves there is this
+    run's alone."""
+    scratch = scratch_dir(tree)
+    scratch.mkdir(exist_ok=True)
+    env = {**os.environ, "CS336_PYTHON": sys.executable, "TMPDIR": str(scratch)}
     env.pop("PYTHONPATH", None)
     return subprocess.run(
         ["bash", str(tree / "make_submission.sh")],
@@ -202,7 +210,7 @@ def test_refuses_a_zip_over_ten_megabytes(tree):
         p.name for p in tree.glob(".submission.*")
     )
     assert leftovers == [], f"a refused run left {leftovers} behind"
-    assert not list(Path(tempfile.gettempdir()).glob("cs336-submission-check-*")), (
+    assert not list(scratch_dir(tree).glob("cs336-submission-check-*")), (
         "the unpacked copy was left behind"
     )
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import textwrap
 import tomllib
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cs336_staff.markers import MarkerError
-from cs336_staff.release import add_arguments, run
+from cs336_assignment.cli import main
 from cs336_staff.release.build import build, handout_pyproject
 from cs336_staff.release.check import check, check_leaks
 from cs336_staff.release.results import ReleaseError
@@ -415,21 +414,19 @@ def test_leak_check_passes_the_clean_handout(sample, tmp_path):
 
 def test_cli_requires_out_dir_or_check(capsys):
     """`cs336 release` alone explains what to pass."""
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    assert run(parser.parse_args([])) == 2
-    assert "OUT_DIR" in capsys.readouterr().out
+    assert main(["release"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cs336 release: error: give OUT_DIR") and "--check" in err, err
 
 
 def test_cli_writes_handout_and_reports_marker_errors(sample, tmp_path, capsys):
     """The command writes the handout, and turns a marker error into exit 1 with file:line."""
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    assert run(parser.parse_args([str(tmp_path / "out"), "--repo", str(sample), "--no-lock"])) == 0
+    assert main(["release", str(tmp_path / "out"), "--repo", str(sample), "--no-lock"]) == 0
     assert "2 solution regions stubbed in 1 files" in capsys.readouterr().out
     (sample / "cs336_assignment/bad.py").write_text("# BEGIN SOLUTION\nX = 1\n# END SOLUTION\n")
-    assert run(parser.parse_args([str(tmp_path / "out2"), "--repo", str(sample), "--no-lock"])) == 1
-    assert "cs336_assignment/bad.py:1: misplaced region at module level" in capsys.readouterr().out
+    assert main(["release", str(tmp_path / "out2"), "--repo", str(sample), "--no-lock"]) == 1
+    err = capsys.readouterr().err
+    assert "cs336 release: error: cs336_assignment/bad.py:1: misplaced region at module level" in err, err
 
 
 def test_check_docstring_lists_exactly_the_checks_it_runs():
