@@ -120,11 +120,32 @@ def _check(args: argparse.Namespace) -> None:
         )
     if args.fail_under is not None and not 0 <= args.fail_under <= 100:
         raise ValueError(f"--fail-under {args.fail_under}: must be a percentage, 0 to 100")
+    if args.rubric is not None and not args.rubric.is_file():
+        raise ValueError(
+            f"--rubric {args.rubric}: no such file; give a rubric TOML (the default is rubric.toml)"
+        )
     missing = [str(p) for p in args.submissions if not p.exists()]
     if missing:
         raise ValueError(f"no such submission: {', '.join(missing)} (give .zip files or folders)")
     if args.out.exists() and not args.out.is_dir():
         raise ValueError(f"--out {args.out} exists and is not a folder; choose another --out")
+
+
+def _left_out(given: list[Path], submissions: list[Path], out: Path) -> dict[Path, list[str]]:
+    """Folder -> the names in it that ``expand`` did not take (a PDF beside the zips, say), but ``out``."""
+    taken = {Path(p).resolve() for p in submissions} | {out.resolve()}
+    left: dict[Path, list[str]] = {}
+    for folder in map(Path, given):
+        if folder.resolve() in taken or not folder.is_dir():
+            continue
+        names = sorted(
+            c.name
+            for c in folder.iterdir()
+            if not c.name.startswith(".") and c.resolve() not in taken
+        )
+        if names:
+            left[folder] = names
+    return left
 
 
 def _pending_note(out: Path, row: dict) -> str:
@@ -144,6 +165,7 @@ def _pending_note(out: Path, row: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cs336_staff.grade import neutral
     from cs336_staff.grade.batch import expand, run_batch
     from cs336_staff.grade.example import build_example
     from cs336_staff.grade.grader import SandboxRefused, gpu_available, make_plan
@@ -159,7 +181,15 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    submissions = expand(args.submissions)
+    # never the results of this run (`cs336 grade uploads/ --out uploads/grades/`)
+    submissions = [p for p in expand(args.submissions) if p.resolve() != out.resolve()]
+    for folder, names in _left_out(args.submissions, submissions, out).items():
+        print(
+            # an upload's name is its author's text: shown inert (grade/neutral.py)
+            f"cs336 grade: skipping {neutral.line(', '.join(names))} in {folder}/: only .zip files "
+            "and folders are submissions",
+            file=sys.stderr,
+        )
     insecure = args.insecure
     if not args.submissions:
         zip_path, how = build_example(args.staff_root, out / "_example")
@@ -215,14 +245,14 @@ def run(args: argparse.Namespace) -> int:
             out,
             plan,
             executor=args.executor,
-            jobs=args.jobs,
+            # one submission is graded in this process, whatever --jobs, so its progress shows per test
+            jobs=1 if len(submissions) == 1 else args.jobs,
             force=args.force,
             progress=not args.quiet,
             slurm=slurm,
         )
     except SandboxRefused as e:
-        print(f"cs336 grade: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(e) from None
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: finished results are kept in {out}/; rerun the same command to resume",
@@ -244,10 +274,12 @@ def run(args: argparse.Namespace) -> int:
     rejected = [r["name"] for r in rows if r["status"] == "rejected"]
     if rejected:
         why = next((n for n in load(out / rejected[0]).notes if n.startswith("rejected: ")), "")
+        why = why.removeprefix("rejected: ")
+        if "make_submission.sh" not in why:  # the reason says what to upload, or this does
+            why += "; upload the .zip that `bash make_submission.sh` builds (cs336_assignment/ and adapters.py)"
         raise CommandError(
             f"{len(rejected)} of {len(rows)} submissions rejected ({', '.join(rejected[:5])}"
-            f"{', ...' if len(rejected) > 5 else ''}; each scored 0): {why.removeprefix('rejected: ')}; "
-            "upload the .zip that `bash make_submission.sh` builds (cs336_assignment/ and adapters.py)",
+            f"{', ...' if len(rejected) > 5 else ''}; each scored 0): {why}",
             status=1,
         )
     return 1 if args.fail_under is not None and _under(out, rows, args.fail_under) else 0

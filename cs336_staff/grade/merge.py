@@ -84,6 +84,13 @@ def run(args: argparse.Namespace) -> int:
     for d in (args.cpu, args.gpu):
         if not d.is_dir():
             raise CommandError(f"{d} is not a folder of results (the --out of a `cs336 grade` run)")
+    if args.out.exists() and not args.out.is_dir():
+        raise CommandError(f"--out {args.out} exists and is not a folder; choose another --out")
+    if args.out.resolve() in (args.cpu.resolve(), args.gpu.resolve()):
+        raise CommandError(
+            f"--out {args.out} is one of the runs being merged (their results would be overwritten); "
+            "choose a new folder, e.g. --out final/"
+        )
     names = sorted(
         {
             p.parent.name

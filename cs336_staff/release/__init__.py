@@ -23,7 +23,7 @@ from pathlib import Path
 from cs336_assignment.cli import CommandError
 from cs336_staff.markers import MarkerError
 from cs336_staff.release.build import build
-from cs336_staff.release.results import Handout, ReleaseError
+from cs336_staff.release.results import Handout, OutDirError, ReleaseError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"release --check: all {len(checks)} checks passed in {took:.0f} s")
         return 0
     except (MarkerError, ReleaseError) as e:
-        raise CommandError(e, status=1) from None
+        raise CommandError(e, status=2 if isinstance(e, OutDirError) else 1) from None
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

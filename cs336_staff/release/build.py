@@ -49,7 +49,7 @@ from tomlkit.items import Comment, Table
 from cs336_staff.markers import MarkerError, Region, handout_text, has_markers
 from cs336_staff.release.handout_parts import extras, readme_values
 from cs336_staff.release.lock import prune_lock
-from cs336_staff.release.results import Handout, ReleaseError
+from cs336_staff.release.results import Handout, OutDirError, ReleaseError
 from cs336_staff.shipped import PACKAGE, SHIPPED_DIRS, shipped_sources
 
 REQUIRED_FILES = ("adapters.py", "pyproject.toml")
@@ -248,18 +248,18 @@ def changelog(repo: Path) -> str:
 def _check_out_dir(repo: Path, out: Path, force: bool) -> None:
     repo, out = repo.resolve(), out.resolve()
     if out == repo or out in repo.parents:
-        raise ReleaseError(
+        raise OutDirError(
             f"refusing to write the handout to {out}: it holds the repository; pick a new directory"
         )
     for top in [*SHIPPED_DIRS, ".git", "cs336_staff"]:
         if out == repo / top or (repo / top) in out.parents:
-            raise ReleaseError(
+            raise OutDirError(
                 f"refusing to write the handout inside {repo / top}; pick a directory such as {repo / 'handout'}"
             )
     if out.exists() and not out.is_dir():
-        raise ReleaseError(f"{out} exists and is not a directory; pick another OUT_DIR")
+        raise OutDirError(f"{out} exists and is not a directory; pick another OUT_DIR")
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise ReleaseError(
+        raise OutDirError(
             f"{out} exists and is not empty; pass --force to replace it (its contents will be deleted)"
         )
 

@@ -21,6 +21,11 @@ class ReleaseError(RuntimeError):
     """The handout cannot be built; the message says what to fix."""
 
 
+class OutDirError(ReleaseError):
+    """OUT_DIR cannot take the handout (a file, the repository, not empty without --force): bad input,
+    which ``cs336 release`` reports with exit status 2, as every command does."""
+
+
 @dataclass
 class Handout:
     """A built handout: where it is, which files it has, what was stubbed and what was left out."""

@@ -244,6 +244,13 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             "give OUT_DIR (e.g. `uv run cs336 writeup out/`), or --answers, or --check"
         )
+    if args.out_dir is not None and args.out_dir.exists() and not args.out_dir.is_dir():
+        raise CommandError(
+            f"{args.out_dir} is a file; give the folder to write {PDF_NAME} into "
+            f"(e.g. `uv run cs336 writeup {args.out_dir.parent}/`)"
+        )
+    if args.key and args.out_dir is None:
+        raise CommandError("--key writes the answer key into OUT_DIR: give one (e.g. out/)")
     try:
         if args.answers:
             from cs336_staff.writeup.answers import compute

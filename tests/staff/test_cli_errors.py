@@ -38,7 +38,8 @@ def _grade(tmp: Path, *args: str) -> list[str]:
 
 
 def _pdf(tmp: Path) -> str:
-    pdf = tmp / "writeup.pdf"
+    (tmp / "uploads").mkdir(exist_ok=True)
+    pdf = tmp / "uploads" / "writeup.pdf"
     pdf.write_bytes(b"%PDF-1.7\n%%EOF\n")
     return str(pdf)
 
@@ -101,6 +102,54 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, list[str]]] = [
         2,
         ["no */results.json", "cs336 grade"],
     ),
+    (
+        "grade-with-a-missing-rubric",
+        lambda tmp: _grade(tmp, "--rubric", str(tmp / "nowhere.toml")),
+        2,
+        ["--rubric", "nowhere.toml: no such file", "rubric TOML"],
+    ),
+    (
+        "grade-with-a-folder-for-a-rubric",
+        lambda tmp: _grade(tmp, "--rubric", str(tmp)),
+        2,
+        ["--rubric", "no such file"],
+    ),
+    (
+        "grade-a-folder-with-no-submission",
+        lambda tmp: _grade(tmp, str(Path(_pdf(tmp)).parent)),
+        2,
+        ["no submissions found", "make_submission.sh"],
+    ),
+    (
+        "merge-into-a-file",
+        lambda tmp: ["merge", str(tmp), str(tmp), "--out", str(_existing(tmp / "final"))],
+        2,
+        ["--out", "exists and is not a folder"],
+    ),
+    (
+        "merge-over-one-of-its-runs",
+        lambda tmp: ["merge", str(tmp), str(tmp / ".."), "--out", str(tmp)],
+        2,
+        ["is one of the runs being merged", "choose a new folder"],
+    ),
+    (
+        "writeup-into-a-file",
+        lambda tmp: ["writeup", str(_existing(tmp / "out"))],
+        2,
+        ["is a file; give the folder to write assignment.pdf into"],
+    ),
+    (
+        "writeup-key-without-a-folder",
+        lambda tmp: ["writeup", "--check", "--key"],
+        2,
+        ["--key", "give one"],
+    ),
+    (
+        "release-into-a-file",
+        lambda tmp: ["release", str(_existing(tmp / "handout"))],
+        2,
+        ["exists and is not a directory", "OUT_DIR"],
+    ),
 ]
 
 
@@ -124,3 +173,15 @@ def test_bad_input_ends_in_one_error_line(argv, status, says, tmp_path, capsys):
     assert all(s in last for s in says), last
     assert not [line for line in lines[:-1] if re.search(r"\berror\b", line)], err
     assert got == status, (got, err)
+
+
+def test_grading_a_folder_names_what_it_skips(tmp_path, capsys):
+    """A file in a folder of uploads that is neither a .zip nor a folder (the written answers' PDF) is
+    named on stderr, not passed over in silence."""
+    folder = Path(_pdf(tmp_path)).parent
+    assert main(_grade(tmp_path, str(folder))) == 2
+    err = capsys.readouterr().err
+    skipped = [line for line in err.splitlines() if line.startswith("cs336 grade: skipping ")]
+    assert (
+        skipped and "writeup.pdf" in skipped[0] and "only .zip files and folders" in skipped[0]
+    ), err

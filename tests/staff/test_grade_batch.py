@@ -274,6 +274,29 @@ def test_grading_one_submission_shows_its_progress_per_test(repo, tmp_path, caps
     assert len(seen) <= 10, seen
 
 
+def test_one_submission_shows_its_progress_per_test_whatever_jobs(repo, tmp_path, capsys):
+    """`cs336 grade alice.zip --jobs 2`: one submission is graded in this process, so its progress per
+    test shows as with --jobs 1 (a pool of one would hide it)."""
+    code = main(
+        [
+            "grade",
+            str(_sorted(repo["subs"])[0]),
+            "--out",
+            str(tmp_path / "grades"),
+            "--jobs",
+            "2",
+            "--staff-root",
+            str(repo["root"]),
+            "--test-timeout",
+            "5",
+            *(["--insecure"] if INSECURE else []),
+        ]
+    )
+    assert code == 0
+    err = capsys.readouterr().err
+    assert re.search(r"\bgrading alice: \d+/\d+ tests$", err, re.M), err
+
+
 def test_progress_on_a_terminal_is_one_live_line():
     """On a terminal the submission's count replaces the bar's postfix: one line, updated in place."""
     from io import StringIO
