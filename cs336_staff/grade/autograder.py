@@ -122,7 +122,9 @@ def build(staff_root: Path, out: Path) -> tuple[Path, dict]:
         "gpu_points": round(sum(i.points for n, i in items.items() if plan.needs_gpu[n]), 2),
         "cpu_tests": sum(not plan.needs_gpu[n] for n in items),
         "gpu_tests": sum(plan.needs_gpu[n] for n in items),
-        "hidden_tests": sum(n.startswith(HIDDEN_PREFIX) for n in items),
+        "hidden_cpu_tests": sum(
+            n.startswith(HIDDEN_PREFIX) and not plan.needs_gpu[n] for n in items
+        ),
     }
     out.mkdir(parents=True, exist_ok=True)
     dest = out / ZIP_NAME
@@ -153,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(e) from None
     print(f"{dest}: {dest.stat().st_size / 2**20:.1f} MiB")
     print(
-        f"Gradescope grades {facts['cpu_tests']} CPU tests ({facts['hidden_tests']} of all tests are hidden until "
+        f"Gradescope grades {facts['cpu_tests']} CPU tests ({facts['hidden_cpu_tests']} of them hidden until "
         f"grades are published): set the assignment's Autograder points to {facts['cpu_points']:g}."
     )
     if facts["gpu_tests"]:

@@ -96,7 +96,7 @@ def for_gradescope(data: dict) -> dict:
         output += f"\n{hidden} hidden tests are graded too; their results appear once grades are published.\n"
     if gpu:
         output += (
-            f"\n{len(gpu)} GPU tests ({sum(t.max_points for t in gpu):g} points) are not graded on Gradescope "
+            f"\n{len(gpu)} GPU tests ({sum(t.max_points for t in gpu):.2f} points) are not graded on Gradescope "
             "(no GPU); the course staff grade them separately.\n"
         )
     return {

@@ -37,6 +37,16 @@ from pathlib import Path
 from cs336_staff.grade import neutral
 
 OUTPUT_CHARS = 4000
+#: The most characters of notes a gradebook row's ``remarks`` shows (whole notes; summary.md has all).
+REMARKS_CHARS = 500
+#: A failed test's ``outcome``, as the summary says it.
+HOW_THEY_ENDED = {
+    "failed": "failed a check",
+    "error": "errored outside the test body",
+    "timeout": "timed out",
+    "crashed": "crashed the worker",
+    "not_run": "not run",
+}
 #: A test's ``status`` when it is no part of the grade (``TestResult.graded``).
 NOT_GRADED = "not_graded"
 #: The summary's columns: every test is in exactly one (``TestResult.status``).
@@ -143,8 +153,12 @@ class GradeResult:
         for t in self.tests:
             if t.status == "failed":
                 bad[t.outcome] = bad.get(t.outcome, 0) + 1
-        if bad:
-            lines += ["", "Failed: " + ", ".join(f"{n} {k}" for k, n in sorted(bad.items()))]
+        if bad:  # how the failed tests ended: an assert (failed), an error around it, a timeout ...
+            lines += [
+                "",
+                "Failed tests, by how they ended: "
+                + ", ".join(f"{n} {HOW_THEY_ENDED.get(k, k)}" for k, n in sorted(bad.items())),
+            ]
         unused = [t for t in self.tests if t.status == NOT_GRADED]
         if unused:
             zero = sum(t.max_points == 0 for t in unused)
@@ -352,7 +366,7 @@ def write_gradebook(out: Path) -> Path:
         for name, r in results:
             per = {row["concept"]: row["score"] for row in r.concept_rows()}
             pct = 100 * r.score / r.max_score if r.max_score else 0.0
-            remarks = "; ".join(n.splitlines()[0] for n in r.notes if n)[:300]
+            remarks = _remarks(name, r.notes)
             w.writerow(
                 [  # a name or a remark may be a submission's text: no cell a spreadsheet runs
                     neutral.cell(name),
@@ -369,6 +383,25 @@ def write_gradebook(out: Path) -> Path:
             )
     os.replace(tmp, path)
     return path
+
+
+def _remarks(name: str, notes: list[str], limit: int = REMARKS_CHARS) -> str:
+    """A gradebook row's remarks: the first line of each note, whole, those about the grade first (a
+    rejection, a rule) and the speed tests' replay seeds last, as many as fit in ``limit`` characters;
+    then how many more there are, and where (a note is never cut mid-sentence without saying so)."""
+    lines = sorted(
+        (n.splitlines()[0] for n in notes if n and n.strip()),
+        key=lambda n: n.startswith("the speed tests' "),
+    )
+    shown: list[str] = []
+    for note in lines:
+        if len("; ".join([*shown, note])) <= limit:
+            shown.append(note)
+    if lines and not shown:  # one long note: its start, marked as cut
+        shown.append(f"{lines[0][: limit // 2].rstrip()} [...] (whole in {name}/summary.md)")
+    if len(lines) > len(shown):
+        shown.append(f"{len(lines) - len(shown)} more in {name}/summary.md")
+    return "; ".join(shown)
 
 
 def _truncate(text: str, n: int) -> str:

@@ -209,3 +209,35 @@ def test_no_gradebook_cell_is_a_formula(text, expected):
     """OWASP's advice on CSV injection: a cell that starts as a formula starts with ' instead; a tab or a
     carriage return is shown escaped, so the cell starts with a backslash."""
     assert neutral.cell(text) == expected
+
+
+def test_gradebook_remarks_keep_whole_notes_and_say_what_they_leave_out(tmp_path):
+    """The remarks cell holds whole notes, the grade's first (a rule before the speed tests' seeds), and
+    ends by saying how many more there are and where, instead of stopping mid-sentence."""
+    rule = (
+        "rules: tensors.strides.same_storage (cs336_assignment/tensors/strides.py:149) uses "
+        "torch.profiler.record_function, which rule no-flop-counter-library forbids; the tests that "
+        "reach it in its own part earn no points"
+    )
+    seeds = [
+        f"the speed tests' inputs drawn with CS336_SPEED_SEED={n}; set it to replay them"
+        for n in (1, 2)
+    ]
+    tests = [TestResult("t::a", "passed", 1.0, 1.0, "k", "visible", "cpu")]
+    GradeResult("alice", "ok", tests, notes=[*seeds, rule, "x" * 400]).write(tmp_path / "alice")
+    rows = list(csv.DictReader(write_gradebook(tmp_path).read_text().splitlines()))
+    remarks = rows[0]["remarks"]
+    assert remarks == f"{rule}; {seeds[0]}; {seeds[1]}; 1 more in alice/summary.md", remarks
+    GradeResult("bob", "ok", tests, notes=["y" * 600]).write(tmp_path / "bob")
+    rows = list(csv.DictReader(write_gradebook(tmp_path).read_text().splitlines()))
+    assert rows[1]["remarks"].endswith("y [...] (whole in bob/summary.md)"), rows[1]["remarks"]
+
+
+def test_the_summary_says_how_failed_tests_ended():
+    """`Failed tests, by how they ended: 2 failed a check, 1 timed out`, not `Failed: 2 failed`."""
+    tests = [
+        TestResult(f"t::{i}", outcome, 0.0, 1.0, "k", "visible", "cpu")
+        for i, outcome in enumerate(["failed", "failed", "timeout", "passed"])
+    ]
+    summary = GradeResult("alice", "ok", tests).summary()
+    assert "Failed tests, by how they ended: 2 failed a check, 1 timed out" in summary, summary

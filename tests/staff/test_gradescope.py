@@ -272,7 +272,7 @@ def test_the_zip_has_setup_and_run_autograder_at_its_root_and_no_staff_tooling_t
         n.startswith("fixtures/hidden/") for n in names
     )
     assert not any(n.startswith("tests/staff/") or "__pycache__" in n for n in names)
-    assert facts["cpu_points"] > 0 and facts["hidden_tests"] > 0
+    assert facts["cpu_points"] > 0 and facts["hidden_cpu_tests"] > 0
 
 
 def test_the_reference_gets_every_cpu_point_on_the_container_tier(gradescope):
