@@ -313,9 +313,12 @@ class Progress:
         notes = []
         start = next((r for r in rows if r.stubs), None)
         if start is not None:
+            # a run of some parts only knows about those: an earlier part may be unwritten too
+            among = "" if len(rows) == parts else ", among the parts this run tested,"
             notes.append(
-                f"Where to start: {start.title} (the first part in the handout's order with functions "
-                f"not written yet: {start.stubs} of its tests reach one, e.g. {start.not_written})."
+                f"Where to start: {start.title} (the first part in the handout's order{among} with "
+                f"functions not written yet: {start.stubs} of its tests reach one, e.g. "
+                f"{start.not_written})."
             )
         for r in rows:
             if r.partial and not r.uncollected:

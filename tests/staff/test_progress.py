@@ -211,9 +211,16 @@ def test_files_run_in_the_handouts_order_and_the_stub_run_says_where_to_start(tm
         "Where to start: 1. Beta (the first part in the handout's order with functions not written "
         "yet: 1 of its tests reach one, e.g. Implement heavy in beta.py)"
     ) in out, out[-1500:]
+    out = " ".join(pytest_out(root, "tests/test_alpha.py").split())
+    assert (
+        "Where to start: 2. Alpha (the first part in the handout's order, among the parts this run "
+        "tested, with functions not written yet"
+    ) in out, out[-1500:]
     (root / "tests" / "test_beta.py").write_text("def test_light():\n    pass\n")
     out = " ".join(pytest_out(root).split())
-    assert "Where to start: 2. Alpha" in out, out[-1500:]
+    assert "Where to start: 2. Alpha (the first part in the handout's order with" in out, out[
+        -1500:
+    ]
     (root / "tests" / "test_alpha.py").write_text("def test_one():\n    pass\n")
     assert "Where to start" not in pytest_out(root)
 
