@@ -135,6 +135,15 @@ class GradeResult:
         lines = [
             f"## {neutral.markdown(self.submission)}: {self.score:g} / {self.max_score:g} ({self.status})",
             "",
+        ]
+        # why nothing was graded comes first, above a table of zeros (the note stays in the notes too)
+        lines += [
+            f"**{neutral.markdown(n.splitlines()[0])}**"
+            for n in self.notes
+            if n.startswith(("rejected: ", "grader error: "))
+        ]
+        lines += [
+            *([""] if len(lines) > 2 else []),
             "| concept | tests | passed | failed | pending | not graded | points |",
             "|---|---:|---:|---:|---:|---:|---:|",
         ]

@@ -241,3 +241,12 @@ def test_the_summary_says_how_failed_tests_ended():
     ]
     summary = GradeResult("alice", "ok", tests).summary()
     assert "Failed tests, by how they ended: 2 failed a check, 1 timed out" in summary, summary
+
+
+def test_a_rejected_upload_says_why_above_its_table():
+    """A rejected upload's summary (what Gradescope shows) gives the reason and what to upload first,
+    not only in the notes under a table of zeros."""
+    tests = [TestResult("t::a", "not_run", 0.0, 1.0, "k", "visible", "cpu")]
+    why = "rejected: corrupt zip: a.pdf is not a readable zip archive; upload the .zip make_submission.sh builds"
+    lines = GradeResult("a.pdf", "rejected", tests, notes=[why]).summary().splitlines()
+    assert lines[2] == f"**{neutral.markdown(why)}**" and lines[4].startswith("| concept"), lines
