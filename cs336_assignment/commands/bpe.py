@@ -55,6 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if not args.corpus.is_file():
         raise CommandError(f"corpus {args.corpus} is not a file")
+    if args.out.exists() and not args.out.is_dir():
+        raise CommandError(
+            f"--out {args.out} is a file; give a directory for {', '.join(FILES)} (e.g. tok/)"
+        )
     existing = [name for name in FILES if (args.out / name).exists()]
     if existing and not args.overwrite:
         raise CommandError(

@@ -253,6 +253,15 @@ def run(args: argparse.Namespace) -> int:
         )
     except SandboxRefused as e:
         raise CommandError(e) from None
+    except Exception as e:
+        if type(e).__module__.startswith(
+            "submitit"
+        ):  # sbatch refused: no controller, a bad partition
+            said = [line for line in str(e).splitlines() if line.strip()]
+            raise CommandError(
+                f"--executor {args.executor}: submitting a job failed: {said[-1] if said else e}"
+            ) from None
+        raise
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: finished results are kept in {out}/; rerun the same command to resume",

@@ -145,6 +145,19 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, list[str]]] = [
         ["--key", "give one"],
     ),
     (
+        "train-bpe-into-a-file",
+        lambda tmp: [
+            "train-bpe",
+            str(_existing(tmp / "corpus.txt")),
+            "--vocab-size",
+            "300",
+            "--out",
+            str(_existing(tmp / "tok")),
+        ],
+        2,
+        ["--out", "is a file; give a directory for vocab.json"],
+    ),
+    (
         "release-into-a-file",
         lambda tmp: ["release", str(_existing(tmp / "handout"))],
         2,
@@ -185,3 +198,27 @@ def test_grading_a_folder_names_what_it_skips(tmp_path, capsys):
     assert (
         skipped and "writeup.pdf" in skipped[0] and "only .zip files and folders" in skipped[0]
     ), err
+
+
+def test_a_slurm_submission_that_fails_ends_in_one_line(tmp_path, capsys, monkeypatch):
+    """`--executor slurm` where sbatch cannot reach a controller: submitit's error, multi-line, becomes
+    one line naming the executor and sbatch's own last words (was a traceback)."""
+    from submitit.core.utils import FailedJobError
+
+    from cs336_staff.grade import batch
+
+    def refuse(*args, **kwargs):
+        raise FailedJobError(
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller"
+        )
+
+    monkeypatch.setattr(batch, "run_batch", refuse)
+    zip_path = tmp_path / "alice.zip"
+    zip_path.write_bytes(b"PK")
+    assert main(_grade(tmp_path, str(zip_path), "--executor", "slurm")) == 2
+    err = capsys.readouterr().err
+    last = err.rstrip("\n").split("\n")[-1]
+    assert last.startswith(
+        "cs336 grade: error: --executor slurm: submitting a job failed: sbatch"
+    ), err
+    assert "Traceback" not in err, err
