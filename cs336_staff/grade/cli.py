@@ -254,9 +254,8 @@ def run(args: argparse.Namespace) -> int:
     except SandboxRefused as e:
         raise CommandError(e) from None
     except Exception as e:
-        if type(e).__module__.startswith(
-            "submitit"
-        ):  # sbatch refused: no controller, a bad partition
+        # submitit's: sbatch refused the job (no controller, a bad partition ...)
+        if type(e).__module__.startswith("submitit"):
             said = [line for line in str(e).splitlines() if line.strip()]
             raise CommandError(
                 f"--executor {args.executor}: submitting a job failed: {said[-1] if said else e}"
