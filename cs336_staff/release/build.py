@@ -23,7 +23,9 @@ Left out whatever the allowlist says: ``cs336_staff/``, ``benchmarks/``, ``.ci/`
 ``grades/``, hidden tests and fixtures, plus every file whose first lines hold a ``# STAFF-ONLY``
 comment and every ``# BEGIN STAFF-ONLY`` ... ``# END STAFF-ONLY`` block of a .py or .sh file or .gitignore.
 Stripping can leave imports that only the solution used; ``ruff check --select F401 --fix`` drops
-them from the stripped files (``release --check`` then proves no unused name is left).
+them from the stripped files (``release --check`` then proves no unused name is left), ``--select
+I001`` sorts what is left, and ``ruff format`` formats every shipped .py file, so the handout passes
+its own ``ruff check`` and ``ruff format --check``.
 
 The output is deterministic: sorted walks, no timestamps, file modes normalised to 644/755, so two
 runs give byte-identical trees. Deliberately left out: packaging the handout as an archive, and
@@ -264,30 +266,30 @@ def _check_out_dir(repo: Path, out: Path, force: bool) -> None:
         )
 
 
-def _ruff_drop_unused_imports(root: Path, files: list[str]) -> None:
+def _ruff(root: Path, args: list[str], files: list[str]) -> None:
+    """Run ``ruff ARGS FILES`` in the handout (its own ``[tool.ruff]`` config), raising on failure."""
     if not files:
         return
-    cmd = [
-        sys.executable,
-        "-m",
-        "ruff",
-        "check",
-        "--select",
-        "F401",
-        "--fix",
-        "--no-cache",
-        "--quiet",
-        "--exit-zero",
-        *files,
-    ]
+    cmd = [sys.executable, "-m", "ruff", *args, "--no-cache", "--quiet", *files]
     try:
         proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=120)
     except FileNotFoundError as e:  # pragma: no cover - ruff is a staff dependency
         raise ReleaseError(
-            "ruff is needed to drop imports left unused by stripping; `uv sync` the staff group"
+            "ruff is needed to tidy the stripped files; `uv sync` the staff group"
         ) from e
     if proc.returncode != 0:
-        raise ReleaseError(f"ruff failed on the stripped files:\n{proc.stdout}{proc.stderr}")
+        raise ReleaseError(
+            f"ruff {args[0]} failed on the stripped files:\n{proc.stdout}{proc.stderr}"
+        )
+
+
+def _tidy(root: Path, stripped: list[str], shipped: list[str]) -> None:
+    """Drop imports only the solution used from the ``stripped`` files and sort what is left, then
+    format every ``shipped`` .py file: a stub's long ``raise`` line and the blank lines a removed
+    region or STAFF-ONLY block leaves would otherwise fail the handout's own ``ruff check`` and
+    ``ruff format --check`` (the reference's files pass both, so the rest are unchanged)."""
+    _ruff(root, ["check", "--select", "F401,I001", "--fix", "--exit-zero"], stripped)
+    _ruff(root, ["format"], [f for f in shipped if f.endswith(".py")])
 
 
 def _prune_lock(repo: Path, root: Path) -> None:
@@ -376,7 +378,7 @@ def write_handout(repo: Path, root: Path, *, lock: bool = True) -> Handout:
     for rel, content in extras(repo, handout.regions).items():  # tests/points.json, assignment.pdf
         _write(root / rel, content)
         handout.files.append(rel)
-    _ruff_drop_unused_imports(root, stripped)
+    _tidy(root, stripped, handout.files)
     if lock and (repo / "uv.lock").is_file():
         _prune_lock(repo, root)
         handout.files.append("uv.lock")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import textwrap
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from cs336_staff.markers import MarkerError
 from cs336_assignment.cli import main
+from cs336_staff.markers import MarkerError
 from cs336_staff.release.build import build, handout_pyproject
 from cs336_staff.release.check import check, check_leaks
 from cs336_staff.release.results import ReleaseError
@@ -412,6 +414,36 @@ def test_leak_check_passes_the_clean_handout(sample, tmp_path):
     assert check_leaks(sample, build(sample, tmp_path / "out", lock=False)).ok
 
 
+def test_stripped_files_pass_the_handouts_own_ruff_format(sample, tmp_path):
+    """A stub's ``raise`` line past the line length and the blank lines a dropped import leaves are
+    formatted away, so the handout passes the ``ruff format --check`` and ``ruff check`` its
+    pyproject configures."""
+    (sample / "cs336_assignment/long_names.py").write_text(
+        textwrap.dedent(
+            """
+            import math
+
+
+            def a_function_whose_name_makes_the_stub_longer_than_one_line(x: float) -> float:
+                # BEGIN SOLUTION
+                return math.sqrt(x)
+                # END SOLUTION
+            """
+        ).lstrip("\n")
+    )
+    handout = build(sample, tmp_path / "out", lock=False)
+    stub = (handout.root / "cs336_assignment/long_names.py").read_text()
+    assert "import math" not in stub and "raise NotImplementedError(\n" in stub, stub
+    for args in (["format", "--check", "."], ["check", "cs336_assignment"]):  # the sample's
+        proc = subprocess.run(  # own adapters.py is not ruff-check clean; nothing strips it
+            [sys.executable, "-m", "ruff", *args, "--no-cache"],
+            cwd=handout.root,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_cli_requires_out_dir_or_check(capsys):
     """`cs336 release` alone explains what to pass."""
     assert main(["release"]) == 2
@@ -426,7 +458,9 @@ def test_cli_writes_handout_and_reports_marker_errors(sample, tmp_path, capsys):
     (sample / "cs336_assignment/bad.py").write_text("# BEGIN SOLUTION\nX = 1\n# END SOLUTION\n")
     assert main(["release", str(tmp_path / "out2"), "--repo", str(sample), "--no-lock"]) == 1
     err = capsys.readouterr().err
-    assert "cs336 release: error: cs336_assignment/bad.py:1: misplaced region at module level" in err, err
+    assert (
+        "cs336 release: error: cs336_assignment/bad.py:1: misplaced region at module level" in err
+    ), err
 
 
 def test_check_docstring_lists_exactly_the_checks_it_runs():
