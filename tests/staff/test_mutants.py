@@ -143,7 +143,8 @@ LINE_LENGTHS = [80, 60]
 def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_program(
     tmp_path: Path, line_length: int
 ):
-    """`ruff format` rewrites most of the reference's modules at 80 and 60 columns; every mutant still applies there, unchanged in effect."""
+    """`ruff format` rewrites most of the reference's modules at 80 and 60 columns; every mutant (and
+    hidden-only bug) still applies there, unchanged in effect."""
     copy = make_scratch(REPO, tmp_path)
     files = sorted(
         p.relative_to(copy).as_posix() for p in (copy / "cs336_assignment").rglob("*.py")
@@ -173,7 +174,7 @@ def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_p
     )
     mutants = load_mutants()
     assert applicability(copy, mutants) == []
-    for _, m in mutants:
+    for _, m in mutants + load_hidden_only():  # hidden-only bugs are anchored the same way
         assert isinstance(m, Mutant)  # load_mutants types its mutants as object
         assert _program(m.mutate(after[m.file])) == _program(m.mutate(before[m.file])), (
             f"{m.name}: the mutated formatted {m.file} is another program than the mutated reference"
