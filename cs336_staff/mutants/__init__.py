@@ -126,10 +126,10 @@ class HiddenOnly(Mutant):
     """A bug only the hidden tests catch: patched like a ``Mutant``, it must PASS every public test of
     its part (and of the parts that use it) and FAIL each hidden test named in ``hidden``.
 
-    ``hidden`` are node ids or node-id prefixes (``tests/hidden/test_x.py::test_y`` covers all its
-    parametrized cases), each of which must fail. ``tests`` stays empty: the audit runs the part's
-    public and hidden test files (``cs336_staff.audit.hidden_only.hidden_only_tests``). ``why`` says
-    what mistake a student would make, and why the public twin of the hidden test lets it through.
+    ``hidden`` are node ids or node-id prefixes (``tests/hidden/test_<part>.py::test_y`` covers
+    all its parametrized cases), each of which must fail. ``tests`` stays empty: the audit runs the
+    part's public and hidden test files (``cs336_staff.audit.hidden_only.hidden_only_tests``).
+    ``why`` says what mistake a student would make, and why the public twin lets it through.
     """
 
     hidden: tuple[str, ...] = ()
