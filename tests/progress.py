@@ -53,7 +53,9 @@ def points_from_rubric(rubric: dict) -> dict:
 
     ``{"parts": [{"key", "title", "points"}, ...], "rules": [{"match": [...], "concept"?, "weight"?,
     "points"?}, ...]}``, rules in the rubric's order (later ones override earlier ones, as in
-    grading). Visibility-only rules are dropped: they change no points.
+    grading). Visibility-only rules are dropped: they change no points. So are patterns that can
+    match no public test (``_may_match_public``): the summary counts public tests only, and the
+    handout names no test it does not ship.
     """
     parts = [
         {"key": key, "title": spec.get("title", key), "points": spec.get("points")}
@@ -62,10 +64,18 @@ def points_from_rubric(rubric: dict) -> dict:
     rules = []
     for rule in rubric.get("rules", []):
         kept = {k: rule[k] for k in ("concept", "weight", "points") if k in rule}
-        if kept:
-            match = rule["match"]
-            rules.append({"match": [match] if isinstance(match, str) else list(match), **kept})
+        match = [rule["match"]] if isinstance(rule["match"], str) else list(rule["match"])
+        match = [m for m in match if _may_match_public(m)]
+        if kept and match:
+            rules.append({"match": match, **kept})
     return {"parts": parts, "rules": rules}
+
+
+def _may_match_public(pattern: str) -> bool:
+    """Whether ``pattern`` can match a public test (``tests/test_*.py``, nothing in a subfolder of
+    ``tests/``): not when its file part spells out a subfolder before any ``*``."""
+    path = pattern.partition("::")[0]
+    return "/" not in path.removeprefix("tests/").split("*")[0]
 
 
 def load_points(root: Path) -> dict | None:

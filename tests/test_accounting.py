@@ -643,6 +643,10 @@ def test_mfu_is_achieved_flops_over_peak() -> None:
         (lambda: adapters.run_mfu(1e12, 0.0, 1e15), "seconds"),
         (lambda: adapters.run_peak_flops("H200", "bf16"), "GPU"),
         (lambda: adapters.run_peak_flops("A100-SXM", "fp8"), "fp8"),
+        (lambda: adapters.run_max_trainable_params(0, 40e9, 8), "num_gpus"),
+        (lambda: adapters.run_training_days(0, 15e12, 1024, 989.5e12, 0.5), "num_params"),
+        (lambda: adapters.run_mfu(-6e15, 10.0, 1e15), "flops"),
+        (lambda: adapters.run_peak_flops("a100-sxm", "bf16"), "GPU"),
     ],
     ids=[
         "mfu>1",
@@ -652,10 +656,15 @@ def test_mfu_is_achieved_flops_over_peak() -> None:
         "zero-seconds",
         "unknown-gpu",
         "fp8-on-a100",
+        "zero-gpus",
+        "zero-params",
+        "negative-flops",
+        "lower-case-gpu",
     ],
 )
 def test_napkin_math_rejects_bad_input(call, match: str) -> None:
-    """Out-of-range MFU, non-positive sizes, unknown GPUs and dtypes are ValueErrors."""
+    """Out-of-range MFU, non-positive sizes (every one, not only the divisors), negative FLOPs, unknown GPUs
+    (names are case-sensitive) and dtypes are ValueErrors naming the culprit."""
     with pytest.raises(ValueError, match=match):
         call()
 

@@ -201,8 +201,9 @@ def max_trainable_params(num_gpus: int, bytes_per_gpu: float, bytes_per_param: f
     40000000000.0
 
     Raises:
-        ValueError: if an argument is not a positive number, naming it: "bytes_per_param must be
-            a positive number, got 0".
+        ValueError: if an argument is not a positive number, naming it (each one, not only the
+            divisor): "num_gpus must be a positive number, got 0", "bytes_per_param must be a
+            positive number, got 0".
     """
     # BEGIN SOLUTION
     check_positive(num_gpus=num_gpus, bytes_per_gpu=bytes_per_gpu, bytes_per_param=bytes_per_param)

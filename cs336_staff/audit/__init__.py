@@ -5,6 +5,8 @@ One module per check, and the pytest plugins the checks load into the test runs 
     cli.py            ``cs336 audit``: its options, and the order the checks run in (zoo, then garbage)
     mutants.py        the bug zoo: every mutant of ``cs336_staff/mutants/`` (a realistic student bug)
                       fails a public test
+    hidden_only.py    the bugs only hidden tests catch (a part module's ``HIDDEN_ONLY``) pass the public
+                      tests and cost at least one point of 100 in hidden ones, under ``rubric.toml``
     part_reach.py     no part's tests execute another part's solution functions (the training loop's
                       excepted), measured on the zoo's baseline run; writes ``cs336_staff/used_by.json``
     reach_probe.py    plugin: records which solution functions each test executes (for part_reach.py,

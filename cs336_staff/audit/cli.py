@@ -4,14 +4,15 @@
     $ uv run cs336 audit --only optim     # one part (a module of cs336_staff/mutants/), mutant, control or graded target
     $ uv run cs336 audit --jobs 2 --full  # two at a time; list every catching test, not just the first
     $ uv run cs336 audit --dry-run        # only check that every mutant applies (no tests run)
-    $ uv run cs336 audit --mutants        # only the bug zoo (mutants.py)
+    $ uv run cs336 audit --mutants        # only the bug zoo (mutants.py, hidden_only.py)
     $ uv run cs336 audit --garbage        # only the garbage check (garbage_check.py)
     $ uv run cs336 audit --agreement      # instead: one process and split agree on every public test (agreement.py)
     $ uv run cs336 audit --write-used-by  # rewrite cs336_staff/used_by.json from the zoo's baseline (part_reach.py)
 
 The bug zoo (``cs336_staff/audit/mutants.py``): every realistic mutant of ``cs336_staff/mutants/``
 must fail a public test, every control (a correct rewrite) must pass its part's public and hidden tests, and no part's tests may execute another part's solution functions (the
-training loop's excepted; ``part_reach.py``). The garbage check (``cs336_staff/audit/garbage_check.py``):
+training loop's excepted; ``part_reach.py``). Every hidden-only bug (``hidden_only.py``) must pass the
+public tests and fail hidden ones that cost at least ``hidden_only.NOTICEABLE`` points of 100. The garbage check (``cs336_staff/audit/garbage_check.py``):
 zero or noise garbage of a graded function must fail every test its stub fails. SIGINT and SIGTERM
 stop the children and delete the scratch copies.
 """
@@ -26,7 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from cs336_staff.audit import garbage_check, mutants
+from cs336_staff.audit import garbage_check, hidden_only, mutants
 from cs336_staff.session.warm import WarmPool
 
 
@@ -136,7 +137,11 @@ def _run(args: argparse.Namespace) -> int:
         return run_mutants(args)
     # both: --only may name a part, a mutant or a garbage target; each check takes what it knows
     only = set(args.only)
-    zoo = mutants.load_mutants() + mutants.load_controls(repo=args.repo)
+    zoo = (
+        mutants.load_mutants()
+        + mutants.load_controls(repo=args.repo)
+        + hidden_only.load_hidden_only(repo=args.repo)
+    )
     mutant_names = {p for p, _ in zoo} | {m.name for _, m in zoo}
     target_names = {t.part for t in garbage_check.targets(args.repo)} | {
         t.name for t in garbage_check.targets(args.repo)
@@ -161,11 +166,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def run_mutants(args: argparse.Namespace) -> int:
-    """The bug zoo alone (``--mutants``): its mutants, then its controls."""
+    """The bug zoo alone (``--mutants``): its mutants, then its controls, then its hidden-only bugs."""
     start = time.monotonic()
     zoo = mutants.load_mutants(args.only)
     controls = mutants.load_controls(args.only, repo=args.repo)
-    parts = sorted({p for p, _ in zoo + controls})
+    bugs = hidden_only.load_hidden_only(args.only, repo=args.repo)
+    parts = sorted({p for p, _ in zoo + controls + bugs})
     if args.dry_run:
         problems = mutants.applicability(args.repo, zoo)
         for line in problems:
@@ -177,14 +183,20 @@ def run_mutants(args: argparse.Namespace) -> int:
         print(
             f"audit --dry-run: {len(controls) - len(control_problems)} of {len(controls)} controls apply"
         )
-        return 1 if problems or control_problems else 0
+        bug_problems = mutants.applicability(args.repo, bugs)
+        for line in bug_problems:
+            print(f"hidden-only {line}")
+        print(
+            f"audit --dry-run: {len(bugs) - len(bug_problems)} of {len(bugs)} hidden-only bugs apply"
+        )
+        return 1 if problems or control_problems or bug_problems else 0
     print(
-        f"audit: {len(zoo)} mutants and {len(controls)} controls of {len(parts)} parts "
-        f"({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only (controls: public "
-        "and hidden)",
+        f"audit: {len(zoo)} mutants, {len(controls)} controls and {len(bugs)} hidden-only bugs of "
+        f"{len(parts)} parts ({', '.join(parts) or 'none'}), {args.jobs} jobs, public tests only "
+        "(controls and hidden-only bugs: public and hidden)",
         flush=True,
     )
-    if not zoo and not controls:
+    if not zoo and not controls and not bugs:
         print("caught 0 of 0")
         print("audit: no mutants to audit; write cs336_staff/mutants/<part>.py")
         return 1
@@ -192,6 +204,8 @@ def run_mutants(args: argparse.Namespace) -> int:
     baseline_failures: list[str] = []
     control_verdicts: list[mutants.Verdict] = []
     control_seconds = 0.0
+    bug_verdicts: list[mutants.Verdict] = []
+    bug_seconds = 0.0
     try:
         with _terminable(), WarmPool() as pool:
             if zoo:
@@ -217,6 +231,17 @@ def run_mutants(args: argparse.Namespace) -> int:
                     pool=pool,
                 )
                 control_seconds = time.monotonic() - control_start
+            if bugs:
+                bug_start = time.monotonic()
+                bug_verdicts = hidden_only.audit_hidden_only(
+                    args.repo,
+                    bugs,
+                    jobs=args.jobs,
+                    timeout=args.timeout or mutants.CONTROL_TIMEOUT,
+                    echo=lambda line: print(line, flush=True),
+                    pool=pool,
+                )
+                bug_seconds = time.monotonic() - bug_start
     except KeyboardInterrupt:
         print("audit: interrupted; the scratch copies are deleted")
         return 130
@@ -237,9 +262,17 @@ def run_mutants(args: argparse.Namespace) -> int:
         if not v.ok:
             for line in v.caught_by or [f"control {v.mutant.name} {v.status}: {v.note}"]:
                 print(f"audit: {line}")
+    for v in bug_verdicts:
+        if not v.ok:
+            print(f"audit: hidden-only {v.mutant.name} {v.status}: {v.note.splitlines()[0]}")
     caught = len(by_status.get("caught", []))
     passed = sum(v.ok for v in control_verdicts)
-    ok = caught == len(verdicts) and not baseline_failures and passed == len(control_verdicts)
+    ok = (
+        caught == len(verdicts)
+        and not baseline_failures
+        and passed == len(control_verdicts)
+        and all(v.ok for v in bug_verdicts)
+    )
     print(f"audit: {'passed' if ok else 'FAILED'} in {time.monotonic() - start:.0f} s")
     if zoo:
         print(f"caught {caught} of {len(verdicts)}")
@@ -248,4 +281,6 @@ def run_mutants(args: argparse.Namespace) -> int:
             f"controls: {passed} of {len(control_verdicts)} pass "
             f"({control_seconds:.0f} s, {control_seconds / len(controls):.1f} s per control)"
         )
+    if bugs:
+        print(hidden_only.summary(bug_verdicts, bug_seconds))
     return 0 if ok else 1

@@ -37,7 +37,9 @@ Controls (``Control``, a part module's ``CONTROLS``) are the other direction: co
 the reference in another idiom, each run (``audit_controls``) against every public and hidden test
 of its part (``control_tests``) in a scratch copy that holds the hidden tests too. A control that
 fails a test fails the audit ("control X failed test Y: the tests reject a correct
-implementation"): that test would cost a student with right code points.
+implementation"): that test would cost a student with right code points. Hidden-only bugs
+(``HiddenOnly``, a part module's ``HIDDEN_ONLY``) are the exception the zoo cannot hold: bugs that
+only a hidden test catches; ``hidden_only.py`` runs them and checks what they cost.
 Deliberately left out: generating mutants automatically (mutmut-style operators make mostly
 unrealistic bugs) and running the hidden tests against mutants (the zoo proves what the public
 suite teaches).
@@ -58,7 +60,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cs336_staff.audit import part_reach
-from cs336_staff.mutants import Control, Mutant
+from cs336_staff.mutants import Control, HiddenOnly, Mutant
 from cs336_staff.parts import PartsError, load_parts
 from cs336_staff.session.runner import PytestRun, hide_installed
 from cs336_staff.session.warm import KILLED, WarmPool
@@ -91,7 +93,13 @@ class Verdict:
 
     def render(self, index: int, total: int) -> str:
         w = len(str(total))
-        kind = "control " if isinstance(self.mutant, Control) else ""
+        kind = (
+            "control "
+            if isinstance(self.mutant, Control)
+            else "hidden-only "
+            if isinstance(self.mutant, HiddenOnly)
+            else ""
+        )
         head = f"[{index:>{w}}/{total}] {kind}{self.part}/{self.mutant.name}  {self.status.upper()}  ({self.seconds:.1f} s)"
         lines = [head, f"      why: {self.mutant.why}"]
         lines += [f"      {c}" for c in self.caught_by]
@@ -101,18 +109,18 @@ class Verdict:
 
 
 def _zoo(only: list[str] | None, kind: str) -> list[tuple[str, Mutant]]:
-    """(part, entry) for every entry of the ``kind`` list (MUTANTS or CONTROLS) of the zoo's part
-    modules, in a stable order, filtered by ``only`` (names of parts, mutants or controls)."""
+    """(part, entry) for every entry of the ``kind`` list (MUTANTS, CONTROLS or HIDDEN_ONLY) of the
+    zoo's part modules, in a stable order, filtered by ``only`` (names of parts or entries)."""
     import cs336_staff.mutants as zoo
 
-    zoo.all_mutants()  # validates: unique names, importable modules, controls are Controls
-    pairs: dict[str, list[tuple[str, Mutant]]] = {"MUTANTS": [], "CONTROLS": []}
+    zoo.all_mutants()  # validates: unique names, importable modules, each list holds its kind
+    pairs: dict[str, list[tuple[str, Mutant]]] = {"MUTANTS": [], "CONTROLS": [], "HIDDEN_ONLY": []}
     for info in sorted(pkgutil.iter_modules(zoo.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{zoo.__name__}.{info.name}")
         for k, found in pairs.items():
             found += [(info.name, m) for m in getattr(module, k, [])]
     if only:
-        every = pairs["MUTANTS"] + pairs["CONTROLS"]
+        every = [pair for found in pairs.values() for pair in found]
         unknown = sorted(set(only) - {p for p, _ in every} - {m.name for _, m in every})
         if unknown:
             parts = sorted({p for p, _ in every})
@@ -266,13 +274,21 @@ def verdict(
 def problem(mutant, root: Path) -> str | None:
     """Why ``mutant`` cannot run against the public tree at ``root``, or None if it can: its tests
     must be public and exist, its file must exist, its ``old`` code must match exactly once in its
-    function, and the mutated file must parse (``Mutant.mutate``). A control's tests may be hidden."""
-    if isinstance(mutant, Control):
+    function, and the mutated file must parse (``Mutant.mutate``). A control's and a hidden-only
+    bug's tests may be hidden; a hidden-only bug names in ``hidden`` the hidden tests that catch it."""
+    if isinstance(mutant, HiddenOnly) and (
+        not mutant.hidden or not all(_hidden(t) for t in mutant.hidden)
+    ):
+        return (
+            f"hidden {mutant.hidden!r} must name the hidden tests that catch it (tests/hidden/...)"
+        )
+    if isinstance(mutant, Control | HiddenOnly):
         if not mutant.tests or not all(_public(t) or _hidden(t) for t in mutant.tests):
             return f"tests {mutant.tests!r} must name public or hidden tests (tests/..., not staff)"
     elif not mutant.tests or not all(_public(t) for t in mutant.tests):
         return f"tests {mutant.tests!r} must name public tests (tests/..., not hidden or staff)"
-    missing = [t for t in mutant.tests if not (root / t.split("::")[0]).exists()]
+    named = mutant.tests + (mutant.hidden if isinstance(mutant, HiddenOnly) else ())
+    missing = [t for t in named if not (root / t.split("::")[0]).exists()]
     if missing:
         return f"named tests do not exist: {', '.join(missing)}"
     path = root / mutant.file

@@ -8,6 +8,12 @@ Beside them, ``CONTROLS: list[Control]``: correct rewrites of the same code in a
 audit runs each against every public and hidden test of its part and fails unless all pass: a
 test that rejects a control rejects right code written differently.
 
+And ``HIDDEN_ONLY: list[HiddenOnly]``: realistic bugs that every public test lets through and a
+hidden test catches (``cs336_staff/audit/hidden_only.py``). The audit fails unless each passes the
+public tests, fails the hidden tests it names, and costs a student at least ``NOTICEABLE`` percent
+of the assignment's points under ``rubric.toml``: a hidden test that is a bug's only catch must
+weigh enough to be noticed.
+
 A mutant is anchored to code, not to text: it names the function it changes and gives the old and
 new code, and the old code is found by comparing syntax trees. Reformatting the reference (``ruff
 format``: line breaks, quotes, parentheses, trailing commas) or editing its comments leaves every
@@ -113,6 +119,20 @@ class Control(Mutant):
     ``why`` says which idiom it uses instead of the reference's. ``tests`` may stay empty: the audit
     runs the part's public and hidden test files (``cs336_staff.audit.mutants.control_tests``).
     """
+
+
+@dataclass(frozen=True)
+class HiddenOnly(Mutant):
+    """A bug only the hidden tests catch: patched like a ``Mutant``, it must PASS every public test of
+    its part (and of the parts that use it) and FAIL each hidden test named in ``hidden``.
+
+    ``hidden`` are node ids or node-id prefixes (``tests/hidden/test_<part>.py::test_y`` covers
+    all its parametrized cases), each of which must fail. ``tests`` stays empty: the audit runs the
+    part's public and hidden test files (``cs336_staff.audit.hidden_only.hidden_only_tests``).
+    ``why`` says what mistake a student would make, and why the public twin lets it through.
+    """
+
+    hidden: tuple[str, ...] = ()
 
 
 def _find_scope(tree: ast.Module, qualname: str, where: str) -> ast.AST:
@@ -240,17 +260,25 @@ def _offset(lines: list[str], lineno: int, col: int) -> int:
 
 
 def all_mutants() -> list[Mutant]:
-    """Every mutant and then every control of every part, in a stable order; names are unique."""
+    """Every mutant, then every control, then every hidden-only bug of every part, in a stable order;
+    names are unique, and each list holds its own kind."""
     out: list[Mutant] = []
     controls: list[Mutant] = []
+    hidden_only: list[Mutant] = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
         out.extend(getattr(module, "MUTANTS", []))
         controls.extend(getattr(module, "CONTROLS", []))
-    wrong = [c.name for c in controls if not isinstance(c, Control)]
-    if wrong:
-        raise ValueError(f"CONTROLS must hold Control entries, not Mutant: {wrong}")
-    out += controls
+        hidden_only.extend(getattr(module, "HIDDEN_ONLY", []))
+    for kind, entries, cls in (
+        ("MUTANTS", out, Mutant),
+        ("CONTROLS", controls, Control),
+        ("HIDDEN_ONLY", hidden_only, HiddenOnly),
+    ):
+        wrong = [m.name for m in entries if type(m) is not cls]
+        if wrong:
+            raise ValueError(f"{kind} must hold {cls.__name__} entries only, not {wrong}")
+    out += controls + hidden_only
     names = [m.name for m in out]
     dupes = {n for n in names if names.count(n) > 1}
     if dupes:

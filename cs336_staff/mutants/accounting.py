@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Control, Mutant
+from cs336_staff.mutants import Control, HiddenOnly, Mutant
 
 FLOPS = "cs336_assignment/accounting/flops.py"
 FLOP_COUNTER = "cs336_assignment/accounting/flop_counter.py"
@@ -325,5 +325,102 @@ CONTROLS = [
         super().__exit__(*exc)
 """,
         why="removes the tracker's module hooks first, then leaves the dispatch mode",
+    ),
+]
+
+# Bugs that only hidden tests caught until the public napkin-math test tried these inputs (issue 31,
+# item 4): more only-catches than a third of the part could weigh (rubric.toml), so public twins catch them.
+MUTANTS += [
+    Mutant(
+        name="accounting-peak-flops-ignores-case",
+        file=NAPKIN,
+        function="peak_flops",
+        old="""if gpu not in PEAK_FLOPS:
+    raise ValueError(f"unknown GPU {gpu!r}; use one of {sorted(PEAK_FLOPS)}")""",
+        new="""gpu = {k.lower(): k for k in PEAK_FLOPS}.get(gpu.lower(), gpu)
+if gpu not in PEAK_FLOPS:
+    raise ValueError(f"unknown GPU {gpu!r}; use one of {sorted(PEAK_FLOPS)}")""",
+        why="matches GPU names case-insensitively to be friendly, where the contract says names are "
+        "case-sensitive and 'h100-sxm' is unknown",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-max-params-checks-only-the-divisor",
+        file=NAPKIN,
+        function="max_trainable_params",
+        old="check_positive(num_gpus=num_gpus, bytes_per_gpu=bytes_per_gpu, "
+        "bytes_per_param=bytes_per_param)",
+        new="check_positive(bytes_per_param=bytes_per_param)",
+        why="checks only the argument it divides by: 0 GPUs hold 0 parameters instead of a ValueError",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-training-days-checks-only-the-divisors",
+        file=NAPKIN,
+        function="training_days",
+        old="""check_positive(
+    num_params=num_params,
+    num_tokens=num_tokens,
+    num_gpus=num_gpus,
+    peak_flops_per_gpu=peak_flops_per_gpu,
+)""",
+        new="check_positive(num_gpus=num_gpus, peak_flops_per_gpu=peak_flops_per_gpu)",
+        why="checks only the arguments it divides by: a model of 0 parameters trains in 0 days instead of "
+        "a ValueError",
+        tests=TESTS,
+    ),
+    Mutant(
+        name="accounting-mfu-leaves-flops-unchecked",
+        file=NAPKIN,
+        function="mfu",
+        old="check_nonnegative_number(flops=flops)",
+        new="",
+        why="checks only the arguments it divides by: negative FLOPs give a negative MFU instead of a "
+        "ValueError",
+        tests=TESTS,
+    ),
+]
+
+# Bugs only hidden tests catch (issue 31, item 4): each must cost a student at least a point of
+# 100 (cs336_staff/audit/hidden_only.py); rubric.toml weighs the hidden tests named here so it does.
+HIDDEN = "tests/hidden/test_accounting.py::"
+
+HIDDEN_ONLY = [
+    # a documented error on an input the public tests do not try
+    HiddenOnly(
+        name="accounting-chain-checks-only-for-no-dims",
+        file=FLOPS,
+        function="linear_chain_flops",
+        old="len(dims) < 2",
+        new="not dims",
+        why="refuses an empty dims list but not a single size: [8] is a chain of no layer and counts 0 "
+        "FLOPs instead of a ValueError (the public tests give [])",
+        hidden=(HIDDEN + "test_linear_chain_flops_rejects_a_single_dimension",),
+    ),
+    # accepted inputs at the edge of their range, or in their other documented form
+    HiddenOnly(
+        name="accounting-peak-flops-takes-names-only",
+        file=NAPKIN,
+        function="peak_flops",
+        old="name = _DTYPE_ALIASES.get(dtype, dtype)",
+        new='name = _DTYPE_ALIASES.get(dtype, dtype) if isinstance(dtype, str) else str(dtype).removeprefix("torch.")',
+        why="turns a torch dtype into its name with str(): torch.bfloat16 becomes 'bfloat16', which no "
+        "table row has, so the documented torch-dtype form is refused (the public tests pass names)",
+        hidden=(
+            HIDDEN
+            + "test_peak_flops_are_dense_datasheet_figures[H100-SXM-dtype4-989500000000000.0]",
+        ),
+    ),
+    HiddenOnly(
+        name="accounting-time-matmul-always-warms-up",
+        file=NAPKIN,
+        function="time_matmul",
+        old="""for _ in range(warmup):
+    a @ b""",
+        new="""for _ in range(max(warmup, 1)):  # at least one warm-up call
+    a @ b""",
+        why="always warms up at least once: warmup=0 runs one matmul more than the documented warmup + "
+        "iters (the public tests warm up 1 and 2 times)",
+        hidden=(HIDDEN + "test_time_matmul_without_warmup_times_every_call",),
     ),
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Control, Mutant
+from cs336_staff.mutants import Control, HiddenOnly, Mutant
 
 FILE = "cs336_assignment/checkpoint.py"
 TESTS = ("tests/test_checkpoint.py",)
@@ -354,5 +354,53 @@ CONTROLS = [
             restore_rng_state(state["rng"])
 """,
         why="restores the RNG states in the try statement's else block (only after both loads succeeded)",
+    ),
+]
+
+# Bugs only hidden tests catch (issue 31, item 4): each must cost a student at least a point of
+# 100 (cs336_staff/audit/hidden_only.py); rubric.toml weighs the hidden tests named here so it does.
+READ = """try:
+    state = torch.load(src, map_location="cpu", weights_only=True)
+except Exception as err:
+    raise ValueError(
+        f"cannot read checkpoint {name}: it is truncated, corrupt or not a torch checkpoint "
+        f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+    ) from err"""
+HIDDEN = "tests/hidden/test_checkpoint.py::"
+
+HIDDEN_ONLY = [
+    # a documented error on an input the public tests do not try
+    HiddenOnly(
+        name="checkpoint-wraps-only-the-errors-it-has-seen",
+        file=FILE,
+        function="load_checkpoint",
+        old=READ,
+        new="import pickle\n"
+        + READ.replace(
+            "except Exception as err:",
+            "except (RuntimeError, OSError, LookupError, pickle.UnpicklingError) as err:",
+        ),
+        why="wraps into the ValueError the error types torch raised on the public tests' bad files (a "
+        "truncated zip, text, a pickle that runs code) instead of any Exception: a zero-byte file (a "
+        "crash right after creating it) escapes as torch's bare EOFError",
+        hidden=(HIDDEN + "test_loading_a_bad_file_fails_naming_the_file[empty-file]",),
+    ),
+    # a situation the public tests do not set up
+    HiddenOnly(
+        name="checkpoint-first-save-written-in-place",
+        file=FILE,
+        function="save_checkpoint",
+        old="""with atomic_write(out) as f:
+    torch.save(state, f)""",
+        new="""if not Path(out).exists():  # nothing to protect yet
+    with open(out, "wb") as f:
+        torch.save(state, f)
+    return
+with atomic_write(out) as f:
+    torch.save(state, f)""",
+        why="writes atomically only when a checkpoint is there to protect: a first save that fails "
+        "midway leaves a half-written file at the path, which a resume then trips on (the public test "
+        "crashes a save over an existing checkpoint)",
+        hidden=(HIDDEN + "test_a_failed_first_save_creates_no_checkpoint",),
     ),
 ]

@@ -3,7 +3,7 @@ the wrong RNG when no generator is given, and a batch whose inputs and targets s
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Control, Mutant
+from cs336_staff.mutants import Control, HiddenOnly, Mutant
 
 FILE = "cs336_assignment/data.py"
 TESTS = ("tests/test_data.py",)
@@ -276,5 +276,26 @@ CONTROLS = [
         new="windows = np.take(dataset, starts[:, None] + np.arange(context_length + 1)).astype(np.int64)",
         why="gathers the windows with np.take and converts with astype(np.int64), not fancy indexing "
         "under np.asarray",
+    ),
+]
+
+# Bugs only hidden tests catch (issue 31, item 4): each must cost a student at least a point of
+# 100 (cs336_staff/audit/hidden_only.py); rubric.toml weighs the hidden tests named here so it does.
+HIDDEN_ONLY = [
+    # a documented error on an input the public tests do not try
+    HiddenOnly(
+        name="data-sizes-checked-against-zero",
+        file=FILE,
+        function="get_batch",
+        old="check_positive_int(batch_size=batch_size, context_length=context_length)",
+        new="""for name, value in (("batch_size", batch_size), ("context_length", context_length)):
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be a positive integer, got {value}")""",
+        why="checks the sizes by hand with `< 0`, an off-by-one: a batch size or a context length of 0 "
+        "gives empty tensors instead of the ValueError (the public tests try -1, -2 and 2.0)",
+        hidden=(
+            "tests/hidden/test_data.py::test_get_batch_rejects_a_batch_size_below_one[0]",
+            "tests/hidden/test_data.py::test_get_batch_rejects_a_context_length_below_one[0]",
+        ),
     ),
 ]

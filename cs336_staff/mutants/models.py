@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import HiddenOnly, Mutant
 
 FILE = "cs336_assignment/models.py"
 TESTS = ("tests/test_models.py",)
@@ -190,5 +190,49 @@ if not isinstance(seed, int) or seed < 0:
     raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")""",
         why="forgets the upper bound: 2**32 seeds random and torch first, then numpy rejects it in its own words",
         tests=TESTS,
+    ),
+]
+
+# Bugs only hidden tests catch (issue 31, item 4): each must cost a student at least a point of
+# 100 (cs336_staff/audit/hidden_only.py); rubric.toml weighs the hidden tests named here so it does.
+HIDDEN = "tests/hidden/test_models.py::"
+
+HIDDEN_ONLY = [
+    # an accepted input at the edge of its range
+    HiddenOnly(
+        name="models-seed-zero-rejected",
+        file=FILE,
+        function="set_seed",
+        old="not 0 <= seed < 2**32",
+        new="not 0 < seed < 2**32",
+        why="checks the seed with `0 < seed`, an off-by-one: set_seed(0), the most common seed there is, "
+        "raises (the public tests seed with 1 and 2**32 - 2 at the ends of the range)",
+        hidden=(HIDDEN + "test_set_seed_accepts_the_whole_numpy_range[0]",),
+    ),
+    # documented errors on inputs the public tests do not try
+    HiddenOnly(
+        name="models-seed-accepts-whole-floats",
+        file=FILE,
+        function="set_seed",
+        old="isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32",
+        new="isinstance(seed, bool) or not isinstance(seed, int | float) or seed != int(seed) "
+        "or not 0 <= seed < 2**32",
+        why="takes a whole float as a seed ('3.0 is 3'): random.seed accepts it and NumPy then fails with a "
+        "TypeError, after Python's generator is already seeded (the public tests try 1.5 and '7')",
+        hidden=(HIDDEN + "test_set_seed_rejects_other_non_seeds[float-integer]",),
+    ),
+    HiddenOnly(
+        name="models-linear-accepts-whole-float-sizes",
+        file=FILE,
+        function="Linear.__init__",
+        old="check_positive_int(d_in=d_in, d_out=d_out)",
+        new="""if isinstance(d_in, float) and d_in.is_integer():
+    d_in = int(d_in)
+if isinstance(d_out, float) and d_out.is_integer():
+    d_out = int(d_out)
+check_positive_int(d_in=d_in, d_out=d_out)""",
+        why="leniently turns a whole float size into an int before checking it: Linear(3.0, 3) builds a "
+        "layer where the contract says ValueError (the public tests try 2.5 and '4')",
+        hidden=(HIDDEN + "test_models_documented_errors_other_inputs[linear-float-integer]",),
     ),
 ]

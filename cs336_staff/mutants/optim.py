@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Mutant
+from cs336_staff.mutants import HiddenOnly, Mutant
 
 FILE = "cs336_assignment/optim.py"
 TESTS = ("tests/test_optim.py",)
@@ -405,5 +405,25 @@ if alpha < 0 or alpha >= 1:
         new="denom = (exp_avg_sq / (1 - beta2**t)).sqrt().add_(eps)",
         why="computes v_hat = v / (1 - b2^t) as a tensor, then its root: at t = 1 that is g^2, inf in float16 for |g| > 256",
         tests=TESTS,
+    ),
+]
+
+# Bugs only hidden tests catch (issue 31, item 4): each must cost a student at least a point of
+# 100 (cs336_staff/audit/hidden_only.py); rubric.toml weighs the hidden tests named here so it does.
+HIDDEN_ONLY = [
+    # a documented error on an input the public tests do not try
+    HiddenOnly(
+        name="optim-adam-beta2-checked-with-comparisons",
+        file=FILE,
+        function="Adam.__init__",
+        old='check_unit_interval("betas[1]", betas[1])',
+        new="""if betas[1] < 0 or betas[1] >= 1:
+    raise ValueError(f"betas[1] must be in [0, 1), got betas[1]={betas[1]!r}")""",
+        why="checks beta2 by hand with `< 0 or >= 1`, the NaN trap the docstring names: betas=(0.9, nan) "
+        "builds an optimizer whose every step is NaN (the public tests give NaN to beta1, and 1.5, 1.0 "
+        "and -0.5 to beta2)",
+        hidden=(
+            "tests/hidden/test_optim.py::test_optimizer_rejects_nan_and_edge_hyperparameters[adam-beta.*nan]",
+        ),
     ),
 ]

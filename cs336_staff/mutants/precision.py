@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Control, Mutant
+from cs336_staff.mutants import Control, HiddenOnly, Mutant
 
 PKG = "cs336_assignment/precision"
 _TESTS = ("tests/test_precision.py",)
@@ -406,5 +406,47 @@ CONTROLS = [
         return None
 """,
         why="returns optimizer.step() inside `if not found_inf` and None after it",
+    ),
+]
+
+# Bugs only hidden tests catch (issue 31, item 4): each must cost a student at least a point of
+# 100 (cs336_staff/audit/hidden_only.py); rubric.toml weighs the hidden tests named here so it does.
+SCALE_UPDATE = """if found_inf:
+    self._scale = _fp32(self._scale * self.backoff_factor)
+    self._growth_tracker = 0
+else:
+    self._growth_tracker += 1
+    if self._growth_tracker == self.growth_interval:
+        grown = _fp32(self._scale * self.growth_factor)
+        if grown != float("inf"):
+            self._scale = grown
+        self._growth_tracker = 0"""
+ODD_FACTORS = "tests/hidden/test_precision.py::test_loss_scaler_matches_grad_scaler_odd_factors_and_fp32_ceiling"
+
+HIDDEN_ONLY = [
+    # settings the public tests do not use
+    HiddenOnly(
+        name="precision-loss-scale-kept-in-float64",
+        file=f"{PKG}/loss_scaling.py",
+        function="DynamicLossScaler.update",
+        old=SCALE_UPDATE,
+        new=SCALE_UPDATE.replace(
+            "_fp32(self._scale * self.backoff_factor)", "self._scale * self.backoff_factor"
+        ).replace("_fp32(self._scale * self.growth_factor)", "self._scale * self.growth_factor"),
+        why="keeps the scale as a Python float: with factors that are not powers of two it drifts from "
+        "GradScaler's fp32 scale, and it grows past fp32's largest value (the public tests use 2 and "
+        "0.5 from small scales, which fp32 holds exactly)",
+        hidden=(ODD_FACTORS + "[odd-factors]", ODD_FACTORS + "[fp32-ceiling]"),
+    ),
+    HiddenOnly(
+        name="precision-loss-scale-grows-past-fp32",
+        file=f"{PKG}/loss_scaling.py",
+        function="DynamicLossScaler.update",
+        old="""if grown != float("inf"):
+    self._scale = grown""",
+        new="self._scale = grown",
+        why="grows the scale whatever it becomes: past fp32's largest value it is inf, and every later "
+        "step is skipped as an overflow (the public tests never grow a scale that far)",
+        hidden=(ODD_FACTORS + "[fp32-ceiling]",),
     ),
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cs336_staff.mutants import Control, Mutant
+from cs336_staff.mutants import Control, HiddenOnly, Mutant
 
 PKG = "cs336_assignment/tokenization"
 TRAIN_TESTS = ("tests/test_bpe_train.py",)
@@ -640,5 +640,41 @@ self.special_tokens = list(dict.fromkeys(special_tokens or []))""",
         new="""check_special_tokens(special_tokens)
 special_tokens = list(dict.fromkeys(special_tokens or []))""",
         why="validates the special tokens, then drops repeats with dict.fromkeys (first occurrence kept)",
+    ),
+]
+
+# Bugs only hidden tests catch (issue 31, item 4): each must cost a student at least a point of
+# 100 (cs336_staff/audit/hidden_only.py); rubric.toml weighs the hidden tests named here so it does.
+HIDDEN_ONLY = [
+    # a setting the public tests do not use
+    HiddenOnly(
+        name="tokenization-special-tokens-numbered-shortest-first",
+        file=f"{PKG}/train.py",
+        function="train_bpe",
+        old="""for token in special_tokens:
+    vocab[len(vocab)] = token.encode("utf-8")""",
+        new="""for token in sorted(special_tokens, key=len):
+    vocab[len(vocab)] = token.encode("utf-8")""",
+        why="numbers the special tokens shortest first, the order sorted() by length gives, not the order "
+        "given (the public test's two tokens are given shortest first already)",
+        hidden=(
+            "tests/hidden/test_tokenization.py::test_train_bpe_numbers_three_special_tokens_in_the_order_given",
+        ),
+    ),
+    # an accepted input at the edge of its range
+    HiddenOnly(
+        name="tokenization-no-room-for-merges-is-an-error",
+        file=f"{PKG}/train.py",
+        function="train_bpe",
+        old="check_vocab_size(vocab_size, special_tokens)",
+        new="""need = 256 + len(special_tokens)
+if not isinstance(vocab_size, int) or vocab_size <= need:
+    raise ValueError(f"vocab_size={vocab_size} is too small: it must be at least {need}")""",
+        why="checks the vocabulary size by hand with `<=`, an off-by-one: a vocab_size with room for the "
+        "bytes and the special tokens but no merge is refused instead of giving no merges (the public "
+        "tests give sizes one short)",
+        hidden=(
+            "tests/hidden/test_tokenization.py::test_train_bpe_with_vocab_just_big_enough_has_no_merges",
+        ),
     ),
 ]

@@ -7,7 +7,7 @@ never from a higher one, and the modules named in one layer do not import each o
     cs336_staff:      the commands (audit, snapshots, release, parts_cli) > writeup, grade > parts
                       > mutants, rubric, rules_docs
                       > session (running a pytest session in a child) > shipped, markers, worker
-    cs336_staff.audit: cli > agreement > mutants, garbage_check, agreement_plan > part_reach
+    cs336_staff.audit: cli > agreement > hidden_only > mutants, garbage_check, agreement_plan > part_reach
                        > contracts, garbage, reach_probe, raises_probe
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers, answer_leaks, student_output
                          > results, lock, io_recorder, pdf_text
@@ -47,6 +47,7 @@ LAYERS = {
     "cs336_staff.audit": (
         "cli",
         "agreement",  # builds on the zoo and the garbage check: runs them in one process and split
+        "hidden_only",  # the zoo's bugs that only hidden tests catch: runs them like controls
         grimp.Layer("mutants", "garbage_check", "agreement_plan"),
         "part_reach",
         grimp.Layer("contracts", "garbage", "reach_probe", "raises_probe"),

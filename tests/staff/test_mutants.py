@@ -9,6 +9,12 @@ the same program there as on the unformatted reference, so the audit's verdicts 
 Controls (correct rewrites): every one applies to the current reference and runs against its part's
 public and hidden tests; on the sample repository, a control that a hidden test rejects fails the
 audit, which names the control and the test.
+
+Hidden-only bugs (``HiddenOnly``): every one applies and names hidden tests; on the sample repository
+the audit passes a bug that the public tests let through and a hidden test catches for at least a
+point of 100, and fails one a public test catches, one no hidden test catches, one whose hidden test
+weighs too little (saying which weight to raise) and one whose hidden test weighs so much that hidden
+tests hold over two thirds of the part.
 """
 
 from __future__ import annotations
@@ -21,6 +27,12 @@ from pathlib import Path
 
 import pytest
 
+from cs336_staff.audit.hidden_only import (
+    NOTICEABLE,
+    audit_hidden_only,
+    hidden_only_tests,
+    load_hidden_only,
+)
 from cs336_staff.audit.mutants import (
     REPO,
     applicability,
@@ -29,9 +41,9 @@ from cs336_staff.audit.mutants import (
     load_mutants,
     make_scratch,
 )
-from cs336_staff.mutants import Control, Mutant
+from cs336_staff.mutants import Control, HiddenOnly, Mutant
 from cs336_staff.session.warm import WarmPool
-from tests.staff.test_release import make_sample_repo
+from tests.staff.test_release import SAMPLE, make_sample_repo
 
 pytestmark = pytest.mark.staff
 
@@ -131,7 +143,8 @@ LINE_LENGTHS = [80, 60]
 def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_program(
     tmp_path: Path, line_length: int
 ):
-    """`ruff format` rewrites most of the reference's modules at 80 and 60 columns; every mutant still applies there, unchanged in effect."""
+    """`ruff format` rewrites most of the reference's modules at 80 and 60 columns; every mutant (and
+    hidden-only bug) still applies there, unchanged in effect."""
     copy = make_scratch(REPO, tmp_path)
     files = sorted(
         p.relative_to(copy).as_posix() for p in (copy / "cs336_assignment").rglob("*.py")
@@ -161,7 +174,7 @@ def test_every_mutant_applies_to_a_ruff_formatted_reference_and_makes_the_same_p
     )
     mutants = load_mutants()
     assert applicability(copy, mutants) == []
-    for _, m in mutants:
+    for _, m in mutants + load_hidden_only():  # hidden-only bugs are anchored the same way
         assert isinstance(m, Mutant)  # load_mutants types its mutants as object
         assert _program(m.mutate(after[m.file])) == _program(m.mutate(before[m.file])), (
             f"{m.name}: the mutated formatted {m.file} is another program than the mutated reference"
@@ -213,4 +226,100 @@ def test_a_control_that_a_hidden_test_rejects_fails_the_audit_and_names_both(tmp
         "reject a correct implementation (AssertionError: assert 3.0 == -3.0)"
     ]
     assert "control arith/add-abs  FAILED" in lines[1]
+    assert (repo / arith).read_text() == original, "the audit patched the repository itself"
+
+
+def test_every_hidden_only_bug_applies_and_names_hidden_tests():
+    """Each hidden-only bug applies (``--dry-run``'s check), names the hidden tests that catch it, and runs its
+    part's public and hidden test files; no name is shared with a mutant or a control."""
+    bugs = load_hidden_only()
+    assert bugs, "the zoo has no hidden-only bugs: add HIDDEN_ONLY to cs336_staff/mutants/<part>.py"
+    assert applicability(REPO, bugs) == []
+    for part, bug in bugs:
+        assert isinstance(bug, HiddenOnly) and bug.hidden
+        assert all(t.startswith("tests/hidden/") for t in bug.hidden), bug.hidden
+        assert any(t.startswith("tests/hidden/") for t in bug.tests), bug.tests
+        assert f"tests/test_{part}.py" in bug.tests or part == "tokenization", bug.tests
+    names = {b.name for _, b in bugs}
+    assert not names & {m.name for _, m in load_mutants() + load_controls()}
+
+
+#: The sample's public tests without its snapshot test (the sample ships no snapshot), and a rubric whose
+#: arithmetic part is 6 of 100 points: each of its three tests (two public, one hidden) is worth 2.
+HIDDEN_ONLY_SAMPLE = {
+    **SAMPLE,
+    "tests/test_arith.py": '''
+        import adapters
+
+
+        def test_add_adds():
+            """1 + 2 == 3."""
+            assert adapters.run_add(1.0, 2.0) == 3.0
+
+
+        def test_add_zero():
+            """0 + 2 == 2."""
+            assert adapters.run_add(0.0, 2.0) == 2.0
+        ''',
+    "rubric.toml": """
+        [concepts.arith]
+        title = "1. Arithmetic"
+        points = 6
+
+        [concepts.writeup]
+        title = "2. Writeup"
+        points = 94
+
+        [[rules]]
+        match = "tests/*test_arith*.py::*"
+        concept = "arith"
+        """,
+}
+
+
+def test_a_hidden_only_bug_must_pass_the_public_tests_and_cost_a_noticeable_point(tmp_path: Path):
+    """On the sample repository: a bug only the hidden test catches, at 2 points of 100, passes; one a public
+    test catches, one nothing catches, and the first again once the hidden test weighs 0.1 (0.29 points) or 5
+    (the hidden test holds 5/7 of the part) fail, each saying why."""
+    repo = make_sample_repo(tmp_path / "repo", HIDDEN_ONLY_SAMPLE)
+    arith, hidden = "cs336_assignment/arith.py", ("tests/hidden/test_arith.py::test_add_negative",)
+    tests = hidden_only_tests(repo, "arith")
+    assert tests == ("tests/hidden/test_arith.py", "tests/test_arith.py")
+
+    def bug(name: str, new: str) -> tuple[str, Mutant]:
+        return "arith", HiddenOnly(name, arith, "add", "return a + b", new, "a bug", tests, hidden)
+
+    bugs = [
+        bug("abs", "return abs(a) + abs(b)"),  # right for the public tests' non-negative operands
+        bug("subtracts", "return a - b"),  # a public test catches it
+        bug("off-at-seven", "return a + b if a != 7 else 0.0"),  # no test tries 7
+    ]
+    original = (repo / arith).read_text()
+    lines: list[str] = []
+    with WarmPool(light=True) as pool:  # the sample's tests need no torch
+        verdicts = audit_hidden_only(repo, bugs, jobs=1, echo=lines.append, pool=pool)
+        assert [v.status for v in verdicts] == ["caught", "public", "survived"], "\n".join(lines)
+        caught, public, survived = verdicts
+        assert caught.ok and not public.ok and not survived.ok
+        assert caught.note == "costs 2.00 points of 100 in grading" and NOTICEABLE <= 2
+        assert caught.caught_by[0].startswith(f"{hidden[0]} (2.00 of 100): ")
+        assert public.caught_by[0].startswith("tests/test_arith.py::test_add_adds: ")
+        assert "move it to MUTANTS" in public.note
+        assert survived.note == f"the hidden tests {hidden[0]} pass: they do not catch it"
+        assert "hidden-only arith/abs  CAUGHT" in lines[0]
+
+        rubric, weighed = repo / "rubric.toml", (repo / "rubric.toml").read_text()
+        rubric.write_text(weighed + f'\n[[rules]]\nmatch = "{hidden[0]}"\nweight = 0.1\n')
+        (cheap,) = audit_hidden_only(repo, bugs[:1], jobs=1, echo=lines.append, pool=pool)
+        rubric.write_text(weighed + f'\n[[rules]]\nmatch = "{hidden[0]}"\nweight = 5\n')
+        (heavy,) = audit_hidden_only(repo, bugs[:1], jobs=1, echo=lines.append, pool=pool)
+    assert cheap.status == "cheap" and not cheap.ok, "\n".join(lines)
+    assert cheap.note == (
+        f"costs 0.29 points of 100 in grading, under the {NOTICEABLE:g} a student notices: "
+        f"raise the weight of {hidden[0]} in rubric.toml"
+    )
+    assert heavy.status == "heavy" and not heavy.ok, "\n".join(lines)
+    assert heavy.note.startswith(
+        "costs 4.29 points of 100 in grading, but the hidden tests hold 71% of arith (at most 67%)"
+    ), heavy.note
     assert (repo / arith).read_text() == original, "the audit patched the repository itself"

@@ -178,6 +178,31 @@ def test_generated_points_file_is_used_without_a_rubric(tmp_path):
     )
 
 
+def test_the_points_file_keeps_no_pattern_that_names_a_hidden_test():
+    """Rules weighing hidden cases (a bug's only catch, rubric.toml) change no public test's points, and the
+    handout must not name hidden tests: tests/points.json keeps only the patterns that can match a public test."""
+    import tomllib
+
+    from tests.progress import points_from_rubric
+
+    rubric = RUBRIC + textwrap.dedent("""
+        [[rules]]
+        match = ["tests/hidden/test_beta.py::test_edge[[]0]", "tests/test_beta.py::test_light"]
+        weight = 9
+
+        [[rules]]
+        match = "tests/hidden/test_alpha.py::test_only_catch"
+        weight = 5
+        """)
+    rules = points_from_rubric(tomllib.loads(rubric))["rules"]
+    assert [(r["match"], r.get("weight")) for r in rules] == [
+        (["tests/*test_alpha*.py::*"], None),
+        (["tests/*test_beta*.py::*"], None),
+        (["tests/test_beta.py::test_heavy"], 2),
+        (["tests/test_beta.py::test_light"], 9),
+    ]
+
+
 def test_stubs_show_zero_and_nothing_prints_without_points_or_public_tests(tmp_path):
     """All failing: 0.0 per part. No rubric: no table. Only hidden tests, or --collect-only: no table."""
     root = sample(tmp_path / "a")

@@ -576,16 +576,34 @@ def test_reaching_the_tests_anywhere_costs_every_test_of_the_submission() -> Non
     assert all(TAMPERING in remark and "sys._getframe" in remark for remark in lost.values()), lost
 
 
-def test_rewiring_the_tests_at_import_costs_every_test() -> None:
-    """A module the package imports rewires a driver when it is imported: every adapter reaches it."""
-    files = {
-        **REFERENCE,
-        "cs336_assignment/files.py": REFERENCE["cs336_assignment/files.py"]
-        + "\nimport tests.scenarios.data as _drive\n\n_drive.sampled_starts = None\n",
-    }
-    report = check_sources(files)
+#: Code at a module's top level runs when the module is imported, so every adapter reaches it: (the file
+#: it is appended to, the code, the rule it breaks, the name the violation must be about).
+AT_IMPORT_CASES = {
+    "a-module-the-package-imports-rewires-a-driver": (
+        "cs336_assignment/files.py",
+        "\nimport tests.scenarios.data as _drive\n\n_drive.sampled_starts = None\n",
+        TAMPERING,
+        None,
+    ),
+    "adapters-py-calls-a-forbidden-name": (
+        "adapters.py",
+        "\n_OPT = torch.optim.AdamW([torch.zeros(1, requires_grad=True)])\n",
+        None,
+        "torch.optim.AdamW",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(AT_IMPORT_CASES))
+def test_code_run_at_import_costs_every_test(case: str) -> None:
+    """A module that rewires a driver, or adapters.py calling torch.optim.AdamW, at its top level: the code
+    runs when the module is imported, so every adapter reaches the violation (and every test pays)."""
+    path, code, rule, api = AT_IMPORT_CASES[case]
+    files = patched(path, "", "", append=code)
     charged = {
-        a for a, vs in report.by_adapter().items() if any(v.rule.id == TAMPERING for v in vs)
+        v.adapter
+        for v in check_sources(files).violations
+        if (rule is None or v.rule.id == rule) and (api is None or v.api == api)
     }
     assert charged == set(Program(files).entry_points()), sorted(
         set(Program(files).entry_points()) - charged
@@ -617,18 +635,6 @@ def test_a_forbidden_name_only_imported_or_assigned_at_module_level_costs_nothin
         "adapters.py", "    return optim.AdamW\n", "    return _TorchAdamW\n", files=files
     )
     assert {v.adapter for v in check_sources(uses).violations} == {"get_adamw_cls"}
-
-
-def test_a_module_level_call_of_a_forbidden_name_still_counts() -> None:
-    """A call at module level runs when the module is imported: every adapter of adapters.py reaches it."""
-    files = patched(
-        "adapters.py",
-        "",
-        "",
-        append="\n_OPT = torch.optim.AdamW([torch.zeros(1, requires_grad=True)])\n",
-    )
-    charged = {v.adapter for v in check_sources(files).violations if v.api == "torch.optim.AdamW"}
-    assert charged == set(Program(files).entry_points())
 
 
 def test_code_a_reader_cannot_follow_is_flagged_not_penalised() -> None:
