@@ -34,7 +34,7 @@ def test_every_graded_test_of_the_repo_is_covered_by_the_rubric(graded_tests):
     items = rubric.resolve(collected)
     assert abs(sum(i.points for i in items.values()) - 100) < 1e-2
     assert all(
-        i.visibility == "after_due_date" for n, i in items.items() if n.startswith("tests/hidden/")
+        i.visibility == "after_published" for n, i in items.items() if n.startswith("tests/hidden/")
     )
 
 
