@@ -65,13 +65,13 @@ exit) on any difference or problem, but one in a test of ``KNOWN_WEAK`` (whose o
 the machine's load; listed with the issue that tracks it), and ends with the time it took per part
 (a shared run's seconds split among its implementations).
 
-``.ci/run`` runs the whole check, ``--jobs 2``: 321 implementations (the reference, 5 corpus
-entries, 223 mutants, 92 garbage), about 10,500 test runs of each kind instead of 34,900 (of 785
-public tests), in 51 runs of each kind (the reference alone, 50 shared trees) instead of 321.
-Measured 2026-11-28 on this VM's two cores shared with other work (1-minute load 7.6 to 15.2,
-median 10.2): 48 min 46 s wall, 15 CPU-minutes (user and system) as ``time`` saw its process tree,
-the reference alone 138 s in one process and 120 s split; on two cores of its own, between a
-quarter and a half of that wall time. The CI step covers every implementation and every test a
+``.ci/run`` runs the whole check, ``--jobs 2``: 344 implementations (the reference, 5 corpus
+entries, 244 mutants, 94 garbage), about 12,500 test runs of each kind instead of 38,300 (of 807
+public tests), in 56 runs of each kind (the reference alone, 51 shared trees, 4 trees of one)
+instead of 344. Measured 2026-11-28 on this VM's two cores shared with other work (1-minute load
+3.6 to 5.1): 25 min 38 s wall, 17 CPU-minutes (user and system) as ``time`` saw its process tree,
+the reference alone 107 s in one process and 92 s split, every implementation agreeing (none run
+again alone); on two cores of its own, between a quarter and a half of that wall time. The CI step covers every implementation and every test a
 full staff run covers; ``--full`` adds only the runs that narrowing and sharing skip (each
 implementation alone on all its candidates: hours), which check the assumption above.
 
@@ -168,7 +168,8 @@ sys.exit({STOPPED} if alarms else code)
 #: load: a difference in one is listed as *weak* and does not fail the check. Each with its reason.
 KNOWN_WEAK: dict[str, str] = {
     # none: data's per-position speed test, listed here until it timed a window of 2**17 tokens
-    # instead of 2**14 (a graded call's jitter under load reached its 4x margin), agrees now
+    # instead of 2**14 (a graded call's jitter under load reached its 4x margin), agrees now; it
+    # also times get_batch on one torch thread, its batch not sent back (scenarios/data.py)
 }
 #: The outcome of a test one run collected and did not finish (or never collected).
 NOT_RUN = "not run"
