@@ -51,10 +51,10 @@ def get_batch(
     operations that does not grow with ``batch_size`` or ``context_length`` (one fancy index,
     ``dataset[starts[:, None] + np.arange(context_length + 1)]``, does it); your own test run
     counts the reads, and the tests time a batch of 16,384 one-token rows and one window of 131,072
-    tokens against Python loops over the rows and over the positions (per row and per position, it
-    must be several times cheaper). Never convert the whole dataset
-    (``np.array(dataset)``, ``torch.tensor(dataset)``, ``dataset.astype(...)``): on a memmap that
-    reads the file into memory, and the tests measure the memory a batch takes.
+    tokens against Python loops over the rows and over the positions, with torch on one thread as
+    the loops run (per row and per position, it must be several times cheaper). Never convert the
+    whole dataset (``np.array(dataset)``, ``torch.tensor(dataset)``, ``dataset.astype(...)``): on a
+    memmap that reads the file into memory, and the tests measure the memory a batch takes.
 
     Args:
         dataset: 1-D integer array of token ids of any integer dtype, in either byte order (an

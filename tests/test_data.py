@@ -362,7 +362,10 @@ def test_get_batch_costs_far_less_per_row_and_per_position_than_a_python_loop(
     (over a batch of one token) far less per row, per position, than a Python loop over the rows, the
     positions, run where get_batch runs and timed alike in the same run (the best of 5 each, on a
     dataset drawn per run; get_batch's generator seeds are the same in every run, so whether this
-    test passes a wrong range of starts does not depend on the draw)."""
+    test passes a wrong range of starts does not depend on the draw). get_batch runs with torch on
+    one thread, as the loop does (on two threads of a loaded machine a parallel copy can wait for a
+    core as long as the loop takes), and no timed call sends its batch back (in grading that costs
+    time by its size): ``scenario.batch_on_one_thread``."""
     seed = run_seed()
     dataset = np.random.default_rng(seed).permutation(SPEED_DATASET).astype(np.uint32)  # distinct
     costs = scenario.batch_seconds(dataset, rows, context_length, seed=seed % 2**31)

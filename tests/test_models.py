@@ -56,8 +56,9 @@ def assert_computes_with_its_weights(
     run = scenario.forward(module, args, [x], kwargs={"dtype": dtype})
     weights, (out,) = run.weights, run.outputs
     expected = F.linear(x, weights["weight"]) if module == "linear" else f_linear_chain(weights, x)
-    assert expected.abs().sum() > 0, (
-        f"{module}{args} computes 0 for a random input: its weights were never initialised"
+    assert torch.isfinite(expected).all() and expected.abs().sum() > 0, (
+        f"{module}{args} computes {'NaN' if expected.isnan().any() else 0} for a random input: its "
+        "weights were never initialised (the tests build modules with uninitialised memory NaN)"
     )
     torch.testing.assert_close(
         out,

@@ -8,8 +8,9 @@ An *implementation* is a folder with ``adapters.py`` and ``cs336_assignment/``. 
 on the public tests (``tests/test_*.py``; never ``tests/hidden`` or ``tests/staff``):
 
 * **one process**, as the student runs it (``uv run pytest``): pytest in a scratch copy of the
-  public tree holding the implementation (``audit.make_scratch``), which imports its own
-  ``cs336_assignment`` and nothing of the staff repository;
+  public tree holding the implementation (``make_tree``), which imports its own
+  ``cs336_assignment`` and nothing of the staff repository, and runs its test files in the
+  handout's order of parts, as the student's run and the split run do;
 * **split**, as grading runs it: pytest in the staff repository with the judge plugin
   (``-p cs336_staff.grade.judge --split --split-root TREE``), so the tests run here and the
   implementation runs in the sandboxed worker, on the tier ``cs336 grade`` would choose.
@@ -23,9 +24,10 @@ both outcomes and the first line of each failure message. The implementations:
                 reference as ``cs336 audit`` applies it (``Mutant.mutate``, ``audit.problem``)
     garbage     each graded function or class replaced by its zero and its noise garbage
                 (``garbage.py``, applied by ``garbage_check.with_garbage``); the garbage module is
-                placed inside the package (as its module ``cs336_garbage_<flavour>``, the only
-                place a submission's code can be) with its flavour written into it, since the
-                worker starts with a fresh environment
+                placed inside the package (the only place a submission's code can be), one copy
+                per implementation (``garbage_module``) with its flavour written into it, since the
+                worker starts with a fresh environment and a neighbour in a shared tree may be
+                garbage of the other flavour or draw from a noise generator of its own
     corpus      each entry of ``cs336_staff/corpus/<name>/``: independent implementations of some
                 modules, written from the handout's docstrings in other idioms (see its README);
                 the files of an entry replace the reference's, the rest stays the reference
@@ -40,10 +42,14 @@ one enters what another changes share one scratch copy and one run of each kind 
 runs the code of the one implementation it can see), and each verdict is read from its own tests.
 A test that enters nothing an implementation changes runs the reference's code under it, so the
 reference's own runs are its comparison: narrowing and sharing drop only runs that repeat
-another's, on the assumption that a test's outcome depends on the code it runs (not on its order
-or its neighbours). A narrowed implementation none of whose tests fails in either run (every zoo
-mutant is caught, so what catches it entered its function unseen) is run again alone on all its
-candidates. ``--full`` drops narrowing and sharing, for a staff run that checks the assumption.
+another's, on the assumption that a test's outcome depends on the code it runs and what that code
+did before it (both runs run the tests in one order), not on its neighbours. Two safety nets: an
+implementation whose verdict differs in a shared tree is run again alone on its tests, and the
+alone run's verdict is the one counted, saying "differed in a tree of N (...), agrees alone" (or
+"differs alone") with the tree's differences listed under it, and named again in the summary; and
+a narrowed implementation none of whose tests fails in either run (every zoo mutant is caught, so
+what catches it entered its function unseen) is run again alone on all its candidates. ``--full``
+drops narrowing and sharing, for a staff run that checks the assumption.
 
 Both runs of an implementation come from the audit's warm fork-server (``session/warm.py``), so
 neither pays Python's and torch's start-up; the split run's worker is a real, cold, sandboxed one.
@@ -59,13 +65,13 @@ exit) on any difference or problem, but one in a test of ``KNOWN_WEAK`` (whose o
 the machine's load; listed with the issue that tracks it), and ends with the time it took per part
 (a shared run's seconds split among its implementations).
 
-``.ci/run`` runs the whole check, ``--jobs 2``: 321 implementations (the reference, 5 corpus
-entries, 223 mutants, 92 garbage), about 10,500 test runs of each kind instead of 34,900 (of 785
-public tests), in 51 runs of each kind (the reference alone, 50 shared trees) instead of 321.
-Measured 2026-11-28 on this VM's two cores shared with other work (1-minute load 7.6 to 15.2,
-median 10.2): 48 min 46 s wall, 15 CPU-minutes (user and system) as ``time`` saw its process tree,
-the reference alone 138 s in one process and 120 s split; on two cores of its own, between a
-quarter and a half of that wall time. The CI step covers every implementation and every test a
+``.ci/run`` runs the whole check, ``--jobs 2``: 344 implementations (the reference, 5 corpus
+entries, 244 mutants, 94 garbage), about 12,500 test runs of each kind instead of 38,300 (of 807
+public tests), in 56 runs of each kind (the reference alone, 51 shared trees, 4 trees of one)
+instead of 344. Measured 2026-11-28 on this VM's two cores shared with other work (1-minute load
+3.6 to 5.1): 25 min 38 s wall, 17 CPU-minutes (user and system) as ``time`` saw its process tree,
+the reference alone 107 s in one process and 92 s split, every implementation agreeing (none run
+again alone); on two cores of its own, between a quarter and a half of that wall time. The CI step covers every implementation and every test a
 full staff run covers; ``--full`` adds only the runs that narrowing and sharing skip (each
 implementation alone on all its candidates: hours), which check the assumption above.
 
@@ -80,6 +86,7 @@ from __future__ import annotations
 import argparse
 import json
 import queue
+import re
 import secrets
 import shutil
 import tempfile
@@ -103,23 +110,26 @@ from cs336_staff.audit.agreement_plan import (
     tree_files,
     tree_tests,
 )
-from cs336_staff.audit.garbage import FLAVOUR_ENV, FLAVOURS
+from cs336_staff.audit.garbage import FLAVOURS
 from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.sandbox import threads_per_job
 from cs336_staff.parts import Part, PartsError, load_parts
 from cs336_staff.session.runner import KILLED, Outcome, PytestRun, hide_installed, read_run
 from cs336_staff.session.warm import WarmPool
 from tests.fresh import SEED_ENV
+from tests.progress import RUBRIC_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"  # cs336_staff/corpus
 PACKAGE = "cs336_assignment"
 
 
-def garbage_module(kind: str) -> str:
-    """Where a garbage implementation of flavour ``kind`` keeps ``garbage.py``: inside the package, the
-    only code a submission has; one module per flavour, so that garbage of both can share a tree."""
-    return f"{PACKAGE}.cs336_garbage_{kind}"
+def garbage_module(kind: str, target: garbage_check.Target) -> str:
+    """Where the garbage of flavour ``kind`` of ``target`` keeps ``garbage.py``: inside the package,
+    the only code a submission has; one module per implementation, so that nothing of it (its
+    flavour, its noise generator, its record of calls) is shared with another member of its tree."""
+    where = [p for p in Path(target.file).with_suffix("").parts[1:] if p != "__init__"]
+    return f"{PACKAGE}.cs336_garbage_{kind}_" + re.sub(r"\W", "_", "_".join([*where, target.name]))
 
 
 RUN_TIMEOUT = 900.0  # seconds for one run (one process or split) of an implementation's tests
@@ -158,7 +168,8 @@ sys.exit({STOPPED} if alarms else code)
 #: load: a difference in one is listed as *weak* and does not fail the check. Each with its reason.
 KNOWN_WEAK: dict[str, str] = {
     # none: data's per-position speed test, listed here until it timed a window of 2**17 tokens
-    # instead of 2**14 (a graded call's jitter under load reached its 4x margin), agrees now
+    # instead of 2**14 (a graded call's jitter under load reached its 4x margin), agrees now; it
+    # also times get_batch on one torch thread, its batch not sent back (scenarios/data.py)
 }
 #: The outcome of a test one run collected and did not finish (or never collected).
 NOT_RUN = "not run"
@@ -201,6 +212,8 @@ class Verdict:
     shared: int = 1  # implementations that ran in its tree (whose runs ``seconds`` are)
     note: str = ""  # how it came to be run as it was, when not as planned
     weak: list[Difference] = field(default_factory=list)  # differences in ``KNOWN_WEAK`` tests
+    #: where it was run again alone after differing in a shared tree: the tree's differences
+    tree_differences: list[Difference] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -220,6 +233,13 @@ class Verdict:
                 f"      {len(self.differences)} tests end otherwise split than in one process:"
             )
             for d in self.differences:
+                lines += d.render()
+        if self.tree_differences:
+            lines.append(
+                f"      {len(self.tree_differences)} tests ended otherwise split than in one process "
+                "in the shared tree:"
+            )
+            for d in self.tree_differences:
                 lines += d.render()
         for d in self.weak:
             lines.append(f"      known weak, not counted ({KNOWN_WEAK[d.nodeid]}):")
@@ -331,6 +351,19 @@ def verdict(
 # ------------------------------------------------------------------------------------------------
 
 
+def make_tree(repo: Path, dest: Path) -> Path:
+    """A scratch copy of ``repo``'s public tree (``audit.make_scratch``) that orders its tests as the
+    split run and a student's run do: by the handout's order of parts (``tests/progress.py``), which
+    the handout reads from its ``tests/points.json`` and the staff repository, where the split run's
+    tests run, from the rubric. Without it the one process ran the tests in the order given, the
+    split run in the parts' order, and an implementation that carries state from test to test (noise
+    garbage draws from one generator) met its calls in another order in each."""
+    tree = audit.make_scratch(repo, dest)
+    if (Path(repo) / RUBRIC_FILE).is_file():
+        shutil.copyfile(Path(repo) / RUBRIC_FILE, tree / RUBRIC_FILE)
+    return tree
+
+
 class Runner:
     """Runs implementations over ``repo``'s public tests, each in one of ``jobs`` scratch copies."""
 
@@ -349,7 +382,7 @@ class Runner:
         self.timeout, self.insecure, self.speed_seed = timeout, insecure, speed_seed
         self.scratches: queue.Queue[Path] = queue.Queue()
         for i in range(self.jobs):
-            self.scratches.put(audit.make_scratch(self.repo, root / f"tree{i}"))
+            self.scratches.put(make_tree(self.repo, root / f"tree{i}"))
 
     def _env(self) -> dict[str, str]:
         # The threads the split run's worker gets (``--split`` grades one submission: every usable
@@ -417,7 +450,7 @@ class Runner:
     def reach(self, tests: list[str]) -> tuple[dict[str, list[str]], str]:
         """What each of ``tests`` enters on the reference (``reach_probe.py``, every function of the
         package), in the order they ran; or {} and why it could not be measured."""
-        tree = audit.make_scratch(self.repo, self.root / "reach")  # its own: the trees' are busy
+        tree = make_tree(self.repo, self.root / "reach")  # its own: the trees' are busy
         functions, out = self.root / "reach-functions.json", self.root / "reach.json"
         shutil.copyfile(part_reach.PROBE_SOURCE, tree / f"{part_reach.PROBE_MODULE}.py")
         try:
@@ -482,7 +515,10 @@ class Runner:
                 found.problems.append(
                     f"split: {len(left)} processes outlived the run (killed): " + "; ".join(left)
                 )
-            if m.candidates and not found.problems and not _failed(one, split, m.tests):
+            if found.shared > 1 and found.status == "differs":
+                # a difference the tree may have made (a neighbour's state, its order): alone it counts
+                found = self.alone(m, found)
+            elif m.candidates and not found.problems and not _failed(one, split, m.tests):
                 # every test it was narrowed to passed: a bug no test of them sees (the zoo's are
                 # all caught), so what catches it entered its focus unseen: run it on all of them
                 whole = replace(m, tests=m.candidates, candidates=())
@@ -493,6 +529,22 @@ class Runner:
                 )
             out.append(found)
         return out
+
+    def alone(self, member: Implementation, shared: Verdict) -> Verdict:
+        """``member``'s verdict run alone on its own tests, after ``shared``, its verdict in a shared
+        tree, differed: the one counted, saying how it differed in the tree."""
+        (found,) = self.check([member], list(member.tests))
+        found.tree_differences = shared.differences
+        found.note = "; ".join(
+            n
+            for n in (
+                f"differed in a tree of {shared.shared} ({len(shared.differences)} tests, below), "
+                f"{found.status} alone",
+                found.note,
+            )
+            if n
+        )
+        return found
 
 
 def check(
@@ -577,11 +629,13 @@ def corpus_entries(corpus: Path = CORPUS) -> dict[str, dict[str, str]]:
 
 
 def garbage_files(repo: Path, target: garbage_check.Target, kind: str) -> dict[str, str]:
-    """The files of ``target``'s garbage of flavour ``kind``: its module rebinding it, and the garbage module."""
+    """The files of ``target``'s garbage of flavour ``kind``: its module rebinding it, and its own copy
+    of the garbage module with the flavour written into it (the worker starts with a fresh
+    environment, and another member of the tree may be garbage of the other flavour)."""
     source = (Path(repo) / target.file).read_text(encoding="utf-8")
     module = garbage_check.GARBAGE_SOURCE.read_text(encoding="utf-8")
-    name = garbage_module(kind)
-    pinned = f"\n\n# The worker starts with a fresh environment: the flavour is written here.\nos.environ[{FLAVOUR_ENV!r}] = {kind!r}\n"
+    name = garbage_module(kind, target)
+    pinned = f"\n\n# This copy's own flavour, whatever the environment says.\nPINNED = {kind!r}\n"
     return {
         target.file: garbage_check.with_garbage(source, target, module=name),
         name.replace(".", "/") + ".py": module.rstrip() + pinned,
@@ -690,6 +744,26 @@ def seconds_per_part(verdicts: list[Verdict]) -> dict[str, float]:
     return out
 
 
+def findings(verdicts: list[Verdict]) -> list[str]:
+    """The summary's lines naming the implementations that differ or have a problem, those that
+    differed in a shared tree and agree alone, and those with a known weak test differing."""
+    out = []
+    for status in ("differs", "problem"):
+        names = [v.implementation.label for v in verdicts if v.status == status]
+        if names:
+            out.append(f"audit --agreement: {status}: {', '.join(names)}")
+    retried = [v.implementation.label for v in verdicts if v.tree_differences and v.ok]
+    if retried:
+        out.append(
+            "audit --agreement: differed in a shared tree and agree alone (counted as alone; the "
+            f"tree's differences are listed with each): {', '.join(retried)}"
+        )
+    weak = [v.implementation.label for v in verdicts if v.weak]
+    if weak:
+        out.append(f"audit --agreement: known weak tests differ (not counted): {', '.join(weak)}")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     """``cs336 audit --agreement``: check every implementation, report, 0 when all agree."""
     start = time.monotonic()
@@ -719,17 +793,11 @@ def run(args: argparse.Namespace) -> int:
     print("time per part (both runs of each implementation, summed):")
     for part, secs in seconds_per_part(verdicts).items():
         print(f"  {part:<14} {secs:7.0f} s")
+    for line in findings(verdicts):
+        print(line)
     bad = [v for v in verdicts if not v.ok]
-    for status in ("differs", "problem"):
-        names = [v.implementation.label for v in bad if v.status == status]
-        if names:
-            print(f"audit --agreement: {status}: {', '.join(names)}")
-    weak = [v.implementation.label for v in verdicts if v.weak]
-    if weak:
-        print(f"audit --agreement: known weak tests differ (not counted): {', '.join(weak)}")
-    agree = len(verdicts) - len(bad)
     print(
         f"audit --agreement: {'passed' if not bad else 'FAILED'} in {time.monotonic() - start:.0f} s; "
-        f"{agree} of {len(verdicts)} implementations agree"
+        f"{len(verdicts) - len(bad)} of {len(verdicts)} implementations agree"
     )
     return 0 if not bad else 1

@@ -18,8 +18,12 @@ reference, in both runs, and the reference's own runs already compare it. So:
   of worker starts for one; the reference runs alone, on every test.
 
 Both rest on one assumption, the one the zoo audit's part reach rests on: a test's outcome depends
-only on the code it executes (tests do not depend on their order; ``pytest-randomly`` shuffles them
-in every student's run).
+only on the code it executes, and on what that code did earlier in the same process. So the members
+of a tree share no file (each garbage brings its own copy of the garbage module: its flavour and its
+noise generator are its own, not its neighbour's), and both runs run the tests in one order
+(``agreement.Runner``), so that a member that carries state from test to test (noise garbage draws
+from one generator) meets the same calls in both. Where the assumption fails anyway, a member whose
+verdict differs in a shared tree is run again alone (``Runner.check``), and its verdict says so.
 """
 
 from __future__ import annotations
@@ -137,27 +141,22 @@ def plan(
             ):
                 members.append(impl)
                 tests |= mine
-                files |= set(impl.files) - _shared_files(impl)
+                files |= set(impl.files)
                 foci.append(impl.focus)
                 break
         else:
-            shared.append(([impl], mine, set(impl.files) - _shared_files(impl), [impl.focus]))
+            shared.append(([impl], mine, set(impl.files), [impl.focus]))
     order = {id(i): k for k, i in enumerate(implementations)}
     trees += [sorted(members, key=lambda i: order[id(i)]) for members, *_ in shared]
     return trees
 
 
-def _shared_files(impl: Implementation) -> set[str]:
-    """Files two implementations may both lay down: the garbage module of one flavour, the same text."""
-    return {rel for rel in impl.files if Path(rel).stem.startswith("cs336_garbage")}
-
-
 def tree_files(members: list[Implementation]) -> dict[str, str]:
-    """Every member's files, laid together (their files differ, but for the shared garbage module)."""
+    """Every member's files, laid together (``plan`` puts only members whose files differ in one tree)."""
     out: dict[str, str] = {}
     for m in members:
         for rel, text in m.files.items():
-            if out.get(rel, text) != text:
+            if rel in out:
                 raise ValueError(f"{m.label} and another member of its tree both change {rel}")
             out[rel] = text
     return out

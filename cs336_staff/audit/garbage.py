@@ -82,8 +82,14 @@ _record: dict[str, dict[str, int]] = {}
 _problems: list[str] = []
 
 
+#: The flavour written into a copy of this module that carries its own (the agreement check lays one
+#: copy per implementation into a tree, and the worker starts with a fresh environment); None: the
+#: environment's, as the garbage audit sets it for each run.
+PINNED: str | None = None
+
+
 def flavour() -> str:
-    name = os.environ.get(FLAVOUR_ENV, "zeros")
+    name = PINNED or os.environ.get(FLAVOUR_ENV, "zeros")
     if name not in FLAVOURS:
         raise ValueError(f"{FLAVOUR_ENV}={name!r}: the flavours are {', '.join(FLAVOURS)}")
     return name

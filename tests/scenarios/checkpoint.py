@@ -40,17 +40,7 @@ from torch import nn
 
 import adapters
 from tests.boundary import driver, plain_data
-
-
-class OneTorchThread:
-    """While entered, torch runs on one thread in this process; the thread count is put back on exit."""
-
-    def __enter__(self) -> None:
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc_info: object) -> None:
-        torch.set_num_threads(self.threads)
+from tests.scenarios import OneTorchThread
 
 
 @dataclass(frozen=True)

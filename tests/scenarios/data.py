@@ -7,8 +7,8 @@ observes is observed in the process that runs your ``get_batch``: the global RNG
 ones your code draws from, the dataset your batch is written into is the one your code indexed, an
 array that counts its reads is the one your code reads, and peak memory is that process's own.
 
-``batch_seconds`` is no driver: the test runs it, timing each call of your ``get_batch`` (a plain
-``adapters`` call) and of the baseline loop (a driver here) as one round trip each, alike.
+``batch_seconds`` is no driver: the test runs it, timing each call of your ``get_batch`` (through
+``batch_on_one_thread``) and of the baseline loop (a driver here) as one round trip each, alike.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
 
 import adapters
 from tests.boundary import driver, plain_data
+from tests.scenarios import OneTorchThread
 
 
 @driver
@@ -163,19 +165,36 @@ def batch_reads(dataset: np.ndarray, shapes: list[tuple[int, int]]) -> list[Read
 
 
 @driver
-def loop_over_rows(dataset: np.ndarray, starts: np.ndarray, context_length: int) -> np.ndarray:
-    """The windows at ``starts``, read one row at a time in a Python loop: the baseline a vectorised
-    get_batch must beat (staff code, timed in the same run)."""
-    return np.stack(
-        [np.asarray(dataset[s : s + context_length + 1], dtype=np.int64) for s in starts]
-    )
+def batch_on_one_thread(
+    dataset: np.ndarray, batch_size: int, context_length: int, generator_seed: int, keep: bool
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Your get_batch (on cpu, its generator seeded ``generator_seed``) with torch on one thread, as
+    the baseline loops run: what the speed tests time. Its (x, y) where ``keep``, else nothing: a
+    timed round trip carries no batch back (in grading, a batch's bytes sent back cost time in
+    proportion to its size, which a student's own run never pays). On two threads of a loaded
+    machine, torch's parallel copies wait for the second core (a 1 MB clone took 10 to 25 ms,
+    against 0.4 ms on one thread, beside other work), a stall as long as the loop it is compared
+    with, which says nothing about whether the batch is read vectorised."""
+    generator = torch.Generator().manual_seed(generator_seed)
+    with OneTorchThread():
+        batch = adapters.run_get_batch(dataset, batch_size, context_length, "cpu", generator)
+    return batch if keep else None
 
 
 @driver
-def loop_over_positions(dataset: np.ndarray, starts: np.ndarray, context_length: int) -> np.ndarray:
+def loop_over_rows(dataset: np.ndarray, starts: np.ndarray, context_length: int) -> None:
+    """The windows at ``starts``, read one row at a time in a Python loop: the baseline a vectorised
+    get_batch must beat (staff code, timed in the same run). Built and dropped, as
+    ``batch_on_one_thread``'s timed batches are."""
+    np.stack([np.asarray(dataset[s : s + context_length + 1], dtype=np.int64) for s in starts])
+
+
+@driver
+def loop_over_positions(dataset: np.ndarray, starts: np.ndarray, context_length: int) -> None:
     """The windows at ``starts``, read one token at a time in a Python loop over the positions: the
-    baseline a get_batch must beat along the window (staff code, timed in the same run)."""
-    return np.array(
+    baseline a get_batch must beat along the window (staff code, timed in the same run). Built and
+    dropped, as ``batch_on_one_thread``'s timed batches are."""
+    np.array(
         [[int(dataset[s + t]) for t in range(context_length + 1)] for s in starts], dtype=np.int64
     )
 
@@ -202,7 +221,7 @@ class BatchCosts:
 def batch_seconds(
     dataset: np.ndarray, rows: int, context_length: int, seed: int, repeats: int = 5
 ) -> BatchCosts:
-    """Time, as round trips of the same kind, get_batch (a plain adapter call) on a batch of ``rows``
+    """Time, as round trips of the same kind, get_batch (``batch_on_one_thread``) on a batch of ``rows``
     windows of ``context_length`` tokens and on a batch of one row of one token, and the baseline loop
     (a driver) on the same two shapes: over the rows (``loop_over_rows``) for a tall batch of one-token
     rows, over the positions (``loop_over_positions``) for one long window. All four in turns, each
@@ -219,15 +238,16 @@ def batch_seconds(
     generator_seeds = iter(range(1, 2 * repeats + 3))
     loop_fn = loop_over_rows if context_length == 1 else loop_over_positions
 
-    def batch(size: int, length: int) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
-        generator = torch.Generator().manual_seed(next(generator_seeds))
-        return lambda: adapters.run_get_batch(dataset, size, length, "cpu", generator)
+    def batch(size: int, length: int, keep: bool = False) -> Callable[[], object]:
+        generator_seed = next(generator_seeds)
+        return lambda: batch_on_one_thread(dataset, size, length, generator_seed, keep)
 
     def loop(size: int, length: int) -> Callable[[], object]:
         starts = np.random.default_rng(next(seeds)).integers(0, len(dataset) - length, size)
         return lambda: loop_fn(dataset, starts, length)
 
-    x, y = batch(rows, context_length)()  # untimed warm-ups: one-time costs are not speed
+    # untimed warm-ups (one-time costs are not speed); the batch kept, to check it holds windows
+    x, y = cast(tuple[torch.Tensor, torch.Tensor], batch(rows, context_length, keep=True)())
     loop(rows, context_length)()
     one = big = loop_one = loop_big = float("inf")
     for _ in range(repeats):  # in turns: a stall of the machine hits every kind alike

@@ -6,7 +6,9 @@ runs it, and returns what it observed as data: weights, outputs, gradients, wher
 lives, numbers drawn. The tests compute their references (``F.linear``, closed-form statistics)
 themselves. In grading each driver runs beside your code, as one round trip (see
 ``tests/boundary.py``); like every driver it starts from the global RNGs seeded with 0, so one that
-needs another seed takes it as an argument.
+needs another seed takes it as an argument. Every module is built with uninitialised memory
+filled with NaN (``UninitialisedIsNaN``), so a weight your code never initialised is NaN in every
+process, never zeros in one run and stale numbers in another.
 """
 
 from __future__ import annotations
@@ -24,9 +26,33 @@ from tests.boundary import driver, plain_data
 MODULES = {"linear": adapters.get_linear_cls, "cruncher": adapters.get_cruncher_cls}
 
 
+class UninitialisedIsNaN:
+    """While entered, memory that torch hands out uninitialised (``torch.empty``) holds NaN (integers:
+    their largest value) instead of whatever this process last freed there (torch's deterministic
+    mode, warnings only, with ``fill_uninitialized_memory``); both are put back on exit. A weight
+    never initialised then fails the same way in every run: left to chance, it was zeros in one
+    process and stale numbers in another, and a test passed it in one and failed it in the other."""
+
+    def __enter__(self) -> None:
+        self.state = (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch.utils.deterministic.fill_uninitialized_memory,  # type: ignore[attr-defined]
+        )
+        torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+        torch.use_deterministic_algorithms(True, warn_only=True)
+
+    def __exit__(self, *exc_info: object) -> None:
+        enabled, warn_only, fill = self.state
+        torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
+
+
 def build(module: str, args: tuple = (), kwargs: dict | None = None) -> torch.nn.Module:
-    """Your ``module`` (``"linear"`` or ``"cruncher"``) built as ``Module(*args, **kwargs)``."""
-    return MODULES[module]()(*args, **(kwargs or {}))
+    """Your ``module`` (``"linear"`` or ``"cruncher"``) built as ``Module(*args, **kwargs)``, with
+    uninitialised memory NaN."""
+    with UninitialisedIsNaN():
+        return MODULES[module]()(*args, **(kwargs or {}))
 
 
 def as_data(value: object) -> object:
@@ -39,7 +65,7 @@ def as_data(value: object) -> object:
 def linear_init(d_in: int, d_out: int, seed: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Builds a ``Linear(d_in, d_out[, dtype=dtype])`` right after ``torch.manual_seed(seed)``; returns its weight."""
     torch.manual_seed(seed)
-    layer = adapters.get_linear_cls()(d_in, d_out, **({} if dtype is None else {"dtype": dtype}))
+    layer = build("linear", (d_in, d_out), {} if dtype is None else {"dtype": dtype})
     # nn.Module's __getattr__ types the weight Tensor | Module; a Linear's is a Parameter.
     return layer.weight.detach().clone()  # type: ignore[operator]
 
@@ -165,7 +191,7 @@ def inits_after_set_seed(
     out = []
     for seed in seeds:
         adapters.run_set_seed(seed)
-        model = adapters.get_cruncher_cls()(dim, num_layers)
+        model = build("cruncher", (dim, num_layers))
         out.append({k: v.detach().clone() for k, v in model.state_dict().items()})
     return out
 

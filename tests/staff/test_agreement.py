@@ -32,8 +32,7 @@ from cs336_staff.audit import agreement, agreement_plan, part_reach
 from cs336_staff.audit import cli as audit
 from cs336_staff.audit.agreement import Implementation, check, compare, implementations
 from cs336_staff.audit.agreement_plan import narrowed, plan
-from cs336_staff.audit.garbage import FLAVOUR_ENV
-from cs336_staff.grade.testing import calc_with, make_staff_repo
+from cs336_staff.grade.testing import ADAPTERS, calc_with, make_staff_repo
 from cs336_staff.session.runner import Outcome, PytestRun
 from cs336_staff.session.warm import WarmPool
 
@@ -191,6 +190,91 @@ def test_the_check_leaves_the_repository_as_it_was(runs):
     assert "cs336_worker" not in (repo / CALC).read_text()
 
 
+MUL_TEST = "tests/test_calc.py::test_mul_matches_python"
+SCALE_TEST = "tests/test_calc.py::test_scale_file_reads_fixture"
+#: A neighbour in a shared tree that leaves state in the process (a flag in its environment, as the
+#: garbage module's pinned flavour once did), and an ``add`` that is off by one in the grading worker
+#: only where that flag is set: it differs in a tree with the neighbour and agrees alone.
+NEIGHBOUR_INIT = "import os\n\nos.environ['CS336_TINY_NEIGHBOUR'] = '1'\n"
+OFF_BESIDE_THE_NEIGHBOUR = (
+    "return a + b + ('CS336_TINY_NEIGHBOUR' in __import__('os').environ "
+    "and 'cs336_worker' in __import__('sys').modules)"
+)
+#: ``run_mul`` off by one in the grading worker, neighbour or not.
+WORKER_ONLY_MUL = ADAPTERS.replace(
+    "return calc.mul(a, b)",
+    "return calc.mul(a, b) + ('cs336_worker' in __import__('sys').modules)",
+)
+
+
+@pytest.fixture(scope="module")
+def shared_runs(tmp_path_factory):
+    """One tree of three members, each changing its own file, run as the check runs a shared tree
+    (``Runner.check``): the neighbour, an ``add`` that only the neighbour's presence breaks in the
+    worker, and a ``run_mul`` off in the worker anyway."""
+    base = tmp_path_factory.mktemp("shared")
+    repo = make_staff_repo(base / "repo")
+    members = [
+        Implementation(
+            "corpus",
+            "off-beside-the-neighbour",
+            "calc",
+            tuple(ADD_TESTS),
+            {CALC: calc_with(add=OFF_BESIDE_THE_NEIGHBOUR)},
+        ),
+        Implementation(
+            "corpus", "mul-off-in-the-worker", "calc", (MUL_TEST,), {"adapters.py": WORKER_ONLY_MUL}
+        ),
+        Implementation(
+            "corpus",
+            "neighbour",
+            "calc",
+            (SCALE_TEST,),
+            {"cs336_assignment/__init__.py": NEIGHBOUR_INIT},
+        ),
+    ]
+    with WarmPool(light=True) as pool:
+        runner = agreement.Runner(
+            repo, pool, base / "runs", 1, insecure=True, speed_seed=SPEED_SEED
+        )
+        verdicts = runner.check(members, [*ADD_TESTS, MUL_TEST, SCALE_TEST])
+    return {v.implementation.name: v for v in verdicts}
+
+
+def test_a_member_that_differs_only_in_a_shared_tree_is_run_alone_and_counted_so(shared_runs):
+    """Its verdict is the alone run's (agrees), saying it differed in the tree, with the tree's
+    differences listed under it; the summary names it; the neighbour's own verdict is the tree's."""
+    beside, neighbour = shared_runs["off-beside-the-neighbour"], shared_runs["neighbour"]
+    assert beside.status == "agrees" and beside.ok and beside.shared == 1, beside.render(1, 1)
+    assert beside.tally == "2 tests: 2 passed", beside.tally
+    assert beside.note == "differed in a tree of 3 (2 tests, below), agrees alone", beside.note
+    assert [(d.nodeid, d.one, d.split) for d in beside.tree_differences] == [
+        (n, "passed", "failed") for n in ADD_TESTS
+    ]
+    report = beside.render(1, 1)
+    assert "2 tests ended otherwise split than in one process in the shared tree:" in report
+    assert (
+        f"      {ADD_TESTS[0]}\n          one process  passed\n          split        failed"
+        in report
+    )
+    assert neighbour.status == "agrees" and neighbour.shared == 3 and not neighbour.note
+    assert agreement.findings([beside, neighbour]) == [
+        "audit --agreement: differed in a shared tree and agree alone (counted as alone; the "
+        "tree's differences are listed with each): corpus off-beside-the-neighbour"
+    ]
+
+
+def test_a_member_that_differs_alone_too_is_counted_as_differing(shared_runs):
+    """Run alone again, it differs again: the difference counts, and the verdict says both."""
+    mul = shared_runs["mul-off-in-the-worker"]
+    assert mul.status == "differs" and not mul.ok, mul.render(1, 1)
+    assert mul.note == "differed in a tree of 3 (1 tests, below), differs alone", mul.note
+    assert [(d.nodeid, d.one, d.split) for d in mul.differences] == [(MUL_TEST, "passed", "failed")]
+    assert agreement.findings([mul, shared_runs["neighbour"]]) == [
+        "audit --agreement: differs: corpus mul-off-in-the-worker"
+    ]
+
+
 def _run(
     outcomes: dict[str, tuple[str, str]], collected: list[str] | None = None, errors=()
 ) -> PytestRun:
@@ -239,18 +323,20 @@ def test_this_repositorys_implementations_of_a_part():
         kinds.count("corpus") >= 2 and kinds.count("mutant") >= 20 and kinds.count("garbage") >= 20
     )
     assert not [i.label for i in found if i.problem]
-    garbage = next(i for i in found if i.kind == "garbage")
-    flavour = garbage.name.split()[0]  # "zero tensors/attention_scores"
-    module = agreement.garbage_module(flavour).replace(".", "/") + ".py"
-    assert module.startswith("cs336_assignment/") and module in garbage.files
-    assert f"os.environ[{FLAVOUR_ENV!r}] = " in garbage.files[module], (
-        "the worker gets no environment: pin the flavour"
-    )
-    assert any(
-        f"import {agreement.garbage_module(flavour)} as" in text
-        for rel, text in garbage.files.items()
-        if rel != module
-    )
+    garbage = [i for i in found if i.kind == "garbage"]
+    modules = {
+        i.label: [rel for rel in i.files if "/cs336_garbage_" in rel] for i in garbage
+    }  # each its own copy, inside the package: no state shared with a neighbour in a tree
+    assert all(len(m) == 1 and m[0].startswith("cs336_assignment/") for m in modules.values())
+    assert len({m[0] for m in modules.values()}) == len(garbage), modules
+    for i in garbage[:2]:
+        flavour = i.name.split()[0]  # "zeros tensors/attention_scores"
+        (module,) = modules[i.label]
+        assert f"\nPINNED = {flavour!r}\n" in i.files[module], (
+            "the worker gets no environment, and a neighbour may be the other flavour: pin it"
+        )
+        name = module.removesuffix(".py").replace("/", ".")
+        assert any(f"import {name} as" in text for rel, text in i.files.items() if rel != module)
     with pytest.raises(SystemExit, match="no-such-part"):
         implementations(REPO, ["no-such-part"])
 
