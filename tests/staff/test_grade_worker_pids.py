@@ -19,6 +19,14 @@ START_WAIT_SECONDS = 60
 pytestmark = pytest.mark.staff
 
 
+def comm(pid: int) -> str:
+    """A process's name, or "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def test_worker_pids_are_the_launched_process_and_all_its_descendants():
     """The launcher's process (bubblewrap's, on that tier) and every process below it, whose memory the
     judge can read; none once no worker runs."""
@@ -28,10 +36,13 @@ def test_worker_pids_are_the_launched_process_and_all_its_descendants():
     try:
         remote.worker = WorkerProcess(proc, -1, -1, output=None)  # type: ignore[arg-type]
         deadline = time.monotonic() + START_WAIT_SECONDS
-        while len(pids := remote.worker_pids()) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)  # the shells start their children
+        while time.monotonic() < deadline:  # the shells start their children; a forked child is
+            pids = remote.worker_pids()  # named `sh` until it has exec'd sleep
+            names = {comm(pid) for pid in pids}
+            if len(pids) == 3 and "sleep" in names:
+                break
+            time.sleep(0.05)
         assert pids[0] == proc.pid and len(pids) == 3, pids  # sh, the inner sh, sleep
-        names = {Path(f"/proc/{pid}/comm").read_text().strip() for pid in pids}
         assert "sleep" in names, names
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the group this test started (start_new_session)
