@@ -98,6 +98,7 @@ from pathlib import Path
 
 import psutil
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.audit import garbage_check, part_reach
 from cs336_staff.audit import mutants as audit
 from cs336_staff.audit.agreement_plan import (
@@ -651,7 +652,7 @@ def implementations(
     try:
         parts = load_parts(repo)
     except PartsError as e:
-        raise SystemExit(f"audit --agreement: {e}") from None
+        raise CommandError(e) from None
     by_key = {p.key: p for p in parts}
     mutants = audit.load_mutants()
     targets = garbage_check.targets(repo)
@@ -660,8 +661,8 @@ def implementations(
     known = set(by_key) | {m.name for _, m in mutants} | {t.name for t in targets} | set(entries)
     unknown = sorted(chosen - known)
     if unknown:
-        raise SystemExit(
-            f"audit --agreement: --only {', '.join(unknown)} names no part, mutant, graded target or "
+        raise CommandError(
+            f"--agreement --only {', '.join(unknown)} names no part, mutant, graded target or "
             f"corpus entry; parts are {', '.join(by_key)}"
         )
     wanted = lambda part, name: not chosen or part in chosen or name in chosen  # noqa: E731

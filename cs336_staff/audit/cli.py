@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.audit import garbage_check, hidden_only, mutants
 from cs336_staff.session.warm import WarmPool
 
@@ -148,9 +149,7 @@ def _run(args: argparse.Namespace) -> int:
     }
     unknown = sorted(only - mutant_names - target_names)
     if unknown:
-        raise SystemExit(
-            f"audit: --only {', '.join(unknown)} names no part, mutant or graded target"
-        )
+        raise CommandError(f"--only {', '.join(unknown)} names no part, mutant or graded target")
     codes = []
     if not only or only & mutant_names:
         codes.append(

@@ -54,6 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.audit import part_reach
 from cs336_staff.audit.garbage import FLAVOUR_ENV, FLAVOURS, OUT_ENV
 from cs336_staff.markers import find_regions
@@ -233,8 +234,8 @@ def targets(repo: Path, only: list[str] | None = None) -> list[Target]:
         known = {t.part for t in found} | {t.name for t in found}
         unknown = sorted(set(only) - known)
         if unknown:
-            raise SystemExit(
-                f"audit --garbage: --only {', '.join(unknown)} names no part or graded target; "
+            raise CommandError(
+                f"--garbage --only {', '.join(unknown)} names no part or graded target; "
                 f"parts are {', '.join(sorted({t.part for t in found}))}"
             )
         found = [t for t in found if t.part in only or t.name in only]
@@ -415,7 +416,7 @@ def check(
     try:
         parts = load_parts(repo)
     except PartsError as e:
-        raise SystemExit(f"audit --garbage: {e}") from None
+        raise CommandError(e) from None
     found = targets(repo, only)
     wanted = {t.part for t in found}
     test_files = sorted(

@@ -59,6 +59,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.audit import part_reach
 from cs336_staff.mutants import Control, HiddenOnly, Mutant
 from cs336_staff.parts import PartsError, load_parts
@@ -124,8 +125,8 @@ def _zoo(only: list[str] | None, kind: str) -> list[tuple[str, Mutant]]:
         unknown = sorted(set(only) - {p for p, _ in every} - {m.name for _, m in every})
         if unknown:
             parts = sorted({p for p, _ in every})
-            raise SystemExit(
-                f"audit: --only {', '.join(unknown)} names no part or mutant; parts are {', '.join(parts) or 'none yet'}"
+            raise CommandError(
+                f"--only {', '.join(unknown)} names no part or mutant; parts are {', '.join(parts) or 'none yet'}"
             )
     return [(p, m) for p, m in pairs[kind] if not only or p in only or m.name in only]
 

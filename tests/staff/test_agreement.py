@@ -28,6 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.audit import agreement, agreement_plan, part_reach
 from cs336_staff.audit import cli as audit
 from cs336_staff.audit.agreement import Implementation, check, compare, implementations
@@ -361,7 +362,7 @@ def test_cs336_audit_agreement_reaches_this_check_and_refuses_an_unknown_name():
     parser = argparse.ArgumentParser()
     audit.add_arguments(parser)
     args = parser.parse_args(["--agreement", "--only", "no-such-part"])
-    with pytest.raises(SystemExit, match="names no part, mutant, graded target or corpus entry"):
+    with pytest.raises(CommandError, match="names no part, mutant, graded target or corpus entry"):
         audit.run(args)
 
 

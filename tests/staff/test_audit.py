@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.audit.mutants import audit, load_mutants
 from cs336_staff.mutants import Mutant
 from cs336_staff.session.runner import INSTALLED_REPO
@@ -260,5 +261,5 @@ def test_only_filters_by_part_and_rejects_unknown_names():
     if everything:
         part = everything[0][0]
         assert {p for p, _ in load_mutants([part])} == {part}
-    with pytest.raises(SystemExit, match="names no part or mutant"):
+    with pytest.raises(CommandError, match="names no part or mutant"):
         load_mutants(["no_such_part_anywhere"])

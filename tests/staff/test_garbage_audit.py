@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from cs336_assignment.cli import CommandError
 from cs336_staff.audit import garbage
 from cs336_staff.audit.garbage_check import (
     ACCEPTED,
@@ -106,7 +107,7 @@ def test_targets_stub_and_garbage_only_the_target(tmp_path):
     assert 'raise NotImplementedError("Implement add in cs336_assignment/arith.py")' in stub
     assert "squares = a * a + b * b" in stub, "hypot's region stays"
     assert with_garbage(source, add).endswith("add = _cs336_garbage.garbage(add, 'add')\n")
-    with pytest.raises(SystemExit, match="names no part or graded target"):
+    with pytest.raises(CommandError, match="names no part or graded target"):
         targets(repo, ["nope"])
 
 
