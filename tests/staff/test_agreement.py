@@ -338,7 +338,7 @@ def test_this_repositorys_implementations_of_a_part():
         )
         name = module.removesuffix(".py").replace("/", ".")
         assert any(f"import {name} as" in text for rel, text in i.files.items() if rel != module)
-    with pytest.raises(SystemExit, match="no-such-part"):
+    with pytest.raises(CommandError, match="no-such-part"):
         implementations(REPO, ["no-such-part"])
 
 
