@@ -542,16 +542,17 @@ def score(
     run: JudgeRun | None,
     elapsed: float,
     error: str | None = None,
+    rules: delegation.Report | None = None,
 ) -> GradeResult:
-    """Turn a run (or a rejection, or a grader error) into a scored GradeResult covering every expected test."""
+    """Turn a run (or a rejection, or a grader error) into a scored GradeResult covering every expected
+    test; ``rules``: the rules check of the submission, if already made (``delegation.check_submission``)."""
     tests = []
     errors = run.collect_errors if run else {}
     aborted = "\n".join(run.notes) if run and run.timed_out else ""
-    rules = (
-        delegation.check_submission(intake.files, plan.staff_root)
-        if run is not None and error is None
-        else None
-    )
+    if run is None or error is not None:
+        rules = None
+    elif rules is None:
+        rules = delegation.check_submission(intake.files, plan.staff_root)
     forbidden = (
         delegation.penalties(
             rules, run.reached, {n: i.concept for n, i in plan.items.items()}, plan.staff_root
@@ -706,10 +707,15 @@ def grade_one(
         intake = read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py")
         if not force and (row := skipped_row(folder, intake.sha256, plan)) is not None:
             return row
-        run = None
+        run, rules = None, None
         if intake.error is None:
-            run = run_judges(plan, intake.files, [n for n in plan.items if plan.runs_here(n)], tick)
-        result = score(plan, name, intake, run, time.monotonic() - start)
+            # the rules check reads the code (runs nothing) while the judge runs it
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rules") as pool:
+                screened = pool.submit(delegation.check_submission, intake.files, plan.staff_root)
+                tests = [n for n in plan.items if plan.runs_here(n)]
+                run = run_judges(plan, intake.files, tests, tick)
+                rules = screened.result()
+        result = score(plan, name, intake, run, time.monotonic() - start, rules=rules)
         console = run.console if run is not None else ""
     except Exception as e:  # a grader bug on one submission: that submission still gets a result
         result = score(
