@@ -156,6 +156,21 @@ class NoSubmissionImports(importlib.abc.MetaPathFinder):
         return None
 
 
+def may_kill(module: types.ModuleType) -> bool:
+    """Whether a test module may have a run killed midway (``tests.boundary.killed_midway``, which kills
+    the worker in grading): it names that function, or imports a scenario module that does. The
+    judge starts a spare worker as such a module begins, so the one killed there is replaced
+    without a wait; nothing else depends on it."""
+    kill = getattr(sys.modules.get("tests.boundary"), "killed_midway", None)
+    if kill is None:
+        return False
+    return any(
+        value is kill
+        or (isinstance(value, types.ModuleType) and getattr(value, "killed_midway", None) is kill)
+        for value in vars(module).values()
+    )
+
+
 #: The seed of the judge's global RNGs (random, numpy, torch) at the start of every test.
 JUDGE_RNG_SEED = 0
 
@@ -215,6 +230,7 @@ class Judge:
         self.remote = remote if remote is not None else make_remote(spec)
         self.tracer = Tracer(self.remote)  # the adapters and scenarios each test calls
         self._first_hidden: str | None = None
+        self._module: types.ModuleType | None = None  # the module of the test running now
         self.exitstatus: int | None = None  # the run's, once it finished
 
     def install(self, staff_root: Path) -> None:
@@ -271,6 +287,12 @@ class Judge:
                 self.remote.start()
             except errors.WorkerError as e:
                 self._emit({"event": "note", "text": str(e)})
+        module = getattr(item, "module", None)
+        if module is not self._module:
+            self._module = module
+            if module is not None and may_kill(module):
+                # a spare for the worker a test here kills, beside the one kept for the hidden tests
+                self.remote.prepare_spares(1 + self.remote.keep_spare)
         # Each test starts from one seed on both sides, as in a student's run (tests/conftest.py): the
         # judge's here, the worker's by its reset, so the same submission graded twice draws the same numbers.
         seed_global_rngs(JUDGE_RNG_SEED)

@@ -178,7 +178,12 @@ class Remote:
         the calling thread (bubblewrap's --die-with-parent follows the thread that forked it);
         only the wait for 'ready' runs in a helper thread. Nothing is started while a spare waits.
         """
-        if not self._spares:
+        self.prepare_spares(1)
+
+    def prepare_spares(self, count: int) -> None:
+        """Have ``count`` spares started or ready (``prepare_spare``), oldest first: one for the hidden
+        tests and one for a worker about to be killed, say."""
+        while len(self._spares) < count:
             self._add_spare()
 
     def _add_spare(self) -> None:
@@ -294,8 +299,7 @@ class Remote:
         worker = self.worker or self.start()
         # the next call needs a fresh worker once this one is killed: it starts now, not then (and
         # beside the one kept for the hidden tests, which this kill would take)
-        while len(self._spares) < 1 + self.keep_spare:
-            self._add_spare()
+        self.prepare_spares(1 + self.keep_spare)
         lock, done, killed = threading.Lock(), threading.Event(), threading.Event()
 
         def kill_when_due() -> None:
