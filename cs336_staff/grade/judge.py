@@ -231,6 +231,7 @@ class Judge:
         self.tracer = Tracer(self.remote)  # the adapters and scenarios each test calls
         self._first_hidden: str | None = None
         self._module: types.ModuleType | None = None  # the module of the test running now
+        self._next_module: dict[types.ModuleType, types.ModuleType | None] = {}
         self.exitstatus: int | None = None  # the run's, once it finished
 
     def install(self, staff_root: Path) -> None:
@@ -278,6 +279,13 @@ class Judge:
                 # at once if a visible test's kill takes it)
                 self.remote.keep_spare = True
                 self.remote.prepare_spare()
+        previous = None  # each test module -> the one that runs after it
+        for item in session.items:
+            module = getattr(item, "module", None)
+            if module is not previous:
+                if previous is not None:
+                    self._next_module.setdefault(previous, module)
+                previous = module
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if item.nodeid == self._first_hidden:
@@ -290,8 +298,10 @@ class Judge:
         module = getattr(item, "module", None)
         if module is not self._module:
             self._module = module
-            if module is not None and may_kill(module):
-                # a spare for the worker a test here kills, beside the one kept for the hidden tests
+            ahead = self._next_module.get(module) if module is not None else None
+            if any(m is not None and may_kill(m) for m in (module, ahead)):
+                # a spare for the worker a test here or in the next module kills (started a module
+                # ahead: it takes seconds), beside the one kept for the hidden tests
                 self.remote.prepare_spares(1 + self.remote.keep_spare)
         # Each test starts from one seed on both sides, as in a student's run (tests/conftest.py): the
         # judge's here, the worker's by its reset, so the same submission graded twice draws the same numbers.
