@@ -29,8 +29,10 @@ Deliberately left out: parallelism inside one judge (the batch runs submissions 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib.abc
+import inspect
 import os
 import random
 import resource
@@ -156,19 +158,36 @@ class NoSubmissionImports(importlib.abc.MetaPathFinder):
         return None
 
 
-def may_kill(module: types.ModuleType) -> bool:
-    """Whether a test module may have a run killed midway (``tests.boundary.killed_midway``, which kills
-    the worker in grading): it names that function, or imports a scenario module that does. The
-    judge starts a spare worker as such a module begins, so the one killed there is replaced
-    without a wait; nothing else depends on it."""
+def may_kill(test: Any) -> bool:
+    """Whether a test function may have a run killed midway (``tests.boundary.killed_midway``, which
+    kills the worker in grading): its code names that function, or a function that does (of its
+    module or of a test module it names, such as a scenario module), at any depth. Read from the
+    names in the code, nothing run; the judge starts a spare worker for each such test a module
+    ahead (``Judge.pytest_runtest_setup``), and nothing else depends on it."""
     kill = getattr(sys.modules.get("tests.boundary"), "killed_midway", None)
-    if kill is None:
-        return False
-    return any(
-        value is kill
-        or (isinstance(value, types.ModuleType) and getattr(value, "killed_midway", None) is kill)
-        for value in vars(module).values()
-    )
+    stack, seen = [inspect.unwrap(test)], set()
+    while kill is not None and stack:
+        function = stack.pop()
+        code = getattr(function, "__code__", None)
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        names, codes = set(), [code]
+        while codes:  # the names of the function's code and of the code nested in it
+            c = codes.pop()
+            names.update(c.co_names)
+            codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        scopes = [function.__globals__] + [
+            vars(v)
+            for v in function.__globals__.values()
+            if isinstance(v, types.ModuleType) and v.__name__.startswith("tests.")
+        ]
+        for value in (scope[n] for scope in scopes for n in names if n in scope):
+            if value is kill:
+                return True
+            if isinstance(value, types.FunctionType):
+                stack.append(value)
+    return False
 
 
 #: The seed of the judge's global RNGs (random, numpy, torch) at the start of every test.
@@ -232,6 +251,7 @@ class Judge:
         self._first_hidden: str | None = None
         self._module: types.ModuleType | None = None  # the module of the test running now
         self._next_module: dict[types.ModuleType, types.ModuleType | None] = {}
+        self._kills: collections.Counter[types.ModuleType] = collections.Counter()  # may_kill tests
         self.exitstatus: int | None = None  # the run's, once it finished
 
     def install(self, staff_root: Path) -> None:
@@ -279,13 +299,17 @@ class Judge:
                 # at once if a visible test's kill takes it)
                 self.remote.keep_spare = True
                 self.remote.prepare_spare()
-        previous = None  # each test module -> the one that runs after it
+        previous, killing = None, {}  # each test module -> the one that runs after it
         for item in session.items:
-            module = getattr(item, "module", None)
+            module, function = getattr(item, "module", None), getattr(item, "function", None)
             if module is not previous:
                 if previous is not None:
                     self._next_module.setdefault(previous, module)
                 previous = module
+            if module is not None and function is not None:
+                if function not in killing:
+                    killing[function] = may_kill(function)
+                self._kills[module] += killing[function]
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if item.nodeid == self._first_hidden:
@@ -299,10 +323,11 @@ class Judge:
         if module is not self._module:
             self._module = module
             ahead = self._next_module.get(module) if module is not None else None
-            if any(m is not None and may_kill(m) for m in (module, ahead)):
-                # a spare for the worker a test here or in the next module kills (started a module
-                # ahead: it takes seconds), beside the one kept for the hidden tests
-                self.remote.prepare_spares(1 + self.remote.keep_spare)
+            kills = sum(self._kills[m] for m in (module, ahead) if m is not None)
+            if kills:
+                # a spare for each worker a test here or in the next module may kill (started a
+                # module ahead: a worker takes seconds to start), beside the hidden tests' one
+                self.remote.prepare_spares(kills + self.remote.keep_spare)
         # Each test starts from one seed on both sides, as in a student's run (tests/conftest.py): the
         # judge's here, the worker's by its reset, so the same submission graded twice draws the same numbers.
         seed_global_rngs(JUDGE_RNG_SEED)
