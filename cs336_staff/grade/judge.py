@@ -14,6 +14,12 @@ module is imported it
   submission are free on the bubblewrap tier, ``grader.run_judges`` gives the hidden tests a judge
   of their own instead, running at the same time: its worker is fresh from the start, and cannot
   reach the other);
+* never waits for a worker to start where it can help it: the first one is launched before this
+  process imports the tests' conftest; the fresh ones the run will need (the hidden tests' one,
+  and one for each test that may kill the worker, ``may_kill``) start ahead, one at a time, while
+  earlier tests run (``Remote.want_spares``); each test's reset of the worker's RNGs rides on its
+  first request; and once the results are written the process ends without the interpreter's
+  teardown (``pytest_unconfigure``);
 * records each test's outcome, with what the worker printed during it, the traceback of an error
   from the submission that failed it, and the adapters and drivers it called (``reached``), as one JSON line in the results file as soon as the test ends
   (a run killed midway keeps what it finished), through the staff tools' one outcome recorder
@@ -29,7 +35,6 @@ Deliberately left out: parallelism inside one judge (the batch runs submissions 
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import importlib.abc
 import inspect
@@ -249,9 +254,7 @@ class Judge:
         self.remote = remote if remote is not None else make_remote(spec)
         self.tracer = Tracer(self.remote)  # the adapters and scenarios each test calls
         self._first_hidden: str | None = None
-        self._module: types.ModuleType | None = None  # the module of the test running now
-        self._next_module: dict[types.ModuleType, types.ModuleType | None] = {}
-        self._kills: collections.Counter[types.ModuleType] = collections.Counter()  # may_kill tests
+        self._spares_wanted: dict[str, int] = {}  # nodeid -> the spare workers wanted from it on
         self.exitstatus: int | None = None  # the run's, once it finished
 
     def install(self, staff_root: Path) -> None:
@@ -294,40 +297,27 @@ class Judge:
                 self.remote.start()  # the worker prepared while the tests were collected
             except errors.WorkerError as e:  # every test will say so too
                 self._emit({"event": "note", "text": str(e)})
-            if self._first_hidden is not None:
-                # the hidden tests' fresh worker starts while visible ones run (and another one
-                # at once if a visible test's kill takes it)
-                self.remote.keep_spare = True
-                self.remote.prepare_spare()
-        previous, killing = None, {}  # each test module -> the one that runs after it
-        for item in session.items:
-            module, function = getattr(item, "module", None), getattr(item, "function", None)
-            if module is not previous:
-                if previous is not None:
-                    self._next_module.setdefault(previous, module)
-                previous = module
-            if module is not None and function is not None:
-                if function not in killing:
-                    killing[function] = may_kill(function)
-                self._kills[module] += killing[function]
+        # The fresh workers the run will need from each test on: the hidden tests' one (until they
+        # begin), and one for each test that may kill the worker (may_kill) still to come. They
+        # start ahead, one at a time, while earlier tests run (Remote.want_spares).
+        killing: dict[Any, bool] = {}
+        kills, switch = 0, self._first_hidden is not None
+        for item in reversed(session.items):
+            function = getattr(item, "function", None)
+            if function is not None and function not in killing:
+                killing[function] = may_kill(function)
+            kills += killing.get(function, False)
+            visible = not item.nodeid.startswith(HIDDEN_PREFIX)
+            self._spares_wanted[item.nodeid] = kills + (switch and visible)
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if item.nodeid == self._first_hidden:
-            self.remote.keep_spare = False
             self.remote.restart()  # a fresh worker for hidden tests: the spare, which has answered no call
             try:
                 self.remote.start()
             except errors.WorkerError as e:
                 self._emit({"event": "note", "text": str(e)})
-        module = getattr(item, "module", None)
-        if module is not self._module:
-            self._module = module
-            ahead = self._next_module.get(module) if module is not None else None
-            kills = sum(self._kills[m] for m in (module, ahead) if m is not None)
-            if kills:
-                # a spare for each worker a test here or in the next module may kill (started a
-                # module ahead: a worker takes seconds to start), beside the hidden tests' one
-                self.remote.prepare_spares(kills + self.remote.keep_spare)
+        self.remote.want_spares(self._spares_wanted.get(item.nodeid, 0))
         # Each test starts from one seed on both sides, as in a student's run (tests/conftest.py): the
         # judge's here, the worker's by its reset, so the same submission graded twice draws the same numbers.
         seed_global_rngs(JUDGE_RNG_SEED)

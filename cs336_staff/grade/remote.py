@@ -143,9 +143,6 @@ class Remote:
         self._reset_pending = False  # the next request carries a reset (``reset``)
         # spares, oldest first: each one's process (None if it failed to launch) and its wait for 'ready'
         self._spares: deque[tuple[WorkerProcess | None, Future[WorkerProcess]]] = deque()
-        #: While set, a spare that ``start`` takes (after a kill or a crash) is replaced at once: the
-        #: judge keeps one ready for the hidden tests this way, whoever used the one before.
-        self.keep_spare = False
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="worker-ready")
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -178,12 +175,21 @@ class Remote:
         the calling thread (bubblewrap's --die-with-parent follows the thread that forked it);
         only the wait for 'ready' runs in a helper thread. Nothing is started while a spare waits.
         """
-        self.prepare_spares(1)
+        if not self._spares:
+            self._add_spare()
 
-    def prepare_spares(self, count: int) -> None:
-        """Have ``count`` spares started or ready (``prepare_spare``), oldest first: one for the hidden
-        tests and one for a worker about to be killed, say."""
-        while len(self._spares) < count:
+    def want_spares(self, count: int) -> None:
+        """Aim at ``count`` spares (the judge's count of fresh workers the rest of its run needs),
+        started one at a time: another once the last one is ready, so that their start-ups, seconds
+        of CPU each, spread over the tests instead of piling onto one. Spares beyond ``count``
+        end now, the newest first. Called before each test."""
+        while len(self._spares) > count:
+            launched, ready = self._spares.pop()
+            if launched is not None:
+                launched.kill()
+            with contextlib.suppress(Exception):
+                self._keep_console(ready.result())
+        if len(self._spares) < count and all(ready.done() for _, ready in self._spares):
             self._add_spare()
 
     def _add_spare(self) -> None:
@@ -206,8 +212,6 @@ class Remote:
         self.starts += 1
         spare = self._spares.popleft()[1] if self._spares else None
         worker = spare.result() if spare is not None else self._spawn()
-        if spare is not None and self.keep_spare:
-            self.prepare_spare()
         self.isolation = worker.isolation
         self.worker = worker
         return worker
@@ -297,9 +301,9 @@ class Remote:
         """
         __tracebackhide__ = True
         worker = self.worker or self.start()
-        # the next call needs a fresh worker once this one is killed: it starts now, not then (and
-        # beside the one kept for the hidden tests, which this kill would take)
-        self.prepare_spares(1 + self.keep_spare)
+        # the next call needs a fresh worker once this one is killed: one starts now if none is
+        # (the judge starts one ahead for each test that may kill: Judge.pytest_runtestloop)
+        self.prepare_spare()
         lock, done, killed = threading.Lock(), threading.Event(), threading.Event()
 
         def kill_when_due() -> None:
