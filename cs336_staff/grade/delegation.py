@@ -229,6 +229,13 @@ def adapter_parts(staff_root: Path) -> dict[str, str]:
         return {}
 
 
+def read_staff_tables(staff_root: Path) -> None:
+    """Build now what ``penalties`` reads of the staff tree (cached per tree: the parts of the
+    adapters, what each scenario reaches), so the grader can do it while a judge runs."""
+    adapter_parts(Path(staff_root))
+    scenario_adapters(Path(staff_root))
+
+
 def penalties(
     report: Report, reached: dict[str, list[str]], concept_of: dict[str, str], staff_root: Path
 ) -> dict[str, str]:

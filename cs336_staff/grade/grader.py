@@ -165,9 +165,13 @@ def run_judge(
     preload: tuple[str, ...] = (),
     tier: str = "bubblewrap",
     tick: Callable[[int], None] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> JudgeRun:
     """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only);
-    ``tick(n)`` is called from a thread as each ``n`` more tests end (``watch_results``)."""
+    ``tick(n)`` is called from a thread as each ``n`` more tests end (``watch_results``);
+    ``meanwhile()`` is called once the judge has started, while it runs: the grader's own work on
+    the submission (the rules check), which begun earlier would share this process's interpreter
+    lock with the staging and slow the judge's start."""
     base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
     # The container tier's worker (another uid) must reach root/ and scratch/ by name, nothing else.
     base.chmod(0o711 if tier == "container" and not insecure else 0o700)
@@ -248,7 +252,7 @@ def run_judge(
         # never .hypothesis/ in the staff tree
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")
         with watch_results(results, tick):
-            session = PytestJob(
+            job = PytestJob(
                 staff_root,
                 args,
                 outcomes=False,
@@ -256,7 +260,12 @@ def run_judge(
                 prefix=prefix,
                 env=env,
                 timeout=limits.run_timeout,
-            ).result()
+            )
+            try:
+                if meanwhile is not None:
+                    meanwhile()
+            finally:
+                session = job.result()
         run.console = session.output[-200_000:]
         if session.timed_out:
             run.timed_out = True
@@ -312,9 +321,14 @@ def watch_results(results: Path, tick: Callable[[int], None] | None) -> Iterator
 
 
 def run_judges(
-    plan: Plan, files: dict[str, bytes], only: list[str], tick: Callable[[int], None] | None = None
+    plan: Plan,
+    files: dict[str, bytes],
+    only: list[str],
+    tick: Callable[[int], None] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> JudgeRun:
     """One submission's tests: the visible and the hidden ones in two judges at once where the cores allow, else one judge.
+    ``meanwhile()`` is called once, while a judge runs (``run_judge``).
 
     A judge and its worker take turns (one waits while the other runs), so a pair keeps about one
     core busy: with two cores per submission (``--jobs`` of them), the hidden tests' judge, with a
@@ -330,7 +344,7 @@ def run_judges(
     visible = [n for n in only if not n.startswith(HIDDEN_PREFIX)]
     hidden = [n for n in only if n.startswith(HIDDEN_PREFIX)]
 
-    def judge(tests: list[str], jobs: int) -> JudgeRun:
+    def judge(tests: list[str], jobs: int, meanwhile: Callable[[], None] | None) -> JudgeRun:
         return run_judge(
             plan.staff_root,
             files,
@@ -342,13 +356,14 @@ def run_judges(
             preload=plan.preload,
             tier=plan.tier,
             tick=tick,
+            meanwhile=meanwhile,
         )
 
     if plan.tier == container.TIER and not plan.insecure:
         # one submission at a time on this machine (its workers share /tmp, loopback and maybe SysV IPC
         # with any other's), with every core, and what earlier workers left removed before and after
         with container.one_submission_at_a_time():
-            return judge(only, 1)
+            return judge(only, 1, meanwhile)
     if (
         plan.judges < 2
         or plan.tier not in PARALLEL_TIERS
@@ -357,9 +372,12 @@ def run_judges(
         or not visible
         or not hidden
     ):
-        return judge(only, plan.jobs)
+        return judge(only, plan.jobs, meanwhile)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="judge") as ex:
-        halves = [ex.submit(judge, part, 2 * plan.jobs) for part in (visible, hidden)]
+        halves = [
+            ex.submit(judge, part, 2 * plan.jobs, work)
+            for part, work in ((visible, meanwhile), (hidden, None))
+        ]
         return merge_runs([h.result() for h in halves])
 
 
@@ -542,16 +560,17 @@ def score(
     run: JudgeRun | None,
     elapsed: float,
     error: str | None = None,
+    rules: delegation.Report | None = None,
 ) -> GradeResult:
-    """Turn a run (or a rejection, or a grader error) into a scored GradeResult covering every expected test."""
+    """Turn a run (or a rejection, or a grader error) into a scored GradeResult covering every expected
+    test; ``rules``: the rules check of the submission, if already made (``delegation.check_submission``)."""
     tests = []
     errors = run.collect_errors if run else {}
     aborted = "\n".join(run.notes) if run and run.timed_out else ""
-    rules = (
-        delegation.check_submission(intake.files, plan.staff_root)
-        if run is not None and error is None
-        else None
-    )
+    if run is None or error is not None:
+        rules = None
+    elif rules is None:
+        rules = delegation.check_submission(intake.files, plan.staff_root)
     forbidden = (
         delegation.penalties(
             rules, run.reached, {n: i.concept for n, i in plan.items.items()}, plan.staff_root
@@ -706,10 +725,19 @@ def grade_one(
         intake = read_submission(Path(submission), staff_adapters=plan.staff_root / "adapters.py")
         if not force and (row := skipped_row(folder, intake.sha256, plan)) is not None:
             return row
-        run = None
+        run, screened = None, []
         if intake.error is None:
-            run = run_judges(plan, intake.files, [n for n in plan.items if plan.runs_here(n)], tick)
-        result = score(plan, name, intake, run, time.monotonic() - start)
+            tests = [n for n in plan.items if plan.runs_here(n)]
+
+            def screen() -> None:
+                # the rules check reads the code (runs nothing) while the judge runs it; so is
+                # what scoring reads of the staff tree built then (once per batch)
+                screened.append(delegation.check_submission(intake.files, plan.staff_root))
+                delegation.read_staff_tables(plan.staff_root)
+
+            run = run_judges(plan, intake.files, tests, tick, meanwhile=screen)
+        rules = screened[0] if screened else None
+        result = score(plan, name, intake, run, time.monotonic() - start, rules=rules)
         console = run.console if run is not None else ""
     except Exception as e:  # a grader bug on one submission: that submission still gets a result
         result = score(

@@ -14,6 +14,12 @@ module is imported it
   submission are free on the bubblewrap tier, ``grader.run_judges`` gives the hidden tests a judge
   of their own instead, running at the same time: its worker is fresh from the start, and cannot
   reach the other);
+* never waits for a worker to start where it can help it: the first one is launched before this
+  process imports the tests' conftest; the fresh ones the run will need (the hidden tests' one,
+  and one for each test that may kill the worker, ``may_kill``) start ahead, one at a time, while
+  earlier tests run (``Remote.want_spares``); each test's reset of the worker's RNGs rides on its
+  first request; and once the results are written the process ends without the interpreter's
+  teardown (``pytest_unconfigure``);
 * records each test's outcome, with what the worker printed during it, the traceback of an error
   from the submission that failed it, and the adapters and drivers it called (``reached``), as one JSON line in the results file as soon as the test ends
   (a run killed midway keeps what it finished), through the staff tools' one outcome recorder
@@ -29,7 +35,9 @@ Deliberately left out: parallelism inside one judge (the batch runs submissions 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
+import inspect
 import os
 import random
 import resource
@@ -155,6 +163,38 @@ class NoSubmissionImports(importlib.abc.MetaPathFinder):
         return None
 
 
+def may_kill(test: Any) -> bool:
+    """Whether a test function may have a run killed midway (``tests.boundary.killed_midway``, which
+    kills the worker in grading): its code names that function, or a function that does (of its
+    module or of a test module it names, such as a scenario module), at any depth. Read from the
+    names in the code, nothing run; the judge starts a spare worker for each such test a module
+    ahead (``Judge.pytest_runtest_setup``), and nothing else depends on it."""
+    kill = getattr(sys.modules.get("tests.boundary"), "killed_midway", None)
+    stack, seen = [inspect.unwrap(test)], set()
+    while kill is not None and stack:
+        function = stack.pop()
+        code = getattr(function, "__code__", None)
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        names, codes = set(), [code]
+        while codes:  # the names of the function's code and of the code nested in it
+            c = codes.pop()
+            names.update(c.co_names)
+            codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        scopes = [function.__globals__] + [
+            vars(v)
+            for v in function.__globals__.values()
+            if isinstance(v, types.ModuleType) and v.__name__.startswith("tests.")
+        ]
+        for value in (scope[n] for scope in scopes for n in names if n in scope):
+            if value is kill:
+                return True
+            if isinstance(value, types.FunctionType):
+                stack.append(value)
+    return False
+
+
 #: The seed of the judge's global RNGs (random, numpy, torch) at the start of every test.
 JUDGE_RNG_SEED = 0
 
@@ -171,8 +211,38 @@ def seed_global_rngs(seed: int) -> None:
         torch.default_generator.manual_seed(seed)
 
 
+def make_remote(spec: JudgeSpec) -> remote_mod.Remote:
+    """The judge's end of ``spec``'s workers (``remote.Remote``), none started yet."""
+    limits = spec.limits
+    judge_dir, worker_dir, _ = scratch_folders(spec.scratch)
+    # the worker sees its own copy of the judge's folder at the judge's path: mounted there by
+    # bubblewrap, swapped in around each call on the container tier (no mount namespace there);
+    # without a sandbox it shares the judge's (and could change it: NOT SANDBOXED)
+    mirror = (
+        None
+        if spec.insecure
+        else Mirror(
+            judge_dir,
+            worker_dir,
+            limits.output_file_bytes,
+            limits.output_entries,
+            exchange=spec.tier == "container",
+        )
+    )
+    return remote_mod.Remote(
+        lambda: start_worker(spec, mirror),
+        reply_limit=limits.reply_bytes,
+        value_limit=limits.value_bytes,
+        message_chars=limits.message_chars,
+        mirror=mirror,
+        tree_limit=limits.tree_bytes,
+    )
+
+
 class Judge:
-    def __init__(self, config: pytest.Config, spec: JudgeSpec) -> None:
+    def __init__(
+        self, config: pytest.Config, spec: JudgeSpec, remote: remote_mod.Remote | None = None
+    ) -> None:
         self.config, self.spec = config, spec
         # each test's outcome as it ends, with what the worker printed and what the test reached
         self.recorder = Recorder(
@@ -181,32 +251,11 @@ class Judge:
             extra=lambda nodeid: {"reached": self.tracer.take()},
         )
         self.only = set(spec.only) if spec.only is not None else None
-        limits = spec.limits
-        judge_dir, worker_dir, _ = scratch_folders(spec.scratch)
-        # the worker sees its own copy of the judge's folder at the judge's path: mounted there by
-        # bubblewrap, swapped in around each call on the container tier (no mount namespace there);
-        # without a sandbox it shares the judge's (and could change it: NOT SANDBOXED)
-        mirror = (
-            None
-            if spec.insecure
-            else Mirror(
-                judge_dir,
-                worker_dir,
-                limits.output_file_bytes,
-                limits.output_entries,
-                exchange=spec.tier == "container",
-            )
-        )
-        self.remote = remote_mod.Remote(
-            lambda: start_worker(spec, mirror),
-            reply_limit=limits.reply_bytes,
-            value_limit=limits.value_bytes,
-            message_chars=limits.message_chars,
-            mirror=mirror,
-            tree_limit=limits.tree_bytes,
-        )
+        self.remote = remote if remote is not None else make_remote(spec)
         self.tracer = Tracer(self.remote)  # the adapters and scenarios each test calls
         self._first_hidden: str | None = None
+        self._spares_wanted: dict[str, int] = {}  # nodeid -> the spare workers wanted from it on
+        self.exitstatus: int | None = None  # the run's, once it finished
 
     def install(self, staff_root: Path) -> None:
         sys.meta_path.insert(0, NoSubmissionImports())
@@ -248,8 +297,18 @@ class Judge:
                 self.remote.start()  # the worker prepared while the tests were collected
             except errors.WorkerError as e:  # every test will say so too
                 self._emit({"event": "note", "text": str(e)})
-            if self._first_hidden is not None:
-                self.remote.prepare_spare()  # the hidden tests' fresh worker starts while visible ones run
+        # The fresh workers the run will need from each test on: the hidden tests' one (until they
+        # begin), and one for each test that may kill the worker (may_kill) still to come. They
+        # start ahead, one at a time, while earlier tests run (Remote.want_spares).
+        killing: dict[Any, bool] = {}
+        kills, switch = 0, self._first_hidden is not None
+        for item in reversed(session.items):
+            function = getattr(item, "function", None)
+            if function is not None and function not in killing:
+                killing[function] = may_kill(function)
+            kills += killing.get(function, False)
+            visible = not item.nodeid.startswith(HIDDEN_PREFIX)
+            self._spares_wanted[item.nodeid] = kills + (switch and visible)
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if item.nodeid == self._first_hidden:
@@ -258,14 +317,11 @@ class Judge:
                 self.remote.start()
             except errors.WorkerError as e:
                 self._emit({"event": "note", "text": str(e)})
+        self.remote.want_spares(self._spares_wanted.get(item.nodeid, 0))
         # Each test starts from one seed on both sides, as in a student's run (tests/conftest.py): the
         # judge's here, the worker's by its reset, so the same submission graded twice draws the same numbers.
         seed_global_rngs(JUDGE_RNG_SEED)
-        if self.remote.worker is not None:
-            try:
-                self.remote.reset()  # every test starts from the worker's initial global RNG states
-            except errors.WorkerError:
-                pass  # the test's own first call will start a fresh worker
+        self.remote.reset()  # every test starts from the worker's initial global RNG states
         self.remote.take_output()
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
@@ -301,6 +357,7 @@ class Judge:
             report.sections.append((f"{WORKER_OUTPUT} ({call.when})", printed))
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.exitstatus = int(exitstatus)
         self.remote.close()
         fresh = sys.modules.get("tests.fresh")
         # a speed test drew its inputs
@@ -317,6 +374,19 @@ class Judge:
                 "console": clip("\n".join(self.remote.consoles), 64_000),
             }
         )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """Grading (``--judge``): every result is written and the workers are gone, so the process
+        ends here, with the run's exit status: the interpreter's teardown that follows (pytest's
+        garbage collections, then every module's, torch's among them) took 1-3 s and keeps nothing."""
+        if self.exitstatus is None or not config.getoption("--judge"):
+            return
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    stream.flush()
+        os._exit(self.exitstatus)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -402,6 +472,27 @@ def split_spec(config: pytest.Config) -> JudgeSpec:
     )
 
 
+#: The judge's ``Remote`` when ``pytest_load_initial_conftests`` already launched its first worker.
+EARLY_REMOTE = pytest.StashKey[remote_mod.Remote]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Grading (``--judge``): launch the first worker now, before this process imports the tests'
+    conftest (torch, numpy, hypothesis: seconds), so that its imports and the worker's run side by
+    side. Whatever fails here fails again in ``pytest_configure``, which reports it."""
+    known = early_config.known_args_namespace
+    path = getattr(known, "judge", None)
+    if not path or getattr(known, "collectonly", False):
+        return
+    try:
+        remote = make_remote(JudgeSpec.read(Path(path)))
+    except Exception:  # noqa: BLE001 - reported by pytest_configure
+        return
+    remote.prepare_spare()
+    early_config.stash[EARLY_REMOTE] = remote
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption("--judge")
@@ -411,10 +502,11 @@ def pytest_configure(config: pytest.Config) -> None:
         spec = split_spec(config)
     else:
         return
-    judge = Judge(config, spec)
+    judge = Judge(config, spec, config.stash.get(EARLY_REMOTE, None))
     judge.install(spec.staff_root)
     if not config.option.collectonly:
-        judge.remote.prepare_spare()  # the first worker starts while the judge collects the tests
+        # the first worker starts while the judge collects the tests (with --judge, it started earlier)
+        judge.remote.prepare_spare()
     # the judge's own temporary files (tempfile.mkdtemp) go where the worker cannot reach: a test that
     # hands a file to the worker writes it under tmp_path
     private = scratch_folders(spec.scratch)[2]

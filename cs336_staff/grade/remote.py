@@ -20,6 +20,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -62,8 +63,15 @@ class WorkerProcess:
     before_request: Callable[[], None] | None = None
     #: After each test: check now a limit that a poll may miss (the container tier's disk); why it was killed, if it was.
     settle: Callable[[], str | None] | None = None
+    _ended: bool = field(default=False, repr=False)
+    _ending: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def kill(self) -> None:
+        """End the worker and close its pipes, once (a spare's ``close`` and its wait for 'ready' may both)."""
+        with self._ending:
+            if self._ended:
+                return
+            self._ended = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
@@ -132,8 +140,10 @@ class Remote:
         self.isolation: dict[str, str] = {}
         self.last_crash: str | None = None
         self._marks = 0  # output marks written so far (``printed``)
-        self._spare: Future[WorkerProcess] | None = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="worker-ready")
+        self._reset_pending = False  # the next request carries a reset (``reset``)
+        # spares, oldest first: each one's process (None if it failed to launch) and its wait for 'ready'
+        self._spares: deque[tuple[WorkerProcess | None, Future[WorkerProcess]]] = deque()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="worker-ready")
 
     # -- lifecycle -----------------------------------------------------------------------
     def _spawn(self) -> WorkerProcess:
@@ -163,17 +173,34 @@ class Remote:
         A spare has answered no call, so it is as fresh as one started later: the judge uses one
         for the hidden tests, started while the visible tests run. The process is launched from
         the calling thread (bubblewrap's --die-with-parent follows the thread that forked it);
-        only the wait for 'ready' runs in a helper thread.
+        only the wait for 'ready' runs in a helper thread. Nothing is started while a spare waits.
         """
-        if self._spare is None:
-            try:
-                worker = self._launch()
-            except Exception as e:  # noqa: BLE001 - reported when the spare is used
-                failed: Future[WorkerProcess] = Future()
-                failed.set_exception(WorkerUnavailable(f"the worker did not start: {e}"))
-                self._spare = failed
-                return
-            self._spare = self._pool.submit(self._wait_ready, worker)
+        if not self._spares:
+            self._add_spare()
+
+    def want_spares(self, count: int) -> None:
+        """Aim at ``count`` spares (the judge's count of fresh workers the rest of its run needs),
+        started one at a time: another once the last one is ready, so that their start-ups, seconds
+        of CPU each, spread over the tests instead of piling onto one. Spares beyond ``count``
+        end now, the newest first. Called before each test."""
+        while len(self._spares) > count:
+            launched, ready = self._spares.pop()
+            if launched is not None:
+                launched.kill()
+            with contextlib.suppress(Exception):
+                self._keep_console(ready.result())
+        if len(self._spares) < count and all(ready.done() for _, ready in self._spares):
+            self._add_spare()
+
+    def _add_spare(self) -> None:
+        try:
+            worker = self._launch()
+        except Exception as e:  # noqa: BLE001 - reported when the spare is used
+            failed: Future[WorkerProcess] = Future()
+            failed.set_exception(WorkerUnavailable(f"the worker did not start: {e}"))
+            self._spares.append((None, failed))
+            return
+        self._spares.append((worker, self._pool.submit(self._wait_ready, worker)))
 
     def start(self) -> WorkerProcess:
         """Make a worker current: the spare if one was prepared, else a new one (a call starts one when none is)."""
@@ -183,7 +210,7 @@ class Remote:
                 "the remaining calls are not run"
             )
         self.starts += 1
-        spare, self._spare = self._spare, None
+        spare = self._spares.popleft()[1] if self._spares else None
         worker = spare.result() if spare is not None else self._spawn()
         self.isolation = worker.isolation
         self.worker = worker
@@ -215,12 +242,12 @@ class Remote:
 
     def close(self) -> None:
         self.restart()
-        spare, self._spare = self._spare, None
-        if spare is not None:
+        while self._spares:
+            launched, ready = self._spares.popleft()
+            if launched is not None:
+                launched.kill()  # not waited for: a spare still importing ends now
             with contextlib.suppress(Exception):
-                worker = spare.result()
-                worker.kill()
-                self._keep_console(worker)
+                self._keep_console(ready.result())
 
     def take_output(self) -> str:
         return self.worker.output.take() if self.worker is not None else ""
@@ -274,6 +301,9 @@ class Remote:
         """
         __tracebackhide__ = True
         worker = self.worker or self.start()
+        # the next call needs a fresh worker once this one is killed: one starts now if none is
+        # (the judge starts one ahead for each test that may kill: Judge.pytest_runtestloop)
+        self.prepare_spare()
         lock, done, killed = threading.Lock(), threading.Event(), threading.Event()
 
         def kill_when_due() -> None:
@@ -333,9 +363,19 @@ class Remote:
         return self._request({"op": "call", "target": target}, args, kwargs)
 
     def reset(self) -> None:
-        """Between tests: put the worker's global RNGs back to their start state (a student's run seeds
-        them at each test's start)."""
-        self._request({"op": "reset"}, [], {})
+        """Between tests: the worker's global RNGs go back to their start state (a student's run seeds
+        them at each test's start) before it handles the test's first request, which carries the
+        reset: no round trip of its own (a test that calls nothing sends nothing). A worker that
+        ended since the last test (a limit's kill, a thread of the submission that exited) is
+        counted as a crash and replaced now, so the test starts with a fresh one."""
+        worker = self.worker
+        if worker is not None and worker.proc.poll() is not None:
+            self.last_crash = describe_exit(
+                worker.proc, worker.verdict() if worker.verdict else None
+            )
+            self.restart()
+            self.crashes += 1
+        self._reset_pending = True
 
     def _request(self, head: dict, args: tuple | list, kwargs: dict) -> Any:
         """One call, with the scratch folders mirrored around it (``mirror.py``) where the judge has a mirror."""
@@ -377,6 +417,7 @@ class Remote:
         encoder = codec.Encoder()
         message = {
             **head,
+            "reset": self._reset_pending,
             "args": encoder.encode(list(args)),
             "kwargs": encoder.encode(dict(kwargs)),
         }
@@ -384,6 +425,7 @@ class Remote:
         what = head.get("target") or head["op"]
         try:
             channel.send(worker.requests, message, encoder.blobs)
+            self._reset_pending = False
             reply, blobs = channel.receive(
                 worker.replies, self.reply_limit, tree_limit=self.tree_limit
             )

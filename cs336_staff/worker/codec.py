@@ -234,6 +234,8 @@ class Encoder:
             }
         if kind is tuple:
             return {"$": "tuple", "v": [self.encode(v, d) for v in value]}
+        if kind is bytes:  # a tokenizer's vocab and merges: thousands a message
+            return {"$": "bytes", "b64": base64.b64encode(value).decode("ascii")}
         if isinstance(value, str):  # a str subclass: as a str
             return self.encode(str(value), depth)
         t = sys.modules.get("torch")  # no torch imported: no value can be a tensor

@@ -12,10 +12,12 @@ Requests (all names are resolved here, in the worker; the judge only ever sees d
     {"op": "call", "target": "tests.scenarios.optim:fn", ...}    a driver (``tests.boundary.driver``):
                                                                  it builds the submission's objects,
                                                                  runs them, returns plain data
-    {"op": "reset"}                                              global RNGs back to their start state
     {"op": "mark", "args": [text]}                               flush stdout/stderr, then write text to
                                                                  stderr (the judge's ``Remote.printed``)
     {"op": "ping"}                                               "pong"
+
+A request with ``"reset": true`` (a test's first) puts the global RNGs back to their start state
+before anything else, as a student's run seeds them at each test's start.
 
 Replies: ``{"ok": tree, "storages": [...], "mutated": [[i, blob]], "generators": [[i, blob]]}`` (an
 argument storage the call wrote into, an argument generator's state: as in one process, the caller's
@@ -148,9 +150,6 @@ class Worker:
                         stream.flush()
             os.write(2, str(args[0]).encode("utf-8", "replace")[:MARK_BYTES])
             return None
-        if op == "reset":
-            self.restore_rngs()
-            return None
         raise ValueError(f"unknown op {op!r}")
 
     # -- one request ----------------------------------------------------------------------
@@ -166,6 +165,8 @@ class Worker:
         """Run one request and send its reply."""
         decoder = self.codec.Decoder(msg.get("storages", []), blobs)
         try:
+            if msg.get("reset"):  # a test's first request: its global RNGs from their start state
+                self.restore_rngs()
             # import a driver's module first: it registers its @plain_data classes
             if msg.get("op") == "call":
                 self.resolve(str(msg["target"]))
