@@ -18,6 +18,8 @@ from pathlib import Path
 from types import ModuleType
 
 SEED_ENV = "CS336_SPEED_SEED"
+#: Seeds are drawn below this (any int replays, but a drawn one fits every generator's seed).
+SEED_BOUND = 2**31
 MAKE_CORPORA = Path(__file__).resolve().parents[1] / "fixtures" / "make_corpora.py"
 
 
@@ -32,7 +34,12 @@ def run_seed() -> int:
             raise ValueError(
                 f"{SEED_ENV}={value!r} must be an integer (the seed a failure message printed)"
             ) from None
-    return secrets.randbelow(2**31)
+    return draw_seed()
+
+
+def draw_seed() -> int:
+    """A new seed for one run's speed tests (the grader draws one per submission, for all its judges)."""
+    return secrets.randbelow(SEED_BOUND)
 
 
 def replay_hint() -> str:

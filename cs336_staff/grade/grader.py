@@ -54,6 +54,7 @@ from cs336_staff.rubric import Item, Rubric, find_rubric
 from cs336_staff.session.outcomes import clip
 from cs336_staff.session.runner import PytestJob, events
 from tests.devices import DEVICE_MARKERS
+from tests.fresh import SEED_ENV, draw_seed
 
 WORKER_OUTPUT = "\n----- worker output -----\n"  # where console.txt turns from the judge's output to the workers'
 GRADER_VERSION = "2"
@@ -166,8 +167,11 @@ def run_judge(
     tier: str = "bubblewrap",
     tick: Callable[[int], None] | None = None,
     meanwhile: Callable[[], None] | None = None,
+    speed_seed: int | None = None,
 ) -> JudgeRun:
     """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only);
+    ``speed_seed`` is the speed tests' ``CS336_SPEED_SEED`` (None: the judge draws its own, or
+    inherits the grader's);
     ``tick(n)`` is called from a thread as each ``n`` more tests end (``watch_results``);
     ``meanwhile()`` is called once the judge has started, while it runs: the grader's own work on
     the submission (the rules check), which begun earlier would share this process's interpreter
@@ -249,6 +253,8 @@ def run_judge(
         run = JudgeRun()
         # the judge records its own outcomes (a JSON line per test as it ends: see judge.py)
         env = _judge_env(gpu, threads_per_job(limits, jobs))
+        if speed_seed is not None:
+            env[SEED_ENV] = str(speed_seed)
         # never .hypothesis/ in the staff tree
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")
         with watch_results(results, tick):
@@ -343,6 +349,8 @@ def run_judges(
     """
     visible = [n for n in only if not n.startswith(HIDDEN_PREFIX)]
     hidden = [n for n in only if n.startswith(HIDDEN_PREFIX)]
+    # one seed for the submission's speed tests, whichever judge runs them: one line to replay it
+    seed = None if os.environ.get(SEED_ENV, "").strip() else draw_seed()
 
     def judge(tests: list[str], jobs: int, meanwhile: Callable[[], None] | None) -> JudgeRun:
         return run_judge(
@@ -357,6 +365,7 @@ def run_judges(
             tier=plan.tier,
             tick=tick,
             meanwhile=meanwhile,
+            speed_seed=seed,
         )
 
     if plan.tier == container.TIER and not plan.insecure:

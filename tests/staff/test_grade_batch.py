@@ -17,6 +17,7 @@ from cs336_staff.grade.limits import Limits
 from cs336_staff.grade.report import load
 from cs336_staff.grade.sandbox import probe
 from cs336_staff.grade.testing import calc_with, make_staff_repo, make_zip
+from tests.fresh import SEED_ENV
 
 pytestmark = pytest.mark.staff
 # no bubblewrap here: grade the synthetic submissions without it
@@ -238,16 +239,20 @@ def test_the_container_tier_runs_hidden_tests_after_the_visible_ones_in_one_judg
     repo, monkeypatch
 ):
     """Two uids share /tmp and the loopback network: a hidden tests' worker running beside the visible
-    tests' could hand it the hidden inputs to print, so the container tier keeps one judge."""
+    tests' could hand it the hidden inputs to print, so the container tier keeps one judge. Where two
+    judges run, they share the submission's speed seed."""
     from cs336_staff.grade import grader
 
-    calls = []
+    calls, seeds = [], []
+
+    def run_judge(root, files, *, only, speed_seed, **kw):
+        calls.append(only)
+        seeds.append(speed_seed)
+        return grader.JudgeRun()
+
     monkeypatch.setattr(grader, "usable_cores", lambda: 8)
-    monkeypatch.setattr(
-        grader,
-        "run_judge",
-        lambda root, files, *, only, **kw: calls.append(only) or grader.JudgeRun(),
-    )
+    monkeypatch.setattr(grader, "run_judge", run_judge)
+    monkeypatch.delenv(SEED_ENV, raising=False)
     only = [n for n in repo["plan"].items if repo["plan"].runs_here(n)]
     grader.run_judges(dataclasses.replace(repo["plan"], tier="container", insecure=False), {}, only)
     assert calls == [only]
@@ -255,6 +260,13 @@ def test_the_container_tier_runs_hidden_tests_after_the_visible_ones_in_one_judg
         dataclasses.replace(repo["plan"], tier="bubblewrap", insecure=False), {}, only
     )
     assert len(calls) == 3 and sorted(calls[1] + calls[2]) == sorted(only)
+    # both judges of one submission draw the speed tests' inputs from one seed: one line replays them
+    assert None not in seeds and seeds[1] == seeds[2], seeds
+    monkeypatch.setenv(SEED_ENV, "7")  # a regrade's seed: every judge inherits it
+    grader.run_judges(
+        dataclasses.replace(repo["plan"], tier="bubblewrap", insecure=False), {}, only
+    )
+    assert seeds[3:] == [None, None], seeds
 
 
 def test_grading_one_submission_shows_its_progress_per_test(repo, tmp_path, capsys):
