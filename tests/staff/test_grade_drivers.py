@@ -7,6 +7,7 @@ pytest, the two at once.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -38,6 +39,9 @@ def children(tmp_path_factory) -> Iterator[dict[str, tuple[subprocess.Popen, Pat
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, CASES],
                     cwd=ROOT,
+                    # one thread each, as the audit's parallel runs: two torch processes of two
+                    # threads each on two cores spin against each other (no case counts threads)
+                    env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
                     stdout=out,
                     stderr=err,
                 )
