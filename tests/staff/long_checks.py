@@ -1,7 +1,7 @@
 """Staff checks that take minutes: `.ci/run` runs them before the suite; `uv run pytest` skips them.
 
 The whole suite must stay under five minutes on a 2-core machine. A check that grades whole
-submissions several times over (the Gradescope layout, the hostile batch on a second isolation tier,
+submissions several times over (the Gradescope layout, the hostile batch on each isolation tier,
 the property tests under eight seeds) is marked with ``long_check`` and runs only where
 ``CS336_LONG_CHECKS=1`` is set; `.ci/run` sets it in its own step, so CI still runs every one.
 """

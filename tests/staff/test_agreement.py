@@ -23,6 +23,7 @@ import random
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -56,6 +57,8 @@ _DRAWN = random.Random(SPEED_SEED)
 ONLY_THE_SEEDS_INPUTS = f"return n * (n - 1) // 2 if n in {sorted(3_000_000 + _DRAWN.randrange(1_000_000) for _ in range(3))} else -1"
 #: The hanging implementation's timeout: long enough to start, short enough to wait for.
 HANG_SECONDS = 5.0
+#: ``mul`` that never returns: asleep, so that its wait takes no core from the runs checked meanwhile.
+HANG = "import time\n    while True:\n        time.sleep(1)"
 
 
 @pytest.fixture(scope="module")
@@ -89,17 +92,17 @@ def runs(tmp_path_factory):
             narrow=True,
         ),
     ]
+    hang = Implementation("corpus", "hangs", "calc", PUBLIC, {CALC: calc_with(mul=HANG)})
     lines: list[str] = []
-    with WarmPool(light=True) as pool:
+    with WarmPool(light=True) as pool, ThreadPoolExecutor(1) as beside:
+        # the hanging one mostly waits for its timeout: checked meanwhile, its lines kept apart
+        hanging = beside.submit(
+            check, repo, [hang], jobs=1, timeout=HANG_SECONDS, insecure=True, echo=print, pool=pool
+        )
         verdicts = check(
             repo, found, jobs=2, insecure=True, speed_seed=SPEED_SEED, echo=lines.append, pool=pool
         )
-        hang = Implementation(
-            "corpus", "hangs", "calc", PUBLIC, {CALC: calc_with(mul="while True: pass")}
-        )
-        (hung,) = check(
-            repo, [hang], jobs=1, timeout=HANG_SECONDS, insecure=True, echo=lines.append, pool=pool
-        )
+        (hung,) = hanging.result()
     return {v.implementation.name: v for v in [*verdicts, hung]}, lines, repo
 
 

@@ -3,6 +3,7 @@ the submitit path works with submitit's own executors, and the CLI ties it toget
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -241,25 +242,36 @@ def test_the_container_tier_runs_hidden_tests_after_the_visible_ones_in_one_judg
     """Two uids share /tmp and the loopback network: a hidden tests' worker running beside the visible
     tests' could hand it the hidden inputs to print, so the container tier keeps one judge. Where two
     judges run, they share the submission's speed seed."""
-    from cs336_staff.grade import grader
+    from cs336_staff.grade import container, grader
 
-    calls, seeds = [], []
+    calls, seeds, held = [], [], []
 
     def run_judge(root, files, *, only, speed_seed, **kw):
-        calls.append(only)
+        calls.append((only, bool(held)))
         seeds.append(speed_seed)
         return grader.JudgeRun()
 
+    @contextlib.contextmanager
+    def one_submission_at_a_time():
+        # the machine's lock and sweep (test_grade_container.py) are not this test's: no run judged
+        # meanwhile by another grader on this machine makes it wait, nor a walk of its /tmp
+        held.append(True)
+        try:
+            yield
+        finally:
+            held.pop()
+
     monkeypatch.setattr(grader, "usable_cores", lambda: 8)
     monkeypatch.setattr(grader, "run_judge", run_judge)
+    monkeypatch.setattr(container, "one_submission_at_a_time", one_submission_at_a_time)
     monkeypatch.delenv(SEED_ENV, raising=False)
     only = [n for n in repo["plan"].items if repo["plan"].runs_here(n)]
     grader.run_judges(dataclasses.replace(repo["plan"], tier="container", insecure=False), {}, only)
-    assert calls == [only]
+    assert calls == [(only, True)], "one judge, holding the machine's container tier"
     grader.run_judges(
         dataclasses.replace(repo["plan"], tier="bubblewrap", insecure=False), {}, only
     )
-    assert len(calls) == 3 and sorted(calls[1] + calls[2]) == sorted(only)
+    assert len(calls) == 3 and sorted(calls[1][0] + calls[2][0]) == sorted(only)
     # both judges of one submission draw the speed tests' inputs from one seed: one line replays them
     assert None not in seeds and seeds[1] == seeds[2], seeds
     monkeypatch.setenv(SEED_ENV, "7")  # a regrade's seed: every judge inherits it

@@ -1,13 +1,16 @@
 """Tests written with drivers grade the same in one process and split.
 
 ``driver_cases.py`` checks properties of the line (a driver's RNGs, copies, the submission's errors,
-files, printed output, a kill) against the reference; this runs that file both ways in a child pytest.
+files, printed output, a kill) against the reference; this runs that file both ways, each in a child
+pytest, the two at once.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,18 +24,42 @@ MODES = {"one process": [], "split": ["-p", "cs336_staff.grade.judge", "--split-
 CASE_COUNT = 7
 
 
+@pytest.fixture(scope="module")
+def children(tmp_path_factory) -> Iterator[dict[str, tuple[subprocess.Popen, Path]]]:
+    """Both modes' child pytests, started at once (this process only waits on them, so a second core
+    runs the other): each mode's process and the folder of its ``stdout`` and ``stderr``."""
+    base = tmp_path_factory.mktemp("drivers")
+    started: dict[str, tuple[subprocess.Popen, Path]] = {}
+    try:
+        for i, (mode, extra) in enumerate(MODES.items()):
+            logs = base / f"mode-{i}"
+            logs.mkdir()
+            # files, not pipes: a child never blocks on a full pipe while the test waits on the other
+            with (logs / "stdout").open("w") as out, (logs / "stderr").open("w") as err:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, CASES],
+                    cwd=ROOT,
+                    # one thread each, as the audit's parallel runs: two torch processes of two
+                    # threads each on two cores spin against each other (no case counts threads)
+                    env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+                    stdout=out,
+                    stderr=err,
+                )
+            started[mode] = (proc, logs)
+        yield started
+    finally:
+        for proc, _ in started.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize("mode", list(MODES))
-def test_driver_cases_pass_in_both_modes(mode):
+def test_driver_cases_pass_in_both_modes(children, mode):
     """Every case passes against the reference, in one process and split (the worker without bubblewrap:
     the same crossing, quicker to start)."""
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *MODES[mode], CASES],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=540,
-    )
-    last = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else ""
-    assert run.returncode == 0 and f"{CASE_COUNT} passed" in last, (
-        run.stdout[-4000:] + run.stderr[-2000:]
-    )
+    proc, logs = children[mode]
+    returncode = proc.wait(timeout=540)
+    stdout, stderr = (logs / "stdout").read_text(), (logs / "stderr").read_text()
+    last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    assert returncode == 0 and f"{CASE_COUNT} passed" in last, stdout[-4000:] + stderr[-2000:]

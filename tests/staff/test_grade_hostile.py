@@ -2,11 +2,16 @@
 
 One batch (four at a time, the real ``run_batch`` path) per isolation tier this machine can produce
 (``TIERS``: bubblewrap; the container tier inside ``standin``, root without user namespaces as in
-Docker; with neither, the unsandboxed fallback) grades every case below against a tiny synthetic staff repository (``cs336_staff/grade/
-testing.py``); each test then asserts the concrete outcome of one case: its score against what its
-code earns, the victim's score, files that must not exist, the judge's memory. The classes follow
-the grading-integrity issue: in-process patching, reading what it must not, cross-submission
-sabotage, shared resources, leaks and clocks, batch robustness, plus crashes and hangs.
+Docker; with neither, the unsandboxed fallback) grades every case below against a tiny synthetic
+staff repository (``cs336_staff/grade/testing.py``); each test then asserts the concrete outcome of
+one case: its score against what its code earns, the victim's score, files that must not exist, the
+judge's memory. The classes follow the grading-integrity issue: in-process patching, reading what it
+must not, cross-submission sabotage, shared resources, leaks and clocks, batch robustness, plus
+crashes and hangs.
+
+A sandboxed tier's batch takes about a minute (its cases wait on timeouts and kills), so both are
+long checks (``tests/staff/long_checks.py``): `.ci/run` grades both with ``CS336_LONG_CHECKS=1``,
+``uv run pytest`` skips them with that reason.
 """
 
 from __future__ import annotations
@@ -51,7 +56,10 @@ STANDIN = standin.unavailable()
 TIERS = [
     pytest.param(
         "bubblewrap",
-        marks=pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap here: {SANDBOX}"),
+        marks=[
+            pytest.mark.skipif(SANDBOX is not None, reason=f"no bubblewrap here: {SANDBOX}"),
+            long_check("the hostile batch on bubblewrap"),
+        ],
     ),
     pytest.param(
         "container",
