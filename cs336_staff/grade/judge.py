@@ -41,6 +41,7 @@ import inspect
 import os
 import random
 import resource
+import shutil
 import sys
 import tempfile
 import types
@@ -256,6 +257,12 @@ class Judge:
         self._first_hidden: str | None = None
         self._spares_wanted: dict[str, int] = {}  # nodeid -> the spare workers wanted from it on
         self.exitstatus: int | None = None  # the run's, once it finished
+        #: ``--split``'s own folder (its staged tree, scratch and results: 140 MB), removed at the end
+        self.owned: Path | None = None
+        self.saved_tmp: tuple[str | None, str | None] = (
+            None,
+            None,
+        )  # tempfile's and $TMPDIR before
 
     def install(self, staff_root: Path) -> None:
         sys.meta_path.insert(0, NoSubmissionImports())
@@ -380,6 +387,14 @@ class Judge:
         """Grading (``--judge``): every result is written and the workers are gone, so the process
         ends here, with the run's exit status: the interpreter's teardown that follows (pytest's
         garbage collections, then every module's, torch's among them) took 1-3 s and keeps nothing."""
+        if self.owned is not None:  # --split: nothing of the run is read after it
+            self.remote.close()  # a run that ended before its session finished
+            tempfile.tempdir, tmpdir = self.saved_tmp  # as before the run, outside the folder
+            if tmpdir is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = tmpdir
+            shutil.rmtree(self.owned, ignore_errors=True)
         if self.exitstatus is None or not config.getoption("--judge"):
             return
         for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -503,6 +518,8 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         return
     judge = Judge(config, spec, config.stash.get(EARLY_REMOTE, None))
+    if not path:  # --split made the folder of its staged tree: removed when the run ends
+        judge.owned = spec.root.parent
     judge.install(spec.staff_root)
     if not config.option.collectonly:
         # the first worker starts while the judge collects the tests (with --judge, it started earlier)
@@ -510,6 +527,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # the judge's own temporary files (tempfile.mkdtemp) go where the worker cannot reach: a test that
     # hands a file to the worker writes it under tmp_path
     private = scratch_folders(spec.scratch)[2]
+    judge.saved_tmp = (tempfile.tempdir, os.environ.get("TMPDIR"))
     tempfile.tempdir = str(private)
     os.environ["TMPDIR"] = str(private)
     config.pluginmanager.register(judge, "cs336-judge")

@@ -33,7 +33,7 @@ def children(tmp_path_factory) -> Iterator[dict[str, tuple[subprocess.Popen, Pat
     try:
         for i, (mode, extra) in enumerate(MODES.items()):
             logs = base / f"mode-{i}"
-            logs.mkdir()
+            (logs / "tmp").mkdir(parents=True)
             # files, not pipes: a child never blocks on a full pipe while the test waits on the other
             with (logs / "stdout").open("w") as out, (logs / "stderr").open("w") as err:
                 proc = subprocess.Popen(
@@ -41,7 +41,12 @@ def children(tmp_path_factory) -> Iterator[dict[str, tuple[subprocess.Popen, Pat
                     cwd=ROOT,
                     # one thread each, as the audit's parallel runs: two torch processes of two
                     # threads each on two cores spin against each other (no case counts threads)
-                    env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+                    env={
+                        **os.environ,
+                        "OMP_NUM_THREADS": "1",
+                        "MKL_NUM_THREADS": "1",
+                        "TMPDIR": str(logs / "tmp"),  # its own, to see what it leaves there
+                    },
                     stdout=out,
                     stderr=err,
                 )
@@ -57,9 +62,12 @@ def children(tmp_path_factory) -> Iterator[dict[str, tuple[subprocess.Popen, Pat
 @pytest.mark.parametrize("mode", list(MODES))
 def test_driver_cases_pass_in_both_modes(children, mode):
     """Every case passes against the reference, in one process and split (the worker without bubblewrap:
-    the same crossing, quicker to start)."""
+    the same crossing, quicker to start), and the split run removes the folder of its staged tree
+    (140 MB a run; the agreement audit makes hundreds)."""
     proc, logs = children[mode]
     returncode = proc.wait(timeout=540)
     stdout, stderr = (logs / "stdout").read_text(), (logs / "stderr").read_text()
     last = stdout.strip().splitlines()[-1] if stdout.strip() else ""
     assert returncode == 0 and f"{CASE_COUNT} passed" in last, stdout[-4000:] + stderr[-2000:]
+    left = sorted(p.name for p in (logs / "tmp").glob("cs336-split-*"))
+    assert not left, f"the {mode} run left its folder behind in $TMPDIR: {left}"
