@@ -18,7 +18,9 @@ minutes. Run it from the checkout to measure (it imports ``cs336_staff`` from th
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,6 +41,7 @@ def start_remote(staff: Path):
     from cs336_staff.grade.spec import JudgeSpec, scratch_folders, worker_preload
 
     base = Path(tempfile.mkdtemp(prefix="cs336-round-trip-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)  # the staged tree, when the run ends
     root, scratch = base / "root", base / "scratch"
     root.mkdir()
     scratch_folders(scratch)
