@@ -24,6 +24,7 @@ Deliberately left out: regrade requests and manual adjustments (edit results.jso
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -177,9 +178,9 @@ def run_judge(
     ``speed_seed`` is the speed tests' ``CS336_SPEED_SEED`` (None: the judge draws its own, or
     inherits the grader's);
     ``tick(n)`` is called from a thread as each ``n`` more tests end (``watch_results``);
-    ``meanwhile()`` is called once the judge has started, while it runs: the grader's own work on
-    the submission (the rules check), which begun earlier would share this process's interpreter
-    lock with the staging and slow the judge's start. ``hypothesis_home``: ``unicode_tables.build``'s
+    ``meanwhile()`` is called once the judge has collected its tests, while it runs them: the
+    grader's own work on the submission (the rules check), which begun earlier would take a core
+    from the judge's start or its first worker's (``wait_for_collection``). ``hypothesis_home``: ``unicode_tables.build``'s
     folder, whose tables are copied into the judge's own hypothesis storage (None: the judge builds them)."""
     base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
     # The container tier's worker (another uid) must reach root/ and scratch/ by name, nothing else.
@@ -275,6 +276,7 @@ def run_judge(
             )
             try:
                 if meanwhile is not None:
+                    wait_for_collection(results, job)
                     meanwhile()
             finally:
                 session = job.result()
@@ -288,6 +290,25 @@ def run_judge(
         return run
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+#: Seconds between the grader's looks for the judge's first line (``wait_for_collection``), and
+#: the longest it waits for one.
+COLLECTION_POLL, COLLECTION_WAIT = 0.05, 120.0
+
+
+def wait_for_collection(results: Path, job: PytestJob) -> None:
+    """Wait until the judge writes its first line to ``results`` (its tests are collected, its first
+    worker is ready or nearly), or ends, or ``COLLECTION_WAIT`` seconds pass: until then the judge
+    and its first worker each keep a core busy, and the judge's start is what every test waits for
+    (two cores, load 1.9 from other work: the judge's conftest import took 3.6 s beside its worker's
+    start and the rules check, 1.9 s alone)."""
+    deadline = time.monotonic() + COLLECTION_WAIT
+    while job.running() and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if results.stat().st_size:
+                return
+        time.sleep(COLLECTION_POLL)
 
 
 @contextmanager
