@@ -86,7 +86,8 @@ class Plan:
     preload: tuple[str, ...] = ()  # imported by each worker before it says ready
     # the most judges one submission's tests are split across, cores permitting (run_judges)
     judges: int = 2
-    # hypothesis's Unicode tables, built once for every judge (unicode_tables.build); None: each builds its own
+    # hypothesis's Unicode tables, built once for every judge (unicode_tables.build); None: each
+    # judge builds its own
     hypothesis_home: Path | None = None
 
     def runs_here(self, nodeid: str) -> bool:
@@ -180,8 +181,9 @@ def run_judge(
     ``tick(n)`` is called from a thread as each ``n`` more tests end (``watch_results``);
     ``meanwhile()`` is called once the judge has collected its tests, while it runs them: the
     grader's own work on the submission (the rules check), which begun earlier would take a core
-    from the judge's start or its first worker's (``wait_for_collection``). ``hypothesis_home``: ``unicode_tables.build``'s
-    folder, whose tables are copied into the judge's own hypothesis storage (None: the judge builds them)."""
+    from the judge's start or its first worker's (``wait_for_collection``);
+    ``hypothesis_home`` is ``unicode_tables.build``'s folder, whose tables are copied into the
+    judge's own hypothesis storage (None: the judge builds them)."""
     base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
     # The container tier's worker (another uid) must reach root/ and scratch/ by name, nothing else.
     base.chmod(0o711 if tier == "container" and not insecure else 0o700)
