@@ -9,7 +9,8 @@ two judges at once (``run_judges``): a judge and its worker take turns, so one p
 core busy.
 
 The set of graded tests is collected once per batch by the judge in collect-only mode (no worker,
-no submission involved) and cached under ``OUT/.cache/``. Every expected test gets a result: a
+no submission involved) and cached under ``OUT/.cache/``, beside hypothesis's Unicode tables, built
+there once for every judge (``unicode_tables.py``). Every expected test gets a result: a
 test the run never reported is an error (its module failed to collect) or ``not_run`` (the run
 was cut short), never silently absent.
 
@@ -23,6 +24,7 @@ Deliberately left out: regrade requests and manual adjustments (edit results.jso
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -36,7 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cs336_staff.grade import container, delegation, neutral
+from cs336_staff.grade import container, delegation, neutral, unicode_tables
 from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.intake import Intake, read_submission
 from cs336_staff.grade.limits import Limits
@@ -84,6 +86,9 @@ class Plan:
     preload: tuple[str, ...] = ()  # imported by each worker before it says ready
     # the most judges one submission's tests are split across, cores permitting (run_judges)
     judges: int = 2
+    # hypothesis's Unicode tables, built once for every judge (unicode_tables.build); None: each
+    # judge builds its own
+    hypothesis_home: Path | None = None
 
     def runs_here(self, nodeid: str) -> bool:
         return self.device == "all" or self.needs_gpu[nodeid] == (self.device == "gpu")
@@ -168,14 +173,17 @@ def run_judge(
     tick: Callable[[int], None] | None = None,
     meanwhile: Callable[[], None] | None = None,
     speed_seed: int | None = None,
+    hypothesis_home: Path | None = None,
 ) -> JudgeRun:
     """Run the judge over ``staff_root``'s tests against the submission ``files`` (None: collect only);
     ``speed_seed`` is the speed tests' ``CS336_SPEED_SEED`` (None: the judge draws its own, or
     inherits the grader's);
     ``tick(n)`` is called from a thread as each ``n`` more tests end (``watch_results``);
-    ``meanwhile()`` is called once the judge has started, while it runs: the grader's own work on
-    the submission (the rules check), which begun earlier would share this process's interpreter
-    lock with the staging and slow the judge's start."""
+    ``meanwhile()`` is called once the judge has collected its tests, while it runs them: the
+    grader's own work on the submission (the rules check), which begun earlier would take a core
+    from the judge's start or its first worker's (``wait_for_collection``);
+    ``hypothesis_home`` is ``unicode_tables.build``'s folder, whose tables are copied into the
+    judge's own hypothesis storage (None: the judge builds them)."""
     base = Path(tempfile.mkdtemp(prefix="cs336-grade-"))
     # The container tier's worker (another uid) must reach root/ and scratch/ by name, nothing else.
     base.chmod(0o711 if tier == "container" and not insecure else 0o700)
@@ -255,8 +263,9 @@ def run_judge(
         env = _judge_env(gpu, threads_per_job(limits, jobs))
         if speed_seed is not None:
             env[SEED_ENV] = str(speed_seed)
-        # never .hypothesis/ in the staff tree
+        # never .hypothesis/ in the staff tree; a fresh one per judge, with the batch's Unicode tables
         env["HYPOTHESIS_STORAGE_DIRECTORY"] = str(base / "hypothesis")
+        unicode_tables.seed(hypothesis_home, base / "hypothesis")
         with watch_results(results, tick):
             job = PytestJob(
                 staff_root,
@@ -269,6 +278,7 @@ def run_judge(
             )
             try:
                 if meanwhile is not None:
+                    wait_for_collection(results, job)
                     meanwhile()
             finally:
                 session = job.result()
@@ -282,6 +292,25 @@ def run_judge(
         return run
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+#: Seconds between the grader's looks for the judge's first line (``wait_for_collection``), and
+#: the longest it waits for one.
+COLLECTION_POLL, COLLECTION_WAIT = 0.05, 120.0
+
+
+def wait_for_collection(results: Path, job: PytestJob) -> None:
+    """Wait until the judge writes its first line to ``results`` (its tests are collected, its first
+    worker is ready or nearly), or ends, or ``COLLECTION_WAIT`` seconds pass: until then the judge
+    and its first worker each keep a core busy, and the judge's start is what every test waits for
+    (two cores, load 1.9 from other work: the judge's conftest import took 3.6 s beside its worker's
+    start and the rules check, 1.9 s alone)."""
+    deadline = time.monotonic() + COLLECTION_WAIT
+    while job.running() and time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if results.stat().st_size:
+                return
+        time.sleep(COLLECTION_POLL)
 
 
 @contextmanager
@@ -366,6 +395,7 @@ def run_judges(
             tick=tick,
             meanwhile=meanwhile,
             speed_seed=seed,
+            hypothesis_home=plan.hypothesis_home,
         )
 
     if plan.tier == container.TIER and not plan.insecure:
@@ -559,6 +589,8 @@ def make_plan(
         insecure,
         tier,
         preload,
+        # hypothesis's Unicode tables for every judge, kept with the collection's cache
+        hypothesis_home=None if cache_dir is None else unicode_tables.build(cache_dir),
     )
 
 

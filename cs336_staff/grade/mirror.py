@@ -294,6 +294,11 @@ class Mirror:
                     continue  # a list of numbers (token ids, shapes) names no file: not walked
                 stack.extend(value)
             elif isinstance(value, dict):
+                if (
+                    value
+                    and {type(next(iter(value))), type(next(iter(value.values())))} <= _NOT_PATHS
+                ):
+                    continue  # a dict of numbers and bytes (a tokenizer's vocab) names no file
                 stack.extend(value.keys())
                 stack.extend(value.values())
             elif dataclasses.is_dataclass(value) and not isinstance(value, type):

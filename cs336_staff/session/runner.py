@@ -143,6 +143,10 @@ class PytestJob:
             stderr=subprocess.STDOUT,
         )
 
+    def running(self) -> bool:
+        """Whether the child has not exited yet."""
+        return self._proc.poll() is None
+
     def result(self) -> PytestRun:
         timed_out = False
         try:

@@ -239,6 +239,39 @@ def test_a_stride_zero_tensor_claiming_a_huge_shape_is_refused_before_it_is_buil
     assert codec.Decoder(enc.storages, enc.blobs).decode(tree).shape == big.shape
 
 
+@pytest.mark.parametrize(
+    "tree, problem",
+    [
+        ({"$": "bytes_column", "blob": 0, "lengths": [2, 2]}, "do not add up"),
+        ({"$": "bytes_column", "blob": 0, "lengths": [5, -2]}, "do not add up"),
+        ({"$": "bytes_column", "blob": 0, "lengths": [1.5, 1.5]}, "do not add up"),
+        ({"$": "bytes_column", "blob": 0, "lengths": [True, 2]}, "do not add up"),
+        ({"$": "bytes_column", "blob": 1, "lengths": [3]}, "out of range"),
+        ({"$": "tuples", "columns": [[1, 2], [1]]}, "of one length"),
+        ({"$": "tuples", "columns": []}, "non-empty"),
+        ({"$": "tuples", "columns": [{"$": "bytes", "b64": ""}]}, "of one length"),
+        ({"$": "dict", "keys": [1, 2], "values": [1]}, "of one length"),
+    ],
+    ids=[
+        "lengths-short",
+        "negative-length",
+        "float-lengths",
+        "bool-length",
+        "no-such-blob",
+        "uneven-columns",
+        "no-columns",
+        "column-not-a-list",
+        "more-keys-than-values",
+    ],
+)
+def test_columns_whose_parts_do_not_fit_are_refused(tree, problem):
+    """A column of bytes whose lengths do not add up to its blob, or columns of unequal lengths, are
+    refused before any value is built from them (a hostile reply cannot make the judge slice past a blob
+    or pair keys with the wrong values)."""
+    with pytest.raises(codec.CodecError, match=problem):
+        codec.Decoder([], [b"abc"]).decode(tree)
+
+
 def test_megabyte_exception_messages_are_cut_in_the_judge():
     """A reply whose message and traceback are megabytes: the rebuilt exception keeps a few thousand characters."""
     error = {

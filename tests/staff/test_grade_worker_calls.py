@@ -337,3 +337,41 @@ def test_a_string_crosses_the_line_as_the_same_code_points(text):
         os.close(read)
         os.close(write)
     assert codec.Decoder([], blobs).decode(message["ok"]) == {text: [text, (text,)]}
+
+
+COLUMNS = {
+    "vocab": {i: bytes([i % 256]) * (i % 4) for i in range(300)},
+    "merges": [(bytes([i]), bytes([i, i])) for i in range(100)],
+    "pair-counts": {(bytes([i]), b"x"): i for i in range(40)},
+    "ids": list(range(1000)) + [1 << 70],
+    "floats": [i / 7 for i in range(50)],
+    "floats-not-finite": [float("inf"), float("-inf")] + [0.5] * 30,
+    "strs": ["é😀", ""] * 20,
+    "strs-with-surrogates": ["\ud800", "a\udfff"] * 20,
+    "bools-and-none": [True, False, None] * 10,
+    "mixed": [1, "a", b"b", 2.5, (1,), [2]] * 5,
+    "tuples-of-two-lengths": [(1,), (1, 2)] * 10,
+    "tuples-of-mixed-kinds": [(b"a", 1, "x", None)] * 20,
+    "empty-tuples": [()] * 20,
+    "nested": [[1, 2], {"k": b"v"}] * 10,
+    "int-subclass": [True] * 20,
+}
+
+
+@pytest.mark.parametrize("value", list(COLUMNS.values()), ids=list(COLUMNS))
+def test_long_lists_and_dicts_cross_as_the_same_values_types_and_order(value):
+    """A long list of one kind and a long dict cross as columns (a tokenizer's vocab and merges: one blob
+    of bytes, not a node each); what arrives is equal, item by item of the same type, in the same order."""
+    encoder = codec.Encoder()
+    tree = encoder.encode([value])
+    read, write = os.pipe()
+    try:
+        channel.send(write, {"ok": tree}, encoder.blobs)
+        message, blobs = channel.receive(read, 1 << 24)
+    finally:
+        os.close(read)
+        os.close(write)
+    (got,) = codec.Decoder([], blobs).decode(message["ok"])
+    assert repr(got) == repr(value)
+    items = (lambda v: [*v.keys(), *v.values()]) if isinstance(value, dict) else list
+    assert [type(v) for v in items(got)] == [type(v) for v in items(value)]

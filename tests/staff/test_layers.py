@@ -12,7 +12,9 @@ never from a higher one, and the modules named in one layer do not import each o
     cs336_staff.release: check > build > handout_parts, behaviour, leftovers, answer_leaks, student_output
                          > results, lock, io_recorder, pdf_text
     cs336_staff.grade:   cli > testing > batch, merge, example, autograder, gradescope > slurm > grader, judge
-                         > sandbox > remote, spec, container > limits, intake, report, delegation, standin > mirror, neutral
+                         > sandbox > remote, spec, container > errors, output
+                         > limits, intake, report, delegation, standin, bytecode, unicode_tables
+                         > mirror, neutral
 
 The worker package (``cs336_staff/worker``: the worker, its channel and codec, and the adapter
 rule that the judge, the parts and the release ask too) is at the bottom. It runs inside the
@@ -67,7 +69,9 @@ LAYERS = {
         "sandbox",
         grimp.Layer("remote", "spec", "container"),
         grimp.Layer("errors", "output"),
-        grimp.Layer("limits", "intake", "report", "delegation", "standin", "bytecode"),
+        grimp.Layer(
+            "limits", "intake", "report", "delegation", "standin", "bytecode", "unicode_tables"
+        ),
         grimp.Layer("mirror", "neutral"),  # neutral: a submission's text made inert in reports
     ),
 }
