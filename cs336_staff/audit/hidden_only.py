@@ -25,10 +25,6 @@ adds to the loss, so the check is a lower bound), and timing (a hung run is ``in
 from __future__ import annotations
 
 import json
-import queue
-import shutil
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,8 +36,7 @@ from cs336_staff.audit.mutants import (
     _hidden,
     _public,
     _zoo,
-    make_scratch,
-    run_mutant,
+    run_with_hidden_tests,
 )
 from cs336_staff.mutants import HiddenOnly, Mutant
 from cs336_staff.rubric import Rubric, find_rubric
@@ -186,41 +181,22 @@ def audit_hidden_only(
 ) -> list[Verdict]:
     """Run each hidden-only bug against its tests (public and hidden, every one to the end) in a
     scratch copy holding the hidden tree: one verdict per bug. ``pool`` as in ``mutants.audit``."""
-    repo = Path(repo).resolve()
-    rubric = Rubric.load(find_rubric(repo))
-    jobs = max(1, min(jobs, len(bugs) or 1))
-    root = Path(tempfile.mkdtemp(prefix="cs336-hidden-only-"))
-    own_pool, ex = pool is None, None
-    try:
-        pool = WarmPool() if pool is None else pool
-        scratches: queue.Queue[Path] = queue.Queue()
-        for i in range(jobs):
-            scratches.put(make_scratch(repo, root / f"worker{i}", hidden=True))
-        ex = ThreadPoolExecutor(max_workers=jobs)
+    rubric = Rubric.load(find_rubric(Path(repo).resolve()))
 
-        def task(part: str, bug: Mutant) -> Verdict | tuple[PytestRun, float]:
-            scratch = scratches.get()
-            try:
-                return run_mutant(part, bug, scratch, pool, full=True, jobs=jobs, timeout=timeout)
-            finally:
-                scratches.put(scratch)
+    def judge(part: str, bug: Mutant, run: PytestRun, seconds: float) -> Verdict:
+        assert isinstance(bug, HiddenOnly)  # bugs holds HIDDEN_ONLY entries only
+        return hidden_only_verdict(part, bug, run, rubric, seconds)
 
-        futures = [ex.submit(task, p, b) for p, b in bugs]
-        verdicts = []
-        for i, ((part, bug), f) in enumerate(zip(bugs, futures, strict=True), 1):
-            v = f.result()
-            if not isinstance(v, Verdict):
-                assert isinstance(bug, HiddenOnly)
-                v = hidden_only_verdict(part, bug, v[0], rubric, v[1])
-            echo(v.render(i, len(bugs)))
-            verdicts.append(v)
-        return verdicts
-    finally:
-        if own_pool and pool is not None:
-            pool.close()
-        if ex is not None:
-            ex.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(root, ignore_errors=True)
+    return run_with_hidden_tests(
+        repo,
+        bugs,
+        judge,
+        prefix="cs336-hidden-only-",
+        jobs=jobs,
+        timeout=timeout,
+        echo=echo,
+        pool=pool,
+    )
 
 
 def summary(verdicts: list[Verdict], seconds: float) -> str:

@@ -55,6 +55,7 @@ import queue
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -519,9 +520,36 @@ def audit_controls(
 ) -> list[Verdict]:
     """Run each control against its tests (public and hidden) in a scratch copy holding the hidden
     tree: one verdict per control. ``pool`` as in ``audit``."""
+    return run_with_hidden_tests(
+        repo,
+        controls,
+        lambda part, control, run, seconds: control_verdict(part, control, run, seconds, timeout),
+        prefix="cs336-controls-",
+        jobs=jobs,
+        timeout=timeout,
+        echo=echo,
+        pool=pool,
+    )
+
+
+def run_with_hidden_tests(
+    repo: Path,
+    items: list[tuple[str, Mutant]],
+    judge: Callable[[str, Mutant, PytestRun, float], Verdict],
+    *,
+    prefix: str,
+    jobs: int,
+    timeout: float,
+    echo=print,
+    pool: WarmPool | None = None,
+) -> list[Verdict]:
+    """Run each ``(part, mutant)`` against its tests, public and hidden, every one to the end, in
+    ``jobs`` scratch copies holding the hidden tree (folders named ``prefix...``); ``judge(part,
+    mutant, run, seconds)`` turns each run into its verdict, echoed in order as it comes. The
+    controls and the hidden-only bugs (``hidden_only.py``) both run this way."""
     repo = Path(repo).resolve()
-    jobs = max(1, min(jobs, len(controls) or 1))
-    root = Path(tempfile.mkdtemp(prefix="cs336-controls-"))
+    jobs = max(1, min(jobs, len(items) or 1))
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     own_pool, ex = pool is None, None
     try:
         pool = WarmPool() if pool is None else pool
@@ -530,22 +558,22 @@ def audit_controls(
             scratches.put(make_scratch(repo, root / f"worker{i}", hidden=True))
         ex = ThreadPoolExecutor(max_workers=jobs)
 
-        def task(part: str, control: Mutant) -> Verdict | tuple[PytestRun, float]:
+        def task(part: str, mutant: Mutant) -> Verdict | tuple[PytestRun, float]:
             scratch = scratches.get()
             try:
                 return run_mutant(
-                    part, control, scratch, pool, full=True, jobs=jobs, timeout=timeout
+                    part, mutant, scratch, pool, full=True, jobs=jobs, timeout=timeout
                 )
             finally:
                 scratches.put(scratch)
 
-        futures = [ex.submit(task, p, c) for p, c in controls]
+        futures = [ex.submit(task, p, m) for p, m in items]
         verdicts = []
-        for i, ((part, control), f) in enumerate(zip(controls, futures, strict=True), 1):
+        for i, ((part, mutant), f) in enumerate(zip(items, futures, strict=True), 1):
             v = f.result()
             if not isinstance(v, Verdict):
-                v = control_verdict(part, control, v[0], v[1], timeout)
-            echo(v.render(i, len(controls)))
+                v = judge(part, mutant, v[0], v[1])
+            echo(v.render(i, len(items)))
             verdicts.append(v)
         return verdicts
     finally:

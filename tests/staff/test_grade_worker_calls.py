@@ -327,16 +327,21 @@ def test_an_adapter_returning_an_object_is_not_an_exception_of_the_submission(mo
 def test_a_string_crosses_the_line_as_the_same_code_points(text):
     """JSON joins a lone high and a lone low surrogate into one character; a str holding any crosses as
     its code points, so a driver that returns decoded text gives the judge what a student's run shows."""
+    assert crossed({text: [text, (text,)]}) == {text: [text, (text,)]}
+
+
+def crossed(value: object) -> object:
+    """``value`` encoded, sent through a pipe as a reply and decoded, as a driver's return crosses."""
     encoder = codec.Encoder()
-    tree = encoder.encode({text: [text, (text,)]})
+    tree = encoder.encode(value)
     read, write = os.pipe()
     try:
         channel.send(write, {"ok": tree}, encoder.blobs)
-        message, blobs = channel.receive(read, 1 << 20)
+        message, blobs = channel.receive(read, 1 << 24)
     finally:
         os.close(read)
         os.close(write)
-    assert codec.Decoder([], blobs).decode(message["ok"]) == {text: [text, (text,)]}
+    return codec.Decoder([], blobs).decode(message["ok"])
 
 
 COLUMNS = {
@@ -362,16 +367,7 @@ COLUMNS = {
 def test_long_lists_and_dicts_cross_as_the_same_values_types_and_order(value):
     """A long list of one kind and a long dict cross as columns (a tokenizer's vocab and merges: one blob
     of bytes, not a node each); what arrives is equal, item by item of the same type, in the same order."""
-    encoder = codec.Encoder()
-    tree = encoder.encode([value])
-    read, write = os.pipe()
-    try:
-        channel.send(write, {"ok": tree}, encoder.blobs)
-        message, blobs = channel.receive(read, 1 << 24)
-    finally:
-        os.close(read)
-        os.close(write)
-    (got,) = codec.Decoder([], blobs).decode(message["ok"])
+    (got,) = crossed([value])
     assert repr(got) == repr(value)
     items = (lambda v: [*v.keys(), *v.values()]) if isinstance(value, dict) else list
     assert [type(v) for v in items(got)] == [type(v) for v in items(value)]
