@@ -54,7 +54,7 @@ from cs336_staff.grade import errors
 from cs336_staff.grade import remote as remote_mod
 from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.mirror import Mirror
-from cs336_staff.grade.sandbox import choose_tier, stage, start_worker
+from cs336_staff.grade.sandbox import choose_tier, stage
 from cs336_staff.grade.spec import (
     HIDDEN_PREFIX,
     JudgeSpec,
@@ -63,6 +63,7 @@ from cs336_staff.grade.spec import (
     scratch_folders,
     worker_preload,
 )
+from cs336_staff.grade.warm import WorkerStarts
 from cs336_staff.session.outcomes import Recorder, clip
 from cs336_staff.worker import codec
 from cs336_staff.worker.adapter_rule import read_adapters
@@ -231,7 +232,7 @@ def make_remote(spec: JudgeSpec) -> remote_mod.Remote:
         )
     )
     return remote_mod.Remote(
-        lambda: start_worker(spec, mirror),
+        WorkerStarts(spec, mirror),
         reply_limit=limits.reply_bytes,
         value_limit=limits.value_bytes,
         message_chars=limits.message_chars,

@@ -72,10 +72,7 @@ class WorkerProcess:
             if self._ended:
                 return
             self._ended = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.kill()
+        kill_tree(self.proc)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         for fd in (self.requests, self.replies):
@@ -87,6 +84,17 @@ class WorkerProcess:
 
 
 Launcher = Callable[[], WorkerProcess]
+
+
+def kill_tree(proc: Any) -> None:
+    """SIGKILL a worker now, with everything it started, not waiting: a process started here (its
+    session: bubblewrap's, which takes the sandbox with it), or a forked one (``warm.ForkedProcess``,
+    whose ``kill`` ends its processes in the sandbox)."""
+    if isinstance(proc, subprocess.Popen):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
 
 
 def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
@@ -175,8 +183,16 @@ class Remote:
         the calling thread (bubblewrap's --die-with-parent follows the thread that forked it);
         only the wait for 'ready' runs in a helper thread. Nothing is started while a spare waits.
         """
-        if not self._spares:
+        if not self._spares and self._may_add_spare():
             self._add_spare()
+
+    def _may_add_spare(self) -> bool:
+        """Whether a spare may start now: always, unless the launcher's workers share one sandbox
+        (``warm.WorkerStarts.one_at_a_time``, where a worker forks in a fraction of a second): then
+        only while no worker runs and no spare waits."""
+        if not getattr(self._launch, "one_at_a_time", False):
+            return True
+        return self.worker is None and not self._spares
 
     def want_spares(self, count: int) -> None:
         """Aim at ``count`` spares (the judge's count of fresh workers the rest of its run needs),
@@ -189,7 +205,11 @@ class Remote:
                 launched.kill()
             with contextlib.suppress(Exception):
                 self._keep_console(ready.result())
-        if len(self._spares) < count and all(ready.done() for _, ready in self._spares):
+        if (
+            len(self._spares) < count
+            and all(ready.done() for _, ready in self._spares)
+            and self._may_add_spare()
+        ):
             self._add_spare()
 
     def _add_spare(self) -> None:
@@ -248,6 +268,9 @@ class Remote:
                 launched.kill()  # not waited for: a spare still importing ends now
             with contextlib.suppress(Exception):
                 self._keep_console(ready.result())
+        close = getattr(self._launch, "close", None)  # a launcher that keeps a sandbox (warm.py)
+        if close is not None:
+            close()
 
     def take_output(self) -> str:
         return self.worker.output.take() if self.worker is not None else ""
@@ -314,10 +337,7 @@ class Remote:
             with lock:
                 if not done.is_set():
                     killed.set()
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(worker.proc.pid, signal.SIGKILL)
-                    with contextlib.suppress(ProcessLookupError):
-                        worker.proc.kill()
+                    kill_tree(worker.proc)
 
         killer = threading.Thread(target=kill_when_due, daemon=True, name="judge-kill-timer")
         killer.start()
@@ -343,10 +363,11 @@ class Remote:
         empty when no worker runs. The spare is not among them."""
         import psutil
 
-        if self.worker is None:
+        pid = self.worker.proc.pid if self.worker is not None else None
+        if pid is None:
             return []
         try:
-            root = psutil.Process(self.worker.proc.pid)
+            root = psutil.Process(pid)
             return [root.pid, *(p.pid for p in root.children(recursive=True))]
         except psutil.Error:
             return []

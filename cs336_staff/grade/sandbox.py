@@ -38,6 +38,7 @@ between concurrent submissions (``--jobs N`` shares the cores).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -225,6 +226,11 @@ BOOT = (
 )
 
 
+def python_boot() -> list[str]:
+    """The worker's interpreter and ``BOOT``: isolated mode, no bytecode written (the tree is read-only)."""
+    return [sys.executable, "-I", "-B", "-c", BOOT]
+
+
 def stage(root: Path, staff_root: Path, files: dict[str, bytes]) -> None:
     """Lay out what the worker imports: its own package, the public boundary and scenarios, the submission."""
     shutil.copytree(
@@ -248,41 +254,80 @@ def stage(root: Path, staff_root: Path, files: dict[str, bytes]) -> None:
 
 
 def start_worker(spec: JudgeSpec, mirror: Mirror | None = None) -> WorkerProcess:
-    """Start one of ``spec``'s workers; the judge's ``Remote`` calls this for each (re)start.
+    """Start one of ``spec``'s workers as a process of its own (a cold start: it imports everything).
 
     The worker's scratch folder appears at the judge's folder's path (``mirror.layout``); sandboxed,
     it is the worker's own copy of it: mounted there (bubblewrap), or swapped in around each call
-    by ``mirror`` (the container tier, which needs it)."""
-    judge_dir, worker_dir, private = layout(spec.scratch)
-    # without a sandbox the worker uses the judge's folder itself (NOT SANDBOXED)
-    scratch, scratch_source = judge_dir, (None if spec.insecure else worker_dir)
-    env = worker_env(spec.limits, spec.jobs, spec.gpu)
-    python = [sys.executable, "-I", "-B", "-c", BOOT]
+    by ``mirror`` (the container tier, which needs it). ``warm.WorkerStarts`` forks most workers
+    from a zygote instead, where the tier allows."""
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
-    inner = [
-        "--requests",
-        str(req_r),
-        "--replies",
-        str(rep_w),
-        *(a for m in spec.preload for a in ("--preload", m)),
-    ]
-    cgroup = Cgroup.create(spec.limits)
+    inner = ["--requests", str(req_r), "--replies", str(rep_w), *preload_args(spec)]
     if spec.tier == container.TIER and not spec.insecure:
+        cgroup = Cgroup.create(spec.limits)
         if mirror is None or not mirror.exchange:
             raise SandboxUnavailable(
                 "the container tier needs the judge's exchanging mirror (mirror.Mirror(exchange=True))"
             )
         return _start_as_own_uid(
-            spec, mirror, private, env, python, inner, cgroup, req_r, req_w, rep_r, rep_w
+            spec,
+            mirror,
+            layout(spec.scratch)[2],
+            worker_env(spec.limits, spec.jobs, spec.gpu),
+            python_boot(),
+            inner,
+            cgroup,
+            req_r,
+            req_w,
+            rep_r,
+            rep_w,
         )
+    try:
+        started = launch(spec, inner, (req_r, rep_w))
+    finally:
+        os.close(req_r)
+        os.close(rep_w)
+    return WorkerProcess(
+        started.proc,
+        req_w,
+        rep_r,
+        OutputTap(started.proc.stdout),
+        started.isolation,
+        cleanup=started.watchdog.stop,
+        verdict=started.watchdog.explain,
+    )
+
+
+def preload_args(spec: JudgeSpec) -> list[str]:
+    return [a for m in spec.preload for a in ("--preload", m)]
+
+
+@dataclasses.dataclass
+class Launched:
+    """The sandbox's process (bubblewrap's, or the worker itself without a sandbox) and its watch."""
+
+    proc: subprocess.Popen
+    isolation: dict[str, str]
+    watchdog: Watchdog
+    cgroup: Path | None
+
+
+def launch(spec: JudgeSpec, inner: list[str], fds: tuple[int, ...]) -> Launched:
+    """Run the worker's Python (``BOOT``, then ``inner``'s arguments) on the bubblewrap or the none
+    tier, handing it ``fds``, within ``spec``'s limits and watched by a ``Watchdog``. Its output
+    (stdout and stderr, one stream) is ``proc.stdout``."""
+    judge_dir, worker_dir, _ = layout(spec.scratch)
+    # without a sandbox the worker uses the judge's folder itself (NOT SANDBOXED)
+    scratch, scratch_source = judge_dir, (None if spec.insecure else worker_dir)
+    env = worker_env(spec.limits, spec.jobs, spec.gpu)
+    cgroup = Cgroup.create(spec.limits)
     if spec.insecure:
-        cmd = [*python, str(spec.root), str(spec.staff_root.resolve()), *inner]
+        cmd = [*python_boot(), str(spec.root), str(spec.staff_root.resolve()), *inner]
         isolation = {
             "tier": "none",
             "sandbox": "NONE (--insecure): the worker ran as a plain child process",
         }
-        cwd = scratch
+        cwd: Path | None = scratch
         popen_env = env
     else:
         bwrap = find_bwrap()
@@ -301,7 +346,7 @@ def start_worker(spec: JudgeSpec, mirror: Mirror | None = None) -> WorkerProcess
                 env=env,
                 scratch_source=scratch_source,
             ),
-            *python,
+            *python_boot(),
             INSIDE_ROOT,
             str(spec.staff_root.resolve()),
             *inner,
@@ -313,31 +358,19 @@ def start_worker(spec: JudgeSpec, mirror: Mirror | None = None) -> WorkerProcess
         cwd = None
         popen_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     isolation["limits"] = _describe_limits(spec.limits, cgroup)
-    try:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            pass_fds=(req_r, rep_w),
-            cwd=cwd,
-            env=popen_env,
-            preexec_fn=preexec(spec.limits, spec.gpu, cgroup),
-        )
-    finally:
-        os.close(req_r)
-        os.close(rep_w)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        pass_fds=fds,
+        cwd=cwd,
+        env=popen_env,
+        preexec_fn=preexec(spec.limits, spec.gpu, cgroup),
+    )
     watchdog = Watchdog(proc.pid, spec.limits, scratch_source or scratch, cgroup)
     watchdog.start()
-    return WorkerProcess(
-        proc,
-        req_w,
-        rep_r,
-        OutputTap(proc.stdout),
-        isolation,
-        cleanup=watchdog.stop,
-        verdict=watchdog.explain,
-    )
+    return Launched(proc, isolation, watchdog, cgroup)
 
 
 def _describe_limits(limits: Limits, cgroup: Path | None) -> str:

@@ -227,27 +227,24 @@ class Worker:
         return {"types": types, "args": args, "message": message, "traceback": tb}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="the sandboxed worker (started by the judge)")
-    parser.add_argument("--requests", type=int, required=True)
-    parser.add_argument("--replies", type=int, required=True)
-    parser.add_argument(
-        "--preload",
-        action="append",
-        default=[],
-        help="modules to import before saying ready (their import time is not charged to a test)",
-    )
-    args = parser.parse_args(argv)
+def prepare(preload: list[str]) -> None:
+    """What every worker imports before it runs anything of the submission: the preloads (off the
+    tests' clock) and the public boundary. A zygote (``zygote.py``) does this once for all its workers."""
     os.dup2(2, 1)  # stdout -> stderr: a stray print can never reach the reply pipe
     sys.stdout = sys.stderr
-    worker = Worker(args.requests, args.replies)
-    for name in args.preload:
+    for name in preload:
         importlib.import_module(name)
     import tests.boundary
 
-    worker.codec.use_data_types(tests.boundary.DATA_TYPES)
-    worker.save_rngs()
+    from . import codec
 
+    codec.use_data_types(tests.boundary.DATA_TYPES)
+
+
+def serve(requests: int, replies: int) -> int:
+    """Be the worker on these pipes: say ready, import the submission, answer calls until the judge closes."""
+    worker = Worker(requests, replies)
+    worker.save_rngs()
     worker.channel.send(
         worker.replies, {"ready": {"python": sys.version.split()[0], "pid": os.getpid()}}, []
     )
@@ -255,3 +252,34 @@ def main(argv: list[str] | None = None) -> int:
     while worker.serve_one():
         pass
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="the sandboxed worker (started by the judge)")
+    parser.add_argument("--requests", type=int, help="the pipe requests arrive on")
+    parser.add_argument("--replies", type=int, help="the pipe replies leave on")
+    parser.add_argument(
+        "--zygote",
+        type=int,
+        help="instead: a socket on which the judge asks for workers, forked from this process (zygote.py)",
+    )
+    parser.add_argument(
+        "--private-tmp",
+        action="store_true",
+        help="with --zygote: /tmp and /dev/shm are the sandbox's own, emptied before each fork",
+    )
+    parser.add_argument(
+        "--preload",
+        action="append",
+        default=[],
+        help="modules to import before saying ready (their import time is not charged to a test)",
+    )
+    args = parser.parse_args(argv)
+    if args.zygote is None and (args.requests is None or args.replies is None):
+        parser.error("give --requests and --replies, or --zygote")
+    prepare(args.preload)
+    if args.zygote is not None:
+        from . import zygote
+
+        return zygote.serve_forks(args.zygote, args.private_tmp, serve)
+    return serve(args.requests, args.replies)

@@ -66,6 +66,7 @@ LAYERS = {
         grimp.Layer("batch", "merge", "example", "autograder", "gradescope"),
         "slurm",
         grimp.Layer("grader", "judge"),
+        "warm",  # forks the workers from the sandbox's zygote
         "sandbox",
         grimp.Layer("remote", "spec", "container"),
         grimp.Layer("errors", "output"),
