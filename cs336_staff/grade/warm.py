@@ -53,6 +53,10 @@ SWEEP_PAUSE = 0.002
 MESSAGE_BYTES = 4096
 #: Characters of the zygote's own output shown when it ended before forking a worker.
 CONSOLE_TAIL = 3000
+#: Index of a process's wait status among ``/proc/PID/stat``'s fields after its name (field 52).
+ZOMBIE_STATUS_FIELD = 49
+#: Seconds a worker that is gone may wait for its zygote's report of how it ended.
+REPORT_WAIT = 0.5
 #: Process states of a zygote that can no longer fork (psutil's names).
 NOT_SERVING = {
     psutil.STATUS_STOPPED,
@@ -100,8 +104,8 @@ class Zygote:
                 [
                     "--zygote",
                     str(theirs.fileno()),
-                    # bubblewrap's tmpfs; without a sandbox they are the machine's, never emptied
-                    *([] if spec.insecure else ["--private-tmp"]),
+                    # bubblewrap's namespaces; without a sandbox they are the machine's
+                    *([] if spec.insecure else ["--sandboxed"]),
                     *sandbox.preload_args(spec),
                 ],
                 (theirs.fileno(),),
@@ -258,12 +262,24 @@ class Zygote:
         self.console.join()
 
 
+def _zombie_status(pid: int) -> int | None:
+    """The wait status a zombie ``pid`` left (``/proc/PID/stat``'s 52nd field), None if it is not one."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[ZOMBIE_STATUS_FIELD]) if fields[0] == "Z" else None
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class ForkedProcess:
     """A worker forked by a ``Zygote``, with what ``remote.py`` uses of a ``subprocess.Popen``."""
 
     def __init__(self, zygote: Zygote, request: int) -> None:
         self.zygote, self.request = zygote, request
         self.returncode: int | None = None
+        self.unreported = False  # it ended and nobody could say how (its zygote was gone)
+        self._handle: psutil.Process | None = None
 
     @property
     def inner(self) -> int | None:
@@ -276,7 +292,9 @@ class ForkedProcess:
         return None if inner is None else self.zygote.outer_pid(inner)
 
     def unforked(self) -> str | None:
-        """Why it never started, if the zygote ended before forking it."""
+        """Why it never started, or why its end says nothing, if its zygote was gone."""
+        if self.unreported:
+            return "it ended; how is unknown, as its parent (the sandbox's zygote) had ended too"
         if self.inner is not None or not self.zygote.closed:
             return None
         code = self.zygote.launched.proc.poll()
@@ -286,15 +304,31 @@ class ForkedProcess:
         )
 
     def poll(self) -> int | None:
-        if self.returncode is None:
-            inner = self.inner
-            if inner is not None and inner in self.zygote.exits:
-                self.returncode = os.waitstatus_to_exitcode(self.zygote.exits[inner])
-            elif self.zygote.closed or self.zygote.launched.proc.poll() is not None:
-                # nobody reports it any more: gone unless its process is still there
-                pid = self.pid
-                if pid is None or not _live(str(pid)):
-                    self.returncode = -signal.SIGKILL
+        """Its exit code (negative: the signal), or None while it runs: as its zygote reported it,
+        else as its zombie shows it (a zygote that is stopped reaps nothing)."""
+        if self.returncode is not None:
+            return self.returncode
+        inner = self.inner
+        if inner is not None and inner in self.zygote.exits:
+            self.returncode = os.waitstatus_to_exitcode(self.zygote.exits[inner])
+            return self.returncode
+        if self._handle is None and self.pid is not None:
+            with contextlib.suppress(psutil.Error):
+                self._handle = psutil.Process(self.pid)
+        if self._handle is None:  # not forked yet, or gone before it was seen
+            if not self.zygote.serving():
+                self.returncode, self.unreported = -signal.SIGKILL, True
+            return self.returncode
+        with contextlib.suppress(psutil.Error):
+            if self._handle.is_running() and self._handle.status() != psutil.STATUS_ZOMBIE:
+                return None
+        status = _zombie_status(self._handle.pid) if self._handle.is_running() else None
+        if status is None and self.zygote.wait_for(lambda: inner in self.zygote.exits, REPORT_WAIT):
+            status = self.zygote.exits.get(inner)  # type: ignore[arg-type]
+        if status is None:
+            self.returncode, self.unreported = -signal.SIGKILL, True
+        else:
+            self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:

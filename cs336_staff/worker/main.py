@@ -264,9 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: a socket on which the judge asks for workers, forked from this process (zygote.py)",
     )
     parser.add_argument(
-        "--private-tmp",
+        "--sandboxed",
         action="store_true",
-        help="with --zygote: /tmp and /dev/shm are the sandbox's own, emptied before each fork",
+        help="with --zygote: the pid namespace, /tmp and /dev/shm are the sandbox's own (zygote.py)",
     )
     parser.add_argument(
         "--preload",
@@ -281,5 +281,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.zygote is not None:
         from . import zygote
 
-        return zygote.serve_forks(args.zygote, args.private_tmp, serve)
+        return zygote.serve_forks(args.zygote, args.sandboxed, serve)
     return serve(args.requests, args.replies)

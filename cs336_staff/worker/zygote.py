@@ -83,16 +83,56 @@ def _send(sock: socket.socket, message: dict) -> None:
         sock.send(json.dumps(message).encode())
 
 
-def _reap(sock: socket.socket) -> None:
-    """Wait for every worker that ended and tell the judge how each one did."""
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        _send(sock, {"exited": pid, "status": status})
+def own_pid_namespace() -> bool:
+    """Whether this process is in a sandbox's pid namespace (bubblewrap's init is its pid 1): only
+    there may ``kill(-1)`` end "everything else", which on a machine would be every process."""
+    try:
+        with open("/proc/1/comm") as f:
+            return f.read().strip() == "bwrap" and os.getpid() != 1
+    except OSError:
+        return False
+
+
+class Workers:
+    """The zygote's one worker at a time, and the end of everything it left behind."""
+
+    def __init__(self, sock: socket.socket, sandboxed: bool) -> None:
+        self.sock, self.sandboxed = sock, sandboxed
+        self.current: int | None = None
+
+    def end_leftovers(self) -> None:
+        """SIGKILL every other process of the sandbox but its init: what the worker started (in one
+        step, which a forking tree cannot outrun); without a sandbox, the worker's process group."""
+        if self.sandboxed:
+            with contextlib.suppress(OSError):
+                os.kill(-1, signal.SIGKILL)
+        elif self.current is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.current, signal.SIGKILL)
+
+    def reap(self, block: bool = False) -> None:
+        """Wait for the workers that ended, tell the judge how each did, and end what the current one
+        left (as a cold-started worker's sandbox ends with it). ``block``: end the current one first,
+        and wait for it (before the next fork, so no later exit is taken for the new worker's)."""
+        if block and self.current is not None:
+            self.end_leftovers()
+            with contextlib.suppress(ChildProcessError):
+                _, status = os.waitpid(self.current, 0)
+                self._ended(self.current, status)
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self._ended(pid, status)
+
+    def _ended(self, pid: int, status: int) -> None:
+        if pid == self.current:
+            self.end_leftovers()
+            self.current = None
+        _send(self.sock, {"exited": pid, "status": status})
 
 
 def _become_worker(
@@ -128,24 +168,28 @@ def _become_worker(
         os._exit(code)
 
 
-def serve_forks(control: int, private_tmp: bool, serve: Callable[[int, int], int]) -> int:
+def serve_forks(control: int, sandboxed: bool, serve: Callable[[int, int], int]) -> int:
     """Answer the judge's requests on the socket ``control`` until it closes; each one forks a worker.
 
-    ``private_tmp``: ``/tmp`` and ``/dev/shm`` are the sandbox's own (bubblewrap's tmpfs), emptied
-    before each fork. Never without a sandbox: there they are the machine's. Each child runs
-    ``serve(requests, replies)`` (``main.serve``) and exits with what it returns."""
+    ``sandboxed``: the pid namespace, ``/tmp`` and ``/dev/shm`` are the sandbox's own (bubblewrap):
+    what a worker leaves is ended and emptied before the next fork. Never without a sandbox, where
+    they are the machine's (and checked here again: ``own_pid_namespace``). Each child runs
+    ``serve(requests, replies)`` (``main.serve``) and exits with what it returns.
+    """
+    sandboxed = sandboxed and own_pid_namespace()
     sock = socket.socket(fileno=control)
     set_dumpable(False)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a worker that ends wakes the loop
+    workers = Workers(sock, sandboxed)
     _send(sock, {"ready": os.getpid()})
     while True:
         readable, _, _ = select.select([sock.fileno(), wake_r], [], [])
         if wake_r in readable:
             os.read(wake_r, 512)
-        _reap(sock)
+        workers.reap()
         if sock.fileno() not in readable:
             continue
         try:
@@ -160,7 +204,8 @@ def serve_forks(control: int, private_tmp: bool, serve: Callable[[int, int], int
                 os.close(fd)
             _send(sock, {"refused": request.get("id"), "why": f"{len(fds)} pipe ends"})
             continue
-        if private_tmp:
+        workers.reap(block=True)
+        if sandboxed:
             mounts = mount_points()
             for folder in PRIVATE_TMP:
                 empty(folder, mounts)
@@ -168,6 +213,7 @@ def serve_forks(control: int, private_tmp: bool, serve: Callable[[int, int], int
         pid = os.fork()
         if pid == 0:
             _become_worker(sock, (wake_r, wake_w), fds, serve)
+        workers.current = pid
         for fd in fds:
             os.close(fd)
         _send(sock, {"forked": request.get("id"), "pid": pid})

@@ -330,6 +330,48 @@ DELEGATE = calc_with(
     mul="return operator.mul(a, b)",
     scale_file="return [_product((k, int(x))) for x in open(path).read().split()]",
 )
+
+
+# -- the sandbox's zygote (warm.py): its workers' parent on bubblewrap, the judge on the container tier ----
+def _signal_parent_then_exit(signal_name: str) -> str:
+    return calc_with(
+        prefix="import os, signal",
+        mul=f"""
+    try:
+        os.kill(os.getppid(), signal.{signal_name})
+    except OSError:
+        pass
+    os._exit(1)""",
+    )
+
+
+KILL_THE_ZYGOTE = _signal_parent_then_exit("SIGKILL")
+STOP_THE_ZYGOTE = _signal_parent_then_exit("SIGSTOP")
+READ_THE_ZYGOTE = calc_with(
+    prefix="import os",
+    mul="""
+    try:
+        open(f"/proc/{os.getppid()}/mem", "rb").close()
+        return 0
+    except OSError:
+        return a * b""",
+)
+# a child in a session of its own outlives the worker unless the judge ends every process it started
+ORPHAN = calc_with(
+    prefix="import os, signal, tempfile, time",
+    mul="""
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            open(os.path.join(tempfile.gettempdir(), "orphan-alive"), "w").close()
+            time.sleep(0.01)
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)""",
+    scale_file="""
+    time.sleep(0.3)
+    if os.path.exists(os.path.join(tempfile.gettempdir(), "orphan-alive")): return []
+    return [k * int(x) for x in open(path).read().split()]""",
+)
 # -- crashes and hangs ----------------------------------------------------------------------------
 # a real one, no ctypes
 SEGFAULT = calc_with(prefix="import faulthandler", mul="return faulthandler._sigsegv()")
@@ -381,6 +423,10 @@ def cases() -> dict[str, dict]:
         "speed_table": {"calc": SPEED_TABLE},
         "delegate": {"calc": DELEGATE},
         "segfault": {"calc": SEGFAULT},
+        "kill_the_zygote": {"calc": KILL_THE_ZYGOTE},
+        "stop_the_zygote": {"calc": STOP_THE_ZYGOTE},
+        "read_the_zygote": {"calc": READ_THE_ZYGOTE},
+        "orphan": {"calc": ORPHAN},
         "os_exit_test": {"calc": calc_with(mul="import os; os._exit(0)")},
         "sys_exit_test": {"calc": calc_with(mul="import sys; sys.exit(3)")},
         "infinite_loop": {"calc": SWALLOW},
@@ -1057,3 +1103,26 @@ def test_a_function_that_delegates_to_a_forbidden_api_earns_nothing_for_its_test
     assert any("operator.mul" in n and "no-operator-module" in n for n in r.notes), r.notes
     good = result(graded, "good")
     assert not any(n.startswith("rules:") for n in good.notes), good.notes
+
+
+@pytest.mark.parametrize("case", ["kill_the_zygote", "stop_the_zygote", "orphan"])
+def test_a_worker_that_crashes_after_harming_its_parent_or_leaving_a_child_costs_that_test_only(
+    graded, case
+):
+    """A worker that kills or stops its parent (the sandbox's zygote on bubblewrap: the next worker
+    then comes from a new sandbox), or leaves a child in a session of its own that keeps writing to
+    /tmp (ended with the worker: the next worker sees nothing of it), then dies: the test that did
+    it crashed at once (as when a cold-started worker's sandbox ended with it), and every test that
+    did not call it passes."""
+    isolated(graded)
+    r = result(graded, case)
+    calls_it = ("test_mul_matches_python", "test_mul_matches_the_hidden_fixture")
+    assert [one(r, name).outcome for name in calls_it] == ["crashed", "crashed"], explain(r)
+    assert r.score == full(r) - points(r, *calls_it), explain(r)
+
+
+def test_a_worker_cannot_read_its_parents_memory(graded):
+    """The zygote is not dumpable: its workers run as its uid, yet cannot open its /proc/PID/mem."""
+    isolated(graded)
+    r = result(graded, "read_the_zygote")
+    assert r.score == full(r), explain(r)
