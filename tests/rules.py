@@ -803,6 +803,7 @@ class Program:
         self.nodes: dict[str, Node] = {}
         self.errors: list[str] = []
         self.watch = watch
+        self._steps: dict[tuple[str, bool], tuple[list[str], list[tuple[Ref, str]]]] = {}
         codes: dict[
             str, _ModuleCode
         ] = {}  # module name -> its file's code (the last file of a name)
@@ -891,33 +892,46 @@ class Program:
         queue = deque([start])
         while queue:
             node = self.nodes[queue.popleft()]
-            nexts = [
-                n
-                for n in node.links
-                if not (members and n.startswith(node.key + ".") and _private(n))
-            ]
-            for ref in node.refs:
-                if ref.kind == IMPORT:
-                    nexts += self.imported(ref.name)
-                    continue
-                if ref.kind != NAME and not (members and ref.kind == MEMBER):
-                    continue
-                kind, target = self.resolve(ref.name)
-                if kind == "node":
-                    nexts.append(target)
-                elif kind == "module":
-                    nexts += [
-                        f"{target}.{d}"
-                        for d in self.modules[target].defs
-                        if f"{target}.{d}" in self.nodes
-                    ]
-                    nexts.append(target)
-            external += [(node, ref, name) for ref, name in self.outside(node)]
+            nexts, outside = self._step(node, members)
+            external += [(node, ref, name) for ref, name in outside]
             for n in nexts:
-                if n in self.nodes and n not in parent:
+                if n not in parent:
                     parent[n] = node.key
                     queue.append(n)
         return parent, external
+
+    def _step(self, node: Node, members: bool) -> tuple[list[str], list[tuple[Ref, str]]]:
+        """``reach``'s step from ``node``: the nodes it leads to, in order, and what it reaches
+        outside (``outside``); worked out once per program, as every adapter's search passes the
+        same modules."""
+        step = self._steps.get((node.key, members))
+        if step is not None:
+            return step
+        # sorted, as sets are not: the path a finding names is the same in every process
+        nexts = [
+            n
+            for n in sorted(node.links)
+            if not (members and n.startswith(node.key + ".") and _private(n))
+        ]
+        for ref in node.refs:
+            if ref.kind == IMPORT:
+                nexts += self.imported(ref.name)
+                continue
+            if ref.kind != NAME and not (members and ref.kind == MEMBER):
+                continue
+            kind, target = self.resolve(ref.name)
+            if kind == "node":
+                nexts.append(target)
+            elif kind == "module":
+                nexts += [
+                    f"{target}.{d}"
+                    for d in sorted(self.modules[target].defs)
+                    if f"{target}.{d}" in self.nodes
+                ]
+                nexts.append(target)
+        step = [n for n in nexts if n in self.nodes], list(self.outside(node))
+        self._steps[(node.key, members)] = step
+        return step
 
     def entry_points(self) -> list[str]:
         """The adapters: ``run_*``/``get_*`` functions of adapters.py."""
