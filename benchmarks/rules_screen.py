@@ -7,7 +7,8 @@
 submission (``build_example``, read by ``read_submission`` as ``grade_one`` reads it): *cold*, the
 first screen of this process (what a batch's process pays once: the handout and the staff's tables
 are built then), and *warm*, the next submissions of the same process: the reference with one file
-changed, then the reference again. CPU time of this process (``time.process_time``); ``--profile``
+changed, the reference again, and the reference with every file that has solution regions changed
+(as a student's are: each such file is new to the process, read in full). CPU time of this process (``time.process_time``); ``--profile``
 prints cProfile's heaviest functions of the cold and the warm screens (cProfile inflates this
 Python-heavy code two to three times: compare entries with each other).
 """
@@ -28,6 +29,7 @@ sys.path.insert(0, os.getcwd())  # the checkout being measured, not this file's
 from cs336_staff.grade import delegation  # noqa: E402
 from cs336_staff.grade.example import build_example  # noqa: E402
 from cs336_staff.grade.intake import read_submission  # noqa: E402
+from cs336_staff.markers import has_markers  # noqa: E402
 from tests.rules import Report  # noqa: E402
 
 ROOT = Path(os.getcwd())
@@ -64,17 +66,27 @@ def main() -> None:
         sys.exit(f"the reference could not be read as a submission: {intake.error}")
     files = intake.files
     changed = {**files, CHANGED: files.get(CHANGED, b"") + ADDED}
+    regions = [
+        r for r, data in files.items() if r.endswith(".py") and has_markers(data.decode(), r)
+    ]
     cold_profile = cProfile.Profile() if args.profile else None
     warm_profile = cProfile.Profile() if args.profile else None
     cold, report = timed(files, cold_profile)
     warm_changed = [timed(changed, warm_profile)[0] for _ in range(args.repeats)]
     warm_same = [timed(files, warm_profile)[0] for _ in range(args.repeats)]
+    # a new text for each file with regions, each time: nothing of them is kept from before
+    warm_student = [
+        timed({**files, **{r: files[r] + ADDED + b"#%d\n" % i for r in regions}}, warm_profile)[0]
+        for i in range(args.repeats)
+    ]
     print(
         f"rules screen of the reference ({len(files)} files; {len(report.violations)} violations, "
         f"{len(report.suspicious)} suspicious, {len(report.errors)} errors): cold {cold:.3f} CPU-s, "
         f"warm with {CHANGED} changed {min(warm_changed):.3f} (median "
         f"{sorted(warm_changed)[len(warm_changed) // 2]:.3f}), warm unchanged {min(warm_same):.3f} "
-        f"(median {sorted(warm_same)[len(warm_same) // 2]:.3f})"
+        f"(median {sorted(warm_same)[len(warm_same) // 2]:.3f}), warm with the {len(regions)} files "
+        f"with solution regions changed {min(warm_student):.3f} "
+        f"(median {sorted(warm_student)[len(warm_student) // 2]:.3f})"
     )
     for name, profile in (("cold", cold_profile), ("warm", warm_profile)):
         if profile is not None:

@@ -777,13 +777,15 @@ class _ModuleCode:
         return node
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=256)
 def _module_code(path: str, text: str, watch: str | None, flags: int) -> _ModuleCode | str:
     """The code of the file ``path`` (``_ModuleCode``), or the error saying it does not parse.
 
     A function of the file's path and text and of the watched attribute names (``watch``,
     ``flags``: ``RuleBook.watch``) alone, so it is kept by content: every program holding the same
     file, the handout's, the reference's or a submission's unchanged one, reads it once per process.
+    The most recent 256 are kept (a batch's submissions each bring their own changed files, read
+    once: about 25 kB each, text and nodes).
     """
     try:
         tree = ast.parse(text, filename=path)

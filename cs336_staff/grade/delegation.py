@@ -167,7 +167,7 @@ def _unchanged(mine: list[ast.stmt], given: list[ast.stmt]) -> list[tuple[int, i
     return out
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def _given_spans(
     text: str, rel: str, handout: Handout
 ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]:
