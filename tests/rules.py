@@ -798,7 +798,9 @@ def _module_code(path: str, text: str, watch: str | None, flags: int) -> _Module
 
 
 class Program:
-    """The parsed source of a submission (or of the reference): modules, their names, what each reaches."""
+    """The parsed source of a submission (or of the reference): modules, their names, what each reaches.
+    Each file's code is read once per process (``_module_code``); ``reach`` keeps its steps, so a
+    program is not to be changed once it has been searched."""
 
     def __init__(self, files: dict[str, str], watch: re.Pattern[str] | None = None) -> None:
         self.modules: dict[str, Module] = {}
@@ -806,9 +808,8 @@ class Program:
         self.errors: list[str] = []
         self.watch = watch
         self._steps: dict[tuple[str, bool], tuple[list[str], list[tuple[Ref, str]]]] = {}
-        codes: dict[
-            str, _ModuleCode
-        ] = {}  # module name -> its file's code (the last file of a name)
+        # module name -> its file's code (of two files of one name, the last)
+        codes: dict[str, _ModuleCode] = {}
         for path, text in sorted(files.items()):
             code = _module_code(
                 path,
@@ -830,11 +831,10 @@ class Program:
                 mine.refs += node.refs
                 mine.links |= node.links
                 mine.dynamic += node.dynamic
+            # importing a module runs its package's __init__ first
             parent = name.rpartition(".")[0]
             if parent in self.modules:
-                self.nodes[name].links.add(
-                    parent
-                )  # importing a module runs its package's __init__ first
+                self.nodes[name].links.add(parent)
 
     def resolve(self, name: str, depth: int = 0) -> tuple[str, str]:
         """("node", key) for the submission's own code, ("module", name) for one of its modules as a
