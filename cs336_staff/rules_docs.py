@@ -37,13 +37,14 @@ HEADING = "Rules (tests/rules.toml; a test that reaches code breaking one earns 
 WIDTH = 100
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Handout:
     """The handout's checked sources (adapters.py, cs336_assignment/**/*.py) as the release makes
     them from the reference: each file's text, whether it had solution regions, and the findings
     its code draws wherever an adapter reaches it (``tests.rules.findings``: (line, what)); and the
     files without regions that the staff repository holds otherwise (its staff-only blocks kept:
-    the staff's own example is graded too), with theirs."""
+    the staff's own example is graded too), with theirs. Never changed once made, and hashed as
+    itself (``eq=False``), so what is read of it can be kept per handout (``delegation``)."""
 
     texts: dict[str, str]
     regions: dict[str, bool]

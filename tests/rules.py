@@ -690,113 +690,151 @@ def _private(key: str) -> bool:
     return last.startswith("_") and not (last.startswith("__") and last.endswith("__"))
 
 
+def _definitions(m: Module, tree: ast.Module) -> None:
+    """The names ``m`` defines at module level; one assigned once from a dotted name is an alias of it."""
+    count: dict[str, int] = {}
+    for stmt in _module_statements(tree.body):
+        if isinstance(stmt, _DEFS):
+            m.defs.add(stmt.name)
+            m.aliases.pop(stmt.name, None)
+        for name in _name_targets(stmt) or []:
+            m.defs.add(name)
+            m.aliases.pop(name, None)
+            count[name] = count.get(name, 0) + 1
+    resolver = _Refs(m, None)
+    for stmt in _module_statements(tree.body):
+        names = _name_targets(stmt)
+        value = getattr(stmt, "value", None)
+        if (
+            isinstance(stmt, ast.AugAssign)
+            or not names
+            or len(names) != 1
+            or count[names[0]] != 1
+            or value is None
+        ):
+            continue
+        if (
+            isinstance(value, (ast.Name, ast.Attribute))
+            and (dotted := resolver.dotted(value)) is not None
+        ):
+            m.aliases[names[0]] = dotted
+
+
+@dataclass(frozen=True)
+class _ModuleCode:
+    """What one file brings to a ``Program``: its module (names, aliases) and the nodes of its code.
+    Made from the file alone (``_module_code``) and never changed after: ``Program`` copies it."""
+
+    module: Module
+    nodes: dict[str, Node]
+
+    @classmethod
+    def build(cls, m: Module, tree: ast.Module, watch: re.Pattern[str] | None) -> _ModuleCode:
+        code = cls(m, {})
+        top = code.nodes.setdefault(m.name, Node(m.name, m.file, 1))
+        refs, dynamic = _collect(m, _runs_at_import(tree.body), watch)
+        top.refs += refs
+        top.dynamic += dynamic
+        for stmt in _module_statements(tree.body):
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                code._add(f"{m.name}.{stmt.name}", stmt.lineno, [stmt], watch)
+            elif isinstance(stmt, ast.ClassDef):
+                key = f"{m.name}.{stmt.name}"
+                body = [
+                    s
+                    for s in stmt.body
+                    if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
+                node = code._add(
+                    key, stmt.lineno, [*stmt.decorator_list, *stmt.keywords, *body], watch
+                )
+                refs, dynamic = _collect(m, stmt.bases, watch)
+                node.refs += [
+                    Ref(r.name, r.line, "subclasses", r.kind) if r.kind == NAME else r for r in refs
+                ]
+                node.dynamic += dynamic
+                for s in stmt.body:
+                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        method = code._add(f"{key}.{s.name}", s.lineno, [s], watch)
+                        method.refs += _members(s, key)
+                        method.links.add(key)
+                        node.links.add(method.key)  # an instance can call any of its methods
+            elif (names := _name_targets(stmt)) is not None:
+                value = getattr(stmt, "value", None)
+                for name in names:
+                    code._add(
+                        f"{m.name}.{name}", stmt.lineno, [value] if value is not None else [], watch
+                    )
+        return code
+
+    def _add(self, key: str, line: int, body: list[ast.AST], watch: re.Pattern[str] | None) -> Node:
+        refs, dynamic = _collect(self.module, body, watch)
+        node = self.nodes.setdefault(key, Node(key, self.module.file, line))
+        node.refs += refs
+        node.dynamic += dynamic
+        if key != self.module.name:
+            node.links.add(self.module.name)  # importing the module runs its top-level code
+        return node
+
+
+@functools.lru_cache(maxsize=256)
+def _module_code(path: str, text: str, watch: str | None, flags: int) -> _ModuleCode | str:
+    """The code of the file ``path`` (``_ModuleCode``), or the error saying it does not parse.
+
+    A function of the file's path and text and of the watched attribute names (``watch``,
+    ``flags``: ``RuleBook.watch``) alone, so it is kept by content: every program holding the same
+    file, the handout's, the reference's or a submission's unchanged one, reads it once per process.
+    The most recent 256 are kept (a batch's submissions each bring their own changed files, read
+    once: about 25 kB each, text and nodes).
+    """
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as e:
+        return f"{path}:{e.lineno}: does not parse ({e.msg}); the rules check could not read it"
+    m = Module(module_name(path), path, path.endswith("__init__.py"))
+    _imports(tree, m)
+    _definitions(m, tree)
+    return _ModuleCode.build(m, tree, None if watch is None else re.compile(watch, flags))
+
+
 class Program:
-    """The parsed source of a submission (or of the reference): modules, their names, what each reaches."""
+    """The parsed source of a submission (or of the reference): modules, their names, what each reaches.
+    Each file's code is read once per process (``_module_code``); ``reach`` keeps its steps, so a
+    program is not to be changed once it has been searched."""
 
     def __init__(self, files: dict[str, str], watch: re.Pattern[str] | None = None) -> None:
         self.modules: dict[str, Module] = {}
         self.nodes: dict[str, Node] = {}
         self.errors: list[str] = []
         self.watch = watch
-        trees = {}
+        self._steps: dict[tuple[str, bool], tuple[list[str], list[tuple[Ref, str]]]] = {}
+        # module name -> its file's code (of two files of one name, the last)
+        codes: dict[str, _ModuleCode] = {}
         for path, text in sorted(files.items()):
-            try:
-                tree = ast.parse(text, filename=path)
-            except SyntaxError as e:
-                self.errors.append(
-                    f"{path}:{e.lineno}: does not parse ({e.msg}); the rules check could not read it"
-                )
+            code = _module_code(
+                path,
+                text,
+                None if watch is None else watch.pattern,
+                0 if watch is None else watch.flags,
+            )
+            if isinstance(code, str):
+                self.errors.append(code)
                 continue
-            m = Module(module_name(path), path, path.endswith("__init__.py"))
-            self.modules[m.name] = m
-            trees[m.name] = tree
-            _imports(tree, m)
-            self._definitions(m, tree)
-        for name, tree in trees.items():
-            self._build(self.modules[name], tree)
-
-    def _definitions(self, m: Module, tree: ast.Module) -> None:
-        """The names ``m`` defines at module level; one assigned once from a dotted name is an alias of it."""
-        count: dict[str, int] = {}
-        for stmt in _module_statements(tree.body):
-            if isinstance(stmt, _DEFS):
-                m.defs.add(stmt.name)
-                m.aliases.pop(stmt.name, None)
-            for name in _name_targets(stmt) or []:
-                m.defs.add(name)
-                m.aliases.pop(name, None)
-                count[name] = count.get(name, 0) + 1
-        resolver = _Refs(m, None)
-        for stmt in _module_statements(tree.body):
-            names = _name_targets(stmt)
-            value = getattr(stmt, "value", None)
-            if (
-                isinstance(stmt, ast.AugAssign)
-                or not names
-                or len(names) != 1
-                or count[names[0]] != 1
-                or value is None
-            ):
-                continue
-            if (
-                isinstance(value, (ast.Name, ast.Attribute))
-                and (dotted := resolver.dotted(value)) is not None
-            ):
-                m.aliases[names[0]] = dotted
-
-    def _add(self, key: str, module: Module, line: int, body: list[ast.AST]) -> Node:
-        refs, dynamic = _collect(module, body, self.watch)
-        node = self.nodes.setdefault(key, Node(key, module.file, line))
-        node.refs += refs
-        node.dynamic += dynamic
-        if key != module.name:
-            node.links.add(module.name)  # importing the module runs its top-level code
-        return node
-
-    def _build(self, m: Module, tree: ast.Module) -> None:
-        top = self.nodes.setdefault(m.name, Node(m.name, m.file, 1))
-        parent = m.name.rpartition(".")[0]
-        if parent in self.modules:
-            top.links.add(parent)  # importing a module runs its package's __init__ first
-        refs, dynamic = _collect(m, _runs_at_import(tree.body), self.watch)
-        top.refs += refs
-        top.dynamic += dynamic
-        for stmt in _module_statements(tree.body):
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self._add(f"{m.name}.{stmt.name}", m, stmt.lineno, [stmt])
-            elif isinstance(stmt, ast.ClassDef):
-                key = f"{m.name}.{stmt.name}"
-                cls = self._add(
-                    key,
-                    m,
-                    stmt.lineno,
-                    [
-                        *stmt.decorator_list,
-                        *stmt.keywords,
-                        *(
-                            s
-                            for s in stmt.body
-                            if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        ),
-                    ],
-                )
-                refs, dynamic = _collect(m, stmt.bases, self.watch)
-                cls.refs += [
-                    Ref(r.name, r.line, "subclasses", r.kind) if r.kind == NAME else r for r in refs
-                ]
-                cls.dynamic += dynamic
-                for s in stmt.body:
-                    if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        method = self._add(f"{key}.{s.name}", m, s.lineno, [s])
-                        method.refs += _members(s, key)
-                        method.links.add(key)
-                        cls.links.add(method.key)  # an instance can call any of its methods
-            elif (names := _name_targets(stmt)) is not None:
-                value = getattr(stmt, "value", None)
-                for name in names:
-                    self._add(
-                        f"{m.name}.{name}", m, stmt.lineno, [value] if value is not None else []
-                    )
+            m = code.module
+            self.modules[m.name] = Module(
+                m.name, m.file, m.is_package, dict(m.aliases), set(m.defs)
+            )
+            codes[m.name] = code
+        for name, code in codes.items():  # copied: a program's nodes are its own
+            for key, node in code.nodes.items():
+                mine = self.nodes.setdefault(key, Node(key, node.file, node.line))
+                mine.refs += node.refs
+                mine.links |= node.links
+                mine.dynamic += node.dynamic
+            # importing a module runs its package's __init__ first
+            parent = name.rpartition(".")[0]
+            if parent in self.modules:
+                self.nodes[name].links.add(parent)
 
     def resolve(self, name: str, depth: int = 0) -> tuple[str, str]:
         """("node", key) for the submission's own code, ("module", name) for one of its modules as a
@@ -856,33 +894,46 @@ class Program:
         queue = deque([start])
         while queue:
             node = self.nodes[queue.popleft()]
-            nexts = [
-                n
-                for n in node.links
-                if not (members and n.startswith(node.key + ".") and _private(n))
-            ]
-            for ref in node.refs:
-                if ref.kind == IMPORT:
-                    nexts += self.imported(ref.name)
-                    continue
-                if ref.kind != NAME and not (members and ref.kind == MEMBER):
-                    continue
-                kind, target = self.resolve(ref.name)
-                if kind == "node":
-                    nexts.append(target)
-                elif kind == "module":
-                    nexts += [
-                        f"{target}.{d}"
-                        for d in self.modules[target].defs
-                        if f"{target}.{d}" in self.nodes
-                    ]
-                    nexts.append(target)
-            external += [(node, ref, name) for ref, name in self.outside(node)]
+            nexts, outside = self._step(node, members)
+            external += [(node, ref, name) for ref, name in outside]
             for n in nexts:
-                if n in self.nodes and n not in parent:
+                if n not in parent:
                     parent[n] = node.key
                     queue.append(n)
         return parent, external
+
+    def _step(self, node: Node, members: bool) -> tuple[list[str], list[tuple[Ref, str]]]:
+        """``reach``'s step from ``node``: the nodes it leads to, in order, and what it reaches
+        outside (``outside``); worked out once per program, as every adapter's search passes the
+        same modules."""
+        step = self._steps.get((node.key, members))
+        if step is not None:
+            return step
+        # sorted, as sets are not: the path a finding names is the same in every process
+        nexts = [
+            n
+            for n in sorted(node.links)
+            if not (members and n.startswith(node.key + ".") and _private(n))
+        ]
+        for ref in node.refs:
+            if ref.kind == IMPORT:
+                nexts += self.imported(ref.name)
+                continue
+            if ref.kind != NAME and not (members and ref.kind == MEMBER):
+                continue
+            kind, target = self.resolve(ref.name)
+            if kind == "node":
+                nexts.append(target)
+            elif kind == "module":
+                nexts += [
+                    f"{target}.{d}"
+                    for d in sorted(self.modules[target].defs)
+                    if f"{target}.{d}" in self.nodes
+                ]
+                nexts.append(target)
+        step = [n for n in nexts if n in self.nodes], list(self.outside(node))
+        self._steps[(node.key, members)] = step
+        return step
 
     def entry_points(self) -> list[str]:
         """The adapters: ``run_*``/``get_*`` functions of adapters.py."""

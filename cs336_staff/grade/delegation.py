@@ -167,11 +167,13 @@ def _unchanged(mine: list[ast.stmt], given: list[ast.stmt]) -> list[tuple[int, i
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def _given_spans(
     text: str, rel: str, handout: Handout
 ) -> tuple[list[tuple[int, int, int, int]], list[tuple[int, str]]]:
     """The unchanged statements of the submission's ``rel`` (``_unchanged``) and what they draw in the
-    handout (or, for a file without solution regions, in the staff repository's own copy)."""
+    handout (or, for a file without solution regions, in the staff repository's own copy). Kept by
+    the file's text: a batch's submissions mostly hand the handout's files back unchanged."""
     versions = [(handout.texts[rel], handout.drawn.get(rel, []))] if rel in handout.texts else []
     if rel in handout.staff:
         versions.append((handout.staff[rel], handout.staff_drawn.get(rel, [])))
@@ -223,8 +225,9 @@ def adapter_parts(staff_root: Path) -> dict[str, str]:
     a repository without parts (the grader's synthetic one)."""
     from cs336_staff.parts import PartsError, load_parts
 
-    try:
-        return {a: p.key for p in load_parts(Path(staff_root)) for a in p.adapters}
+    try:  # regions={}: the parts' functions are not needed here, and finding them parses every module
+        parts = load_parts(Path(staff_root), regions={})
+        return {a: p.key for p in parts for a in p.adapters}
     except (PartsError, OSError):
         return {}
 

@@ -14,7 +14,15 @@ import pytest
 
 from cs336_staff import rules_docs
 from cs336_staff.grade import delegation
-from tests.rules import ALL_PARTS, Program, check_sources, fingerprint, load_rules, read_tree
+from tests.rules import (
+    ALL_PARTS,
+    Program,
+    _module_code,
+    check_sources,
+    fingerprint,
+    load_rules,
+    read_tree,
+)
 
 pytestmark = pytest.mark.staff
 
@@ -447,6 +455,83 @@ def test_given_code_is_exempt_only_while_unchanged() -> None:
     assert any("cli.py" in n and "no test of this submission earns points" in n for n in notes), (
         notes
     )
+
+
+def screened(files: dict[str, str]) -> tuple[list, list, list, list[str]]:
+    """Everything the graded rules screen says of ``files``: each violation with its path, each
+    remark, each error, and the results' notes."""
+    report = delegation.check_submission(as_bytes(files), ROOT)
+    return (
+        [
+            (v.adapter, v.rule.id, v.api, v.where, v.function, v.how, v.path)
+            for v in report.violations
+        ],
+        [(s.adapter, s.what, s.where, s.function) for s in report.suspicious],
+        report.errors,
+        delegation.notes(report),
+    )
+
+
+def test_a_screen_that_keeps_unchanged_files_finds_what_a_fresh_one_finds() -> None:
+    """A grader's process keeps what the screen read of each file, by its text (``tests.rules``'
+    ``_module_code``; delegation's given spans), for the next submission of its batch. On the
+    reference, submissions breaking a rule in Adam (by subclassing, by walking frames) and one
+    changing given code (cli.py), each screened after the others, in both orders, finds exactly
+    what a screen with nothing kept finds; a changed file is read again, and only it."""
+    submissions = {
+        "reference": REFERENCE,
+        "adam-subclasses-torch-adam": CASES["adam-subclasses-torch-adam"][0],
+        "frames-through-sys-getframe": TAMPERING_CASES["frames-through-sys-getframe"][0],
+        "given-cli-changed": patched(
+            CLI,
+            "    name, rest = argv[0], argv[1:]\n",
+            "    name, rest = argv[0].lower(), argv[1:]\n",
+        ),
+    }
+    fresh = {}
+    for name, files in submissions.items():
+        _module_code.cache_clear()
+        delegation._given_spans.cache_clear()
+        fresh[name] = screened(files)
+    assert not fresh["reference"][0] and all(fresh[n][0] for n in list(submissions)[1:]), fresh
+    for order in (list(submissions), list(reversed(submissions))):
+        for name in order:
+            assert screened(submissions[name]) == fresh[name], name
+    screened(REFERENCE)
+    before = _module_code.cache_info()
+    assert (
+        screened(submissions["adam-subclasses-torch-adam"]) == fresh["adam-subclasses-torch-adam"]
+    )
+    after = _module_code.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (0, len(REFERENCE)), (
+        "every file was read before, the changed optim.py too (an earlier screen): all kept"
+    )
+    once_more = patched(OPTIM, "class Adam(torch.optim.Optimizer):", "class Adam(torch.optim.SGD):")
+    found = screened(once_more)
+    assert _module_code.cache_info().misses == after.misses + 1, "the changed file is read again"
+    assert ("get_adam_cls", "no-torch-optimizers", "torch.optim.SGD") in [v[:3] for v in found[0]]
+
+
+def test_programs_share_no_state_through_what_is_kept() -> None:
+    """A program changed after it is built (its nodes, its modules) leaves the next program of the
+    same files as it was: each copies what ``_module_code`` keeps."""
+
+    def state(program: Program) -> tuple[dict, dict]:
+        return (
+            {k: (list(n.refs), set(n.links), list(n.dynamic)) for k, n in program.nodes.items()},
+            {k: (set(m.defs), dict(m.aliases)) for k, m in program.modules.items()},
+        )
+
+    first = Program(REFERENCE)
+    expected = state(first)
+    for node in first.nodes.values():
+        node.refs.clear()
+        node.links.clear()
+        node.dynamic.clear()
+    for module in first.modules.values():
+        module.defs.clear()
+        module.aliases.clear()
+    assert state(Program(REFERENCE)) == expected
 
 
 SMALL_ADAPTERS = """
