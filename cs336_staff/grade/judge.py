@@ -14,12 +14,14 @@ module is imported it
   submission are free on the bubblewrap tier, ``grader.run_judges`` gives the hidden tests a judge
   of their own instead, running at the same time: its worker is fresh from the start, and cannot
   reach the other);
-* never waits for a worker to start where it can help it: the first one is launched before this
-  process imports the tests' conftest; the fresh ones the run will need (the hidden tests' one,
-  and one for each test that may kill the worker, ``may_kill``) start ahead, one at a time, while
-  earlier tests run (``Remote.want_spares``); each test's reset of the worker's RNGs rides on its
-  first request; and once the results are written the process ends without the interpreter's
-  teardown (``pytest_unconfigure``);
+* never waits for a worker to start where it can help it: the first one (on bubblewrap and
+  without a sandbox, the sandbox's zygote that forks it: ``warm.py``) is launched before this
+  process imports the tests' conftest; later workers fork from the zygote in a fraction of a
+  second; on the container tier, where every worker starts cold, the fresh ones the run will need
+  (the hidden tests' one, and one for each test that may kill the worker, ``may_kill``) start
+  ahead, one at a time, while earlier tests run (``Remote.want_spares``); each test's reset of
+  the worker's RNGs rides on its first request; and once the results are written the process
+  ends without the interpreter's teardown (``pytest_unconfigure``);
 * records each test's outcome, with what the worker printed during it, the traceback of an error
   from the submission that failed it, and the adapters and drivers it called (``reached``), as one JSON line in the results file as soon as the test ends
   (a run killed midway keeps what it finished), through the staff tools' one outcome recorder

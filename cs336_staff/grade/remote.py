@@ -1,7 +1,7 @@
 """The judge's side of the line: send one call to the worker, get plain data or an exception back.
 
-``Remote`` owns one worker process at a time (started through a launcher, normally the bubblewrap
-sandbox of ``sandbox.py``) and implements ``tests.boundary.Remote``: ``call`` (an adapter) and
+``Remote`` owns one worker process at a time (started through a launcher: normally
+``warm.WorkerStarts``, which forks it from the bubblewrap sandbox's zygote) and implements ``tests.boundary.Remote``: ``call`` (an adapter) and
 ``drive`` (a driver) are each one round trip, plain data in and plain data out
 (``cs336_staff/worker/codec.py``), with the test's scratch folder mirrored around it
 (``mirror.py``). It never imports submission code and never unpickles. What a test sees when a call

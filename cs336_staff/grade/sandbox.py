@@ -31,6 +31,10 @@ Tiers, strongest first (``choose_tier``; every result's isolation record names i
 
 Where neither sandbox can start, ``choose_tier`` says why and grading refuses unless ``--insecure``.
 
+How workers start: ``launch`` runs the worker's Python on the bubblewrap or none tier; there the
+judge's launcher (``warm.WorkerStarts``) launches a zygote once per sandbox, which forks each worker
+(``warm.py``); ``start_worker`` starts a worker cold, as every one on the container tier.
+
 Deliberately left out: seccomp filters and protection against kernel exploits; CPU-time fairness
 between concurrent submissions (``--jobs N`` shares the cores).
 """

@@ -1,7 +1,8 @@
 """The worker: the only process that runs submission code. It answers one call at a time.
 
-Started by the judge (``remote.py``), normally inside the bubblewrap sandbox (``sandbox.py``), with
-two pipes: requests arrive on ``--requests`` and replies leave on ``--replies`` (``channel.py``
+Started by the judge (``remote.py``), normally inside the bubblewrap sandbox (``sandbox.py``), or
+forked there by the sandbox's zygote (``zygote.py``, started with ``--zygote``), with two pipes:
+requests arrive on ``--requests`` and replies leave on ``--replies`` (``channel.py``
 frames, ``codec.py`` values). Standard output is pointed at standard error before anything is
 imported, so nothing the submission prints can land in the reply pipe by accident, and the judge
 keeps what is printed for the test that was running.

@@ -199,7 +199,8 @@ def test_train_bpe_is_five_times_faster_than_a_naive_trainer(tmp_path: Path) -> 
 
     Unlike the public speed test: twice the documents, three sentences, a second special token
     and a larger vocabulary, on ``SPEED_CALLS`` corpora drawn fresh per run (after an untimed warm-up
-    of both sides on one more); each result must match the naive trainer's (run here, untimed). The
+    of both sides on one more); the result of the call whose time counts must match the naive
+    trainer's (run here, untimed; the other calls' results are checked by the tests above). The
     naive trainer's time is what it spends, ``NAIVE_RECOUNTS_PER_MERGE`` pair recounts per merge: a
     fifth of those recounts (``tokenization.recount_pairs``) run where train_bpe runs and are timed
     here around one call, as train_bpe is (the naive trainer itself cannot run there: it does not
@@ -219,13 +220,14 @@ def test_train_bpe_is_five_times_faster_than_a_naive_trainer(tmp_path: Path) -> 
         table = dict(pair_table(corpus, specials))
         baseline.append(timed(partial(tokenization.recount_pairs, table, recounts))[1])
         got, seconds = timed(partial(adapters.run_train_bpe, corpus, vocab_size, specials))
-        assert_same_bpe(
-            got,
-            naive_train_bpe(corpus, vocab_size, specials),
-            f"the naive trainer's result on {corpus.name} expected; {replay_hint()}",
-        )
-        ours.append(seconds)
-    seconds, floor = min(ours), min(baseline)
+        ours.append((seconds, corpus, got))
+    seconds, corpus, got = min(ours, key=lambda run: run[0])
+    assert_same_bpe(  # the call whose time counts gave the right answer
+        got,
+        naive_train_bpe(corpus, vocab_size, specials),
+        f"the naive trainer's result on {corpus.name} expected; {replay_hint()}",
+    )
+    floor = min(baseline)
     naive_seconds = floor * NAIVE_SPEEDUP
     assert seconds <= floor, (
         f"train_bpe took {seconds:.3f} s; a naive trainer that recounts every pair after every merge would take "
