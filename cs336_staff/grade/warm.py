@@ -12,6 +12,8 @@ is then ready in a fraction of a second. ``WorkerStarts`` is ``Remote``'s launch
   wanted (killed, stopped, or the sandbox killed by its watchdog) is replaced by a new sandbox.
 * container tier: every worker a cold start (``sandbox.start_worker``): each worker runs as a uid
   never given to another, which a fork cannot change without privilege in the zygote.
+* GPU runs (``spec.gpu``) on a machine with an NVIDIA driver: cold starts too, on every tier: a
+  process that has touched the CUDA driver must not fork a worker that uses it.
 
 What a forked worker finds is what a fresh sandbox gives: the zygote empties ``/tmp`` and
 ``/dev/shm`` before each fork, the worker is a new session, and nothing of the submission was
@@ -21,7 +23,7 @@ the zygote as well: it counts as one process and its own memory (pages it shares
 are counted once where the proportional figure is read).
 
 Deliberately left out: spares (a worker forks in a fraction of a second, and two workers in one
-sandbox could not be ended one at a time), and warm starts on the container tier.
+sandbox could not be ended one at a time), and warm starts on the container tier and on GPU runs.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import psutil
 
@@ -57,6 +60,8 @@ CONSOLE_TAIL = 3000
 ZOMBIE_STATUS_FIELD = 49
 #: Seconds a worker that is gone may wait for its zygote's report of how it ended.
 REPORT_WAIT = 0.5
+#: The NVIDIA driver's control node: where it exists, a GPU run starts its workers cold.
+NVIDIA_CONTROL_NODE = "/dev/nvidiactl"
 #: Process states of a zygote that can no longer fork (psutil's names).
 NOT_SERVING = {
     psutil.STATUS_STOPPED,
@@ -354,7 +359,10 @@ class WorkerStarts:
 
     def __init__(self, spec: JudgeSpec, mirror: Mirror | None) -> None:
         self.spec, self.mirror = spec, mirror
-        self.one_at_a_time = spec.insecure or spec.tier != container.TIER
+        # a GPU run where a GPU is starts each worker cold: CUDA's driver state does not survive a
+        # fork, and what the preloads import may have touched it
+        cuda = spec.gpu and Path(NVIDIA_CONTROL_NODE).exists()
+        self.one_at_a_time = not cuda and (spec.insecure or spec.tier != container.TIER)
         self.zygote: Zygote | None = None
 
     def __call__(self) -> WorkerProcess:

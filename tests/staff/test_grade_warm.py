@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cs336_staff.grade import warm
 from cs336_staff.grade.judge import make_remote
 from cs336_staff.grade.remote import Remote
 from cs336_staff.grade.sandbox import probe, stage
@@ -110,3 +111,30 @@ def test_without_a_sandbox_the_machines_tmp_is_left_alone(tmp_path: Path):
         canary.unlink()
         Path("/tmp/leftover").unlink(missing_ok=True)
         assert os.path.isdir("/tmp")
+
+
+@pytest.mark.parametrize(
+    "tier, gpu, driver, forks",
+    [
+        ("bubblewrap", False, False, True),
+        ("none", False, False, True),
+        ("bubblewrap", True, False, True),  # a GPU run where no GPU is (a split run on a laptop)
+        ("bubblewrap", True, True, False),  # CUDA's driver state does not survive a fork
+        ("container", False, False, False),  # a uid of its own per worker
+    ],
+)
+def test_which_runs_fork_their_workers(tmp_path, monkeypatch, tier, gpu, driver, forks):
+    node = tmp_path / "nvidiactl"
+    if driver:
+        node.touch()
+    monkeypatch.setattr(warm, "NVIDIA_CONTROL_NODE", str(node))
+    spec = JudgeSpec(
+        root=tmp_path,
+        scratch=tmp_path,
+        staff_root=tmp_path,
+        results=tmp_path / "r.jsonl",
+        gpu=gpu,
+        insecure=tier == "none",
+        tier=tier,
+    )
+    assert warm.WorkerStarts(spec, None).one_at_a_time is forks
