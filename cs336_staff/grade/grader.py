@@ -144,10 +144,10 @@ def _judge_env(gpu: bool, threads: int) -> dict[str, str]:
         "CS336_SPEED_SEED",
     )  # a regrade replays the speed tests' inputs (tests/fresh.py)
     env = {k: os.environ[k] for k in keep if k in os.environ}
-    # bytecode is written, as by any pytest run: the first judge of a batch leaves the tests as
-    # pytest rewrote them (and the staff modules compiled) in the staff tree's __pycache__, and every
-    # later judge reads them instead of rewriting some 70 modules (a core-second per judge)
+    # the staff tree is never written while grading (tests/staff/test_gradescope.py checks every
+    # file of it): the judge reads the bytecode it has and writes none
     env.update(
+        PYTHONDONTWRITEBYTECODE="1",
         PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
         PYTHONHASHSEED="0",
         NO_COLOR="1",
