@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -128,7 +129,9 @@ def tree_fingerprint(root: Path) -> str:
     return h.hexdigest()
 
 
-def _judge_env(gpu: bool, threads: int) -> dict[str, str]:
+def _judge_env(gpu: bool, threads: int, write_bytecode: bool = False) -> dict[str, str]:
+    """The judge's environment. ``write_bytecode``: the collection, before any grading, leaves the
+    tests as pytest rewrote them in the staff tree's ``__pycache__`` for every judge to read."""
     keep = (
         "PATH",
         "HOME",
@@ -145,9 +148,10 @@ def _judge_env(gpu: bool, threads: int) -> dict[str, str]:
     )  # a regrade replays the speed tests' inputs (tests/fresh.py)
     env = {k: os.environ[k] for k in keep if k in os.environ}
     # the staff tree is never written while grading (tests/staff/test_gradescope.py checks every
-    # file of it): the judge reads the bytecode it has and writes none
+    # file of it): a judge reads the bytecode there and writes none
+    if not write_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(
-        PYTHONDONTWRITEBYTECODE="1",
         PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
         PYTHONHASHSEED="0",
         NO_COLOR="1",
@@ -262,7 +266,10 @@ def run_judge(
             ]
         run = JudgeRun()
         # the judge records its own outcomes (a JSON line per test as it ends: see judge.py)
-        env = _judge_env(gpu, threads_per_job(limits, jobs))
+        # the collection (once per batch, before any grading) writes bytecode unless this grader
+        # was told to write none (run_autograder: nothing is written into the staff tree there)
+        write = collect_only and not sys.dont_write_bytecode
+        env = _judge_env(gpu, threads_per_job(limits, jobs), write_bytecode=write)
         if speed_seed is not None:
             env[SEED_ENV] = str(speed_seed)
         # never .hypothesis/ in the staff tree; a fresh one per judge, with the batch's Unicode tables
