@@ -149,7 +149,11 @@ class Zygote:
                 if isinstance(message.get("ready"), int) and self.ready is None:
                     self.ready = message["ready"]
                 if isinstance(message.get("forked"), int) and isinstance(message.get("pid"), int):
-                    self.forked[message["forked"]] = message["pid"]
+                    pid = message["pid"]
+                    self.forked[message["forked"]] = pid
+                    # a pid the sandbox gives again names the new worker from now on
+                    self.exits.pop(pid, None)
+                    self._pids.pop(pid, None)
                 if isinstance(message.get("exited"), int) and isinstance(
                     message.get("status"), int
                 ):
