@@ -7,11 +7,13 @@ POSIX), and the directory is ``fsync``-ed so the rename itself survives a power 
 instant ``path`` holds either the old content or the new one, never a truncated mix.
 
     >>> import tempfile, pathlib
-    >>> target = pathlib.Path(tempfile.mkdtemp()) / "hello.bin"
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> target = pathlib.Path(folder.name) / "hello.bin"
     >>> with atomic_write(target) as f:
     ...     _ = f.write(b"hello")
     >>> target.read_bytes()
     b'hello'
+    >>> folder.cleanup()
 
 Deliberately left out: cross-filesystem moves (the temporary file is always beside the target)
 and Windows' rename semantics.

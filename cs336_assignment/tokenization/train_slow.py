@@ -15,11 +15,13 @@ Cost per merge is the size of the whole pre-token table, so training is O(merges
 for a few hundred merges on a few hundred kilobytes; hopeless for 32k merges on gigabytes.
 
 >>> import tempfile, pathlib
->>> path = pathlib.Path(tempfile.mkdtemp()) / "corpus.txt"
+>>> folder = tempfile.TemporaryDirectory()
+>>> path = pathlib.Path(folder.name) / "corpus.txt"
 >>> _ = path.write_text("low low low lower lowest")
 >>> vocab, merges = train_bpe_slow(path, 259, [])
 >>> merges   # (l,o) and (o,w) both occur 5 times: the greater pair (o,w) wins the tie
 [(b'o', b'w'), (b'l', b'ow'), (b' ', b'low')]
+>>> folder.cleanup()
 
 Deliberately left out: parallelism, chunked reading, and any incremental bookkeeping.
 """
