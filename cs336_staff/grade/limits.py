@@ -222,12 +222,18 @@ def _owned_bytes(uid: int) -> int:
     return total
 
 
-def sandbox_namespace(pid: int) -> str | None:
-    """The pid namespace of the sandbox whose process here is ``pid`` (bubblewrap's): that of its
-    child, or of ``pid`` itself; None while it is this process's own (no sandbox, or not yet made)."""
-    kids = []
+def children(pid: int) -> list[str]:
+    """``pid``'s child processes (none once it is gone)."""
     with contextlib.suppress(psutil.Error):
-        kids = [str(c.pid) for c in psutil.Process(pid).children()]
+        return [str(c.pid) for c in psutil.Process(pid).children()]
+    return []
+
+
+def sandbox_namespace(pid: int, kids: list[str] | None = None) -> str | None:
+    """The pid namespace of the sandbox whose process here is ``pid`` (bubblewrap's): that of its
+    child, or of ``pid`` itself; None while it is this process's own (no sandbox, or not yet made).
+    ``kids``: ``children(pid)``, where the caller has them already."""
+    kids = children(pid) if kids is None else kids
     try:
         ns = os.readlink(f"/proc/{kids[0] if kids else pid}/ns/pid")
         return ns if ns != os.readlink("/proc/self/ns/pid") else None
@@ -294,11 +300,9 @@ class Watchdog:
         if self.uid is not None:
             return uid_pids(self.uid)
         if self._ns is None:
-            self._ns = sandbox_namespace(self.pid)
+            kids = children(self.pid)
+            self._ns = sandbox_namespace(self.pid, kids)
             if self._ns is None:
-                kids = []
-                with contextlib.suppress(psutil.Error):
-                    kids = [str(c.pid) for c in psutil.Process(self.pid).children()]
                 return [str(self.pid), *kids]
         return namespace_members(self._ns)
 

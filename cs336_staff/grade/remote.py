@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cs336_staff.grade.errors import (
     MESSAGE_CHARS,
@@ -48,11 +48,25 @@ MARK_WAIT = 10.0  # seconds the judge waits for the worker's output mark to come
 KILL_POLL = 0.01
 
 
+class WorkerProc(Protocol):
+    """What the judge uses of a worker's process: a ``subprocess.Popen`` (a cold start), or a
+    ``warm.ForkedProcess`` (forked by the sandbox's zygote). ``pid`` is None while it is not known."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def kill(self) -> None: ...
+
+
 @dataclass
 class WorkerProcess:
     """A started worker: its process, the two pipe ends the judge uses, and its output."""
 
-    proc: subprocess.Popen
+    proc: WorkerProc
     requests: int  # the judge writes requests here
     replies: int  # and reads replies here
     output: OutputTap
@@ -86,7 +100,7 @@ class WorkerProcess:
 Launcher = Callable[[], WorkerProcess]
 
 
-def kill_tree(proc: Any) -> None:
+def kill_tree(proc: WorkerProc) -> None:
     """SIGKILL a worker now, with everything it started, not waiting: a process started here (its
     session: bubblewrap's, which takes the sandbox with it), or a forked one (``warm.ForkedProcess``,
     whose ``kill`` ends its processes in the sandbox)."""
@@ -97,7 +111,7 @@ def kill_tree(proc: Any) -> None:
         proc.kill()
 
 
-def describe_exit(proc: subprocess.Popen, verdict: str | None = None) -> str:
+def describe_exit(proc: WorkerProc, verdict: str | None = None) -> str:
     code = proc.poll()
     if verdict:
         return verdict

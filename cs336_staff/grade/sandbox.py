@@ -313,7 +313,6 @@ class Launched:
     proc: subprocess.Popen
     isolation: dict[str, str]
     watchdog: Watchdog
-    cgroup: Path | None
 
 
 def launch(spec: JudgeSpec, inner: list[str], fds: tuple[int, ...]) -> Launched:
@@ -374,7 +373,7 @@ def launch(spec: JudgeSpec, inner: list[str], fds: tuple[int, ...]) -> Launched:
     )
     watchdog = Watchdog(proc.pid, spec.limits, scratch_source or scratch, cgroup)
     watchdog.start()
-    return Launched(proc, isolation, watchdog, cgroup)
+    return Launched(proc, isolation, watchdog)
 
 
 def _describe_limits(limits: Limits, cgroup: Path | None) -> str:

@@ -22,6 +22,10 @@ before too (the scratch copy, ``mirror.py``), and the sandbox's limits (``limits
 the zygote as well: it counts as one process and its own memory (pages it shares with a worker
 are counted once where the proportional figure is read).
 
+``session/warm.py`` is the staff tools' fork-server of whole pytest sessions, trusted and outside any
+sandbox; this one runs inside the sandbox, staged as ``cs336_worker``, so it may import nothing of
+``cs336_staff`` and shares no code with it.
+
 Deliberately left out: spares (a worker forks in a fraction of a second, and two workers in one
 sandbox could not be ended one at a time), and warm starts on the container tier and on GPU runs.
 """
@@ -37,6 +41,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -160,7 +165,7 @@ class Zygote:
                     self.exits[message["exited"]] = message["status"]
                 self._changed.notify_all()
 
-    def wait_for(self, predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
         with self._changed:
             return self._changed.wait_for(lambda: predicate() or self.closed, timeout)
 
@@ -219,7 +224,7 @@ class Zygote:
                 os.close(fd)
         proc = ForkedProcess(self, request)
         return WorkerProcess(
-            proc,  # type: ignore[arg-type]
+            proc,
             req_w,
             rep_r,
             OutputTap(os.fdopen(out_r, "rb")),
@@ -332,8 +337,12 @@ class ForkedProcess:
             if self._handle.is_running() and self._handle.status() != psutil.STATUS_ZOMBIE:
                 return None
         status = _zombie_status(self._handle.pid) if self._handle.is_running() else None
-        if status is None and self.zygote.wait_for(lambda: inner in self.zygote.exits, REPORT_WAIT):
-            status = self.zygote.exits.get(inner)  # type: ignore[arg-type]
+        if (
+            status is None
+            and inner is not None
+            and self.zygote.wait_for(lambda: inner in self.zygote.exits, REPORT_WAIT)
+        ):
+            status = self.zygote.exits.get(inner)
         if status is None:
             self.returncode, self.unreported = -signal.SIGKILL, True
         else:
