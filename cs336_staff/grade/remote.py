@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -46,6 +47,8 @@ NOT_PLAIN_CHARS = 2000  # characters of the worker's explanation of a result tha
 MARK_WAIT = 10.0  # seconds the judge waits for the worker's output mark to come through its reader
 # seconds between the judge's looks for the moment to kill a worker (``call_killed``)
 KILL_POLL = 0.01
+# seconds between looks at a worker's process while the judge waits for its 'ready' or a reply
+READY_POLL = 0.25
 
 
 class WorkerProc(Protocol):
@@ -128,6 +131,25 @@ def describe_exit(proc: WorkerProc, verdict: str | None = None) -> str:
     return f"it exited with status {code}"
 
 
+def _replies_before_ending(worker: WorkerProcess, deadline: float | None = None) -> bool:
+    """Wait until the worker's reply pipe has something to read (or its end): True; False if its
+    process ended first with the pipe still silent; True at ``deadline`` (``channel.receive`` then
+    reports the timeout). Its end alone may close no pipe: a worker forked by a zygote holds the
+    pipes' other ends with it for a moment after the fork, and one asked of a zygote that was
+    stopped before it forked never exists. Only the process's state (``ForkedProcess.poll``: ended,
+    or unforked by a zygote that stopped serving) tells the judge that no reply will come."""
+    watch = select.poll()
+    watch.register(worker.replies, select.POLLIN | select.POLLHUP | select.POLLERR)
+    while True:
+        left = READY_POLL if deadline is None else deadline - time.monotonic()
+        if watch.poll(max(0.0, min(READY_POLL, left)) * 1000):
+            return True
+        if worker.proc.poll() is not None:
+            return bool(watch.poll(0))  # what it wrote before it ended is still read
+        if left <= READY_POLL and deadline is not None:
+            return True
+
+
 class Remote:
     """One worker at a time; ``call`` and ``drive`` are what ``tests.boundary`` and the adapters proxy use."""
 
@@ -173,10 +195,11 @@ class Remote:
         return self._wait_ready(self._launch())
 
     def _wait_ready(self, worker: WorkerProcess) -> WorkerProcess:
+        deadline = time.monotonic() + self.startup_timeout
         try:
-            msg, _ = channel.receive(
-                worker.replies, 1 << 16, time.monotonic() + self.startup_timeout
-            )
+            if not _replies_before_ending(worker, deadline):
+                raise channel.ChannelClosed("it ended before it said 'ready'")
+            msg, _ = channel.receive(worker.replies, 1 << 16, deadline)
         except (channel.ChannelClosed, channel.ChannelError, channel.ChannelTimeout) as e:
             why = describe_exit(worker.proc) if isinstance(e, channel.ChannelClosed) else str(e)
             worker.kill()
@@ -461,6 +484,8 @@ class Remote:
         try:
             channel.send(worker.requests, message, encoder.blobs)
             self._reset_pending = False
+            if not _replies_before_ending(worker):
+                raise channel.ChannelClosed("it ended without a reply")
             reply, blobs = channel.receive(
                 worker.replies, self.reply_limit, tree_limit=self.tree_limit
             )

@@ -6,6 +6,8 @@ are in ``test_grade_hostile.py``."""
 from __future__ import annotations
 
 import os
+import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cs336_staff.grade import warm
+from cs336_staff.grade.errors import WorkerUnavailable
 from cs336_staff.grade.judge import make_remote
 from cs336_staff.grade.remote import Remote
 from cs336_staff.grade.sandbox import probe, stage
@@ -24,6 +27,7 @@ from cs336_staff.worker.zygote import own_pid_namespace
 pytestmark = [pytest.mark.staff, pytest.mark.timeout(120)]
 
 SANDBOX = probe(False)
+READY_WAIT = 5.0  # seconds: a few of the judge's polls, far below a test's timeout
 #: ``add`` says which worker answered, who its parent is and what it finds in ``/tmp``; ``mul``
 #: leaves a file there (and another in the machine's ``/tmp`` named by ``CANARY``, when it can).
 CALC = calc_with(
@@ -91,6 +95,29 @@ def test_the_judge_sees_the_worker_it_forked_and_ends_it(sandboxed: Remote):
     sandboxed.restart()
     assert worker.proc.poll() is not None and not Path(f"/proc/{worker.proc.pid}/stat").exists()
     assert Path(f"/proc/{zygote_pid}").exists() and zygote.serving()
+
+
+def test_a_zygote_stopped_after_the_judge_looked_costs_one_start_not_the_tests_timeout(
+    sandboxed: Remote,
+):
+    """The zygote is stopped (SIGSTOP, by a worker that just ended) between the judge's check that
+    it serves and its fork request: the request waits in a socket nobody reads, and no pipe end ever
+    closes. The wait for 'ready' sees the stopped zygote within a poll and says the worker did not
+    start; the next start comes from a new sandbox."""
+    sandboxed.call("adapters:run_add", [1, 2], {})
+    sandboxed.restart()
+    starts = sandboxed._launch
+    assert isinstance(starts, warm.WorkerStarts) and starts.zygote is not None
+    zygote = starts.zygote
+    zygote_pid = zygote.outer_pid(zygote.ready) if zygote.ready is not None else None
+    assert zygote_pid is not None
+    os.kill(zygote_pid, signal.SIGSTOP)
+    began = time.monotonic()
+    with pytest.raises(WorkerUnavailable, match="did not start"):
+        sandboxed._wait_ready(zygote.fork())  # past the launcher's check, as in the race
+    assert time.monotonic() - began < READY_WAIT
+    assert sandboxed.call("adapters:run_mul", [2, 3], {}) == 6
+    assert starts.zygote is not zygote and not Path(f"/proc/{zygote_pid}").exists()
 
 
 def test_without_a_sandbox_the_machines_tmp_is_left_alone(tmp_path: Path):

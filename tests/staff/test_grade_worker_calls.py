@@ -229,6 +229,22 @@ def test_a_call_that_answers_before_its_kill_is_due_keeps_its_worker(monkeypatch
         worker.kill()
 
 
+def test_a_worker_that_ends_while_another_process_holds_its_reply_pipe_is_a_crash_at_once():
+    """The worker ends without a reply, but its reply pipe does not close: another process holds
+    its write end (a zygote stopped right after forking it, before it closed its copies). The
+    judge sees the process end within a poll and reports the crash, not the test's timeout."""
+    requests, replies = os.pipe(), os.pipe()
+    remote, worker = _sleeping_worker(requests=requests[1], replies=replies[0])
+    threading.Timer(0.2, worker.proc.kill).start()
+    try:
+        with pytest.raises(WorkerCrashed, match="during adapters:run: it was killed by SIGKILL"):
+            remote.call("adapters:run", [], {})
+        assert remote.worker is None and remote.crashes == 1
+    finally:
+        for fd in (requests[0], replies[1]):  # the holder's ends; the judge's were closed with it
+            os.close(fd)
+
+
 # -- drivers across a real Worker in a thread ------------------------------------------------------
 
 
