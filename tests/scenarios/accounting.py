@@ -130,7 +130,7 @@ def build(net: Net) -> Any:
 
         return chain
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(net.seed)
+        torch.default_generator.manual_seed(net.seed)  # the CPU's only, as fork_rng keeps
         if net.kind == "linear":
             d_in, d_out = net.dims
             module: nn.Module = nn.Linear(d_in, d_out, bias=net.bias)

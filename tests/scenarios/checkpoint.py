@@ -103,7 +103,7 @@ class Setup:
     def build(self, seed: int) -> tuple[nn.Module, torch.optim.Optimizer]:
         """The model initialised from ``seed`` (global RNGs left as they were), and its optimizer."""
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.default_generator.manual_seed(seed)  # the CPU's only, as fork_rng keeps
             model = MODELS[self.model]()
         return model, getattr(torch.optim, self.optimizer)(model.parameters(), **self.options)
 

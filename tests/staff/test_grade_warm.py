@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.staff, pytest.mark.timeout(120)]
 
 SANDBOX = probe(False)
 READY_WAIT = 5.0  # seconds: a few of the judge's polls, far below a test's timeout
+REAP_WAIT = 10.0  # seconds for the zygote to reap a killed worker, on a loaded machine
 #: ``add`` says which worker answered, who its parent is and what it finds in ``/tmp``; ``mul``
 #: leaves a file there (and another in the machine's ``/tmp`` named by ``CANARY``, when it can).
 CALC = calc_with(
@@ -92,8 +93,12 @@ def test_the_judge_sees_the_worker_it_forked_and_ends_it(sandboxed: Remote):
     zygote = sandboxed._launch.zygote  # type: ignore[attr-defined]
     zygote_pid = zygote.outer_pid(zygote.ready)
     assert sandboxed.worker_pids()[0] == worker.proc.pid != zygote_pid
+    pid, inner = worker.proc.pid, worker.proc.inner  # type: ignore[attr-defined]
     sandboxed.restart()
-    assert worker.proc.poll() is not None and not Path(f"/proc/{worker.proc.pid}/stat").exists()
+    assert worker.proc.poll() is not None
+    # ended at once; gone from /proc once the zygote reaped it, which it reports
+    assert zygote.wait_for(lambda: inner in zygote.exits, REAP_WAIT), zygote.exits
+    assert not Path(f"/proc/{pid}/stat").exists()
     assert Path(f"/proc/{zygote_pid}").exists() and zygote.serving()
 
 
