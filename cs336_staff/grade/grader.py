@@ -499,12 +499,16 @@ def _read_results(path: Path, run: JudgeRun) -> None:
                 run.console += WORKER_OUTPUT + event["console"]
 
 
+def collection_file(staff_root: Path, cache_dir: Path) -> Path:
+    """Where ``collect_expected`` keeps the collection of ``staff_root`` as it is now, in ``cache_dir``."""
+    return cache_dir / f"collected-{tree_fingerprint(staff_root)[:16]}.json"
+
+
 def collect_expected(
     staff_root: Path, cache_dir: Path | None = None, limits: Limits | None = None
 ) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """Graded test ids (-> markers), collected by the judge with no submission at all, and collection errors."""
-    fp = tree_fingerprint(staff_root)
-    cache = None if cache_dir is None else cache_dir / f"collected-{fp[:16]}.json"
+    cache = None if cache_dir is None else collection_file(staff_root, cache_dir)
     if cache is not None and cache.is_file():
         data = json.loads(cache.read_text())
         return {k: tuple(v) for k, v in data["collected"].items()}, data["errors"]

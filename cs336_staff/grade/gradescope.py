@@ -20,6 +20,14 @@ This module
    summary students see counting visible tests only. A grader failure still writes a result
    (score 0, the reason) so Gradescope never shows a bare "autograder failed".
 
+``prepare`` (what ``setup.sh`` runs once, at image build) does beforehand what every run would
+otherwise do again, in a container whose writes are lost with it: it compiles the environment's
+bytecode (``bytecode.ensure_compiled``: some 30 core-seconds that each run paid on Gradescope's
+machine) and collects the graded tests into ``source/.cs336-prepared`` (which also leaves the tests
+as pytest rewrote them in the staff tree's ``__pycache__``, for every judge to read). A run reads
+that collection when it matches the staff tree, and collects again in its own temporary folder
+when it does not (nothing under ``source`` is written while grading).
+
 Environment: ``CS336_AUTOGRADER_ROOT`` moves ``/autograder`` (a staff test lays one out in a
 temporary folder).
 """
@@ -35,8 +43,16 @@ import time
 from pathlib import Path
 
 from cs336_staff.grade import neutral
+from cs336_staff.grade.bytecode import ensure_compiled
 from cs336_staff.grade.container import lock_down
-from cs336_staff.grade.grader import WORKER_OUTPUT, SandboxRefused, grade_one, make_plan
+from cs336_staff.grade.grader import (
+    WORKER_OUTPUT,
+    SandboxRefused,
+    collect_expected,
+    collection_file,
+    grade_one,
+    make_plan,
+)
 from cs336_staff.grade.intake import ADAPTERS, PACKAGE
 from cs336_staff.grade.limits import GiB, Limits
 from cs336_staff.grade.report import NOT_GRADED, GradeResult
@@ -48,6 +64,8 @@ from cs336_staff.grade.spec import HIDDEN_PREFIX
 GRADESCOPE_LIMITS = Limits(
     memory_bytes=int(2.5 * GiB), address_space_bytes=8 * GiB, test_timeout=120.0, run_timeout=1500.0
 )
+#: The folder of the source tree where ``prepare`` leaves the collection of the graded tests.
+PREPARED = ".cs336-prepared"
 #: Visibility of a hidden test's result on Gradescope unless the rubric hides it entirely.
 HIDDEN_VISIBILITY = "after_published"
 STDOUT_HEAD, STDOUT_TAIL = (
@@ -180,7 +198,7 @@ def grade(root: Path, limits: Limits = GRADESCOPE_LIMITS) -> dict:
                 device="cpu",
                 limits=limits,
                 jobs=1,
-                cache_dir=out / ".cache",
+                cache_dir=collection_cache(root / "source", out),
                 warn=lambda m: print(m, file=sys.stderr),
             )
             grade_one(upload, "submission", out, plan, force=True)
@@ -197,13 +215,45 @@ def grade(root: Path, limits: Limits = GRADESCOPE_LIMITS) -> dict:
         return failed(f"{type(e).__name__}: {e}", time.monotonic() - start)
 
 
+def collection_cache(source: Path, out: Path) -> Path:
+    """Where this run finds the collection: ``source/.cs336-prepared`` when ``prepare`` collected this
+    very tree there; else a folder of this run's own (``out``), never the source tree."""
+    prepared = source / PREPARED
+    return prepared if collection_file(source, prepared).is_file() else out / ".cache"
+
+
+def prepare(source: Path) -> str:
+    """At image build: compile the environment's bytecode and collect the graded tests (module doc)."""
+    warning = ensure_compiled(workers=os.cpu_count() or 1)
+    collected, errors = collect_expected(source, source / PREPARED, GRADESCOPE_LIMITS)
+    if errors:
+        raise RuntimeError(
+            f"the staff tests in {', '.join(sorted(errors))} do not collect: fix them before "
+            "building the autograder"
+        )
+    return (
+        f"compiled the environment's bytecode{f' ({warning})' if warning else ''}; collected "
+        f"{len(collected)} graded tests into {source / PREPARED}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="run_autograder", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["run"])
+    parser.add_argument(
+        "command",
+        choices=["run", "prepare"],
+        help="run: grade the upload; prepare: what setup.sh runs once, at image build",
+    )
     parser.add_argument(
         "--root", type=Path, default=Path(os.environ.get("CS336_AUTOGRADER_ROOT", "/autograder"))
     )
+    parser.add_argument(
+        "--source", type=Path, help="prepare: the unpacked autograder zip (default: ROOT/source)"
+    )
     args = parser.parse_args(argv)
+    if args.command == "prepare":
+        print(f"cs336 autograder: {prepare((args.source or args.root / 'source').resolve())}")
+        return 0
     result = grade(args.root.resolve())
     (args.root / "results").mkdir(exist_ok=True)
     _write(args.root / "results" / "results.json", result)

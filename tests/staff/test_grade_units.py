@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from cs336_staff.grade import grader, gradescope
 from cs336_staff.grade.grader import graded_outcome
 from cs336_staff.grade.intake import read_submission, safe_relpath, submission_name
 from cs336_staff.grade.limits import Limits, MiB, Watchdog
 from cs336_staff.grade.merge import merge_results
 from cs336_staff.grade.report import GradeResult, TestResult, write_gradebook
 from cs336_staff.grade.spec import SPEC_VERSION, JudgeSpec, SpecError
-from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, make_zip
+from cs336_staff.grade.testing import ADAPTERS, GOOD_CALC, make_staff_repo, make_zip
 from cs336_staff.rubric import Rubric
 from cs336_staff.worker.adapter_rule import is_adapter, read_adapters
 
@@ -382,6 +383,31 @@ def test_a_long_failure_report_is_clipped_with_the_worker_output_at_its_end():
         and output.startswith("x" * 100)
         and output.endswith(printed)
     )
+
+
+def test_prepare_collects_once_for_every_gradescope_run_until_a_test_changes(tmp_path, monkeypatch):
+    """``prepare`` (setup.sh, at image build) compiles the environment's bytecode and leaves the
+    collection in source/.cs336-prepared; a run reads it there without collecting, while the staff
+    tree is the one collected, and collects in a folder of its own once a test changed."""
+    compiled: list[int] = []
+    monkeypatch.setattr(
+        gradescope, "ensure_compiled", lambda workers: compiled.append(workers) or ""
+    )
+    source = make_staff_repo(tmp_path / "source")
+    said = gradescope.prepare(source)
+    assert compiled and "collected 10 graded tests" in said, said
+    out = tmp_path / "out"
+    assert gradescope.collection_cache(source, out) == source / gradescope.PREPARED
+
+    def no_collecting(*args, **kwargs):
+        raise AssertionError("collected again")
+
+    monkeypatch.setattr(grader, "run_judge", no_collecting)
+    collected, errors = grader.collect_expected(source, source / gradescope.PREPARED)
+    assert len(collected) == 10 and not errors
+    test = source / "tests" / "test_calc.py"
+    test.write_text(test.read_text() + "\n# changed after the image was built\n")
+    assert gradescope.collection_cache(source, out) == out / ".cache"
 
 
 def test_run_autograder_prints_the_start_of_the_workers_output_and_the_end_of_the_console():

@@ -50,5 +50,10 @@ fi
 export UV_PYTHON_INSTALL_DIR="$env_dir/python" UV_PROJECT_ENVIRONMENT="$env_dir/venv" UV_NO_PROGRESS=1
 cd "$source_dir"
 "$uv" sync --frozen --no-install-project --python "$python_version"
+# What each run would otherwise redo in a container that keeps nothing: compile the environment's
+# bytecode, and collect the graded tests (gradescope.py's `prepare`). Without -B, so the tests as
+# pytest rewrote them stay in the source tree for every run to read.
+"$env_dir/venv/bin/python" -I -c 'import sys, os; sys.path.insert(0, os.getcwd()); from cs336_staff.grade.gradescope import main; sys.exit(main())' \
+    prepare --source "$source_dir"
 chmod -R a+rX "$env_dir"
 "$env_dir/venv/bin/python" -c "import torch, pytest, numpy; print('cs336 autograder environment ready: torch', torch.__version__)"
