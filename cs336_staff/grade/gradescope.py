@@ -22,7 +22,7 @@ This module
 
 ``prepare`` (what ``setup.sh`` runs once, at image build) does beforehand what every run would
 otherwise do again, in a container whose writes are lost with it: it compiles the environment's
-bytecode (``bytecode.ensure_compiled``: some 30 core-seconds that each run paid on Gradescope's
+bytecode (``bytecode.ensure_compiled``: some 20 core-seconds that each run paid on Gradescope's
 machine) and collects the graded tests into ``source/.cs336-prepared`` (which also leaves the tests
 as pytest rewrote them in the staff tree's ``__pycache__``, for every judge to read). A run reads
 that collection when it matches the staff tree, and collects again in its own temporary folder
