@@ -99,6 +99,10 @@ class PytestJob:
         """``outcomes=False``: no outcome plugin (the child records its own; ``PytestRun.tests`` stays
         empty); ``inherit_env=False``: the child's environment is ``env`` alone; ``prefix``: a command
         that runs the child (``bwrap ... --``)."""
+        if not outcomes and (hide or only_fixture):  # before anything is made: nothing left behind
+            raise ValueError(
+                "hide and only_fixture are done by the outcome plugin: they need outcomes=True"
+            )
         self.cwd, self.timeout = Path(cwd), timeout
         self._scratch = Path(tempfile.mkdtemp(prefix="cs336-session-"))
         self._out = self._scratch / "results.jsonl"
@@ -117,10 +121,6 @@ class PytestJob:
             )
             if only_fixture:
                 child_env["CS336_PROBE_ONLY_FIXTURE"] = only_fixture
-        elif hide or only_fixture:
-            raise ValueError(
-                "hide and only_fixture are done by the outcome plugin: they need outcomes=True"
-            )
         child_env.update(env or {})
         cmd = [
             *prefix,
