@@ -141,12 +141,12 @@ def _replies_before_ending(worker: WorkerProcess, deadline: float | None = None)
     watch = select.poll()
     watch.register(worker.replies, select.POLLIN | select.POLLHUP | select.POLLERR)
     while True:
-        left = READY_POLL if deadline is None else deadline - time.monotonic()
-        if watch.poll(max(0.0, min(READY_POLL, left)) * 1000):
+        left = READY_POLL if deadline is None else max(0.0, deadline - time.monotonic())
+        if watch.poll(min(READY_POLL, left) * 1000):
             return True
         if worker.proc.poll() is not None:
             return bool(watch.poll(0))  # what it wrote before it ended is still read
-        if left <= READY_POLL and deadline is not None:
+        if deadline is not None and time.monotonic() >= deadline:
             return True
 
 

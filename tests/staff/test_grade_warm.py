@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,8 @@ from cs336_staff.worker.zygote import own_pid_namespace
 pytestmark = [pytest.mark.staff, pytest.mark.timeout(120)]
 
 SANDBOX = probe(False)
-READY_WAIT = 5.0  # seconds: a few of the judge's polls, far below a test's timeout
+# seconds the judge would wait for 'ready' without the watch of its process: below the test's timeout
+STARTUP_TIMEOUT = 60.0
 REAP_WAIT = 10.0  # seconds for the zygote to reap a killed worker, on a loaded machine
 #: ``add`` says which worker answered, who its parent is and what it finds in ``/tmp``; ``mul``
 #: leaves a file there (and another in the machine's ``/tmp`` named by ``CANARY``, when it can).
@@ -117,10 +117,10 @@ def test_a_zygote_stopped_after_the_judge_looked_costs_one_start_not_the_tests_t
     zygote_pid = zygote.outer_pid(zygote.ready) if zygote.ready is not None else None
     assert zygote_pid is not None
     os.kill(zygote_pid, signal.SIGSTOP)
-    began = time.monotonic()
-    with pytest.raises(WorkerUnavailable, match="did not start"):
+    # seen as ended (never forked), not as silent until the startup timeout ("no complete message")
+    sandboxed.startup_timeout = STARTUP_TIMEOUT
+    with pytest.raises(WorkerUnavailable, match=r"did not start \(it was killed by SIGKILL\)"):
         sandboxed._wait_ready(zygote.fork())  # past the launcher's check, as in the race
-    assert time.monotonic() - began < READY_WAIT
     assert sandboxed.call("adapters:run_mul", [2, 3], {}) == 6
     assert starts.zygote is not zygote and not Path(f"/proc/{zygote_pid}").exists()
 
